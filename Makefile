@@ -1,0 +1,35 @@
+# The README's two commands: `make demo` (main job) and `make test` (whole suite).
+# Each creates or reuses .venv and installs everything with pip first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip -q --disable-pip-version-check
+STAMP := $(VENV)/.dualdl-installed
+ARGS ?=
+
+.PHONY: install demo test bench docs clean
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg constraints.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel
+	# gluonnlp 0.10 builds from source against the venv's numpy and cython: install them first.
+	$(PIP) install -c constraints.txt cython "numpy<1.24"
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[all,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dualdl demo $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(ARGS)
+
+bench: $(STAMP)
+	$(PY) -m benchmarks $(ARGS)
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -q
+
+clean:
+	rm -rf $(VENV) site build *.egg-info

@@ -1,0 +1,50 @@
+"""dualdl: write deep-learning code once, run it on PyTorch or MXNet/Gluon with the same numbers.
+
+``import dualdl`` imports no framework: a backend's framework is imported the first time that
+backend is used. Submodules (``dualdl.nn``, ``dualdl.ops``, ``dualdl.losses``, ``dualdl.optim``,
+``dualdl.data``, ...) load on first attribute access.
+"""
+from __future__ import annotations
+
+import importlib as _importlib
+
+from .backend import (BackendNotInstalledError, available_backends, backend, backend_for,
+                      get_backend, use)
+from .devices import Device, cpu, device, devices, gpu, visible_gpus
+from .random import seed
+from .tensor import (arange, device_of, from_numpy, full, full_like, is_tensor, item, ones,
+                     ones_like, reshape, to_device, to_numpy, zeros, zeros_like)
+
+__version__ = "0.1.0"
+
+# Submodules imported on first access (each may import a framework only when used).
+_LAZY_SUBMODULES = frozenset({
+    "nn", "ops", "losses", "optim", "data", "parallel", "distributed", "state", "checkpoint",
+    "port", "testing", "io", "launch", "cli", "demo", "trainer",
+})
+# Names re-exported lazily from submodules: name -> module
+_LAZY_NAMES = {
+    "state_dict": "state", "load_state_dict": "state", "named_parameters": "state",
+    "save": "checkpoint", "load": "checkpoint",
+    "Trainer": "trainer",
+}
+
+__all__ = [
+    "use", "backend", "get_backend", "backend_for", "available_backends", "BackendNotInstalledError",
+    "Device", "cpu", "gpu", "device", "devices", "visible_gpus", "seed",
+    "from_numpy", "to_numpy", "item", "reshape", "to_device", "device_of", "is_tensor",
+    "zeros", "ones", "full", "arange", "zeros_like", "ones_like", "full_like",
+    *sorted(_LAZY_NAMES), *sorted(_LAZY_SUBMODULES),
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(_importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
+    raise AttributeError(f"module 'dualdl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY_SUBMODULES | set(_LAZY_NAMES))

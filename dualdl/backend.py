@@ -1,0 +1,228 @@
+"""The backend contract and the registry that finds backends by name or by tensor type.
+
+Each adapter package (``dualdl_torch``, ``dualdl_mx``) exposes a ``Backend`` subclass in its
+``__init__`` and the same set of modules (``ADAPTER_MODULES``). Nothing here imports a framework:
+an adapter is imported the first time its backend is used, and a tensor is matched to a backend
+only among frameworks already in ``sys.modules`` (the einops rule), so ``import dualdl`` stays cheap
+and both backends can live in one process.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import contextvars
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .devices import Device
+
+__all__ = [
+    "Backend", "BackendNotInstalledError", "KNOWN_BACKENDS", "ADAPTER_MODULES",
+    "get_backend", "backend_for", "use", "backend", "available_backends",
+]
+
+# name -> (adapter package, framework module, pip extra)
+KNOWN_BACKENDS: Dict[str, Tuple[str, str, str]] = {
+    "torch": ("dualdl_torch", "torch", "torch"),
+    "mxnet": ("dualdl_mx", "mxnet", "mxnet"),
+}
+_ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
+
+# The modules every adapter package provides, with the same names (Keras 3's rule).
+ADAPTER_MODULES: Tuple[str, ...] = (
+    "core", "nn", "ops", "losses", "optim", "parallel", "distributed", "state",
+)
+
+
+class BackendNotInstalledError(ImportError):
+    """The framework behind a backend is not installed; the message names the pip extra."""
+
+
+class Backend(abc.ABC):
+    """What an adapter implements. Tensor functions receive native tensors and return native ones.
+
+    Larger concerns (layers, ops, losses, optimizers, data parallel, distributed, state dicts)
+    live in the adapter's modules of the same names, reached with :meth:`module`.
+    """
+
+    name: str = ""
+    framework: str = ""     # the framework's top-level module name
+    adapter: str = ""       # the adapter package name
+
+    # ---- tensors ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def tensor_types(self) -> Tuple[type, ...]:
+        """Native tensor classes (used for dispatch by type)."""
+
+    @abc.abstractmethod
+    def from_numpy(self, a: np.ndarray, device: Device, dtype: np.dtype) -> Any:
+        """A native tensor holding a copy of ``a`` cast to ``dtype`` on ``device``."""
+
+    @abc.abstractmethod
+    def to_numpy(self, t: Any) -> np.ndarray:
+        """A numpy copy of ``t`` (detached, from any device)."""
+
+    @abc.abstractmethod
+    def shape(self, t: Any) -> Tuple[int, ...]: ...
+
+    @abc.abstractmethod
+    def dtype(self, t: Any) -> np.dtype: ...
+
+    @abc.abstractmethod
+    def reshape(self, t: Any, shape: Tuple[int, ...]) -> Any:
+        """Reshape with a fully resolved shape (no -1, no MXNet special codes)."""
+
+    @abc.abstractmethod
+    def device_of(self, t: Any) -> Device: ...
+
+    @abc.abstractmethod
+    def to_device(self, t: Any, device: Device) -> Any: ...
+
+    @abc.abstractmethod
+    def full(self, shape: Tuple[int, ...], value: Any, dtype: np.dtype, device: Device) -> Any: ...
+
+    @abc.abstractmethod
+    def arange(self, start: float, stop: float, step: float, dtype: np.dtype, device: Device) -> Any: ...
+
+    # ---- devices and randomness ------------------------------------------------------------
+    @abc.abstractmethod
+    def gpu_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def native_device(self, device: Device) -> Any:
+        """The framework's own device object (``torch.device`` / ``mx.Context``)."""
+
+    @abc.abstractmethod
+    def cuda_initialized(self) -> bool:
+        """Whether this framework already initialised CUDA in this process."""
+
+    @abc.abstractmethod
+    def seed(self, seed: int, deterministic: bool) -> None: ...
+
+    # ---- adapter modules -------------------------------------------------------------------
+    def module(self, name: str):
+        """The adapter module ``name`` (one of ``ADAPTER_MODULES``), imported on first use."""
+        if name not in ADAPTER_MODULES:
+            raise ValueError(f"unknown adapter module {name!r}; expected one of {ADAPTER_MODULES}")
+        return importlib.import_module(f"{self.adapter}.{name}")
+
+    def __repr__(self) -> str:
+        return f"<dualdl backend {self.name!r}>"
+
+
+_instances: Dict[str, Backend] = {}
+_type_cache: Dict[type, Backend] = {}
+
+
+def _canonical(name: str) -> str:
+    key = str(name).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in KNOWN_BACKENDS:
+        raise ValueError(
+            f"unknown backend {name!r}; known backends: {', '.join(sorted(KNOWN_BACKENDS))}")
+    return key
+
+
+def get_backend(name: Optional[str] = None) -> Backend:
+    """The backend called ``name`` (default: the active one), importing its adapter on first use."""
+    key = _canonical(name) if name is not None else _active_name()
+    inst = _instances.get(key)
+    if inst is not None:
+        return inst
+    adapter, framework, extra = KNOWN_BACKENDS[key]
+    if importlib.util.find_spec(framework) is None:
+        raise BackendNotInstalledError(
+            f"the {key!r} backend needs the {framework!r} package, which is not installed; "
+            f"install it with: pip install 'dualdl[{extra}]'")
+    module = importlib.import_module(adapter)
+    inst = module.Backend()
+    _instances[key] = inst
+    from .random import _apply_pending
+    _apply_pending(inst)
+    return inst
+
+
+def backend_for(x: Any) -> Backend:
+    """The backend that owns tensor ``x``, found by its type among frameworks already imported."""
+    t = type(x)
+    inst = _type_cache.get(t)
+    if inst is not None:
+        return inst
+    for key, (_, framework, _) in KNOWN_BACKENDS.items():
+        if framework in sys.modules:
+            cand = get_backend(key)
+            if isinstance(x, cand.tensor_types()):
+                _type_cache[t] = cand
+                return cand
+    raise TypeError(
+        f"expected a native tensor of a dualdl backend ({', '.join(KNOWN_BACKENDS)}), "
+        f"got {t.__module__}.{t.__qualname__}")
+
+
+def available_backends() -> Sequence[str]:
+    """Names of the backends whose framework is installed (nothing is imported)."""
+    return [k for k, (_, fw, _) in KNOWN_BACKENDS.items() if importlib.util.find_spec(fw) is not None]
+
+
+# ---- the active backend: a context variable, so threads and asyncio tasks each see their own --
+def _default_name() -> str:
+    env = os.environ.get("DUALDL_BACKEND")
+    if env:
+        try:
+            return _canonical(env)
+        except ValueError as e:
+            raise ValueError(f"DUALDL_BACKEND: {e}") from None
+    return "torch"
+
+
+_active: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("dualdl_backend", default=None)
+
+
+def _active_name() -> str:
+    name = _active.get()
+    return name if name is not None else _default_name()
+
+
+def backend() -> str:
+    """The name of the active backend ("torch" or "mxnet")."""
+    return _active_name()
+
+
+class use:
+    """Set the active backend: ``dualdl.use("mxnet")``, or for a block only::
+
+        with dualdl.use("mxnet"):
+            net = Net()        # a Gluon HybridBlock
+
+    The setting lives in a ``contextvars.ContextVar``: the context-manager form restores the
+    previous backend on exit and is safe across threads and asyncio tasks.
+    """
+
+    def __init__(self, name: str):
+        self.name = _canonical(name)
+        self._token = _active.set(self.name)
+
+    def __enter__(self) -> "use":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _active.reset(self._token)
+
+    def __repr__(self) -> str:
+        return f"dualdl.use({self.name!r})"
+
+
+@contextlib.contextmanager
+def _using(name: Optional[str]) -> Iterator[Backend]:
+    """Internal: run a block with ``name`` active (no-op for ``None``)."""
+    be = get_backend(name)
+    token = _active.set(be.name)
+    try:
+        yield be
+    finally:
+        _active.reset(token)

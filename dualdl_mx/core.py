@@ -1,0 +1,74 @@
+"""Tensors, devices and seeding on MXNet (legacy ``mx.nd`` NDArrays, as Gluon 1.x uses)."""
+from __future__ import annotations
+
+import os
+from typing import Tuple
+
+import numpy as np
+import mxnet as mx
+
+from dualdl.backend import Backend as _Contract
+from dualdl.devices import Device
+
+
+def native_device(device: Device) -> mx.Context:
+    return mx.gpu(device.index) if device.kind == "gpu" else mx.cpu(device.index)
+
+
+class Backend(_Contract):
+    name = "mxnet"
+    framework = "mxnet"
+    adapter = "dualdl_mx"
+
+    def tensor_types(self) -> Tuple[type, ...]:
+        return (mx.nd.NDArray,)
+
+    def from_numpy(self, a: np.ndarray, device: Device, dtype: np.dtype) -> mx.nd.NDArray:
+        # nd.array would cast float64/int64 to float32 unless dtype= is given.
+        return mx.nd.array(np.asarray(a, dtype=dtype), ctx=native_device(device), dtype=dtype)
+
+    def to_numpy(self, t) -> np.ndarray:
+        return t.asnumpy()
+
+    def shape(self, t):
+        return tuple(t.shape)
+
+    def dtype(self, t):
+        return np.dtype(t.dtype)
+
+    def reshape(self, t, shape):
+        # shape is fully resolved by dualdl (positive sizes only): MXNet's 0/-2/-3/-4 codes never apply
+        return t.reshape(shape)
+
+    def device_of(self, t) -> Device:
+        c = t.context
+        return Device("gpu" if c.device_type == "gpu" else "cpu", int(c.device_id))
+
+    def to_device(self, t, device: Device):
+        return t.as_in_context(native_device(device))
+
+    def full(self, shape, value, dtype, device):
+        return mx.nd.full(shape, value, ctx=native_device(device), dtype=dtype)
+
+    def arange(self, start, stop, step, dtype, device):
+        # nd.arange computes in the requested dtype; build in numpy for torch-identical values.
+        return mx.nd.array(np.arange(start, stop, step, dtype=dtype), ctx=native_device(device), dtype=dtype)
+
+    def gpu_count(self) -> int:
+        try:
+            return mx.context.num_gpus()
+        except mx.base.MXNetError:
+            return 0
+
+    def native_device(self, device: Device) -> mx.Context:
+        return native_device(device)
+
+    def cuda_initialized(self) -> bool:
+        # MXNet initialises CUDA lazily on the first GPU op; a GPU-less build never does.
+        return False
+
+    def seed(self, seed: int, deterministic: bool) -> None:
+        mx.random.seed(seed)                  # all contexts
+        if deterministic:
+            os.environ["MXNET_ENFORCE_DETERMINISM"] = "1"
+            os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "0"
