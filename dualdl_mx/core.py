@@ -21,7 +21,8 @@ class Backend(_Contract):
     adapter = "dualdl_mx"
 
     def tensor_types(self) -> Tuple[type, ...]:
-        return (mx.nd.NDArray,)
+        # Symbols too: dualdl.ops dispatch inside hybridized forward passes
+        return (mx.nd.NDArray, mx.sym.Symbol)
 
     def from_numpy(self, a: np.ndarray, device: Device, dtype: np.dtype) -> mx.nd.NDArray:
         # nd.array would cast float64/int64 to float32 unless dtype= is given.

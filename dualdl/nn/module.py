@@ -1,0 +1,88 @@
+"""Write-once modules: a subclass of :class:`Module` is instantiated as a *native* module.
+
+``class Net(dl.nn.Module)`` written once; ``Net()`` under ``dl.use("torch")`` is a
+``torch.nn.Module``, under ``dl.use("mxnet")`` a Gluon ``HybridBlock`` (or pass ``backend=``).
+The native class is built on first use as ``type("Net", (Net, <adapter Module base>), {...})`` and
+cached, so the user's ``__init__``/``forward`` run unchanged, ``isinstance(net, Net)`` holds, and
+native tools (hooks, optimizers, ``hybridize()``, ``torch.compile``, ``.to()``) keep working.
+
+Built-in layers (``Linear``, ``Conv2d``, ...) are declared here with ``_dl_layer``; instantiating
+one returns the adapter's native implementation of that layer. Children created inside a module's
+``__init__`` are built on the same backend as the module.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from ..backend import _using, get_backend
+
+__all__ = ["Module", "ModuleMeta", "Parameter", "native_class"]
+
+_NATIVE_CACHE: Dict[Tuple[type, str], type] = {}
+
+
+class ModuleMeta(type):
+    """Turns ``SomeModule(...)`` into the construction of a native module of the active backend."""
+
+    def __call__(cls, *args, backend: Optional[str] = None, **kwargs):
+        if "_dl_native_for" in cls.__dict__:          # already a native class: plain construction
+            if backend is not None and backend != cls.__dict__["_dl_native_for"]:
+                raise ValueError(f"{cls.__name__} is the {cls._dl_native_for} build; "
+                                 f"backend={backend!r} does not match")
+            return super().__call__(*args, **kwargs)
+        be = get_backend(backend)
+        layer = cls.__dict__.get("_dl_layer")
+        with _using(be.name):
+            if layer is not None:
+                return getattr(be.module("nn"), layer)(*args, **kwargs)
+            return native_class(cls, be.name)(*args, **kwargs)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if type.__instancecheck__(cls, obj):
+            return True
+        layer = cls.__dict__.get("_dl_layer")
+        if layer is not None:                          # nn.Linear matches every backend's Linear
+            return getattr(type(obj), "_dl_layer", None) == layer
+        if cls is Module:                              # any module dualdl built
+            return getattr(type(obj), "_dl_layer", None) is not None
+        return False
+
+
+def native_class(cls: type, backend: str) -> type:
+    """The native class for write-once class ``cls`` on ``backend`` (built once, then cached)."""
+    key = (cls, backend)
+    native = _NATIVE_CACHE.get(key)
+    if native is None:
+        base = get_backend(backend).module("nn").Module
+        ns = {"_dl_native_for": backend, "__module__": cls.__module__,
+              "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+        ns.update(base._dl_native_namespace(cls))
+        native = ModuleMeta(cls.__name__, (cls, base), ns)
+        _NATIVE_CACHE[key] = native
+    return native
+
+
+class Module(metaclass=ModuleMeta):
+    """Base class of write-once models. Define ``__init__`` (create layers, call
+    ``super().__init__()`` first) and ``forward(self, x, ...)`` as in PyTorch.
+
+    On MXNet, ``forward`` runs inside ``hybrid_forward``: its arguments are NDArrays, or Symbols
+    after ``hybridize()``. Write it with ``dualdl.ops`` and layers only; parameter attributes
+    (``self.w``) hold the bound tensor while it runs. Under ``hybridize()`` a Symbol has no
+    ``.shape``: use ``ops.flatten`` / ``ops.reshape(x, (-1, n))`` instead of reading sizes.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class Parameter:
+    """``nn.Parameter(data, requires_grad=True)``: a learnable tensor registered by assigning it
+    to a module attribute (``self.w = nn.Parameter(np.zeros((3, 4)))``).
+
+    ``data`` is a numpy array or a native tensor. On torch this *is* ``torch.nn.Parameter``; on
+    MXNet a spec that the module turns into a Gluon ``Parameter`` named after the attribute.
+    """
+
+    def __new__(cls, data: Any, requires_grad: bool = True, backend: Optional[str] = None):
+        return get_backend(backend).module("nn").make_parameter(data, requires_grad)

@@ -1,0 +1,46 @@
+"""Native PyTorch implementations of dualdl's layers, and the base of write-once modules.
+
+Every layer here *is* the ``torch.nn`` layer (a thin subclass that adds a shape check whose error
+names the layer, the expected layout and the shape received). ``_dl_layer`` marks the dualdl
+layer each class implements; ``dualdl_mx.nn`` has a class of the same name for each.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["Module", "make_parameter", "Linear"]
+
+
+class Module(torch.nn.Module):
+    """Base mixed into write-once modules on torch: nothing to add, torch.nn.Module is the model."""
+
+    @classmethod
+    def _dl_native_namespace(cls, user_cls: type) -> dict:
+        return {}
+
+
+def make_parameter(data: Any, requires_grad: bool = True) -> torch.nn.Parameter:
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(np.array(data, copy=True))
+    if not isinstance(data, torch.Tensor):
+        raise TypeError(f"nn.Parameter expects a numpy array or a torch tensor on the torch backend, "
+                        f"got {type(data).__name__}")
+    return torch.nn.Parameter(data.detach().clone(), requires_grad=requires_grad)
+
+
+def shape_error(layer: str, expected: str, x: torch.Tensor) -> ValueError:
+    return ValueError(f"{layer}: expected input of shape {expected}, got {tuple(x.shape)}")
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear``: applies to the last axis."""
+    _dl_layer = "Linear"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                              f"(*, {self.in_features})", x)
+        return torch.nn.functional.linear(x, self.weight, self.bias)
