@@ -1,0 +1,45 @@
+"""Write a file so that readers see the old file or the complete new one, never a partial one."""
+from __future__ import annotations
+
+import os
+from typing import Callable, TypeVar
+
+__all__ = ["atomic_write"]
+
+T = TypeVar("T")
+
+
+def atomic_write(path: "os.PathLike[str] | str", write_fn: Callable[[str], T]) -> T:
+    """Call ``write_fn(tmp_path)``, fsync, then ``os.replace(tmp_path, path)``.
+
+    The temporary file sits in the same directory (same filesystem, so the rename is atomic) and
+    keeps ``path``'s suffix (``np.savez`` and friends append one otherwise). On any error the
+    temporary file is removed and ``path`` is left untouched.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    stem, suffix = os.path.splitext(base)
+    tmp = os.path.join(directory, f".{stem}.tmp-{os.getpid()}{suffix}")
+    try:
+        result = write_fn(tmp)
+        if not os.path.exists(tmp):
+            raise FileNotFoundError(f"write_fn did not create the file it was given ({tmp})")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    return result

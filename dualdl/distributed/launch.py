@@ -1,0 +1,468 @@
+"""``dualdl launch``: start one training script as N processes on each framework's own engine.
+
+PyTorch: N ranks with ``MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/LOCAL_RANK`` (torchrun's names).
+MXNet: a ps-lite scheduler, ``--num-servers`` servers and N workers with ``DMLC_*`` (the same
+script runs in every role; ``import mxnet`` turns scheduler and server into nodes). Our own
+supervisor replaces MXNet's bundled launcher (which crashes on Python 3.11 and orphans nodes)
+and hardens both engines: loopback by default, each child in its own process group, fail fast
+when any process dies (a dead ps-lite node hangs the rest forever), a deadline after which every
+process group is killed, a report naming the failed rank with its exit code or signal and last
+stderr lines, one retry when the free port it picked was taken. POSIX only.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import errno
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Sequence
+
+from .env import LAUNCH_BACKEND, RANK_FILE, dmlc_vars, is_loopback
+
+__all__ = ["add_arguments", "run", "LaunchError"]
+
+EXIT_USAGE, EXIT_FAILED, EXIT_TIMEOUT = 2, 1, 124
+_PORT_CONFLICT = re.compile(r"EADDRINUSE|address already in use|bind failed", re.I)
+_POLL = 0.02
+
+
+class LaunchError(Exception):
+    """A launch request that cannot work; nothing was started."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=1,
+                   help="training processes (torch ranks / MXNet workers) on this node")
+    p.add_argument("--backend", choices=("torch", "mxnet"), default=None,
+                   help="engine (default: $DUALDL_BACKEND or torch)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds; kill every process after this and exit 124 (default: none)")
+    p.add_argument("--exit-timeout", type=float, default=60.0,
+                   help="seconds the others may keep running after one worker exited 0; a peer "
+                        "that leaves early hangs the rest (default 60)")
+    p.add_argument("--grace", type=float, default=3.0,
+                   help="seconds between SIGTERM and SIGKILL when stopping processes (default 3)")
+    p.add_argument("--master-addr", "--host", dest="master_addr", default="127.0.0.1",
+                   help="address of the rendezvous: torch rank 0's store / the MXNet scheduler "
+                        "(default 127.0.0.1, loopback only)")
+    p.add_argument("--port", "--master-port", dest="port", type=int, default=0,
+                   help="rendezvous port (default: a free one; required with --nnodes > 1)")
+    p.add_argument("--nnodes", type=int, default=1, help="hosts in the job (default 1)")
+    p.add_argument("--node-rank", type=int, default=0, help="index of this host in [0, nnodes)")
+    p.add_argument("--node-host", default=None,
+                   help="MXNet: this host's address that the others reach (DMLC_NODE_HOST); "
+                        "default 127.0.0.1 for a loopback master, else ps-lite picks an interface")
+    p.add_argument("--num-servers", type=int, default=1, help="MXNet parameter servers (node 0)")
+    p.add_argument("--tail", type=int, default=20, help="stderr lines shown for a failed process")
+    p.add_argument("--python", default=sys.executable, help="interpreter for the processes")
+    p.add_argument("script", help="the training script (runs in every process)")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+# ---- configuration ---------------------------------------------------------------------------
+@dataclass
+class _Config:
+    backend: str
+    nproc: int
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    port: int
+    node_host: Optional[str]
+    num_servers: int
+    timeout: Optional[float]
+    exit_timeout: float
+    grace: float
+    tail: int
+    python: str
+    cmd: List[str]
+    hosts_rendezvous: bool
+    base_env: Dict[str, str]
+
+
+def _validate(args: argparse.Namespace) -> _Config:
+    backend = args.backend or os.environ.get("DUALDL_BACKEND") or "torch"
+    backend = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}.get(backend, backend)
+    if backend not in ("torch", "mxnet"):
+        raise LaunchError(f"unknown backend {backend!r}; expected torch or mxnet")
+    for name in ("nproc", "nnodes", "num_servers"):
+        if getattr(args, name) < 1:
+            raise LaunchError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise LaunchError(f"--node-rank {args.node_rank} is not in [0, --nnodes {args.nnodes})")
+    for name in ("timeout", "exit_timeout", "grace"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            raise LaunchError(f"--{name.replace('_', '-')} must be > 0, got {v}")
+    if not 0 <= args.port < 65536:
+        raise LaunchError(f"--port {args.port} is not a TCP port")
+    if args.nnodes > 1 and not args.port:
+        raise LaunchError("--nnodes > 1 needs --port: every node must use the same rendezvous port")
+    if not os.path.isfile(args.script):
+        raise LaunchError(f"script {args.script!r} not found")
+    if shutil.which(args.python) is None and not os.access(args.python, os.X_OK):
+        raise LaunchError(f"--python {args.python!r} is not an executable")
+    _check_framework(args.python, backend)
+    hosts = args.node_rank == 0
+    if args.port and hosts:
+        _check_port_free(args.master_addr, args.port)
+    node_host = args.node_host
+    if node_host is None and is_loopback(args.master_addr):
+        node_host = "127.0.0.1"
+    cmd = [args.python, "-u", args.script] + [a for a in args.script_args]
+    if cmd[3:4] == ["--"]:
+        del cmd[3]
+    return _Config(backend, args.nproc, args.nnodes, args.node_rank, args.master_addr, args.port,
+                   node_host, args.num_servers, args.timeout, args.exit_timeout, args.grace,
+                   max(0, args.tail), args.python, cmd, hosts, _base_env(backend))
+
+
+def _check_framework(python: str, backend: str) -> None:
+    """The workers' interpreter must find the framework (else every rank dies at import)."""
+    module = "torch" if backend == "torch" else "mxnet"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
+    code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    try:
+        r = subprocess.run([python, "-c", code], env=env, timeout=60,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise LaunchError(f"cannot run the workers' Python {python!r}: {e}") from None
+    if r.returncode != 0:
+        extra = "torch" if backend == "torch" else "mxnet"
+        raise LaunchError(f"the workers' Python ({python}) cannot import {module!r}, which "
+                          f"--backend {backend} needs; install it there (pip install "
+                          f"'dualdl[{extra}]') or pick another --backend/--python")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as e:
+        raise LaunchError(f"--master-addr {host!r} does not resolve: {e}") from None
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise LaunchError(f"port {port} on {host} is already in use; pick another --port or "
+                              f"omit it to get a free one") from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise LaunchError(f"--master-addr {host} is not an address of this host (node 0 "
+                              f"hosts the rendezvous)") from None
+        raise LaunchError(f"cannot bind {host}:{port}: {e}") from None
+    finally:
+        s.close()
+
+
+def _free_port(host: str) -> int:
+    family = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0][0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host if is_loopback(host) else "", 0))
+        return s.getsockname()[1]
+
+
+def _loopback_ifname() -> Optional[str]:
+    try:
+        names = [n for _, n in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def _base_env(backend: str) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+              "MASTER_PORT", "GROUP_RANK", "NODE_RANK", RANK_FILE):
+        env.pop(k, None)
+    env.setdefault("OMP_NUM_THREADS", "1")   # N processes share the cores; MXNet deadlock trap
+    env["PYTHONUNBUFFERED"] = "1"
+    env["DUALDL_BACKEND"] = backend
+    env[LAUNCH_BACKEND] = backend
+    return env
+
+
+# ---- processes -------------------------------------------------------------------------------
+@dataclass
+class _Proc:
+    name: str
+    argv: List[str]
+    env: Dict[str, str]
+    is_worker: bool
+    rendezvous: bool = False           # hosts the port (torch rank 0 / MXNet scheduler)
+    popen: Optional[subprocess.Popen] = None
+    exit_time: Optional[float] = None
+    killed_by_launcher: bool = False
+    stderr_tail: Deque[str] = field(default_factory=collections.deque)
+    threads: List[threading.Thread] = field(default_factory=list)
+    rank_file: Optional[str] = None
+
+    def label(self) -> str:
+        pid = self.popen.pid if self.popen else "-"
+        extra = ""
+        if self.rank_file and os.path.exists(self.rank_file):
+            try:
+                extra = f", kvstore rank {int(open(self.rank_file).read().strip())}"
+            except (OSError, ValueError):
+                pass
+        return f"{self.name} (pid {pid}{extra})"
+
+
+def _specs(cfg: _Config, port: int, tmpdir: str) -> List[_Proc]:
+    env = dict(cfg.base_env, DUALDL_NNODES=str(cfg.nnodes), DUALDL_NODE_RANK=str(cfg.node_rank))
+    procs: List[_Proc] = []
+    if cfg.backend == "torch":
+        world = cfg.nproc * cfg.nnodes
+        env.update(MASTER_ADDR=cfg.master_addr, MASTER_PORT=str(port), WORLD_SIZE=str(world),
+                   LOCAL_WORLD_SIZE=str(cfg.nproc), GROUP_RANK=str(cfg.node_rank))
+        if is_loopback(cfg.master_addr) and "GLOO_SOCKET_IFNAME" not in env:
+            lo = _loopback_ifname()
+            if lo:
+                env["GLOO_SOCKET_IFNAME"] = lo     # keep gloo's pairs on loopback too
+        for local in range(cfg.nproc):
+            r = cfg.node_rank * cfg.nproc + local
+            procs.append(_Proc(f"rank{r}", cfg.cmd, dict(env, RANK=str(r), LOCAL_RANK=str(local)),
+                               True, rendezvous=(r == 0)))
+        return procs
+    env.update(DMLC_PS_ROOT_URI=cfg.master_addr, DMLC_PS_ROOT_PORT=str(port),
+               DMLC_NUM_SERVER=str(cfg.num_servers), DMLC_NUM_WORKER=str(cfg.nproc * cfg.nnodes))
+    if cfg.node_host:
+        env["DMLC_NODE_HOST"] = cfg.node_host      # else ps-lite binds the first non-lo card
+    if cfg.hosts_rendezvous:
+        procs.append(_Proc("scheduler", cfg.cmd, dict(env, DMLC_ROLE="scheduler"), False, True))
+        for i in range(cfg.num_servers):
+            procs.append(_Proc(f"server{i}", cfg.cmd, dict(env, DMLC_ROLE="server"), False))
+    for local in range(cfg.nproc):
+        slot = cfg.node_rank * cfg.nproc + local
+        rank_file = os.path.join(tmpdir, f"worker{slot}.rank")
+        procs.append(_Proc(f"worker{slot}", cfg.cmd,
+                           dict(env, DMLC_ROLE="worker", LOCAL_RANK=str(local),
+                                LOCAL_WORLD_SIZE=str(cfg.nproc), **{RANK_FILE: rank_file}),
+                           True, rank_file=rank_file))
+    return procs
+
+
+class _Output:
+    """Forwards children's lines with a ``[name]`` prefix; keeps the last stderr lines."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def pump(self, proc: _Proc, pipe, to_stderr: bool, tail: int) -> None:
+        prefix = f"[{proc.name}] "
+        for raw in iter(pipe.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if to_stderr and tail:
+                proc.stderr_tail.append(line)
+                while len(proc.stderr_tail) > tail:
+                    proc.stderr_tail.popleft()
+            stream = sys.stderr if to_stderr else sys.stdout
+            with self.lock:
+                try:
+                    stream.write(prefix + line + "\n")
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+        pipe.close()
+
+
+def _start(proc: _Proc, out: _Output, tail: int) -> None:
+    proc.popen = subprocess.Popen(proc.argv, env=proc.env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)   # own process group: pgid == pid
+    for pipe, err in ((proc.popen.stdout, False), (proc.popen.stderr, True)):
+        t = threading.Thread(target=out.pump, args=(proc, pipe, err, tail), daemon=True)
+        t.start()
+        proc.threads.append(t)
+
+
+def _signal_groups(procs: Sequence[_Proc], sig: int, only_alive: bool) -> None:
+    for p in procs:
+        if p.popen is None or (only_alive and p.popen.poll() is not None):
+            continue
+        try:
+            os.killpg(p.popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stop_all(procs: Sequence[_Proc], grace: float) -> None:
+    """SIGTERM every live group, SIGKILL after ``grace``, then SIGKILL every group we started
+    (grandchildren of an exited child included)."""
+    alive = [p for p in procs if p.popen is not None and p.popen.poll() is None]
+    for p in alive:
+        p.killed_by_launcher = True
+    _signal_groups(alive, signal.SIGTERM, True)
+    end = time.monotonic() + grace
+    while time.monotonic() < end and any(p.popen.poll() is None for p in alive):
+        time.sleep(_POLL)
+    _signal_groups(procs, signal.SIGKILL, False)
+    for p in procs:
+        if p.popen is not None:
+            try:
+                p.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _describe_exit(p: _Proc) -> str:
+    rc = p.popen.returncode if p.popen else None
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            sig = signal.Signals(-rc).name
+        except ValueError:
+            sig = f"signal {-rc}"
+        how = f"killed by {sig} ({-rc})"
+        return how + (" from the launcher" if p.killed_by_launcher else "")
+    return f"exited with code {rc}"
+
+
+@dataclass
+class _Result:
+    code: int
+    port_conflict: bool = False
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Result:
+    tmpdir = tempfile.mkdtemp(prefix="dualdl-launch-")
+    procs = _specs(cfg, port, tmpdir)
+    out = _Output()
+    t0 = time.monotonic()
+    deadline = t0 + cfg.timeout if cfg.timeout else None
+    reason: Optional[str] = None
+    first: List[_Proc] = []
+    code = 0
+    try:
+        for p in procs:
+            _start(p, out, cfg.tail)
+        _log(f"started {len(procs)} processes ({cfg.backend}, port {port}): "
+             + ", ".join(f"{p.name}={p.popen.pid}" for p in procs))
+        worker_done_at: Optional[float] = None
+        while True:
+            now = time.monotonic()
+            for p in procs:
+                if p.exit_time is None and p.popen.poll() is not None:
+                    p.exit_time = now
+            failed = [p for p in procs if p.exit_time is not None and p.popen.returncode != 0]
+            if failed:
+                first = sorted(failed, key=lambda q: q.exit_time)
+                reason = "failed"
+                break
+            if all(p.exit_time is not None for p in procs):
+                break
+            if worker_done_at is None and any(p.is_worker and p.exit_time for p in procs):
+                worker_done_at = now
+            if worker_done_at is not None and now - worker_done_at > cfg.exit_timeout:
+                first = sorted((p for p in procs if p.exit_time is not None),
+                               key=lambda q: q.exit_time)[:1]
+                reason = "early-exit"
+                break
+            if deadline is not None and now > deadline:
+                reason = "timeout"
+                break
+            time.sleep(_POLL)
+    except _Interrupted:
+        reason = "interrupted"
+    finally:
+        _stop_all(procs, cfg.grace)
+        for p in procs:
+            for t in p.threads:
+                t.join(timeout=2)
+    elapsed = time.monotonic() - t0
+    try:
+        if reason is None:
+            _log(f"all {len(procs)} processes exited 0 in {elapsed:.1f} s")
+            return _Result(0)
+        conflict = (reason == "failed" and any(p.rendezvous for p in first) and
+                    any(_PORT_CONFLICT.search(line) for p in first for line in p.stderr_tail))
+        if conflict and auto_port and not last_try:
+            _log(f"port {port} was taken before the job could bind it; retrying with another "
+                 f"free port")
+            return _Result(EXIT_FAILED, port_conflict=True)
+        _report(cfg, procs, first, reason, elapsed, port, conflict and not auto_port)
+        code = {"timeout": EXIT_TIMEOUT, "interrupted": 130}.get(reason, EXIT_FAILED)
+        return _Result(code)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _log(msg: str) -> None:
+    print(f"dualdl launch: {msg}", file=sys.stderr, flush=True)
+
+
+def _report(cfg: _Config, procs: Sequence[_Proc], first: Sequence[_Proc], reason: str,
+            elapsed: float, port: int, port_in_use: bool) -> None:
+    lines = []
+    if reason == "failed":
+        names = ", ".join(f"{p.label()} {_describe_exit(p)}" for p in first)
+        lines.append(f"FAILED after {elapsed:.1f} s: {names}")
+        if port_in_use:
+            lines.append(f"port {port} on {cfg.master_addr} is in use; choose another --port")
+    elif reason == "early-exit":
+        p = first[0] if first else None
+        who = f"{p.label()} exited with code 0" if p else "a worker exited"
+        lines.append(f"FAILED after {elapsed:.1f} s: {who} while the others were still running "
+                     f"{cfg.exit_timeout:g} s later (--exit-timeout); a process that leaves "
+                     f"early (e.g. os._exit, or skipping the last collective) hangs its peers")
+    elif reason == "timeout":
+        lines.append(f"TIMEOUT: the job did not finish within --timeout {cfg.timeout:g} s")
+    else:
+        lines.append("interrupted")
+    lines.append("processes:")
+    shown = set(id(p) for p in first)
+    for p in list(first) + [q for q in procs if id(q) not in shown]:
+        mark = "  <- first failure" if reason == "failed" and id(p) in shown else ""
+        lines.append(f"  {p.label()}: {_describe_exit(p)}{mark}")
+        if p.stderr_tail and (id(p) in shown or reason == "timeout"):
+            lines.append("    last stderr lines:")
+            lines.extend(f"      | {line}" for line in p.stderr_tail)
+    _log("\n".join(lines))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the job; returns 0 when every process exited 0, 124 on --timeout, 1 on a failure,
+    2 on a bad request (nothing started)."""
+    try:
+        cfg = _validate(args)
+    except LaunchError as e:
+        _log(f"error: {e}")
+        return EXIT_USAGE
+    leaked = dmlc_vars()
+    if leaked:
+        _log(f"note: removed {', '.join(sorted(leaked))} from the children's environment")
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        def _raise(signum, frame):
+            signal.signal(signum, signal.SIG_IGN)    # once: let the cleanup finish
+            raise _Interrupted()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            handlers[sig] = signal.signal(sig, _raise)
+    try:
+        auto = not cfg.port
+        tries = 2 if auto else 1
+        for attempt in range(tries):
+            port = cfg.port or _free_port(cfg.master_addr)
+            result = _run_once(cfg, port, auto, attempt + 1 == tries)
+            if not result.port_conflict:
+                return result.code
+        return EXIT_FAILED
+    except _Interrupted:
+        return 130
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)

@@ -1,0 +1,127 @@
+"""MXNet side of ``dualdl.distributed``: the ps-lite ``dist_sync`` kvstore.
+
+Same function names as ``dualdl_torch.distributed``. Hides: the server *sums* worker gradients
+(so ``trainer.step`` takes the global batch), ranks come from the scheduler and are not launch
+order, and MXNet has no public barrier (``kv._barrier``) nor broadcast (kvstore init from rank 0).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional
+
+import mxnet as mx
+
+from dualdl.distributed.env import RANK_FILE, DistributedEnvError, int_env
+
+__all__ = ["init", "is_distributed", "rank", "world_size", "barrier", "shutdown",
+           "broadcast_parameters", "wrap_model", "kvstore", "gradient_reduction"]
+
+_state: dict = {"kv": None}
+_BCAST_KEY0 = 1 << 28          # far above gluon.Trainer's keys (0..n_params-1)
+_bcast_next = [_BCAST_KEY0]
+
+
+def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -> None:
+    role = os.environ.get("DMLC_ROLE")
+    if not role:
+        if world_size is not None and int(world_size) != 1:
+            raise DistributedEnvError(f"expected world size {world_size} but this is a single "
+                                      f"process (no DMLC_ROLE); start it with `dualdl launch "
+                                      f"--backend mxnet --nproc {world_size}`")
+        _state["kv"] = None
+        return
+    if role != "worker":   # scheduler/server never get here: `import mxnet` ran them and exited
+        raise DistributedEnvError(f"DMLC_ROLE={role!r}: only workers can init()")
+    expected_env = int_env("DMLC_NUM_WORKER", minimum=1)
+    if world_size is not None and int(world_size) != expected_env:
+        raise DistributedEnvError(f"expected world size {world_size} but this job has "
+                                  f"DMLC_NUM_WORKER={expected_env} workers; launch it with "
+                                  f"--nproc {world_size} (times --nnodes)")
+    kv = mx.kv.create("dist_sync")     # blocks until every node has registered
+    if kv.num_workers != expected_env:
+        raise DistributedEnvError(f"the scheduler reports {kv.num_workers} workers but "
+                                  f"DMLC_NUM_WORKER={expected_env}")
+    _state["kv"] = kv
+    path = os.environ.get(RANK_FILE)
+    if path:   # tells `dualdl launch` which kvstore rank this launch slot received
+        try:
+            with open(path, "w") as f:
+                f.write(str(kv.rank))
+        except OSError:
+            pass
+
+
+def is_distributed() -> bool:
+    return _state["kv"] is not None
+
+
+def rank() -> int:
+    kv = _state["kv"]
+    return kv.rank if kv is not None else 0
+
+
+def world_size() -> int:
+    kv = _state["kv"]
+    return kv.num_workers if kv is not None else 1
+
+
+def barrier() -> None:
+    kv = _state["kv"]
+    if kv is not None:
+        mx.nd.waitall()
+        kv._barrier()
+
+
+def shutdown() -> None:
+    mx.nd.waitall()
+    _state["kv"] = None
+
+
+def _arrays(params: Any) -> List[List[mx.nd.NDArray]]:
+    """One list of per-context copies for each parameter."""
+    if isinstance(params, mx.gluon.Block):
+        params = params.collect_params()
+    if hasattr(params, "values") and callable(params.values):
+        params = list(params.values())
+    elif isinstance(params, (mx.gluon.Parameter, mx.nd.NDArray)):
+        params = [params]
+    out = []
+    for p in params:
+        if isinstance(p, mx.gluon.Parameter):
+            out.append(p.list_data())
+        elif isinstance(p, mx.nd.NDArray):
+            out.append([p])
+        else:
+            raise TypeError(f"broadcast_parameters expects Gluon Parameters/NDArrays or a Block, "
+                            f"got {type(p).__name__}")
+    return out
+
+
+def broadcast_parameters(params: Any, src: int = 0) -> None:
+    arrays = _arrays(params)
+    kv = _state["kv"]
+    if kv is None or not arrays:
+        return
+    if src != 0:
+        raise ValueError("MXNet's kvstore initialises keys from worker 0 only: src must be 0")
+    keys = list(range(_bcast_next[0], _bcast_next[0] + len(arrays)))
+    _bcast_next[0] += len(arrays)
+    kv.init(keys, [a[0] for a in arrays])       # rank 0 pushes, then a barrier
+    kv.pull(keys, out=arrays)
+    mx.nd.waitall()
+
+
+def wrap_model(model: Any, **kwargs: Any) -> Any:
+    if kwargs:
+        raise TypeError(f"wrap_model takes no options on MXNet (got {sorted(kwargs)}); gradients "
+                        f"are combined by the kvstore passed to gluon.Trainer")
+    return model
+
+
+def kvstore() -> Any:
+    kv = _state["kv"]
+    return kv if kv is not None else "device"
+
+
+def gradient_reduction() -> str:
+    return "sum"

@@ -1,0 +1,165 @@
+"""PyTorch side of ``dualdl.distributed``: ``torch.distributed`` (gloo on CPU, NCCL on CUDA) + DDP.
+
+Same function names as ``dualdl_mx.distributed``. Hides: torch's TCPStore listens on every
+interface even for ``MASTER_ADDR=127.0.0.1`` (here a loopback master binds loopback only), and
+env:// never checks that ranks agree on ``WORLD_SIZE``.
+"""
+from __future__ import annotations
+
+import datetime
+import errno
+import os
+import socket
+from typing import Any, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from dualdl.distributed.env import DistributedEnvError, int_env, is_loopback
+
+__all__ = ["init", "is_distributed", "rank", "world_size", "barrier", "shutdown",
+           "broadcast_parameters", "wrap_model", "kvstore", "gradient_reduction"]
+
+_state = {"owned": False, "distributed": False}
+DEFAULT_TIMEOUT = 1800.0
+
+
+def _store(addr: str, port: int, rank_: int, world: int, timeout: datetime.timedelta):
+    """The rendezvous store; rank 0 hosts it, bound to loopback when the master is loopback."""
+    if rank_ != 0 or not is_loopback(addr):
+        return dist.TCPStore(addr, port, world, rank_ == 0, timeout=timeout)
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.bind((addr if addr != "localhost" else "127.0.0.1", port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise DistributedEnvError(
+                f"MASTER_PORT {port} on {addr} is already in use (EADDRINUSE): another process "
+                f"holds it; choose another port (dualdl launch picks a free one unless --port is "
+                f"given)") from None
+        raise
+    try:
+        return dist.TCPStore(addr, port, world, True, timeout=timeout,
+                             master_listen_fd=sock.detach())
+    except Exception:
+        sock.close()
+        raise
+
+
+def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -> None:
+    env = os.environ
+    if dist.is_available() and dist.is_initialized():      # the user already did it
+        _state.update(owned=False, distributed=True)
+        _check_world(dist.get_world_size(), world_size)
+        return
+    if "WORLD_SIZE" not in env and "RANK" not in env:
+        _check_world(1, world_size)
+        _state.update(owned=False, distributed=False)
+        return
+    world = int_env("WORLD_SIZE", minimum=1)
+    rank_ = int_env("RANK")
+    if rank_ >= world:
+        raise DistributedEnvError(f"RANK={rank_} is not below WORLD_SIZE={world}")
+    local = int_env("LOCAL_RANK", default=0)
+    local_world = int_env("LOCAL_WORLD_SIZE", default=world, minimum=1)
+    if local >= local_world:
+        raise DistributedEnvError(f"LOCAL_RANK={local} is not below LOCAL_WORLD_SIZE={local_world}")
+    _check_world(world, world_size)
+    addr = env.get("MASTER_ADDR")
+    if not addr:
+        raise DistributedEnvError("MASTER_ADDR is not set; start the job with `dualdl launch`")
+    port = int_env("MASTER_PORT", minimum=1)
+    td = datetime.timedelta(seconds=float(timeout) if timeout else DEFAULT_TIMEOUT)
+    use_cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    if use_cuda:
+        torch.cuda.set_device(local % torch.cuda.device_count())
+    store = _store(addr, port, rank_, world, td)
+    # every rank must agree on the world size: env:// would otherwise wait until the timeout
+    if rank_ == 0:
+        store.set("dualdl/world_size", str(world))
+    else:
+        theirs = int(store.get("dualdl/world_size"))
+        if theirs != world:
+            raise DistributedEnvError(
+                f"rank {rank_} was started with WORLD_SIZE={world} but rank 0 with "
+                f"WORLD_SIZE={theirs}: every node must pass the same --nnodes and --nproc")
+    dist.init_process_group("nccl" if use_cuda else "gloo", store=store, rank=rank_,
+                            world_size=world, timeout=td)
+    _state.update(owned=True, distributed=True)
+
+
+def _check_world(actual: int, expected: Optional[int]) -> None:
+    if expected is not None and int(expected) != actual:
+        raise DistributedEnvError(f"expected world size {expected} but this job has {actual} "
+                                  f"processes (WORLD_SIZE={actual}); launch it with --nproc "
+                                  f"{expected} (times --nnodes)")
+
+
+def is_distributed() -> bool:
+    return _state["distributed"]
+
+
+def rank() -> int:
+    return dist.get_rank() if _state["distributed"] else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if _state["distributed"] else 1
+
+
+def barrier() -> None:
+    if _state["distributed"]:
+        dist.barrier()
+
+
+def shutdown() -> None:
+    if _state["distributed"] and _state["owned"] and dist.is_initialized():
+        dist.destroy_process_group()
+    _state.update(owned=False, distributed=False)
+
+
+def _tensors(params: Any) -> List[torch.Tensor]:
+    if isinstance(params, torch.nn.Module):
+        return list(params.parameters()) + list(params.buffers())
+    if isinstance(params, torch.Tensor):
+        return [params]
+    if isinstance(params, dict):
+        params = list(params.values())
+    out = list(params)
+    bad = [type(t).__name__ for t in out if not isinstance(t, torch.Tensor)]
+    if bad:
+        raise TypeError(f"broadcast_parameters expects torch tensors/Parameters or a Module, got {bad[:3]}")
+    return out
+
+
+def broadcast_parameters(params: Any, src: int = 0) -> None:
+    tensors = _tensors(params)
+    if not _state["distributed"]:
+        return
+    if not 0 <= src < world_size():
+        raise ValueError(f"src={src} is not a rank of this job (world size {world_size()})")
+    with torch.no_grad():
+        for t in tensors:
+            dist.broadcast(t.data, src)
+
+
+def wrap_model(model: Any, **kwargs: Any) -> Any:
+    if not _state["distributed"]:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+    if "device_ids" not in kwargs:
+        p = next(iter(model.parameters()), None)
+        if p is not None and p.is_cuda:
+            kwargs["device_ids"] = [p.device.index]
+    return DistributedDataParallel(model, **kwargs)
+
+
+def kvstore() -> None:
+    return None
+
+
+def gradient_reduction() -> str:
+    return "mean"
