@@ -8,6 +8,8 @@ Differences hidden here (see docs/porting-guide.md):
 - parameters are created at construction (PyTorch style): no deferred ``in_units`` inference;
 - ``train()``/``eval()`` on the module decide Dropout/BatchNorm behaviour, not
   ``autograd.record()``/``train_mode()`` as in Gluon;
+- gradients accumulate over backward calls until ``zero_grad()`` (``grad_req='add'``), as in
+  PyTorch; Gluon's default ``'write'`` overwrites them on every backward;
 - initialisation follows PyTorch's defaults (U(+-1/sqrt(fan_in)) for Linear/Conv weights and
   biases), drawn from MXNet's RNG; Gluon's default is Uniform(0.07) with zero biases.
 """
@@ -102,7 +104,7 @@ class Module(HybridBlock):
                       requires_grad: bool = True, buffer: bool = False) -> gluon.Parameter:
         """Create, initialise (on the module's current context) and register a parameter."""
         p = self.params.get(name, shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype).name,
-                            grad_req="write" if requires_grad and not buffer else "null",
+                            grad_req="add" if requires_grad and not buffer else "null",
                             init=init or mx.init.Zero(), allow_deferred_init=False,
                             differentiable=requires_grad and not buffer)
         p._dl_buffer = buffer
@@ -201,9 +203,13 @@ class Module(HybridBlock):
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero the gradients and mark them stale (torch's ``None``): an optimizer step skips a
+        parameter with no backward since the last ``zero_grad``."""
         for p in self.parameters():
             if p.grad_req != "null":
                 p.zero_grad()
+                for d in p.list_data():
+                    d._fresh_grad = False
 
     def extra_repr(self) -> str:
         return ""

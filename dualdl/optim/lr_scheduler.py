@@ -1,0 +1,146 @@
+"""Learning-rate schedules with torch.optim.lr_scheduler's names, signatures and recurrences.
+
+For a torch optimizer these return torch's own scheduler objects; for a dualdl MXNet optimizer,
+a dualdl scheduler computing the same values with the same (chainable) recurrences, so the two
+backends see bit-identical learning rates. Hides: MXNet's schedulers (``mx.lr_scheduler``) are
+attached to the optimizer and count *updates*, with different formulas (e.g. ``FactorScheduler``).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Callable, Dict, List, Sequence, Union
+
+__all__ = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LRScheduler"]
+
+
+def _is_torch(optimizer: Any) -> bool:
+    return type(optimizer).__module__.startswith(("torch", "dualdl_torch"))
+
+
+class _Factory:
+    def __new__(cls, optimizer, *args, **kwargs):
+        if _is_torch(optimizer):
+            import torch.optim.lr_scheduler as tls
+            return getattr(tls, cls.__name__)(optimizer, *args, **kwargs)
+        return globals()["_" + cls.__name__](optimizer, *args, **kwargs)
+
+
+class LRScheduler:
+    """Base of dualdl's backend-neutral schedulers (same protocol as torch's)."""
+
+    def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                   f"when resuming a scheduler (last_epoch={last_epoch})")
+        self.base_lrs: List[float] = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._step_count = 0
+        self._is_initial = True
+        self.step()
+        self._is_initial = False
+
+    def get_lr(self) -> List[float]:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self._step_count += 1
+        self.last_epoch += 1
+        values = self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, values):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> List[float]:
+        return list(self._last_lr)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def _lrs(self) -> List[float]:
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+
+class _StepLR(LRScheduler):
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+        self.step_size, self.gamma = int(step_size), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+
+class _MultiStepLR(LRScheduler):
+    def __init__(self, optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones, self.gamma = Counter(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+
+class _ExponentialLR(LRScheduler):
+    def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+
+class _CosineAnnealingLR(LRScheduler):
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._lrs()
+        if self._step_count == 1 and self.last_epoch > 0:
+            return [self.eta_min + (b - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                    for b in self.base_lrs]
+        if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return [lr + (b - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                    for b, lr in zip(self.base_lrs, self._lrs())]
+        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
+                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+                * (lr - self.eta_min) + self.eta_min for lr in self._lrs()]
+
+
+class _LambdaLR(LRScheduler):
+    def __init__(self, optimizer, lr_lambda: Union[Callable[[int], float], List[Callable[[int], float]]],
+                 last_epoch: int = -1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n:
+            raise ValueError(f"expected {n} lr_lambdas, got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
+
+
+def _declare(name: str, doc: str) -> type:
+    return type(name, (_Factory,), {"__doc__": doc, "__module__": __name__})
+
+
+StepLR = _declare("StepLR", "StepLR(optimizer, step_size, gamma=0.1): multiply lr by gamma every step_size steps.")
+MultiStepLR = _declare("MultiStepLR", "MultiStepLR(optimizer, milestones, gamma=0.1).")
+ExponentialLR = _declare("ExponentialLR", "ExponentialLR(optimizer, gamma).")
+CosineAnnealingLR = _declare("CosineAnnealingLR", "CosineAnnealingLR(optimizer, T_max, eta_min=0).")
+LambdaLR = _declare("LambdaLR", "LambdaLR(optimizer, lr_lambda): lr = initial_lr * lr_lambda(step).")

@@ -1,0 +1,280 @@
+"""Optimizers over Gluon Parameters implementing torch.optim's exact update formulas.
+
+Gradients are read from each parameter's first context (the data-parallel code sums the context
+copies there first); the updated value is written to every context, so replicas never drift
+(a Gluon ``Trainer`` without a kvstore over two contexts diverges silently).
+A parameter with no backward since ``zero_grad()`` is skipped, as torch skips ``grad is None``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Optional
+
+import numpy as np
+from mxnet import autograd, gluon, nd
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
+
+_REQUIRED = object()
+
+
+def _fresh(p: gluon.Parameter) -> bool:
+    return p.grad_req != "null" and bool(getattr(p.list_data()[0], "_fresh_grad", False))
+
+
+class Optimizer:
+    """torch.optim.Optimizer's protocol on Gluon Parameters: ``param_groups``, ``state``,
+    ``step``, ``zero_grad``, ``state_dict``/``load_state_dict``, ``add_param_group``."""
+
+    _dl_optimizer = ""
+
+    def __init__(self, params: Iterable[Any], defaults: Dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.param_groups: List[Dict[str, Any]] = []
+        self.state: Dict[gluon.Parameter, Dict[str, Any]] = {}
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: Dict[str, Any]) -> None:
+        group = dict(group)
+        params = group["params"]
+        params = [params] if isinstance(params, gluon.Parameter) else list(params)
+        for p in params:
+            if not isinstance(p, gluon.Parameter):
+                raise TypeError(f"{type(self).__name__} on the mxnet backend optimizes Gluon Parameters, "
+                                f"got {type(p).__name__}")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is _REQUIRED and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {k}")
+            group.setdefault(k, v)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad_req != "null":
+                    p.zero_grad()
+                    for d in p.list_data():
+                        d._fresh_grad = False
+
+    def step(self, closure=None, batch_size: Optional[float] = None):
+        """One update of every parameter with a fresh gradient (torch's formula).
+        ``batch_size=B`` divides the gradient by ``B`` first (Gluon's ``trainer.step(B)``)."""
+        if batch_size is not None and batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        loss = None
+        if closure is not None:
+            with autograd.record():
+                loss = closure()
+        with autograd.pause():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if not _fresh(p):
+                        continue
+                    g = p.list_grad()[0]
+                    if batch_size is not None:
+                        g = g / batch_size
+                    w = p.list_data()[0]
+                    new = self._update(p, w, g, group, self.state.setdefault(p, {}))
+                    for d in p.list_data():
+                        new.copyto(d)
+        return loss
+
+    def _update(self, p, w: nd.NDArray, g: nd.NDArray, group: Dict[str, Any], state: Dict[str, Any]) -> nd.NDArray:
+        raise NotImplementedError
+
+    # ---- serialisation in torch's layout: {"state": {index: {...}}, "param_groups": [...]} ----
+    def state_dict(self) -> Dict[str, Any]:
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]:
+                index.setdefault(p, len(index))
+                ids.append(index[p])
+            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+        state = {index[p]: {k: (v.asnumpy() if isinstance(v, nd.NDArray) else v) for k, v in s.items()}
+                 for p, s in self.state.items() if p in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(
+                len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
+            raise ValueError("loaded optimizer state has a different number of parameter groups or "
+                             "parameters per group than this optimizer")
+        index = {}
+        for saved, mine in zip(groups, self.param_groups):
+            for i, p in zip(saved["params"], mine["params"]):
+                index[i] = p
+        new_state = {}
+        for i, s in state_dict["state"].items():
+            p = index[int(i)]
+            ctx = p.list_ctx()[0]
+            new_state[p] = {k: (nd.array(v, ctx=ctx, dtype=v.dtype) if isinstance(v, np.ndarray) else v)
+                            for k, v in s.items()}
+        for saved, mine in zip(groups, self.param_groups):
+            mine.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} (dualdl, mxnet) ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: ``d = g + wd*w; buf = mu*buf + (1-dampening)*d (buf = d at the first step);
+    d = d + mu*buf if nesterov else buf; w -= lr*d``."""
+    _dl_optimizer = "SGD"
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"invalid SGD hyper-parameters: lr={lr}, momentum={momentum}, weight_decay={weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+
+    def _update(self, p, w, g, group, state):
+        d = -g if group["maximize"] else g
+        if group["weight_decay"]:
+            d = d + group["weight_decay"] * w
+        mu = group["momentum"]
+        if mu:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = d.copy()
+            else:
+                buf = mu * buf + (1 - group["dampening"]) * d
+            state["momentum_buffer"] = buf
+            d = d + mu * buf if group["nesterov"] else buf
+        return w - group["lr"] * d
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (amsgrad too): ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``;
+    weight_decay adds ``wd*w`` to the gradient."""
+    _dl_optimizer = "Adam"
+    _decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
+            raise ValueError(f"invalid Adam hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
+                             f"weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _update(self, p, w, g, group, state):
+        b1, b2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        if group["maximize"]:
+            g = -g
+        if wd and self._decoupled:
+            w = w * (1 - lr * wd)
+        elif wd:
+            g = g + wd * w
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = nd.zeros_like(w)
+            state["exp_avg_sq"] = nd.zeros_like(w)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = nd.zeros_like(w)
+        state["step"] += 1
+        t = state["step"]
+        m = state["exp_avg"] = state["exp_avg"] * b1 + (1 - b1) * g
+        v = state["exp_avg_sq"] = state["exp_avg_sq"] * b2 + (1 - b2) * g * g
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        if group["amsgrad"]:
+            v = state["max_exp_avg_sq"] = nd.maximum(state["max_exp_avg_sq"], v)
+        denom = nd.sqrt(v) / math.sqrt(bc2) + group["eps"]
+        return w - (lr / bc1) * (m / denom)
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: decoupled weight decay ``w *= 1 - lr*wd`` then the Adam step."""
+    _dl_optimizer = "AdamW"
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+
+
+class RMSprop(Optimizer):
+    """torch.optim.RMSprop: ``sq = a*sq + (1-a)*g^2``; ``avg = sqrt(sq [- ga^2]) + eps``;
+    ``w -= lr*g/avg`` (or through a momentum buffer). MXNet's RMSProp puts eps inside the root."""
+    _dl_optimizer = "RMSprop"
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 maximize: bool = False):
+        if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
+            raise ValueError(f"invalid RMSprop hyper-parameters: lr={lr}, alpha={alpha}, eps={eps}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _update(self, p, w, g, group, state):
+        a = group["alpha"]
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * w
+        if "step" not in state:
+            state["step"] = 0
+            state["square_avg"] = nd.zeros_like(w)
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = nd.zeros_like(w)
+            if group["centered"]:
+                state["grad_avg"] = nd.zeros_like(w)
+        state["step"] += 1
+        sq = state["square_avg"] = state["square_avg"] * a + (1 - a) * g * g
+        if group["centered"]:
+            ga = state["grad_avg"] = state["grad_avg"] * a + (1 - a) * g
+            avg = nd.sqrt(sq - ga * ga) + group["eps"]
+        else:
+            avg = nd.sqrt(sq) + group["eps"]
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"] = state["momentum_buffer"] * group["momentum"] + g / avg
+            return w - group["lr"] * buf
+        return w - group["lr"] * (g / avg)
+
+
+def _grads(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
+    return [p for p in params if _fresh(p)]
+
+
+def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_type: float = 2.0) -> float:
+    """torch.nn.utils.clip_grad_norm_ on the first-context gradients (all copies scaled)."""
+    ps = _grads(params)
+    if not ps:
+        return 0.0
+    if math.isinf(norm_type):
+        total = max(float(nd.max(nd.abs(p.list_grad()[0])).asscalar()) for p in ps)
+    else:
+        total = sum(float(nd.sum(nd.abs(p.list_grad()[0]) ** norm_type).asscalar()) for p in ps) ** (1.0 / norm_type)
+    coef = max_norm / (total + 1e-6)
+    if coef < 1:
+        for p in ps:
+            for gr in p.list_grad():
+                gr *= coef
+    return total
+
+
+def clip_grad_value_(params: Iterable[gluon.Parameter], clip_value: float) -> None:
+    for p in _grads(params):
+        for gr in p.list_grad():
+            nd.clip(gr, -clip_value, clip_value, out=gr)
