@@ -1,0 +1,511 @@
+"""Reading and writing tensor files: safetensors, torch ``.pt/.pth`` and Gluon ``.params``.
+
+Hides three framework differences:
+
+* the file format is detected from the file's first bytes, never from its extension;
+* torch files are pickles: they are loaded with ``torch.load(weights_only=True)`` only, so an
+  arbitrary object in the file is refused, never executed;
+* Gluon ``save_parameters`` files (MXNet NDArray list, magic ``0x112``) are parsed and written in
+  pure numpy, so neither reading nor writing them imports mxnet.
+
+Every writer is atomic (temporary file in the same folder, fsync, ``os.replace``): a crash in
+the middle of a save leaves the previous file intact. Key helpers normalise DataParallel's
+``module.`` prefix and translate Gluon structural names to torch names and back.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import tempfile
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+__all__ = [
+    "FormatError", "detect_format", "read_tensors", "read_metadata", "write_safetensors",
+    "write_torch", "write_gluon", "write_tensors", "format_for_path", "atomic_write",
+    "strip_prefix", "add_prefix", "align_module_prefix", "gluon_to_torch_names",
+    "torch_to_gluon_names", "FORMATS",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Tensors = Dict[str, np.ndarray]
+
+FORMATS = ("safetensors", "torch", "gluon")
+#: dtypes every format in this module stores exactly.
+SUPPORTED_DTYPES = tuple(np.dtype(d) for d in (
+    "float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"))
+
+# MXNet NDArray file layout (src/ndarray/ndarray.cc, mxnet 1.x), measured against mx.nd.save.
+_MX_LIST_MAGIC = 0x112
+_MX_V1_MAGIC = 0xF993FAC8   # no storage type field
+_MX_V2_MAGIC = 0xF993FAC9   # what mxnet 1.9.1 writes
+_MX_V3_MAGIC = 0xF993FACA   # numpy-shape semantics (ndim 0 is a scalar, -1 unknown)
+_MX_DTYPES = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8",
+              6: "int64", 7: "bool", 8: "int16", 9: "uint16", 10: "uint32", 11: "uint64"}
+_MX_FLAGS = {np.dtype(v): k for k, v in _MX_DTYPES.items()}
+
+
+class FormatError(ValueError):
+    """A tensor file is missing, corrupt, truncated, foreign or holds something other than tensors."""
+
+    def __init__(self, path: PathLike, problem: str, expected: str = ""):
+        self.path = os.fspath(path)
+        msg = f"{self.path}: {problem}"
+        if expected:
+            msg += f" (expected {expected})"
+        super().__init__(msg)
+
+
+_EXPECTED = ("a safetensors file, a torch state dict saved with torch.save, or a Gluon "
+             "save_parameters/mx.nd.save file")
+
+
+# ----------------------------------------------------------------------------------------------
+# detection
+# ----------------------------------------------------------------------------------------------
+def detect_format(path: PathLike) -> str:
+    """Return ``"safetensors"``, ``"torch"`` or ``"gluon"`` from the file's first bytes.
+
+    Raises :class:`FormatError` for a missing, empty or unrecognised file.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FormatError(path, "no such file", _EXPECTED)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if not head:
+        raise FormatError(path, "the file is empty", _EXPECTED)
+    if len(head) >= 8 and struct.unpack("<Q", head[:8])[0] == _MX_LIST_MAGIC:
+        return "gluon"
+    if head[:4] == b"PK\x03\x04":  # torch.save's zip container
+        return "torch"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:  # a pickle (legacy torch.save)
+        return "torch"
+    if len(head) >= 9:
+        n = struct.unpack("<Q", head[:8])[0]
+        if 2 <= n <= size - 8 and head[8:9] == b"{":
+            return "safetensors"
+        if n > size - 8 and head[8:9] == b"{":
+            raise FormatError(path, f"truncated safetensors file: header says {n} bytes, file has "
+                              f"{size - 8} after the length field", "a complete safetensors file")
+    raise FormatError(path, f"unrecognised file content (first bytes {head[:8]!r})", _EXPECTED)
+
+
+def format_for_path(path: PathLike) -> str:
+    """Format implied by a file name's extension (for writing): .params, .pt/.pth/.bin, .safetensors."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    table = {".params": "gluon", ".pt": "torch", ".pth": "torch", ".bin": "torch",
+             ".ckpt": "torch", ".safetensors": "safetensors", ".st": "safetensors"}
+    if ext not in table:
+        raise ValueError(f"{os.fspath(path)}: cannot tell the format from the extension {ext!r}; "
+                         f"use .params (Gluon), .pt/.pth (torch) or .safetensors")
+    return table[ext]
+
+
+# ----------------------------------------------------------------------------------------------
+# reading
+# ----------------------------------------------------------------------------------------------
+def read_tensors(path: PathLike, format: Optional[str] = None) -> Tensors:
+    """Read every tensor of a file as numpy arrays, whatever the format (detected by content).
+
+    torch files: a plain state dict, or a checkpoint dict whose ``state_dict`` / ``model`` /
+    ``model_state_dict`` / ``net`` entry is the state dict. Gluon files: ``export()``'s
+    ``arg:``/``aux:`` prefixes are removed; a nameless list gets keys ``"0"``, ``"1"``...
+    """
+    fmt = format or detect_format(path)
+    reader = {"safetensors": _read_safetensors, "torch": _read_torch, "gluon": _read_gluon}.get(fmt)
+    if reader is None:
+        raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
+    return reader(os.fspath(path))
+
+
+def read_metadata(path: PathLike) -> Dict[str, str]:
+    """The string metadata of a safetensors file ({} for other formats or none stored)."""
+    if detect_format(path) != "safetensors":
+        return {}
+    header = _safetensors_header(os.fspath(path))
+    return dict(header.get("__metadata__", {}) or {})
+
+
+def _safetensors_header(path: str) -> dict:
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        if n > size - 8:
+            raise FormatError(path, "truncated safetensors header", "a complete safetensors file")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FormatError(path, f"corrupt safetensors header ({e})", "a JSON header") from None
+    if not isinstance(header, dict):
+        raise FormatError(path, "corrupt safetensors header (not a JSON object)")
+    end = 0
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        try:
+            end = max(end, int(v["data_offsets"][1]))
+        except (TypeError, KeyError, IndexError, ValueError):
+            raise FormatError(path, f"corrupt safetensors header entry {k!r}") from None
+    if 8 + n + end > size:
+        raise FormatError(path, f"truncated safetensors file: tensors need {8 + n + end} bytes, "
+                          f"the file has {size}", "a complete safetensors file")
+    return header
+
+
+def _read_safetensors(path: str) -> Tensors:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    _safetensors_header(path)  # clear errors for truncation before the library's
+    try:
+        out = load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise FormatError(path, f"corrupt safetensors file ({e})", "a valid safetensors file") from None
+    return dict(out)
+
+
+_NESTED_KEYS = ("state_dict", "model_state_dict", "model", "net", "module", "params")
+
+
+def _read_torch(path: str) -> Tensors:
+    import pickle
+    import torch
+    try:
+        obj = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FormatError(path, f"refused to unpickle: the file holds something other than tensors "
+                          f"and plain containers ({first})", "a torch state dict") from None
+    except Exception as e:  # zip damage, truncation, not a torch pickle at all
+        raise FormatError(path, f"cannot read as a torch file ({type(e).__name__}: "
+                          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})",
+                          "a torch state dict saved with torch.save") from None
+    if isinstance(obj, torch.Tensor):
+        obj = {"0": obj}
+    if isinstance(obj, (list, tuple)):
+        obj = {str(i): v for i, v in enumerate(obj)}
+    if not isinstance(obj, dict):
+        raise FormatError(path, f"holds a {type(obj).__name__}", "a dict of tensors")
+    if not any(isinstance(v, torch.Tensor) for v in obj.values()):
+        for k in _NESTED_KEYS:
+            if isinstance(obj.get(k), dict) and any(isinstance(v, torch.Tensor) for v in obj[k].values()):
+                obj = obj[k]
+                break
+        else:
+            raise FormatError(path, f"no tensors found; top-level keys: {sorted(map(str, obj))[:20]}",
+                              "a state dict, or a checkpoint dict with a 'state_dict' or 'model' entry")
+    out: Tensors = {}
+    for k, v in obj.items():
+        if isinstance(v, torch.Tensor):
+            t = v.detach().cpu()
+            if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds it exactly
+                t = t.float()
+            out[str(k)] = t.numpy().copy()
+    return out
+
+
+class _Reader:
+    def __init__(self, path: str, data: bytes):
+        self.path, self.data, self.pos = path, data, 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise FormatError(self.path, f"truncated Gluon/MXNet file while reading {what} at byte "
+                              f"{self.pos} (file has {len(self.data)} bytes)", "a complete .params file")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def unpack(self, fmt: str, what: str):
+        return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))
+
+
+def _read_gluon(path: str) -> Tensors:
+    with open(path, "rb") as f:
+        r = _Reader(path, f.read())
+    magic, _reserved = r.unpack("QQ", "the header")
+    if magic != _MX_LIST_MAGIC:
+        raise FormatError(path, f"bad magic {magic:#x}", f"MXNet NDArray list magic {_MX_LIST_MAGIC:#x}")
+    (count,) = r.unpack("Q", "the array count")
+    if count > len(r.data):
+        raise FormatError(path, f"corrupt array count {count}")
+    arrays = [_read_mx_array(r, i) for i in range(count)]
+    (n_names,) = r.unpack("Q", "the name count")
+    if n_names not in (0, count):
+        raise FormatError(path, f"{n_names} names for {count} arrays", "one name per array")
+    names = []
+    for i in range(n_names):
+        (ln,) = r.unpack("Q", f"the length of name {i}")
+        try:
+            names.append(r.take(ln, f"name {i}").decode("utf-8"))
+        except UnicodeDecodeError:
+            raise FormatError(path, f"name {i} is not UTF-8") from None
+    if r.pos != len(r.data):
+        raise FormatError(path, f"{len(r.data) - r.pos} unexpected trailing bytes")
+    if not names:
+        names = [str(i) for i in range(count)]
+    out: Tensors = {}
+    for name, arr in zip(names, arrays):
+        out[re.sub(r"^(arg|aux):", "", name)] = arr
+    return out
+
+
+def _read_mx_array(r: _Reader, i: int) -> np.ndarray:
+    (magic,) = r.unpack("I", f"array {i}'s magic")
+    if magic not in (_MX_V1_MAGIC, _MX_V2_MAGIC, _MX_V3_MAGIC):
+        raise FormatError(r.path, f"array {i} has unknown magic {magic:#x}",
+                          "an NDArray saved by MXNet >= 1.0")
+    if magic != _MX_V1_MAGIC:
+        (stype,) = r.unpack("i", f"array {i}'s storage type")
+        if stype != 0:
+            raise FormatError(r.path, f"array {i} is sparse (storage type {stype})", "dense arrays")
+    (ndim,) = r.unpack("i", f"array {i}'s ndim")
+    if ndim < 0 or ndim > 32:
+        raise FormatError(r.path, f"array {i} has an invalid ndim {ndim}")
+    shape = r.unpack("q" * ndim, f"array {i}'s shape") if ndim else ()
+    if ndim == 0 and magic != _MX_V3_MAGIC:
+        return np.zeros((0,), np.float32)  # MXNet's "none" array
+    r.unpack("ii", f"array {i}'s context")
+    (flag,) = r.unpack("i", f"array {i}'s dtype")
+    if flag not in _MX_DTYPES:
+        raise FormatError(r.path, f"array {i} has unknown dtype flag {flag}")
+    dtype = np.dtype(_MX_DTYPES[flag])
+    if any(d < 0 for d in shape):
+        raise FormatError(r.path, f"array {i} has a negative dimension {shape}")
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return np.frombuffer(r.take(n, f"array {i}'s data"), dtype=dtype).reshape(shape).copy()
+
+
+# ----------------------------------------------------------------------------------------------
+# writing (atomic)
+# ----------------------------------------------------------------------------------------------
+def atomic_write(path: PathLike, write: Callable[[object], None]) -> None:
+    """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it and rename it over
+    ``path``. If ``write`` raises (or the process dies), ``path`` is untouched."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def _checked(tensors: Mapping[str, object], what: str) -> Tensors:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"{what}: expected a dict of name -> array, got {type(tensors).__name__}")
+    out: Tensors = {}
+    for k, v in tensors.items():
+        if not isinstance(k, str):
+            raise TypeError(f"{what}: key {k!r} is not a string")
+        a = _to_numpy(v)
+        if a.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{what}: tensor {k!r} has dtype {a.dtype}; supported: "
+                            f"{', '.join(map(str, SUPPORTED_DTYPES))}")
+        out[k] = np.ascontiguousarray(a)
+    return out
+
+
+def _to_numpy(v) -> np.ndarray:
+    if isinstance(v, np.ndarray):
+        return v
+    mod = type(v).__module__
+    if mod.startswith("torch"):
+        return v.detach().cpu().numpy()
+    if mod.startswith("mxnet"):
+        return v.asnumpy()
+    return np.asarray(v)
+
+
+def write_safetensors(path: PathLike, tensors: Mapping[str, np.ndarray],
+                      metadata: Optional[Dict[str, str]] = None) -> None:
+    """Write ``tensors`` as safetensors, atomically and dtype-exact (the neutral format)."""
+    from safetensors.numpy import save
+    arrays = _checked(tensors, os.fspath(path))
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str)
+                                        for k, v in metadata.items()):
+        raise TypeError(f"{os.fspath(path)}: safetensors metadata must be a dict of str -> str")
+    data = save(arrays, metadata=dict(metadata) if metadata else None)
+    atomic_write(path, lambda f: f.write(data))
+
+
+def write_torch(path: PathLike, tensors: Mapping[str, np.ndarray]) -> None:
+    """Write a torch state dict (``torch.save`` of an ordered dict of tensors), atomically."""
+    import collections
+    import torch
+    arrays = _checked(tensors, os.fspath(path))
+    sd = collections.OrderedDict((k, torch.from_numpy(a.copy())) for k, a in arrays.items())
+    atomic_write(path, lambda f: torch.save(sd, f))
+
+
+def write_gluon(path: PathLike, tensors: Mapping[str, np.ndarray]) -> None:
+    """Write an MXNet NDArray dict file (what ``save_parameters``/``mx.nd.save`` write), atomically,
+    without importing mxnet. 0-d arrays are refused: MXNet's format cannot hold them."""
+    arrays = _checked(tensors, os.fspath(path))
+    for k, a in arrays.items():
+        if a.ndim == 0:
+            raise ValueError(f"{os.fspath(path)}: tensor {k!r} is 0-d; MXNet's NDArray file format "
+                             f"cannot store 0-d arrays (reshape it to (1,))")
+
+    def write(f):
+        f.write(struct.pack("<QQQ", _MX_LIST_MAGIC, 0, len(arrays)))
+        for a in arrays.values():
+            f.write(struct.pack("<Iii", _MX_V2_MAGIC, 0, a.ndim))
+            f.write(struct.pack("<" + "q" * a.ndim, *a.shape))
+            f.write(struct.pack("<iii", 1, 0, _MX_FLAGS[a.dtype]))  # cpu(0), dtype
+            f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+        f.write(struct.pack("<Q", len(arrays)))
+        for k in arrays:
+            b = k.encode("utf-8")
+            f.write(struct.pack("<Q", len(b)))
+            f.write(b)
+    atomic_write(path, write)
+
+
+def write_tensors(path: PathLike, tensors: Mapping[str, np.ndarray], format: Optional[str] = None,
+                  metadata: Optional[Dict[str, str]] = None) -> str:
+    """Write in ``format`` (default: from the extension); returns the format used."""
+    fmt = format or format_for_path(path)
+    if fmt == "safetensors":
+        write_safetensors(path, tensors, metadata)
+    elif fmt == "torch":
+        write_torch(path, tensors)
+    elif fmt == "gluon":
+        write_gluon(path, tensors)
+    else:
+        raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
+    return fmt
+
+
+# ----------------------------------------------------------------------------------------------
+# key normalisation
+# ----------------------------------------------------------------------------------------------
+def _rekey(tensors_or_keys, fn):
+    if isinstance(tensors_or_keys, Mapping):
+        out = {}
+        for k, v in tensors_or_keys.items():
+            nk = fn(k)
+            if nk in out:
+                raise ValueError(f"renaming {k!r} to {nk!r} collides with another key")
+            out[nk] = v
+        return out
+    return [fn(k) for k in tensors_or_keys]
+
+
+def strip_prefix(tensors_or_keys, prefix: str = "module."):
+    """Remove ``prefix`` from every key that starts with it (dict -> new dict, keys -> list)."""
+    return _rekey(tensors_or_keys, lambda k: k[len(prefix):] if k.startswith(prefix) else k)
+
+
+def add_prefix(tensors_or_keys, prefix: str = "module."):
+    """Prepend ``prefix`` to every key that does not already start with it."""
+    return _rekey(tensors_or_keys, lambda k: k if k.startswith(prefix) else prefix + k)
+
+
+def align_module_prefix(tensors: Mapping[str, np.ndarray], target_keys: Iterable[str]) -> Tensors:
+    """Add or strip DataParallel/DDP ``module.`` prefixes so ``tensors``' keys match ``target_keys``.
+
+    A state dict saved from ``nn.DataParallel(m)`` has ``module.conv.weight``; ``m`` expects
+    ``conv.weight`` (and the other way round). Works with nested wrappers (``module.module.``).
+    """
+    target = list(target_keys)
+
+    def depth(keys):
+        keys = list(keys)
+        d = 0
+        while keys and all(k.startswith("module.") for k in keys):
+            keys = [k[7:] for k in keys]
+            d += 1
+        return d
+    src_d, dst_d = depth(tensors), depth(target)
+    out = dict(tensors)
+    for _ in range(max(0, src_d - dst_d)):
+        out = strip_prefix(out, "module.")
+    for _ in range(max(0, dst_d - src_d)):
+        out = {"module." + k: v for k, v in out.items()}
+    return out
+
+
+_GLUON_RNN = re.compile(r"^(?P<pre>.*?)_unfused\.(?P<k>\d+)\.(?P<d>[lr])_cell\."
+                        r"(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
+_GLUON_RNN_LIVE = re.compile(r"^(?P<pre>.*?)(?P<d>[lr])(?P<k>\d+)_(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
+_GLUON_CELL = re.compile(r"^(?P<pre>.*?)(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
+_TORCH_RNN = re.compile(r"^(?P<pre>.*?)(?P<t>weight|bias)_(?P<w>ih|hh)(?:_l(?P<k>\d+)(?P<r>_reverse)?)?$")
+
+
+def _split(key: str) -> Tuple[str, str]:
+    i = key.rfind(".")
+    return (key[:i + 1], key[i + 1:]) if i >= 0 else ("", key)
+
+
+def gluon_to_torch_names(tensors: Mapping[str, np.ndarray]) -> Tensors:
+    """Rename Gluon ``save_parameters`` keys to the names torch uses for the same layers.
+
+    Norm layers: ``gamma``/``beta`` -> ``weight``/``bias``; RNN layers:
+    ``_unfused.{k}.l_cell.i2h_weight`` -> ``weight_ih_l{k}`` (``r_cell`` -> ``_reverse``); RNN
+    cells: ``i2h_weight`` -> ``weight_ih``. Gate order is the same in both (no permutation).
+    Exported-model ``arg:``/``aux:`` prefixes are removed.
+    """
+    def rename(key: str) -> str:
+        key = re.sub(r"^(arg|aux):", "", key)
+        m = _GLUON_RNN.match(key)
+        if m:
+            rev = "_reverse" if m["d"] == "r" else ""
+            return f"{m['pre']}{m['t']}_{m['w'][0]}h_l{m['k']}{rev}"
+        m = _GLUON_CELL.match(_split(key)[1])
+        if m and not m["pre"]:
+            return f"{_split(key)[0]}{m['t']}_{m['w'][0]}h"
+        pre, leaf = _split(key)
+        return pre + {"gamma": "weight", "beta": "bias"}.get(leaf, leaf)
+    return _rekey(tensors, rename)
+
+
+def torch_to_gluon_names(tensors: Mapping[str, np.ndarray]) -> Tensors:
+    """Rename torch state-dict keys to Gluon ``save_parameters`` keys (inverse of
+    :func:`gluon_to_torch_names`). A layer is a norm layer when it has running stats or a 1-D
+    ``weight``; its weight/bias become gamma/beta. ``num_batches_tracked`` (torch-only) is dropped."""
+    layers: Dict[str, Dict[str, np.ndarray]] = {}
+    for k, v in tensors.items():
+        pre, leaf = _split(k)
+        layers.setdefault(pre, {})[leaf] = np.asarray(v)
+    out: Tensors = {}
+    for k, v in tensors.items():
+        pre, leaf = _split(k)
+        if leaf == "num_batches_tracked":
+            continue
+        sib = layers[pre]
+        m = _TORCH_RNN.match(leaf)
+        if m:
+            if m["k"] is not None:
+                d = "r" if m["r"] else "l"
+                w = "i2h" if m["w"] == "ih" else "h2h"
+                out[f"{pre}_unfused.{m['k']}.{d}_cell.{w}_{m['t']}"] = v
+            else:
+                out[f"{pre}{'i2h' if m['w'] == 'ih' else 'h2h'}_{m['t']}"] = v
+            continue
+        is_norm = "running_mean" in sib or ("weight" in sib and sib["weight"].ndim == 1)
+        if is_norm and leaf in ("weight", "bias"):
+            leaf = "gamma" if leaf == "weight" else "beta"
+        out[pre + leaf] = v
+    return out

@@ -1,0 +1,16 @@
+"""Porting native Gluon models to PyTorch (and back), with proof.
+
+``report = dualdl.port.port_gluon_to_torch(gluon_block, torch_module, sample_inputs)`` pairs
+tensors by the execution order of their layers on the sample input, then by role and shape,
+applies explicit rules for what pairing cannot see, loads the target only if everything paired,
+and verifies the outputs. See docs/porting.md. Importing this package imports no framework.
+"""
+from .api import PortReport, port, port_gluon_to_torch, port_torch_to_gluon
+from .mapping import Entry, Mapping, register_transform
+from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Transpose,
+                    ZeroMissingBias)
+from .sides import PortWarning
+
+__all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
+           "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
+           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning"]

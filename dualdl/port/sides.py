@@ -1,0 +1,323 @@
+"""One model seen by the porting machinery: its tensors in execution order, reading, loading, running.
+
+``GluonSide`` hides Gluon's specifics: structural ``save_parameters`` keys (``0.weight``,
+``_unfused.0.l_cell.i2h_weight``), deferred shapes (known only after a forward), hybridized
+blocks whose children's hooks do not fire (warned about, traced un-hybridized, restored), and
+BatchNorm ``scale=False`` gammas that Gluon ignores. ``TorchSide`` hides torch's: buffers
+(running stats) beside parameters, ``num_batches_tracked``, and modules whose weights a parent
+uses functionally without calling them (``MultiheadAttention.out_proj``).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .slots import Slot, gluon_role, torch_role, ROLE_RANK
+
+
+class PortWarning(UserWarning):
+    """Something the port cannot see well (hybridized Gluon block, layers that never ran)."""
+
+
+def framework_of(model: Any) -> str:
+    mod = type(model).__module__
+    for cls in type(model).__mro__:
+        m = cls.__module__
+        if m.startswith("torch"):
+            return "torch"
+        if m.startswith(("mxnet", "gluonnlp")):
+            return "gluon"
+    raise TypeError(f"{type(model).__name__} (from {mod}) is neither a torch.nn.Module nor a "
+                    f"Gluon Block")
+
+
+def make_side(model: Any) -> "Side":
+    return GluonSide(model) if framework_of(model) == "gluon" else TorchSide(model)
+
+
+def flatten_outputs(out: Any, to_numpy: Callable[[Any], np.ndarray]) -> List[np.ndarray]:
+    """Nested tuples/lists/dicts of tensors -> flat list of numpy arrays (None and [] dropped)."""
+    if out is None:
+        return []
+    if isinstance(out, dict):
+        return [a for k in out for a in flatten_outputs(out[k], to_numpy)]
+    if isinstance(out, (list, tuple)):
+        return [a for o in out for a in flatten_outputs(o, to_numpy)]
+    return [to_numpy(out)]
+
+
+def _ordered_slots(layers: List[dict], ran_rank: Dict[str, int]) -> List[Slot]:
+    """Give each layer's slots an execution rank. A layer that never ran joins its nearest
+    ancestor that did, after everything that ancestor's subtree ran."""
+    def ancestors(path):
+        parts = path.split(".") if path else []
+        for i in range(len(parts) - 1, -1, -1):
+            yield ".".join(parts[:i])
+    slots: List[Slot] = []
+    for di, layer in enumerate(layers):
+        path = layer["path"]
+        if path in ran_rank:
+            rank: Tuple = (ran_rank[path], 0, 0)
+            ran = True
+        else:
+            ran = False
+            anc = next((a for a in ancestors(path) if a in ran_rank), None)
+            if anc is None:
+                rank = (10 ** 9, 1, di)
+            else:
+                pre = anc + "." if anc else ""
+                last = max(r for p, r in ran_rank.items() if p == anc or p.startswith(pre))
+                rank = (last, 1, di)
+        for ri, s in enumerate(layer["slots"]):
+            s.rank = rank + s.rank + (ri,)
+            s.ran = ran
+            slots.append(s)
+    slots.sort(key=lambda s: s.rank)
+    return slots
+
+
+class Side:
+    framework = ""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.notes: List[str] = []
+
+    # subclasses implement: trace(inputs, forward) -> List[Slot]; state() -> Dict[str, ndarray];
+    # load(dict); run(inputs, forward) -> List[ndarray]
+
+
+class TorchSide(Side):
+    framework = "torch"
+
+    def _to_input(self, x):
+        import torch
+        if x is None or isinstance(x, torch.Tensor):
+            return x
+        a = np.asarray(x)
+        if a.dtype.kind in "iu":  # torch embeddings need int64 indices; Gluon takes any dtype
+            a = a.astype(np.int64)
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    def _call(self, inputs: Sequence[Any], forward: Optional[Callable]):
+        import torch
+        args = [self._to_input(x) for x in inputs]
+        training = {m: m.training for m in self.model.modules()}
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return forward(self.model, *args) if forward else self.model(*args)
+        finally:
+            for m, t in training.items():
+                m.training = t
+
+    def trace(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[Slot]:
+        import torch
+        order: Dict[int, int] = {}
+        handles = []
+
+        def hook(mod, _args):
+            order.setdefault(id(mod), len(order))
+        for m in self.model.modules():
+            handles.append(m.register_forward_pre_hook(hook))
+        try:
+            self._call(inputs, forward)
+        finally:
+            for h in handles:
+                h.remove()
+        norm_types = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
+        layers, ran_rank = [], {}
+        for path, m in self.model.named_modules(remove_duplicate=False):
+            if id(m) in order:
+                ran_rank[path] = order[id(m)]
+            own = [(n, p) for n, p in m._parameters.items() if p is not None]
+            own += [(n, b) for n, b in m._buffers.items()
+                    if b is not None and n not in m._non_persistent_buffers_set
+                    and n != "num_batches_tracked"]
+            if not own:
+                continue
+            w = m._parameters.get("weight")
+            is_norm = isinstance(m, norm_types) or "running_mean" in m._buffers or (
+                w is not None and w.dim() == 1 and "norm" in type(m).__name__.lower())
+            slots = []
+            for n, t in own:
+                role, sub = torch_role(n, t.dim(), is_norm)
+                slots.append(Slot(key=f"{path}.{n}" if path else n, layer=path, name=n, role=role,
+                                  shape=tuple(t.shape), rank=sub + (ROLE_RANK.get(role, 9),) if sub
+                                  else (0, 0, ROLE_RANK.get(role, 9)),
+                                  ident=id(t),
+                                  dtype=str(t.dtype).replace("torch.", "")))
+            layers.append({"path": path, "slots": slots})
+        return _ordered_slots(layers, ran_rank)
+
+    def state(self) -> Dict[str, np.ndarray]:
+        import torch
+        out = {}
+        for k, v in self.model.state_dict(keep_vars=True).items():
+            if k.endswith("num_batches_tracked"):
+                continue
+            t = v.detach().cpu()
+            out[k] = (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
+        return out
+
+    def load(self, tensors: Dict[str, np.ndarray]) -> None:
+        """Copy ``tensors`` in, all or nothing (every shape is checked before anything changes)."""
+        import torch
+        sd = self.model.state_dict()
+        for k, v in tensors.items():
+            if k not in sd:
+                raise KeyError(f"target torch module has no tensor {k!r}")
+            if tuple(sd[k].shape) != tuple(np.shape(v)):
+                raise ValueError(f"{k}: shape {tuple(np.shape(v))} does not fit the target's "
+                                 f"{tuple(sd[k].shape)}")
+        new = dict(sd)
+        for k, v in tensors.items():
+            new[k] = torch.as_tensor(np.ascontiguousarray(v)).to(dtype=sd[k].dtype)
+        self.model.load_state_dict(new, strict=True)
+
+    def run(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[np.ndarray]:
+        out = self._call(inputs, forward)
+        return flatten_outputs(out, lambda t: t.detach().cpu().float().numpy()
+                               if t.dtype.is_floating_point else t.detach().cpu().numpy())
+
+
+class GluonSide(Side):
+    framework = "gluon"
+
+    def _blocks(self):
+        """(path, block) for every block, definition order, shared blocks under every path."""
+        out = []
+
+        def walk(path, b):
+            out.append((path, b))
+            for name, child in b._children.items():
+                child = child() if callable(child) and not hasattr(child, "_children") else child
+                walk(f"{path}.{name}" if path else name, child)
+        walk("", self.model)
+        return out
+
+    def _to_input(self, x):
+        import mxnet as mx
+        if x is None or isinstance(x, mx.nd.NDArray):
+            return x
+        a = np.asarray(x)
+        return mx.nd.array(a, dtype=a.dtype)
+
+    def _call(self, inputs, forward):
+        args = [self._to_input(x) for x in inputs]
+        return forward(self.model, *args) if forward else self.model(*args)
+
+    def _hybridized(self):
+        return [(p, b) for p, b in self._blocks() if getattr(b, "_active", False)]
+
+    def trace(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[Slot]:
+        import mxnet as mx
+        active = self._hybridized()
+        saved = []
+        if active:
+            names = ", ".join(p or "<root>" for p, _ in active[:5])
+            msg = (f"the Gluon block is hybridized ({names}): hooks on its children do not fire, "
+                   f"so execution order cannot be observed. It is traced un-hybridized and "
+                   f"re-hybridized afterwards; call .hybridize(False) yourself to silence this.")
+            warnings.warn(msg, PortWarning, stacklevel=3)
+            self.notes.append("WARNING: " + msg)
+            saved = [(b, b._active, list(getattr(b, "_flags", []))) for _, b in self._blocks()
+                     if hasattr(b, "_active")]
+            self.model.hybridize(False)
+        order: Dict[int, int] = {}
+        handles = []
+
+        def hook(block, _args):
+            order.setdefault(id(block), len(order))
+        blocks = self._blocks()
+        for _, b in blocks:
+            handles.append(b.register_forward_pre_hook(hook))
+        try:
+            out = self._call(inputs, forward)
+            for a in flatten_outputs(out, lambda t: t):
+                if hasattr(a, "wait_to_read"):
+                    a.wait_to_read()  # MXNet errors are asynchronous
+        finally:
+            for h in handles:
+                h.detach()
+            for b, act, flags in saved:
+                b._active, b._flags = act, flags
+        keys_of = self._keys_by_block(blocks)
+        layers, ran_rank = [], {}
+        for path, b in blocks:
+            if id(b) in order:
+                ran_rank[path] = order[id(b)]
+            own = list(b._reg_params.items())
+            if not own:
+                continue
+            fix_gamma = bool(getattr(b, "_kwargs", {}).get("fix_gamma", False))
+            slots = []
+            for name, p in own:
+                shape = tuple(p.shape)
+                if any(d == 0 for d in shape) or p._data is None:
+                    raise ValueError(f"Gluon parameter {p.name} has shape {shape} after the "
+                                     f"forward: initialize() the block before porting")
+                role, sub = gluon_role(name, len(shape))
+                s = Slot(key=keys_of[(path, name)], layer=path, name=name, role=role, shape=shape,
+                         rank=sub + (ROLE_RANK.get(role, 9),) if sub else (0, 0, ROLE_RANK.get(role, 9)),
+                         ident=id(p), dtype=np.dtype(p.dtype).name)
+                if name == "gamma" and fix_gamma:
+                    s.constant = 1.0
+                    s.notes.append("ignored by Gluon (BatchNorm scale=False / fix_gamma=True): acts as 1")
+                elif name == "beta" and p.grad_req == "null":
+                    s.constant = 0.0
+                    s.notes.append("fixed by Gluon (BatchNorm center=False): must be 0")
+                slots.append(s)
+            layers.append({"path": path, "slots": slots})
+        return _ordered_slots(layers, ran_rank)
+
+    def _keys_by_block(self, blocks) -> Dict[Tuple[str, str], str]:
+        """(block path, registered name) -> the key save_parameters uses for it."""
+        out = {}
+        for path, b in blocks:
+            if not b._reg_params:
+                continue
+            mine = b._collect_params_with_prefix(path)
+            for cname, child in b._children.items():
+                for k in child._collect_params_with_prefix(f"{path}.{cname}" if path else cname):
+                    mine.pop(k, None)
+            for name, p in b._reg_params.items():
+                key = next((k for k, v in mine.items() if v is p), None)
+                if key is None:
+                    key = f"{path}.{name}" if path else name
+                mine.pop(key, None)
+                out[(path, name)] = key
+        return out
+
+    def params_by_key(self):
+        return self.model._collect_params_with_prefix()
+
+    def state(self) -> Dict[str, np.ndarray]:
+        out = {}
+        for k, p in self.params_by_key().items():
+            try:
+                out[k] = p.data().asnumpy()
+            except Exception as e:  # not initialized / deferred
+                raise ValueError(f"Gluon parameter {k} has no value yet ({type(e).__name__}); "
+                                 f"initialize() the block and run one forward first") from None
+        return out
+
+    def load(self, tensors: Dict[str, np.ndarray]) -> None:
+        """Copy ``tensors`` in, all or nothing (every shape is checked before anything changes)."""
+        import mxnet as mx
+        params = self.params_by_key()
+        for k, v in tensors.items():
+            if k not in params:
+                raise KeyError(f"target Gluon block has no parameter {k!r}")
+            if tuple(params[k].shape) != tuple(np.shape(v)):
+                raise ValueError(f"{k}: shape {tuple(np.shape(v))} does not fit the target's "
+                                 f"{tuple(params[k].shape)}")
+        for k, v in tensors.items():
+            p = params[k]
+            p.set_data(mx.nd.array(np.asarray(v), dtype=p.dtype))
+
+    def run(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[np.ndarray]:
+        out = self._call(inputs, forward)
+        return flatten_outputs(out, lambda t: t.asnumpy())
