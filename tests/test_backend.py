@@ -1,0 +1,104 @@
+"""Backend registry, the active backend (contextvars), dispatch by tensor type, the adapter contract."""
+import asyncio
+import importlib
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import dualdl as dl
+from dualdl.backend import ADAPTER_MODULES, KNOWN_BACKENDS
+
+
+def test_default_backend_is_torch_and_env_overrides():
+    assert dl.backend() == "torch"
+    code = "import dualdl; print(dualdl.backend())"
+    env = {"DUALDL_BACKEND": "mxnet", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.stdout.strip() == "mxnet", r.stderr
+    env["DUALDL_BACKEND"] = "tensorflow"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "known backends: mxnet, torch" in r.stderr
+
+
+def test_use_as_context_manager_restores_previous():
+    assert dl.backend() == "torch"
+    with dl.use("mxnet"):
+        assert dl.backend() == "mxnet"
+        with dl.use("torch"):
+            assert dl.backend() == "torch"
+        assert dl.backend() == "mxnet"
+    assert dl.backend() == "torch"
+
+
+def test_unknown_backend_lists_known_ones():
+    with pytest.raises(ValueError, match="unknown backend 'jax'; known backends: mxnet, torch"):
+        dl.use("jax")
+
+
+def test_use_is_thread_and_task_local():
+    seen = {}
+
+    def worker():
+        with dl.use("mxnet"):
+            seen["thread"] = dl.backend()
+            barrier.wait(timeout=10)
+
+    barrier = threading.Barrier(2)
+    t = threading.Thread(target=worker)
+    t.start()
+    barrier.wait(timeout=10)
+    seen["main"] = dl.backend()        # the other thread's `use` does not leak here
+    t.join(timeout=10)
+    assert seen == {"thread": "mxnet", "main": "torch"}
+
+    async def task(name):
+        with dl.use(name):
+            await asyncio.sleep(0.01)
+            return dl.backend()
+
+    async def main():
+        return await asyncio.gather(task("mxnet"), task("torch"), task("mxnet"))
+
+    assert asyncio.run(main()) == ["mxnet", "torch", "mxnet"]
+
+
+def test_dispatch_by_tensor_type_needs_no_switching():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = dl.from_numpy(a, backend="torch")
+    m = dl.from_numpy(a, backend="mxnet")
+    assert dl.backend_for(t).name == "torch" and dl.backend_for(m).name == "mxnet"
+    np.testing.assert_array_equal(dl.to_numpy(dl.reshape(t, (3, -1))), dl.to_numpy(dl.reshape(m, (3, -1))))
+    with pytest.raises(TypeError, match="expected a native tensor"):
+        dl.backend_for([1, 2, 3])
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_BACKENDS))
+def test_adapters_provide_the_same_modules(name):
+    adapter = KNOWN_BACKENDS[name][0]
+    for mod in ADAPTER_MODULES:
+        importlib.import_module(f"{adapter}.{mod}")
+
+
+def test_adapters_define_the_same_public_names():
+    """Keras-style mirror folders: each adapter module exports the same names as its twin."""
+    for mod in ("nn", "optim", "state"):
+        names = []
+        for name in sorted(KNOWN_BACKENDS):
+            m = importlib.import_module(f"{KNOWN_BACKENDS[name][0]}.{mod}")
+            names.append({n for n in dir(m) if not n.startswith("_") and (
+                getattr(getattr(m, n), "_dl_layer", None) or getattr(getattr(m, n), "_dl_optimizer", None))})
+        assert names[0] == names[1], f"{mod}: {names[0] ^ names[1]}"
+
+
+def test_missing_backend_error_names_the_extra():
+    code = ("import sys; sys.modules['mxnet'] = None\n"
+            "import importlib.util as u; real = u.find_spec\n"
+            "u.find_spec = lambda n, *a: None if n == 'mxnet' else real(n, *a)\n"
+            "import dualdl\n"
+            "try:\n    dualdl.from_numpy([1.0], backend='mxnet')\n"
+            "except dualdl.BackendNotInstalledError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "pip install 'dualdl[mxnet]'" in r.stdout, r.stdout + r.stderr

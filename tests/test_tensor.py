@@ -1,0 +1,104 @@
+"""The tensor layer on each backend: numpy round trip, dtypes, scalars, reshape, devices, creation."""
+import numpy as np
+import pytest
+
+import dualdl as dl
+
+DTYPES = ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_round_trip_is_exact(backend, dtype, rng):
+    a = (rng.normal(size=(3, 4)) * 100).astype(dtype)
+    t = dl.from_numpy(a)
+    assert dl.backend_for(t).name == backend
+    b = dl.to_numpy(t)
+    assert b.dtype == a.dtype and b.shape == a.shape
+    np.testing.assert_array_equal(a, b)
+
+
+def test_from_numpy_keeps_float64_and_int64_and_copies(backend):
+    a = np.array([1 + 1e-10, 2.0])
+    t = dl.from_numpy(a)
+    assert dl.to_numpy(t).dtype == np.float64
+    assert dl.to_numpy(t)[0] - 1 == pytest.approx(1e-10, rel=1e-3)   # MXNet's nd.array would give 0
+    i = dl.from_numpy(np.array([2**40, 3], dtype=np.int64))
+    assert dl.to_numpy(i)[0] == 2**40
+    a[1] = 7.0                                                          # the tensor holds a copy
+    assert dl.to_numpy(t)[1] == 2.0
+
+
+def test_python_values_follow_torch_default_dtypes(backend):
+    assert dl.to_numpy(dl.from_numpy([1.5, 2.0])).dtype == np.float32
+    assert dl.to_numpy(dl.from_numpy([1, 2])).dtype == np.int64
+    assert dl.to_numpy(dl.from_numpy([True, False])).dtype == np.bool_
+    assert dl.to_numpy(dl.from_numpy(np.ones(2), dtype="float32")).dtype == np.float32
+
+
+def test_unsupported_dtype_is_a_clear_error(backend):
+    with pytest.raises(TypeError, match="unsupported numpy dtype complex128"):
+        dl.from_numpy(np.ones(2, dtype=np.complex128))
+    with pytest.raises(TypeError, match="unsupported dtype uint16"):
+        dl.from_numpy(np.ones(2), dtype="uint16")
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1, 1)])
+def test_item_returns_a_python_scalar(backend, shape):
+    v = dl.item(dl.from_numpy(np.full(shape, 2.5, dtype=np.float32)))
+    assert type(v) is float and v == 2.5
+    assert type(dl.item(dl.from_numpy(np.array([3])))) is int
+
+
+def test_item_rejects_non_scalars(backend):
+    with pytest.raises(ValueError, match=r"exactly one element, got shape \(2, 3\) \(6 elements\)"):
+        dl.item(dl.zeros((2, 3)))
+
+
+def test_reshape_infers_minus_one_and_rejects_mxnet_codes(backend):
+    t = dl.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    assert dl.reshape(t, (4, -1)).shape == (4, 6)
+    assert dl.reshape(t, (-1,)).shape == (24,)
+    assert dl.reshape(t, 24).shape == (24,)
+    np.testing.assert_array_equal(dl.to_numpy(dl.reshape(t, (6, 4))), np.arange(24).reshape(6, 4))
+    for bad in [(0, -1), (-2,), (-3, 4), (-4, 1, 2, -2)]:
+        with pytest.raises(ValueError, match="special codes"):
+            dl.reshape(t, bad)
+    with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3, 4\) \(24 elements\) into \(5, -1\)"):
+        dl.reshape(t, (5, -1))
+    with pytest.raises(ValueError, match="only one -1"):
+        dl.reshape(t, (-1, -1))
+
+
+def test_creation_functions(backend):
+    z = dl.zeros((2, 3))
+    assert dl.to_numpy(z).dtype == np.float32 and not dl.to_numpy(z).any()
+    np.testing.assert_array_equal(dl.to_numpy(dl.ones(3, dtype="int32")), np.ones(3, np.int32))
+    np.testing.assert_array_equal(dl.to_numpy(dl.full((2,), 7.0)), [7.0, 7.0])
+    ar = dl.to_numpy(dl.arange(5))
+    assert ar.dtype == np.int64 and ar.tolist() == [0, 1, 2, 3, 4]
+    af = dl.to_numpy(dl.arange(0, 1, 0.25))
+    assert af.dtype == np.float32 and af.tolist() == [0, 0.25, 0.5, 0.75]
+    x = dl.from_numpy(np.ones((2, 2), np.float64))
+    assert dl.to_numpy(dl.zeros_like(x)).dtype == np.float64
+    assert dl.to_numpy(dl.ones_like(x, dtype="int64")).tolist() == [[1, 1], [1, 1]]
+    assert dl.to_numpy(dl.full_like(x, 3)).tolist() == [[3, 3], [3, 3]]
+
+
+def test_to_device_and_device_of(backend):
+    t = dl.from_numpy(np.ones(3, np.float32))
+    assert dl.device_of(t) == dl.cpu()
+    assert dl.to_device(t, "cpu") is t                  # already there: same object on both
+    if backend == "mxnet":                              # MXNet's second CPU context is a real device
+        t1 = dl.to_device(t, dl.cpu(1))
+        assert dl.device_of(t1) == dl.cpu(1)
+        np.testing.assert_array_equal(dl.to_numpy(t1), np.ones(3))
+
+
+def test_gpu_request_without_gpu_is_a_clear_error(backend):
+    if dl.get_backend().gpu_count():
+        pytest.skip("a GPU is present")
+    t = dl.zeros(2)
+    with pytest.raises(RuntimeError, match=r"dualdl.gpu\(0\) requested on the .* backend, but it sees 0 GPU"):
+        dl.to_device(t, dl.gpu(0))
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        dl.zeros(2, device="cuda:0")
