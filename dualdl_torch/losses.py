@@ -1,0 +1,277 @@
+"""dualdl losses on PyTorch: ``torch.nn.functional`` with dualdl's checks, and Gluon's per-sample losses.
+
+The torch-named losses call ``torch.nn.functional`` (their semantics are the contract), after
+checks that both adapters share (``dualdl.losses._checks``): no broadcasting of mismatched
+shapes, class indices in range (integral float indices are accepted, as MXNet labels are float),
+CTC log-probs normalised. The ``gluon_*`` functions reproduce ``mxnet.gluon.loss`` exactly:
+per-sample (N,) losses, 0.5 in L2, label reshaped to the prediction's shape, CTC blank = last.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dualdl.losses import _checks as ck
+
+__all__ = [
+    "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
+    "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
+    "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss", "gluon_softmax_ce_loss", "gluon_ctc_loss",
+]
+
+
+# ---- conversions --------------------------------------------------------------------------------
+def _host(x: Any) -> np.ndarray:
+    """A numpy copy of a torch tensor, an NDArray, a numpy array or a list (for small index data)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if hasattr(x, "asnumpy"):
+        return x.asnumpy()
+    return np.asarray(x)
+
+
+def _native(x: Any, like: torch.Tensor) -> Optional[torch.Tensor]:
+    """``x`` as a tensor on ``like``'s device and float dtype (keeps autograd for torch tensors)."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x.to(device=like.device, dtype=like.dtype)
+    if isinstance(x, (int, float)):
+        return torch.tensor(float(x), device=like.device, dtype=like.dtype)
+    return torch.as_tensor(np.array(_host(x)), device=like.device, dtype=like.dtype)
+
+
+def _index_target(target: Any, device: torch.device) -> torch.Tensor:
+    if isinstance(target, torch.Tensor) and target.dtype == torch.int64:
+        return target
+    if isinstance(target, torch.Tensor):
+        return target.detach().to(torch.int64)
+    return torch.as_tensor(_host(target).astype(np.int64), device=device)
+
+
+def reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    """PyTorch's reduction: 'mean' over all elements, 'sum', or 'none' (unchanged)."""
+    ck.check_reduction("reduce", reduction)
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+# ---- elementwise losses ---------------------------------------------------------------------------
+def _pair(name: str, input: torch.Tensor, target: Any, reduction: str) -> torch.Tensor:
+    ck.check_reduction(name, reduction)
+    target = _native(target, input)
+    ck.check_same_shape(name, tuple(input.shape), tuple(target.shape))
+    return target
+
+
+def mse_loss(input, target, reduction="mean"):
+    target = _pair("MSELoss", input, target, reduction)
+    return F.mse_loss(input, target, reduction=reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    target = _pair("L1Loss", input, target, reduction)
+    return F.l1_loss(input, target, reduction=reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    target = _pair("SmoothL1Loss", input, target, reduction)
+    return F.smooth_l1_loss(input, target, reduction=reduction, beta=beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    target = _pair("HuberLoss", input, target, reduction)
+    return F.huber_loss(input, target, reduction=reduction, delta=delta)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
+    name = "BCEWithLogitsLoss"
+    target = _pair(name, input, target, reduction)
+    weight, pos_weight = _native(weight, input), _native(pos_weight, input)
+    if pos_weight is not None and input.dim() and pos_weight.dim() and pos_weight.shape[-1] not in (1, input.shape[-1]):
+        raise ValueError(f"{name}: pos_weight of shape {tuple(pos_weight.shape)} must broadcast along the "
+                         f"last (class) axis of size {input.shape[-1]}")
+    return F.binary_cross_entropy_with_logits(input, target, weight=weight, pos_weight=pos_weight,
+                                              reduction=reduction)
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    name = "KLDivLoss"
+    ck.check_reduction(name, reduction, ck.REDUCTIONS + ("batchmean",))
+    target = _native(target, input)
+    ck.check_same_shape(name, tuple(input.shape), tuple(target.shape))
+    # computed unreduced then reduced here: F.kl_div(reduction='mean') only adds a warning
+    el = F.kl_div(input, target, reduction="none", log_target=log_target)
+    if reduction == "batchmean":
+        return el.sum() / input.shape[0] if input.dim() else el.sum()
+    return reduce(el, reduction)
+
+
+# ---- classification -----------------------------------------------------------------------------
+def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
+    kind = ck.class_target_kind(name, tuple(input.shape), tuple(_shape(target)), allow_prob)
+    C = input.shape[0 if input.dim() == 1 else 1]
+    if weight is not None:
+        weight = _native(weight, input)
+        ck.check_class_weight(name, tuple(weight.shape), C)
+    if kind == "prob":
+        return kind, _native(target, input), weight
+    ck.check_class_indices(name, _host(target), C, ignore_index)
+    t = _index_target(target, input.device)
+    if input.dim() == 1:
+        t = t.reshape(())
+    return kind, t, weight
+
+
+def _shape(x):
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    name = "NLLLoss"
+    ck.check_reduction(name, reduction)
+    _, t, weight = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
+    return F.nll_loss(input, t, weight=weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    name = "CrossEntropyLoss"
+    ck.check_reduction(name, reduction)
+    _, t, weight = _class_setup(name, input, target, weight, ignore_index)
+    return F.cross_entropy(input, t, weight=weight, ignore_index=ignore_index, reduction=reduction,
+                           label_smoothing=label_smoothing)
+
+
+# ---- CTC --------------------------------------------------------------------------------------------
+def _check_log_probs(name: str, lp: torch.Tensor, input_lengths: np.ndarray) -> None:
+    """Both backends require normalised log-probs: MXNet's op re-normalises (softmax) internally,
+    PyTorch does not, so unnormalised inputs would give different numbers."""
+    with torch.no_grad():
+        lse = torch.logsumexp(lp.float() if lp.dtype == torch.float16 else lp, dim=-1)   # (T, N)
+        T = lp.shape[0]
+        mask = torch.arange(T, device=lp.device)[:, None] < torch.as_tensor(input_lengths, device=lp.device)[None, :]
+        worst = float(lse.abs().masked_fill(~mask, 0).max()) if lse.numel() else 0.0
+    tol = 1e-2 if lp.dtype == torch.float16 else 1e-3
+    if not worst <= tol:
+        raise ValueError(f"{name}: log_probs must be log-probabilities over the class axis (apply "
+                         f"log_softmax(dim=-1) first); logsumexp deviates from 0 by {worst:.3g}")
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    name = "CTCLoss"
+    ck.check_reduction(name, reduction)
+    plan = ck.plan_ctc(name, tuple(log_probs.shape), _host(targets), _host(input_lengths),
+                       _host(target_lengths), blank)
+    _check_log_probs(name, log_probs if plan.batched else log_probs[:, None], plan.input_lengths)
+    dev = log_probs.device
+    lp = log_probs if plan.batched else log_probs[:, None]
+    out = F.ctc_loss(lp, torch.as_tensor(plan.labels, device=dev),
+                     torch.as_tensor(plan.input_lengths, device=dev),
+                     torch.as_tensor(plan.target_lengths, device=dev),
+                     blank=blank, reduction=reduction, zero_infinity=zero_infinity)
+    return out if plan.batched or reduction != "none" else out.reshape(())
+
+
+# ---- Gluon's per-sample losses -------------------------------------------------------------------
+def _apply_weighting(loss, weight, sample_weight):
+    if sample_weight is not None:
+        loss = loss * _native(sample_weight, loss)
+    if weight is not None:
+        loss = loss * weight
+    return loss
+
+
+def _mean_except(loss: torch.Tensor, batch_axis: int) -> torch.Tensor:
+    """``F.mean(loss, axis=batch_axis, exclude=True)``: per-sample mean over every other axis."""
+    ba = batch_axis % loss.dim()
+    dims = [d for d in range(loss.dim()) if d != ba]
+    return loss.mean(dim=dims) if dims else loss
+
+
+def _label_like(name, pred, label):
+    ck.check_same_size(name, tuple(pred.shape), _shape(label))
+    return _native(label, pred).reshape(pred.shape)
+
+
+def gluon_l2_loss(pred, label, sample_weight=None, weight=1.0, batch_axis=0):
+    label = _label_like("GluonL2Loss", pred, label)
+    loss = _apply_weighting(torch.square(label - pred), weight / 2, sample_weight)
+    return _mean_except(loss, batch_axis)
+
+
+def gluon_l1_loss(pred, label, sample_weight=None, weight=None, batch_axis=0):
+    label = _label_like("GluonL1Loss", pred, label)
+    loss = _apply_weighting(torch.abs(label - pred), weight, sample_weight)
+    return _mean_except(loss, batch_axis)
+
+
+def gluon_huber_loss(pred, label, sample_weight=None, rho=1.0, weight=None, batch_axis=0):
+    label = _label_like("GluonHuberLoss", pred, label)
+    d = torch.abs(label - pred)
+    loss = torch.where(d > rho, d - 0.5 * rho, (0.5 / rho) * torch.square(d))
+    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+
+
+def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, from_sigmoid=False,
+                           weight=None, batch_axis=0):
+    label = _label_like("GluonSigmoidBCELoss", pred, label)
+    pw = _native(pos_weight, pred)
+    if not from_sigmoid:
+        if pw is None:
+            loss = F.relu(pred) - pred * label + F.softplus(-torch.abs(pred))
+        else:
+            log_weight = 1 + (pw - 1) * label
+            loss = pred - pred * label + log_weight * (F.softplus(-torch.abs(pred)) + F.relu(-pred))
+    else:
+        eps = 1e-12       # Gluon's log(p + 1e-12), not torch BCELoss's clamp at -100
+        if pw is None:
+            loss = -(torch.log(pred + eps) * label + torch.log(1. - pred + eps) * (1. - label))
+        else:
+            loss = -(torch.log(pred + eps) * label * pw + torch.log(1. - pred + eps) * (1. - label))
+    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+
+
+def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label=True, from_logits=False,
+                          weight=None, batch_axis=0):
+    name = "GluonSoftmaxCrossEntropyLoss"
+    ax = axis % pred.dim()
+    logp = pred if from_logits else F.log_softmax(pred, dim=ax)
+    if sparse_label:
+        want = tuple(s for d, s in enumerate(pred.shape) if d != ax)
+        keep = tuple(1 if d == ax else s for d, s in enumerate(pred.shape))
+        if _shape(label) not in (want, keep):
+            raise ValueError(f"{name}: sparse labels for pred of shape {tuple(pred.shape)} (axis={axis}) "
+                             f"must have shape {want}; got {_shape(label)}")
+        ck.check_class_indices(name, _host(label), pred.shape[ax])
+        idx = _index_target(label, pred.device).reshape(keep)
+        loss = -torch.gather(logp, ax, idx)
+    else:
+        lab = _label_like(name, pred, label)
+        loss = -(logp * lab).sum(dim=ax, keepdim=True)
+    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+
+
+def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_weight=None, layout="NTC",
+                   label_layout="NT", weight=None):
+    name = "GluonCTCLoss"
+    x = pred.transpose(0, 1) if layout == "NTC" else pred          # (T, N, C)
+    lab = _host(label)
+    if label_layout == "TN":
+        lab = lab.T
+    T, _, C = x.shape
+    labels, pl, ll = ck.gluon_ctc_lengths(
+        name, lab, None if label_lengths is None else _host(label_lengths),
+        None if pred_lengths is None else _host(pred_lengths), T, C)
+    dev = pred.device
+    # MXNet applies softmax inside its CTC op and returns 0 (with zero gradient) for infeasible samples
+    loss = F.ctc_loss(F.log_softmax(x, dim=-1), torch.as_tensor(labels, device=dev),
+                      torch.as_tensor(pl, device=dev), torch.as_tensor(ll, device=dev),
+                      blank=C - 1, reduction="none", zero_infinity=True)
+    return _apply_weighting(loss, weight, sample_weight)
