@@ -1,0 +1,394 @@
+"""dualdl.ops on MXNet: PyTorch's semantics on legacy NDArrays *and* Symbols.
+
+Every function picks ``mx.nd`` or ``mx.sym`` from the argument's type, so a model written with
+dualdl layers and ops hybridizes. Shapes are known for NDArrays only; where torch's semantics need
+a size (``split`` by size, ``chunk``, ``one_hot(num_classes=-1)``, negative ``permute`` dims) the
+Symbol path either uses an MXNet operator that infers it, or raises a ``ValueError`` saying what to
+pass instead. Broadcasting ``matmul`` and ``where`` run MXNet's numpy operators (``np.matmul``,
+``np.where``) through ``as_np_ndarray()``/``as_nd_ndarray()``: legacy ``dot``/``where`` do not
+broadcast.
+
+Differences that remain (legacy NDArrays have no 0-d shape): a full reduction (``sum(x)``,
+``max(x)``, ``argmax(x)``, 1-D ``matmul`` 1-D) has shape ``(1,)`` here and ``()`` on torch.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import mxnet as mx
+from mxnet import nd, sym
+
+from dualdl.tensor import resolve_shape
+
+MaxMin = namedtuple("MaxMin", ["values", "indices"])
+
+_NS = {nd.NDArray: nd, sym.Symbol: sym}
+
+
+def _F(x: Any):
+    """``mx.nd`` for NDArrays, ``mx.sym`` for Symbols (cached per type: this is the hot path)."""
+    try:
+        return _NS[type(x)]
+    except KeyError:
+        F = sym if isinstance(x, sym.Symbol) else nd
+        _NS[type(x)] = F
+        return F
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, (nd.NDArray, sym.Symbol))
+
+
+def _is_nd(x: Any) -> bool:
+    return isinstance(x, nd.NDArray)
+
+
+def _np(x: Any) -> Any:
+    return x.as_np_ndarray() if _is_tensor(x) else x
+
+
+def _axis(dim: int, ndim: int, what: str = "dim") -> int:
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{what} {dim} is out of range for a tensor with {ndim} dimensions")
+    return dim % ndim
+
+
+# ---- activations -----------------------------------------------------------------------------
+def relu(x):
+    return _F(x).relu(x)
+
+
+def sigmoid(x):
+    return _F(x).sigmoid(x)
+
+
+def tanh(x):
+    return _F(x).tanh(x)
+
+
+def gelu(x, approximate: str = "none"):
+    F = _F(x)
+    if approximate == "none":
+        return F.LeakyReLU(x, act_type="gelu")          # erf form, as torch's default
+    if approximate == "tanh":
+        inner = (x + 0.044715 * (x ** 3)) * math.sqrt(2.0 / math.pi)
+        return 0.5 * x * (1.0 + F.tanh(inner))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def leaky_relu(x, negative_slope: float = 0.01):
+    return _F(x).LeakyReLU(x, act_type="leaky", slope=float(negative_slope))
+
+
+def elu(x, alpha: float = 1.0):
+    return _F(x).LeakyReLU(x, act_type="elu", slope=float(alpha))
+
+
+def silu(x):
+    return x * _F(x).sigmoid(x)
+
+
+def softmax(x, dim: int):
+    return _F(x).softmax(x, axis=int(dim))
+
+
+def log_softmax(x, dim: int):
+    return _F(x).log_softmax(x, axis=int(dim))
+
+
+# ---- linear algebra --------------------------------------------------------------------------
+def matmul(a, b):
+    F = _F(a)
+    if _is_nd(a) and _is_nd(b):
+        if a.ndim == 2 and b.ndim == 2:
+            return nd.dot(a, b)
+        if a.ndim == 1 and b.ndim == 1:
+            return nd.dot(a, b)                        # shape (1,): legacy NDArrays have no 0-d
+        if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0]:
+            return nd.batch_dot(a, b)
+    return F.np.matmul(_np(a), _np(b)).as_nd_ndarray()
+
+
+def linear(x, weight, bias=None):
+    F = _F(x)
+    if _is_nd(weight):
+        return F.FullyConnected(x, weight, bias, num_hidden=weight.shape[0], no_bias=bias is None,
+                                flatten=False)
+    y = F.dot(x, weight, transpose_b=True)
+    return y if bias is None else F.broadcast_add(y, bias)
+
+
+# ---- elementwise arithmetic (broadcasting on Symbols too) ------------------------------------
+def _binary(a, b, op: str, pyop):
+    if _is_tensor(a) and _is_tensor(b):
+        return getattr(_F(a), op)(a, b)
+    return pyop(a, b)
+
+
+def add(a, b):
+    return _binary(a, b, "broadcast_add", lambda u, v: u + v)
+
+
+def sub(a, b):
+    return _binary(a, b, "broadcast_sub", lambda u, v: u - v)
+
+
+def mul(a, b):
+    return _binary(a, b, "broadcast_mul", lambda u, v: u * v)
+
+
+def _float(x):
+    if _is_nd(x) and np.dtype(x.dtype).kind in "iub":
+        return x.astype("float32")
+    return x
+
+
+def div(a, b):
+    return _binary(_float(a), _float(b), "broadcast_div", lambda u, v: u / v)
+
+
+def pow(x, exponent):
+    if _is_tensor(x) and _is_tensor(exponent):
+        return _F(x).broadcast_power(x, exponent)
+    return x ** exponent
+
+
+def exp(x):
+    return _F(x).exp(x)
+
+
+def log(x):
+    return _F(x).log(x)
+
+
+def sqrt(x):
+    return _F(x).sqrt(x)
+
+
+def abs(x):
+    return _F(x).abs(x)
+
+
+def clamp(x, min: Optional[float] = None, max: Optional[float] = None):
+    lo = -np.inf if min is None else float(min)
+    hi = np.inf if max is None else float(max)
+    return _F(x).clip(x, lo, hi)
+
+
+def zeros_like(x):
+    return _F(x).zeros_like(x)
+
+
+def ones_like(x):
+    return _F(x).ones_like(x)
+
+
+def where(cond, a, b):
+    ref = cond if _is_tensor(cond) else (a if _is_tensor(a) else b)
+    return _F(ref).np.where(_np(cond), _np(a), _np(b)).as_nd_ndarray()
+
+
+def masked_fill(x, mask, value: float):
+    return _F(x).np.where(_np(mask), float(value), _np(x)).as_nd_ndarray()
+
+
+def dropout(x, p: float = 0.5, training: bool = True):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return x
+    F = _F(x)
+    if p == 1.0:
+        return F.zeros_like(x)
+    return F.Dropout(x, p=float(p), mode="always")
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+def cat(tensors: Sequence[Any], dim: int = 0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    return _F(tensors[0]).concat(*tensors, dim=int(dim))
+
+
+concat = cat
+
+
+def stack(tensors: Sequence[Any], dim: int = 0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    return _F(tensors[0]).stack(*tensors, axis=int(dim))
+
+
+def _pieces(x, sizes: Sequence[int], dim: int) -> Tuple[Any, ...]:
+    F, out, start = _F(x), [], 0
+    for s in sizes:
+        out.append(F.slice_axis(x, axis=dim, begin=start, end=start + s))
+        start += s
+    return tuple(out)
+
+
+def split(x, split_size_or_sections: Union[int, Sequence[int]], dim: int = 0):
+    dim = int(dim)
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        if not _is_nd(x):
+            raise ValueError("split: with a Symbol (hybridized MXNet) the number of pieces is not "
+                             "known; pass the list of section sizes instead of one split_size")
+        n = x.shape[_axis(dim, x.ndim)]
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+        return _pieces(x, sizes, dim)
+    sizes = [int(s) for s in split_size_or_sections]
+    if _is_nd(x) and builtins.sum(sizes) != x.shape[_axis(dim, x.ndim)]:
+        raise ValueError(f"split: sections {sizes} do not sum to the size {x.shape[dim]} of dim {dim} "
+                         f"(input shape {tuple(x.shape)})")
+    return _pieces(x, sizes, dim)
+
+
+def chunk(x, chunks: int, dim: int = 0):
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    if _is_nd(x):
+        n = x.shape[_axis(int(dim), x.ndim)]
+        size = -(-n // chunks) if n else 1
+        return split(x, size, dim)
+    if chunks == 1:
+        return (x,)
+    return tuple(_F(x).split(x, num_outputs=chunks, axis=int(dim)))
+
+
+def transpose(x, dim0: int, dim1: int):
+    return _F(x).swapaxes(x, dim1=int(dim0), dim2=int(dim1))
+
+
+def permute(x, dims: Sequence[int]):
+    dims = [int(d) for d in dims]
+    if _is_nd(x):
+        if len(dims) != x.ndim:
+            raise ValueError(f"permute: dims {tuple(dims)} do not match the input's {x.ndim} dimensions "
+                             f"(shape {tuple(x.shape)})")
+        dims = [_axis(d, x.ndim) for d in dims]
+    elif any(d < 0 for d in dims):
+        raise ValueError(f"permute: negative dims {tuple(dims)} need the rank, which a Symbol "
+                         f"(hybridized MXNet) does not have; write them as non-negative")
+    return _F(x).transpose(x, axes=tuple(dims))
+
+
+def reshape(x, shape: Union[int, Sequence[int]]):
+    if _is_nd(x):
+        return x.reshape(resolve_shape(shape, int(np.prod(x.shape)), tuple(x.shape)))
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    if any(s < -1 or s == 0 for s in shape) or shape.count(-1) > 1:
+        raise ValueError(f"invalid reshape target {shape}: sizes must be positive or a single -1 "
+                         f"(MXNet's special codes 0/-2/-3/-4 are not accepted)")
+    return _F(x).reshape(x, shape=shape)
+
+
+def flatten(x, start_dim: int = 0, end_dim: int = -1):
+    start_dim, end_dim = int(start_dim), int(end_dim)
+    if _is_nd(x):
+        nd_ = builtins.max(x.ndim, 1)
+        s, e = _axis(start_dim, nd_, "start_dim"), _axis(end_dim, nd_, "end_dim")
+        if s > e:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        shp = tuple(x.shape) or (1,)
+        return x.reshape(shp[:s] + (int(np.prod(shp[s:e + 1])),) + shp[e + 1:])
+    F = _F(x)
+    if start_dim >= 0 and end_dim == -1:
+        return F.reshape(x, shape=(0,) * start_dim + (-1,))
+    if 0 <= start_dim <= end_dim:
+        for _ in range(end_dim - start_dim):
+            x = F.reshape(x, shape=(0,) * start_dim + (-3, -2))
+        return x
+    raise ValueError(f"flatten(start_dim={start_dim}, end_dim={end_dim}) on a Symbol (hybridized "
+                     f"MXNet) needs start_dim >= 0 and end_dim == -1 or end_dim >= start_dim")
+
+
+def squeeze(x, dim: Optional[int] = None):
+    if dim is None:
+        return _F(x).squeeze(x)
+    if _is_nd(x) and x.shape[_axis(int(dim), x.ndim)] != 1:
+        return x                                       # torch: squeezing a non-1 dim is a no-op
+    return _F(x).squeeze(x, axis=int(dim))
+
+
+def unsqueeze(x, dim: int):
+    return _F(x).expand_dims(x, axis=int(dim))
+
+
+# ---- reductions ------------------------------------------------------------------------------
+def _dims(dim):
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)):
+        return tuple(int(d) for d in dim)
+    return int(dim)
+
+
+def sum(x, dim=None, keepdim: bool = False):
+    return _F(x).sum(x, axis=_dims(dim), keepdims=bool(keepdim))
+
+
+def mean(x, dim=None, keepdim: bool = False):
+    if _is_nd(x) and np.dtype(x.dtype).kind in "iub":
+        raise TypeError(f"mean: expected a floating point tensor, got {np.dtype(x.dtype)} "
+                        f"(MXNet would return an integer mean; torch raises)")
+    return _F(x).mean(x, axis=_dims(dim), keepdims=bool(keepdim))
+
+
+def _maxmin(x, dim, keepdim, red: str, arg: str):
+    F = _F(x)
+    if dim is None:
+        return getattr(F, red)(x)
+    values = getattr(F, red)(x, axis=int(dim), keepdims=bool(keepdim))
+    indices = getattr(F, arg)(x, axis=int(dim), keepdims=bool(keepdim)).astype("int64")
+    return MaxMin(values, indices)
+
+
+def max(x, dim: Optional[int] = None, keepdim: bool = False):
+    return _maxmin(x, dim, keepdim, "max", "argmax")
+
+
+def min(x, dim: Optional[int] = None, keepdim: bool = False):
+    return _maxmin(x, dim, keepdim, "min", "argmin")
+
+
+def _arg(x, dim, keepdim, arg: str):
+    F = _F(x)
+    if dim is None:
+        out = getattr(F, arg)(F.reshape(x, shape=(-1,)), axis=0)
+        if keepdim and _is_nd(x):
+            out = out.reshape((1,) * builtins.max(x.ndim, 1))
+    else:
+        out = getattr(F, arg)(x, axis=int(dim), keepdims=bool(keepdim))
+    return out.astype("int64")
+
+
+def argmax(x, dim: Optional[int] = None, keepdim: bool = False):
+    return _arg(x, dim, keepdim, "argmax")
+
+
+def argmin(x, dim: Optional[int] = None, keepdim: bool = False):
+    return _arg(x, dim, keepdim, "argmin")
+
+
+# ---- indices ---------------------------------------------------------------------------------
+def embedding(input, weight):
+    return _F(weight).take(weight, input, axis=0)
+
+
+def one_hot(x, num_classes: int = -1):
+    if num_classes == -1:
+        if not _is_nd(x):
+            raise ValueError("one_hot: num_classes=-1 needs the data's maximum, which a Symbol "
+                             "(hybridized MXNet) does not have; pass num_classes")
+        num_classes = int(x.max().asscalar()) + 1 if x.size else 0
+    return _F(x).one_hot(x, depth=int(num_classes), dtype="int64")
