@@ -63,3 +63,16 @@ def test_bucketed_padded_batches_identical_on_both_backends():
         assert x.shape[0] == xlen.max()                     # TNC: time first, padded to the batch max
         seen += xlen.tolist()
     assert sorted(seen) == sorted(lengths.tolist())
+
+
+@pytest.mark.parametrize("samples", [[1.5, 2.5], [1, 2], [True, False], [np.float32(1), np.float32(2)],
+                                     [np.ones(2), np.zeros(2)], [np.int32(1), np.int32(3)],
+                                     [np.ones((2, 2), np.uint8)] * 3])
+def test_default_collate_dtype_matches_both_frameworks(samples):
+    from mxnet.gluon.data.dataloader import default_batchify_fn
+    from torch.utils.data import default_collate as torch_collate
+    ours = default_collate(samples)
+    t = torch_collate(samples).numpy()
+    g = default_batchify_fn(samples).asnumpy()
+    assert ours.dtype == t.dtype == g.dtype
+    assert np.array_equal(ours, t) and np.array_equal(ours, g)

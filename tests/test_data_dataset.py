@@ -65,3 +65,21 @@ def test_subset_and_custom_dataset():
     assert [sub[i] for i in range(len(sub))] == [16, 0, 4]
     with pytest.raises(IndexError, match="out of range"):
         Subset(Squares(), [5])
+
+
+def test_data_pipeline_imports_no_framework():
+    import json
+    import subprocess
+    import sys
+    code = ("import json, sys, numpy as np\n"
+            "from dualdl.data import ArrayDataset, DataLoader\n"
+            "if __name__ == '__main__':\n"
+            "    dl = DataLoader(ArrayDataset(np.arange(10)), batch_size=3, shuffle=True, seed=0,\n"
+            "                    num_workers=1, backend='numpy', timeout=30)\n"
+            "    print(json.dumps([b.tolist() for b in dl]))\n"
+            "    print(sorted(m for m in ('torch', 'mxnet') if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    batches, frameworks = r.stdout.strip().splitlines()
+    assert sorted(sum(json.loads(batches), [])) == list(range(10))
+    assert frameworks == "[]"

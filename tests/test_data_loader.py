@@ -77,7 +77,8 @@ def test_order_independent_of_framework_rng():
     assert got[0] == got[1]
 
 
-def test_seed_method_and_default_seed():
+def test_seed_method_and_default_seed(monkeypatch):
+    monkeypatch.setattr(dl.random, "_SEED", dl.random._SEED)
     ds = ArrayDataset(np.arange(30))
     a = DataLoader(ds, batch_size=30, shuffle=True, backend="numpy")
     a.seed(5)

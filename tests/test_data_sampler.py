@@ -35,8 +35,9 @@ def test_random_sampler_ignores_framework_and_global_rng():
     assert orders[0] == orders[1] == orders[2]
 
 
-def test_unseeded_sampler_uses_dualdl_seed():
+def test_unseeded_sampler_uses_dualdl_seed(monkeypatch):
     import dualdl
+    monkeypatch.setattr(dualdl.random, "_SEED", dualdl.random._SEED)   # restored afterwards
     dualdl.seed(11)
     assert RandomSampler(20).seed == 11
     assert list(RandomSampler(20)) == _perm(20, 11, 0).tolist()
@@ -157,3 +158,13 @@ def test_bucket_sampler_over_distributed_shards():
               for r in range(2)]
     got = sorted(i for s in shards for b in s for i in b)
     assert got == list(range(40))
+
+
+@pytest.mark.parametrize("n,world,drop_last", [(10, 2, False), (11, 2, False), (13, 2, False),
+                                               (5, 4, False), (2, 4, False), (13, 3, True), (11, 2, True)])
+def test_distributed_unshuffled_matches_torch_distributed_sampler(n, world, drop_last):
+    from torch.utils.data import DistributedSampler as TorchDS
+    for r in range(world):
+        ours = list(DistributedSampler(n, world, r, shuffle=False, drop_last=drop_last))
+        theirs = list(TorchDS(range(n), num_replicas=world, rank=r, shuffle=False, drop_last=drop_last))
+        assert ours == theirs
