@@ -18,7 +18,8 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dualdl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="dualdl", description="dualdl: write deep-learning code once, run it on PyTorch or MXNet/Gluon.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)

@@ -21,6 +21,12 @@ class Module(torch.nn.Module):
     def _dl_native_namespace(cls, user_cls: type) -> dict:
         return {}
 
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """torch's ``register_buffer``; also takes a numpy array (write-once code has no torch tensors)."""
+        if isinstance(tensor, np.ndarray):
+            tensor = torch.from_numpy(np.array(tensor, copy=True))
+        super().register_buffer(name, tensor, persistent)
+
 
 def make_parameter(data: Any, requires_grad: bool = True) -> torch.nn.Parameter:
     if isinstance(data, np.ndarray):
@@ -44,3 +50,6 @@ class Linear(torch.nn.Linear):
             raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
                               f"(*, {self.in_features})", x)
         return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+from .layers import *  # noqa: F401,F403,E402  (core layers and containers)

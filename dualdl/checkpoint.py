@@ -1,0 +1,58 @@
+"""Saving and loading model weights in one neutral format, readable from either backend.
+
+``dl.save(model, "net.safetensors")`` writes the model's :func:`dualdl.state_dict` (parameters and
+buffers, structural names, exact dtypes) as safetensors, atomically: a crash mid-save leaves the
+previous file intact. ``dl.load(model, path)`` reads dualdl's safetensors, torch ``.pt/.pth``
+state dicts (``torch.load(weights_only=True)``: never unpickles arbitrary objects) and Gluon
+``save_parameters`` files, normalises DataParallel/DDP ``module.`` prefixes in both directions,
+and loads all-or-nothing (:func:`dualdl.load_state_dict`).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Union
+
+from . import formats
+from .state import LoadResult, StateDictError, backend_of_model, load_state_dict, state_dict
+from .tensor import to_numpy
+
+__all__ = ["save", "load"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def save(model: Any, path: PathLike, metadata: Optional[Dict[str, str]] = None,
+         format: Optional[str] = None) -> str:
+    """Write ``model``'s state dict to ``path``. The format comes from ``format`` or the extension
+    (``.safetensors`` (default for unknown extensions), ``.pt``/``.pth``, ``.params``); returns it."""
+    import dualdl
+    tensors = {k: to_numpy(v) for k, v in state_dict(model).items()}
+    meta = {"format": "dualdl", "dualdl_version": dualdl.__version__,
+            "backend": backend_of_model(model).name, "model": type(model).__name__}
+    meta.update(metadata or {})
+    fmt = format
+    if fmt is None:
+        try:
+            fmt = formats.format_for_path(path)
+        except ValueError:
+            fmt = "safetensors"
+    return formats.write_tensors(path, tensors, fmt, meta if fmt == "safetensors" else None)
+
+
+def load(model: Any, path: PathLike, strict: bool = True) -> LoadResult:
+    """Load weights from any supported file into ``model`` (all-or-nothing).
+
+    Gluon files written by a native Gluon model (``gamma``/``beta``, ``_unfused`` RNN keys) are
+    renamed to torch's vocabulary when that is what makes them fit.
+    """
+    fmt = formats.detect_format(path)
+    tensors = formats.read_tensors(path, fmt)
+    try:
+        return load_state_dict(model, tensors, strict=strict)
+    except StateDictError as first:
+        if fmt != "gluon":
+            raise StateDictError(f"{os.fspath(path)}: {first}") from None
+        try:
+            return load_state_dict(model, formats.gluon_to_torch_names(tensors), strict=strict)
+        except StateDictError:
+            raise StateDictError(f"{os.fspath(path)}: {first}") from None
