@@ -76,3 +76,29 @@ def test_default_collate_dtype_matches_both_frameworks(samples):
     g = default_batchify_fn(samples).asnumpy()
     assert ours.dtype == t.dtype == g.dtype
     assert np.array_equal(ours, t) and np.array_equal(ours, g)
+
+
+def test_ctc_batch_feeds_both_frameworks_ctc_losses():
+    """The padded CTC batch is what torch's ctc_loss and Gluon's CTCLoss expect (blank = last class)."""
+    import mxnet as mx
+    import torch
+    rng = np.random.default_rng(1)
+    C = 6
+    samples = []
+    for t in (9, 5, 7, 12):
+        feats = rng.standard_normal((t, C)).astype(np.float32)            # per-frame class scores
+        label = rng.integers(0, C - 1, rng.integers(1, 4)).astype(np.int64)
+        samples.append((feats, label))
+    x, xlen, lab, lablen = pad_collate(pad_value=(0.0, -1), layout=("TNC", "NT"))(samples)
+    logp = torch.log_softmax(torch.from_numpy(x), dim=-1)
+    ours_t = torch.nn.functional.ctc_loss(logp, torch.from_numpy(lab), torch.from_numpy(xlen),
+                                          torch.from_numpy(lablen), blank=C - 1, reduction="none")
+    ref = np.array([torch.nn.functional.ctc_loss(
+        torch.log_softmax(torch.from_numpy(f), -1)[:, None], torch.from_numpy(l)[None],
+        torch.tensor([len(f)]), torch.tensor([len(l)]), blank=C - 1, reduction="none").item()
+        for f, l in samples])
+    g = mx.gluon.loss.CTCLoss(layout="TNC", label_layout="NT")(
+        mx.nd.array(x), mx.nd.array(lab, dtype="float32"), mx.nd.array(xlen, dtype="float32"),
+        mx.nd.array(lablen, dtype="float32")).asnumpy()
+    assert np.max(np.abs(ours_t.numpy() - ref)) < 1e-5            # padding changed nothing (torch)
+    assert np.max(np.abs(g - ref) / np.abs(ref)) < 1e-5            # Gluon on the same batch

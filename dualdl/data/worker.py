@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import queue
 import random
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
@@ -31,8 +32,7 @@ class WorkerInfo:
 
 
 _worker_info: Optional[WorkerInfo] = None
-_sample: Optional[tuple] = None           # (seed, epoch, index) of the sample being loaded
-_sample_rng: Optional[np.random.Generator] = None
+_local = threading.local()     # .sample: (seed, epoch, index) being loaded; .rng: its Generator
 
 
 def get_worker_info() -> Optional[WorkerInfo]:
@@ -45,18 +45,18 @@ def sample_rng() -> np.random.Generator:
     index): random augmentations drawn from it are the same with or without workers, on both
     backends, whatever the framework RNG state. Only valid inside ``dataset[i]``/transforms called
     by a DataLoader."""
-    global _sample_rng
-    if _sample is None:
+    sample = getattr(_local, "sample", None)
+    if sample is None:
         raise RuntimeError("dualdl.data.sample_rng() is only available while a DataLoader loads a sample")
-    if _sample_rng is None:
-        _sample_rng = generator(*_sample[:2], SAMPLE, _sample[2])
-    return _sample_rng
+    if _local.rng is None:
+        _local.rng = generator(sample[0], sample[1], SAMPLE, sample[2])
+    return _local.rng
 
 
 def set_sample(seed: Optional[int], epoch: int, index: Optional[int]) -> None:
-    global _sample, _sample_rng
-    _sample = None if index is None else (seed, epoch, int(index))
-    _sample_rng = None
+    """Per thread: the sample whose ``sample_rng()`` is handed out (``index=None``: none)."""
+    _local.sample = None if index is None else (seed, epoch, int(index))
+    _local.rng = None
 
 
 def fetch(dataset: Any, indices, collate_fn: Callable, seed: int, epoch: int, where: Dict) -> Any:
