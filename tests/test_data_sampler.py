@@ -168,3 +168,11 @@ def test_distributed_unshuffled_matches_torch_distributed_sampler(n, world, drop
         ours = list(DistributedSampler(n, world, r, shuffle=False, drop_last=drop_last))
         theirs = list(TorchDS(range(n), num_replicas=world, rank=r, shuffle=False, drop_last=drop_last))
         assert ours == theirs
+
+
+def test_distributed_default_seed_is_shared_by_ranks(monkeypatch):
+    import dualdl
+    monkeypatch.setattr(dualdl.random, "_SEED", None)
+    shards = [list(DistributedSampler(30, 3, r)) for r in range(3)]   # no seed anywhere: 0, like torch
+    assert sorted(sum(shards, [])) == list(range(30))
+    assert DistributedSampler(30, 3, 0).seed == 0

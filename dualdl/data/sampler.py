@@ -192,6 +192,7 @@ class DistributedSampler(_EpochSampler):
     of ``num_replicas``, like torch's DistributedSampler, so every rank gets the same count;
     ``drop_last=True`` drops the tail instead. ``num_replicas``/``rank`` default to the
     ``WORLD_SIZE``/``RANK`` environment variables (set by torchrun and dualdl's launcher).
+    ``seed`` defaults to ``dualdl.random.initial_seed()``, else 0 (the same on every rank).
 
     Differs from torch: without ``set_epoch`` calls the order still changes each epoch (an epoch
     that runs to its end advances it); calling ``set_epoch(e)`` each epoch, torch-style, works too.
@@ -221,6 +222,16 @@ class DistributedSampler(_EpochSampler):
         else:
             self.num_samples = math.ceil(self.dataset_len / self.num_replicas)
         self.total_size = self.num_samples * self.num_replicas
+
+    @property
+    def seed(self) -> int:
+        """The seed given, else ``dualdl.random.initial_seed()``, else 0 (torch's default): never
+        fresh entropy, since every rank must draw the same global order."""
+        if self._seed is None:
+            from ..random import initial_seed
+            s = initial_seed()
+            self._seed = 0 if s is None else int(s)
+        return self._seed
 
     def _order(self, epoch: int) -> List[int]:
         n = self.dataset_len
