@@ -265,3 +265,6 @@ class Linear(Layer):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)

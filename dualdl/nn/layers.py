@@ -12,6 +12,13 @@ from .module import Module
 LAYERS = {
     "Linear": "Gluon Dense flattens non-batch axes by default and infers in_units lazily; "
               "Linear applies to the last axis and creates its weight (out, in) at once.",
+    "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
+            "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
+    "GRU": "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
+    "RNN": "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
+    "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
+    "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
+    "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
 }
 
 

@@ -1,0 +1,192 @@
+"""Recurrent layers on torch: the ``torch.nn`` classes, plus ``layout="TNC"|"NTC"`` (Gluon's
+keyword, an alias of ``batch_first``) and input/state checks whose ``ValueError`` names the layer,
+the expected layout and the shape received (torch's own errors are ``RuntimeError``s without the
+layout). ``forward`` returns ``(output, state)`` as torch does; the MXNet versions return the same.
+Weights stay in cuDNN's flat buffer: torch re-flattens after ``.to()``/``.cuda()`` and these
+classes also after ``load_state_dict``.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+import torch
+from torch.nn.utils.rnn import PackedSequence
+
+__all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
+
+
+def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]) -> bool:
+    """``batch_first`` from either keyword (``layout="TNC"`` is batch_first=False, ``"NTC"`` True)."""
+    if layout is not None:
+        key = str(layout).upper()
+        if key not in ("TNC", "NTC"):
+            raise ValueError(f"{name}: layout must be 'TNC' or 'NTC', got {layout!r}")
+        from_layout = key == "NTC"
+        if batch_first is not None and bool(batch_first) != from_layout:
+            raise ValueError(f"{name}: batch_first={batch_first} conflicts with layout={layout!r} "
+                             f"(layout 'NTC' is batch_first=True, 'TNC' is batch_first=False)")
+        return from_layout
+    return bool(batch_first) if batch_first is not None else False
+
+
+class _Checked:
+    """Input and state checks shared by LSTM/GRU/RNN (mixed in before the torch class)."""
+    _state_labels: Tuple[str, ...] = ("h",)
+
+    @property
+    def layout(self) -> str:
+        return "NTC" if self.batch_first else "TNC"
+
+    def _desc(self) -> str:
+        return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
+                f"num_layers={self.num_layers}, layout={self.layout!r})")
+
+    def _states(self, state: Any) -> list:
+        n = len(self._state_labels)
+        if n == 2:
+            if not isinstance(state, (list, tuple)) or len(state) != 2:
+                raise ValueError(f"{self._desc()}: expected the state as a pair (h, c), got "
+                                 f"{type(state).__name__}" + (f" of {len(state)}" if isinstance(state, (list, tuple)) else ""))
+            return [state[0], state[1]]
+        if isinstance(state, (list, tuple)):
+            if len(state) != 1:
+                raise ValueError(f"{self._desc()}: expected the state h (one tensor), got {len(state)} tensors")
+            return [state[0]]
+        return [state]
+
+    def _check(self, x: torch.Tensor, state: Any) -> Any:
+        shape = tuple(x.shape)
+        seq = "(N, T, {c})" if self.batch_first else "(T, N, {c})"
+        expected = f"{seq.format(c=self.input_size)} or unbatched (T, {self.input_size})"
+        if len(shape) not in (2, 3) or shape[-1] != self.input_size:
+            raise ValueError(f"{self._desc()}: expected input of shape {expected} "
+                             f"(layout {self.layout}), got {shape}")
+        if state is None:
+            return None
+        batched = len(shape) == 3
+        dirs = 2 if self.bidirectional else 1
+        n = shape[0 if self.batch_first else 1] if batched else None
+        want = (self.num_layers * dirs, n, self.hidden_size) if batched else (self.num_layers * dirs, self.hidden_size)
+        states = self._states(state)
+        for label, s in zip(self._state_labels, states):
+            got = tuple(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
+            if got != want:
+                hint = ""
+                if batched and isinstance(got, tuple) and len(got) == 3 and got[1] == shape[1 if self.batch_first else 0] \
+                        and shape[0] != shape[1]:
+                    other = "batch_first=False / layout='TNC'" if self.batch_first else "batch_first=True / layout='NTC'"
+                    hint = f"; the input looks like the other layout: construct the layer with {other}"
+                raise ValueError(f"{self._desc()}: expected state {label} of shape {want} for input of "
+                                 f"shape {shape} (layout {self.layout}), got {got}{hint}")
+        return tuple(states) if len(states) == 2 else states[0]
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self._init_flat_weights()          # re-collects the weights and flattens them (cuDNN)
+        return result
+
+
+class LSTM(_Checked, torch.nn.LSTM):
+    """``torch.nn.LSTM`` with ``layout=``; ``forward(x, (h, c)) -> (output, (h, c))``."""
+    _dl_layer = "LSTM"
+    _state_labels = ("h", "c")
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
+                 layout: Optional[str] = None, **kwargs) -> None:
+        super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers), bias=bias,
+                         batch_first=resolve_layout("LSTM", batch_first, layout), dropout=dropout,
+                         bidirectional=bidirectional, **kwargs)
+
+    def forward(self, input, hx=None):
+        if not isinstance(input, PackedSequence):
+            hx = self._check(input, hx)
+        return super().forward(input, hx)
+
+
+class GRU(_Checked, torch.nn.GRU):
+    """``torch.nn.GRU`` with ``layout=``; ``forward(x, h) -> (output, h)``."""
+    _dl_layer = "GRU"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
+                 layout: Optional[str] = None, **kwargs) -> None:
+        super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers), bias=bias,
+                         batch_first=resolve_layout("GRU", batch_first, layout), dropout=dropout,
+                         bidirectional=bidirectional, **kwargs)
+
+    def forward(self, input, hx=None):
+        if not isinstance(input, PackedSequence):
+            hx = self._check(input, hx)
+        return super().forward(input, hx)
+
+
+class RNN(_Checked, torch.nn.RNN):
+    """``torch.nn.RNN`` (Elman, tanh by default) with ``layout=``; ``forward(x, h) -> (output, h)``."""
+    _dl_layer = "RNN"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
+                 bidirectional: bool = False, layout: Optional[str] = None, **kwargs) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers),
+                         nonlinearity=nonlinearity, bias=bias,
+                         batch_first=resolve_layout("RNN", batch_first, layout), dropout=dropout,
+                         bidirectional=bidirectional, **kwargs)
+
+    def forward(self, input, hx=None):
+        if not isinstance(input, PackedSequence):
+            hx = self._check(input, hx)
+        return super().forward(input, hx)
+
+
+class _CellChecked:
+    _n_states = 1
+
+    def _desc(self) -> str:
+        return f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size})"
+
+    def _check(self, x: torch.Tensor, state: Any) -> None:
+        shape = tuple(x.shape)
+        if len(shape) not in (1, 2) or shape[-1] != self.input_size:
+            raise ValueError(f"{self._desc()}: expected input of shape (N, {self.input_size}) or "
+                             f"unbatched ({self.input_size},), got {shape}")
+        if state is None:
+            return
+        states = list(state) if isinstance(state, (list, tuple)) else [state]
+        if len(states) != self._n_states:
+            raise ValueError(f"{self._desc()}: expected {self._n_states} state tensor(s), got {len(states)}")
+        want = (shape[0], self.hidden_size) if len(shape) == 2 else (self.hidden_size,)
+        for s in states:
+            if tuple(s.shape) != want:
+                raise ValueError(f"{self._desc()}: expected state of shape {want} for input of shape "
+                                 f"{shape}, got {tuple(s.shape)}")
+
+
+class LSTMCell(_CellChecked, torch.nn.LSTMCell):
+    """``torch.nn.LSTMCell``: ``forward(x, (h, c)) -> (h', c')``."""
+    _dl_layer = "LSTMCell"
+    _n_states = 2
+
+    def forward(self, input, hx=None):
+        self._check(input, hx)
+        return super().forward(input, tuple(hx) if hx is not None else None)
+
+
+class GRUCell(_CellChecked, torch.nn.GRUCell):
+    """``torch.nn.GRUCell``: ``forward(x, h) -> h'``."""
+    _dl_layer = "GRUCell"
+
+    def forward(self, input, hx=None):
+        self._check(input, hx)
+        return super().forward(input, hx)
+
+
+class RNNCell(_CellChecked, torch.nn.RNNCell):
+    """``torch.nn.RNNCell``: ``forward(x, h) -> h'``."""
+    _dl_layer = "RNNCell"
+
+    def forward(self, input, hx=None):
+        self._check(input, hx)
+        return super().forward(input, hx)
