@@ -268,3 +268,4 @@ class Linear(Layer):
 
 
 from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)
+from .transformer import *  # noqa: F401,F403,E402  (Transformer encoder layers)

@@ -19,6 +19,16 @@ LAYERS = {
     "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
     "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
     "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
+    "MultiheadAttention": "Gluon/gluonnlp keep separate query/key/value Dense layers without bias and a 0/1 "
+                          "mask; here torch's packed in_proj_weight (3E, E), additive float or bool masks, "
+                          "masked scores -1e18 (finite) on both backends.",
+    "TransformerEncoderLayer": "gluonnlp: NTC input, dropout 0.0, no q/k/v/proj bias, dropout after ffn_2 only; "
+                               "here torch's layer (TNC default, dropout 0.1 on both, packed attention); "
+                               "key padding mask (True = pad) or valid_length; padded outputs are 0.",
+    "TransformerEncoder": "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
+                          "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
+    "PositionalEncoding": "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
+                          "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
 }
 
 

@@ -1,0 +1,139 @@
+"""Framework-free pieces shared by both backends' Transformer layers: layout resolution, input
+checks (one wording on both backends) and the sinusoid positional-encoding tables.
+
+Shapes are plain tuples here, so the same checks run on torch tensors and MXNet NDArrays.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
+           "check_valid_length", "check_attn_mask", "check_activation", "sinusoid_table",
+           "MASK_FILL", "PE_STYLES"]
+
+# Masked attention scores get this additive value on both backends (not -inf): valid rows are
+# bit-identical (exp(-1e18 - max) == 0 in float32) and a row whose keys are all masked gets uniform
+# weights instead of torch's NaN, so padded rows and gradients stay finite on both.
+MASK_FILL = -1e18
+PE_STYLES = ("vaswani", "gluonnlp")
+ACTIVATIONS = ("relu", "gelu")
+Shape = Tuple[int, ...]
+
+
+def resolve_batch_first(batch_first: Optional[bool], layout: Optional[str], who: str) -> bool:
+    """torch's ``batch_first`` or Gluon's ``layout`` ('NTC' == batch_first=True, 'TNC' == False)."""
+    if layout is not None:
+        lay = str(layout).upper()
+        if lay not in ("NTC", "TNC"):
+            raise ValueError(f"{who}: layout must be 'TNC' (time, batch, channel; torch's default) "
+                             f"or 'NTC' (batch first), got {layout!r}")
+        from_layout = lay == "NTC"
+        if batch_first is not None and bool(batch_first) != from_layout:
+            raise ValueError(f"{who}: batch_first={batch_first} contradicts layout={layout!r}")
+        return from_layout
+    return bool(batch_first) if batch_first is not None else False
+
+
+def layout_name(batch_first: bool) -> str:
+    return "NTC (batch, time, d_model)" if batch_first else "TNC (time, batch, d_model)"
+
+
+def _expected_src(d_model: int, batch_first: bool) -> str:
+    return f"(N, T, {d_model})" if batch_first else f"(T, N, {d_model})"
+
+
+def check_src(who: str, shape: Shape, d_model: int, batch_first: bool, name: str = "input") -> None:
+    """Rank 3 with ``d_model`` channels in the layer's layout."""
+    if len(shape) != 3 or shape[-1] != d_model:
+        raise ValueError(f"{who}: expected {name} of shape {_expected_src(d_model, batch_first)} "
+                         f"(layout {layout_name(batch_first)}), got {tuple(shape)}")
+
+
+def _nt(src_shape: Shape, batch_first: bool) -> Tuple[int, int]:
+    return (src_shape[0], src_shape[1]) if batch_first else (src_shape[1], src_shape[0])
+
+
+def check_key_padding_mask(who: str, mask_shape: Shape, src_shape: Shape, batch_first: bool,
+                           name: str = "src_key_padding_mask") -> None:
+    """(N, T) whatever the layout; a (T, N) mask means the input's layout is the other one."""
+    n, t = _nt(src_shape, batch_first)
+    if tuple(mask_shape) == (n, t):
+        return
+    hint = ""
+    if tuple(mask_shape) == (t, n) and n != t:
+        other = "batch_first=True (layout 'NTC')" if not batch_first else "batch_first=False (layout 'TNC')"
+        hint = (f"; the input looks like it is in the other layout (batch and time swapped): "
+                f"construct the layer with {other} or transpose the input")
+    raise ValueError(f"{who}: expected {name} of shape (N, T) = {(n, t)} (True/nonzero = padding) "
+                     f"for input {tuple(src_shape)} in layout {layout_name(batch_first)}, "
+                     f"got {tuple(mask_shape)}{hint}")
+
+
+def check_valid_length(who: str, vl_shape: Shape, src_shape: Shape, batch_first: bool) -> None:
+    n, t = _nt(src_shape, batch_first)
+    if tuple(vl_shape) == (n,):
+        return
+    hint = ""
+    if tuple(vl_shape) == (t,) and n != t:
+        hint = "; its length equals the time axis: batch and time axes look swapped (check batch_first/layout)"
+    raise ValueError(f"{who}: expected valid_length of shape (N,) = ({n},) for input {tuple(src_shape)} "
+                     f"in layout {layout_name(batch_first)}, got {tuple(vl_shape)}{hint}")
+
+
+def check_attn_mask(who: str, mask_shape: Shape, L: int, S: int, n: int, nhead: int,
+                    name: str = "mask") -> None:
+    """torch's attention mask shapes: (L, S) or (N * nhead, L, S)."""
+    if tuple(mask_shape) in ((L, S), (n * nhead, L, S)):
+        return
+    raise ValueError(f"{who}: expected {name} of shape (L, S) = {(L, S)} or (N*nhead, L, S) = "
+                     f"{(n * nhead, L, S)}, got {tuple(mask_shape)}")
+
+
+def check_activation(who: str, activation) -> str:
+    if not isinstance(activation, str) or activation.lower() not in ACTIVATIONS:
+        raise ValueError(f"{who}: activation must be one of {ACTIVATIONS} on every backend, got {activation!r}")
+    return activation.lower()
+
+
+def check_pair(who: str, src_key_padding_mask, valid_length) -> None:
+    if src_key_padding_mask is not None and valid_length is not None:
+        raise ValueError(f"{who}: pass either src_key_padding_mask (torch's convention, True = padding) "
+                         f"or valid_length (Gluon's convention, per-sample lengths), not both")
+
+
+def sinusoid_table(max_len: int, d_model: int, style: str = "vaswani") -> np.ndarray:
+    """(max_len, d_model) float32 sinusoid table.
+
+    ``"vaswani"`` (Attention Is All You Need, PyTorch tutorials): column 2i is
+    ``sin(pos / 10000^(2i/d))`` and column 2i+1 is ``cos`` of the same angle.
+    ``"gluonnlp"`` (gluonnlp 0.10 ``TransformerEncoder``'s ``const`` table): the angle of column j is
+    ``pos / 10000^(2j/d)`` with j the column index itself, sin on even and cos on odd columns. The
+    two differ by up to ~2.0; use ``"gluonnlp"`` to reproduce a model trained with gluonnlp.
+    """
+    if style not in PE_STYLES:
+        raise ValueError(f"PositionalEncoding: style must be one of {PE_STYLES}, got {style!r}")
+    if max_len <= 0 or d_model <= 0:
+        raise ValueError(f"PositionalEncoding: max_len and d_model must be positive, got {max_len}, {d_model}")
+    pos = np.arange(max_len, dtype=np.float64)[:, None]
+    j = np.arange(d_model, dtype=np.float64)[None, :]
+    if style == "gluonnlp":
+        ang = pos / np.power(10000.0, (2.0 / d_model) * j)
+    else:
+        ang = pos / np.power(10000.0, (2.0 * np.floor(j / 2)) / d_model)
+    table = np.empty((max_len, d_model), dtype=np.float64)
+    table[:, 0::2] = np.sin(ang[:, 0::2])
+    table[:, 1::2] = np.cos(ang[:, 1::2])
+    return table.astype(np.float32)
+
+
+def check_pe_length(who: str, t: int, max_len: int) -> None:
+    if t > max_len:
+        raise ValueError(f"{who}: sequence length {t} exceeds max_len={max_len} (gluonnlp silently "
+                         f"reused the last row; dualdl refuses): construct it with a larger max_len")
+
+
+def dims_ok(d_model: int, nhead: int, who: str) -> None:
+    if d_model <= 0 or nhead <= 0 or d_model % nhead:
+        raise ValueError(f"{who}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")

@@ -1,0 +1,358 @@
+"""``dl.Trainer``: one training step with the same gradient contract on PyTorch and MXNet, on one
+device or data-parallel over several (docs/training.md).
+
+The step contract (the same on both backends, for every strategy and device count):
+the gradient handed to ``optimizer.step()`` is the gradient of the loss that ``loss_fn`` gives on
+the **whole** batch (``reduction="mean"``: the batch mean; ``"sum"``: the batch sum; ``"none"``:
+the mean over samples of each sample's mean loss). Pieces on several devices are combined
+exactly: each device backpropagates its piece's loss weighted by its share (``b_i / B`` for a
+mean, i.e. the per-device *sum* of per-sample losses divided by the *global* batch size), and the
+gradients are summed over devices. This is MXNet's ``per-sample loss + trainer.step(batch_size)``
+and torch's ``mean loss + optimizer.step()`` at once; averaging per-device means (a classic bug,
+0.047-0.116 off in shared/reference) cannot happen. ``accumulate_steps=k`` sums k micro-batches'
+gradients and divides by the total sample count: the same update as one batch of all of them.
+
+Hides: Gluon's ``Trainer.step`` raises on stale gradients while torch re-applies or skips them.
+Here a parameter that got no gradient in a step is skipped (not updated, no weight decay, no
+momentum), as torch skips ``grad is None``, and a ``StaleGradientWarning`` names it, on both.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random as _pyrandom
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .backend import backend_for
+from .parallel import (batch_size_of, resolve_devices, resolve_strategy, split_sizes)
+
+__all__ = ["Trainer", "NonFiniteLossError", "StaleGradientWarning", "TrainerStateError"]
+
+_FORMAT = "dualdl.Trainer/1"
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss was NaN or infinite; the step was not applied (model and optimizer unchanged)."""
+
+
+class StaleGradientWarning(UserWarning):
+    """Some trainable parameters received no gradient in a step and were not updated."""
+
+
+class TrainerStateError(ValueError):
+    """A Trainer state dict does not fit this Trainer; nothing was changed."""
+
+
+def _as_tuple(v: Any) -> Tuple[Any, ...]:
+    if v is None:
+        return ()
+    return tuple(v) if isinstance(v, (tuple, list)) and not _is_scalar_list(v) else (v,)
+
+
+def _is_scalar_list(v) -> bool:
+    return len(v) > 0 and not hasattr(v[0], "shape") and not isinstance(v[0], (list, tuple))
+
+
+class Trainer:
+    """Train ``model`` with ``optimizer`` on ``loss_fn(model(x), y)``, on one or several devices.
+
+    Args:
+        model: a torch ``nn.Module`` or a Gluon ``Block`` (e.g. a ``dl.nn.Module``), placed on the
+            first device (on MXNet it is replicated on every context here).
+        optimizer: a ``dl.optim`` optimizer over the model's parameters.
+        loss_fn: ``loss_fn(output, *targets)``; its ``reduction`` attribute (or ``loss_reduction=``)
+            says whether it returns a batch mean, a sum or per-sample values (a plain function
+            returning one value is taken as a mean).
+        devices: e.g. ``[dl.cpu(0), dl.cpu(1)]`` or ``[dl.gpu(0), dl.gpu(1)]``; default: where the
+            model is. ``cpu(i)`` are real contexts on MXNet and virtual devices on torch.
+        strategy: ``"data_parallel"`` (torch's default), ``"split_and_load"`` (MXNet's default) or
+            ``"per_device_loss"``; see ``dualdl.parallel.STRATEGIES`` and docs/training.md.
+        batch_axis: the samples axis of the inputs (1 for TNC sequences); ``target_batch_axis`` and
+            ``output_batch_axis`` default to it (1-D arrays always split on axis 0).
+        nonfinite: ``"raise"`` (:class:`NonFiniteLossError`) or ``"skip"`` (warn, drop the step
+            and the current accumulation window, record it in ``skipped_steps``) for a NaN/Inf loss.
+        clip_grad_norm / clip_grad_value: clip the final (summed, scaled) gradients before the step.
+        accumulate_steps: micro-batches per optimizer step.
+        scheduler: a ``dl.optim.lr_scheduler`` stepped after every optimizer step.
+        seed: if given, every micro-batch reseeds the backend's RNG from ``(seed, step)``, which
+            makes dropout reproducible across a resume on MXNet too (MXNet's RNG state cannot be
+            saved).
+    """
+
+    def __init__(self, model: Any, optimizer: Any, loss_fn: Callable, devices: Any = None,
+                 strategy: Optional[str] = None, batch_axis: int = 0, nonfinite: str = "raise",
+                 clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None,
+                 accumulate_steps: int = 1, scheduler: Any = None, *,
+                 target_batch_axis: Optional[int] = None, output_batch_axis: Optional[int] = None,
+                 loss_reduction: Optional[str] = None, seed: Optional[int] = None) -> None:
+        from .state import backend_of_model
+        self.model, self.optimizer, self.loss_fn, self.scheduler = model, optimizer, loss_fn, scheduler
+        self._be = backend_of_model(model)
+        self._impl = self._be.module("parallel")
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+        if nonfinite not in ("raise", "skip"):
+            raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
+        if isinstance(accumulate_steps, bool) or not isinstance(accumulate_steps, int) or accumulate_steps < 1:
+            raise ValueError(f"accumulate_steps must be an int >= 1, got {accumulate_steps!r}")
+        for name, v in (("clip_grad_norm", clip_grad_norm), ("clip_grad_value", clip_grad_value)):
+            if v is not None and not (isinstance(v, (int, float)) and v > 0):
+                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+        self.loss_reduction = loss_reduction if loss_reduction is not None else getattr(loss_fn, "reduction", None)
+        if self.loss_reduction is not None and self.loss_reduction not in _REDUCTIONS:
+            raise ValueError(f"loss reduction must be one of {_REDUCTIONS}, got {self.loss_reduction!r}")
+        self.nonfinite, self.accumulate_steps = nonfinite, accumulate_steps
+        self.clip_grad_norm, self.clip_grad_value = clip_grad_norm, clip_grad_value
+        self.batch_axis = int(batch_axis)
+        self.target_batch_axis = self.batch_axis if target_batch_axis is None else int(target_batch_axis)
+        self.output_batch_axis = self.batch_axis if output_batch_axis is None else int(output_batch_axis)
+        self.seed = seed
+        self._named = self._impl.trainable(model)
+        self._params = [p for _, p in self._named]
+        self._check_optimizer()
+        default = self._impl.model_devices(model)
+        self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
+        self.strategy = resolve_strategy(strategy, self._be.name)
+        self._replicas = self._impl.Replicas(model, self.devices, self.strategy)
+        self.step = 0                      # optimizer steps taken
+        self._micro = 0                    # micro-batches in the current accumulation window
+        self._samples = 0                  # samples in the current window
+        self.skipped_steps: List[Dict[str, Any]] = []
+        self._warned_stale: set = set()
+
+    # ---- checks --------------------------------------------------------------------------------
+    def _check_optimizer(self) -> None:
+        groups = getattr(self.optimizer, "param_groups", None)
+        if groups is None or not hasattr(self.optimizer, "step"):
+            raise TypeError(f"optimizer must be a dl.optim optimizer (param_groups, step), got "
+                            f"{type(self.optimizer).__name__}")
+        mine = {id(p) for p in self._params}
+        foreign = sum(1 for g in groups for p in g["params"] if id(p) not in mine)
+        if foreign:
+            raise ValueError(f"the optimizer holds {foreign} parameter(s) that are not trainable "
+                             f"parameters of this model; build it from model.parameters()")
+
+    def _arrays(self, v: Any, what: str) -> Tuple[Any, ...]:
+        out = []
+        for a in _as_tuple(v):
+            if isinstance(a, np.ndarray):
+                out.append(a)
+                continue
+            if isinstance(a, (list, float, int)):
+                out.append(np.asarray(a))
+                continue
+            try:
+                be = backend_for(a)
+            except TypeError:
+                raise TypeError(f"{what} must be numpy arrays or {self._be.name} tensors, got "
+                                f"{type(a).__name__}") from None
+            if be is not self._be:
+                raise TypeError(f"{what} is a {be.name} tensor but the model is on the "
+                                f"{self._be.name} backend; pass numpy arrays or {self._be.name} tensors")
+            out.append(a)
+        return tuple(out)
+
+    @staticmethod
+    def _axis(a: Any, axis: int) -> int:
+        nd = len(a.shape)
+        if nd == 1:
+            return 0
+        return axis + nd if axis < 0 else axis
+
+    def _batch(self, xs, ys) -> int:
+        if not xs:
+            raise ValueError("train_step needs an input batch x, got None/empty")
+        B = batch_size_of(tuple(xs[0].shape), self.batch_axis, "input x")
+        for i, a in enumerate(xs):
+            b = batch_size_of(tuple(a.shape), self._axis(a, self.batch_axis), f"input x[{i}]")
+            if b != B:
+                raise ValueError(f"input x[{i}] has {b} samples on its batch axis but x[0] has {B}")
+        for i, a in enumerate(ys):
+            b = batch_size_of(tuple(a.shape), self._axis(a, self.target_batch_axis), f"target y[{i}]")
+            if b != B:
+                raise ValueError(f"target y[{i}] has {b} samples on axis {self._axis(a, self.target_batch_axis)} "
+                                 f"but the input has {B} on axis {self.batch_axis} (set target_batch_axis=?)")
+        if B == 0:
+            raise ValueError("empty batch: the input has 0 samples on its batch axis")
+        return B
+
+    # ---- the objective ----------------------------------------------------------------------------
+    def _reduction(self, L: Any) -> str:
+        if self.loss_reduction is not None:
+            return self.loss_reduction
+        self._inferred = "mean" if int(np.prod(backend_for(L).shape(L))) == 1 else "none"
+        return self._inferred
+
+    def _objective(self, B: int) -> Callable:
+        """``objective(L, b) -> (backpropagated, reported)`` for a piece of ``b`` of ``B`` samples."""
+        k = self.accumulate_steps
+
+        def scale(t, w):
+            return t if w == 1.0 else t * w
+
+        def objective(L, b):
+            red = self._reduction(L)
+            if red == "sum":
+                return L, L
+            if red == "none":
+                n = int(np.prod(backend_for(L).shape(L)))
+                S = scale(L.sum(), b / n if n != b else 1.0)    # sum over samples of per-sample means
+                return scale(S, 1.0 / B if k == 1 else 1.0), scale(S, 1.0 / B)
+            return scale(L, b / B if k == 1 else float(b)), scale(L, b / B)
+        return objective
+
+    # ---- public API -------------------------------------------------------------------------------
+    def train_step(self, x: Any, y: Any = None) -> float:
+        """Forward, loss, backward of one (micro-)batch, and an optimizer step once
+        ``accumulate_steps`` micro-batches are in. Returns the batch's loss (a mean for mean-reduced
+        losses). On any error the model, optimizer and the step counter are unchanged."""
+        xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
+        B = self._batch(xs, ys)
+        sizes = split_sizes(B, len(self.devices))
+        impl = self._impl
+        if self._micro == 0:
+            impl.zero_grad(self._params)
+        if self.seed is not None:
+            self._be.seed((int(self.seed) * 1000003 + self.step * 1009 + self._micro) % 2 ** 32, False)
+        snap = impl.snapshot_buffers(self.model)
+        x_axes = [self._axis(a, self.batch_axis) for a in xs]
+        y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
+        try:
+            value = self._replicas.run(xs, x_axes, ys, y_axes, self.output_batch_axis, sizes,
+                                       self.loss_fn, self._objective(B))
+        except BaseException:
+            self._discard(snap)
+            raise
+        if not math.isfinite(value):
+            self._discard(snap)
+            self.skipped_steps.append({"step": self.step, "loss": value})
+            msg = (f"non-finite loss {value} at step {self.step}: the step was not applied "
+                   f"(model and optimizer unchanged; the accumulation window was dropped)")
+            if self.nonfinite == "raise":
+                raise NonFiniteLossError(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            return value
+        self._micro += 1
+        self._samples += B
+        if self._micro >= self.accumulate_steps:
+            self._apply()
+        return value
+
+    def _discard(self, snap) -> None:
+        self._impl.restore_buffers(self.model, snap)
+        self._impl.zero_grad(self._params)
+        self._micro = self._samples = 0
+
+    def _apply(self) -> None:
+        impl = self._impl
+        impl.allreduce_grads(self._params)
+        if self.accumulate_steps > 1 and self._reduction_for_scale() != "sum":
+            impl.scale_grads(self._params, 1.0 / self._samples)
+        stale = impl.stale(self._named)
+        if stale:
+            key = tuple(stale)
+            if key not in self._warned_stale:
+                self._warned_stale.add(key)
+                warnings.warn(f"no gradient reached {len(stale)} parameter(s) at step {self.step}: "
+                              f"{', '.join(stale[:8])}{' ...' if len(stale) > 8 else ''}; they are "
+                              f"not updated (torch skips grad=None; Gluon would raise)",
+                              StaleGradientWarning, stacklevel=3)
+        from . import optim
+        if self.clip_grad_value is not None:
+            optim.clip_grad_value_(self._params, self.clip_grad_value)
+        if self.clip_grad_norm is not None:
+            optim.clip_grad_norm_(self._params, self.clip_grad_norm)
+        self.optimizer.step()
+        impl.sync_buffers(self.model)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        self._micro = self._samples = 0
+
+    def _reduction_for_scale(self) -> str:
+        # reduction is known from the loss object, or was inferred on the first call
+        return self.loss_reduction or getattr(self, "_inferred", "mean")
+
+    def eval_step(self, x: Any, y: Any = None) -> Tuple[Optional[float], Any]:
+        """``(loss, outputs)`` in eval mode (restored afterwards), without recording gradients; the
+        outputs of all devices are gathered on the first one. ``loss`` is None without ``y``."""
+        xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
+        B = self._batch(xs, ys)
+        sizes = split_sizes(B, len(self.devices))
+        was_training = bool(getattr(self.model, "training", True))
+        self.model.eval()
+        try:
+            return self._replicas.evaluate(xs, [self._axis(a, self.batch_axis) for a in xs],
+                                           ys if ys else None, self.output_batch_axis, sizes,
+                                           self.loss_fn, self._objective(B))
+        finally:
+            if was_training:
+                self.model.train()
+
+    # ---- checkpoints --------------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything needed to resume bit-for-bit: model (numpy), optimizer, scheduler, step
+        counter, and the RNG states of Python, numpy and the backend (MXNet's cannot be read; use
+        ``seed=``). Only between optimizer steps (not inside an accumulation window)."""
+        if self._micro:
+            raise TrainerStateError(f"state_dict() inside an accumulation window ({self._micro} of "
+                                    f"{self.accumulate_steps} micro-batches done); call it after a step")
+        from .state import state_dict as _sd
+        from .tensor import to_numpy
+        return {
+            "format": _FORMAT,
+            "backend": self._be.name,
+            "model": {k: to_numpy(v) for k, v in _sd(self.model).items()},
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "scheduler": copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None,
+            "step": self.step,
+            "skipped_steps": copy.deepcopy(self.skipped_steps),
+            "rng": {"python": _pyrandom.getstate(), "numpy": np.random.get_state(),
+                    "backend": self._impl.rng_state()},
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output; on any error nothing is changed."""
+        if not isinstance(state, dict) or state.get("format") != _FORMAT:
+            raise TrainerStateError(f"not a dualdl Trainer state dict (expected format {_FORMAT!r})")
+        if state.get("backend") != self._be.name:
+            raise TrainerStateError(f"this state was saved on the {state.get('backend')!r} backend and "
+                                    f"this Trainer runs on {self._be.name!r}; load the model weights "
+                                    f"with dl.load_state_dict(model, state['model']) instead")
+        if (state.get("scheduler") is None) != (self.scheduler is None):
+            raise TrainerStateError("the state and this Trainer disagree on having an lr scheduler")
+        from .state import load_state_dict as _load, state_dict as _sd
+        from .tensor import to_numpy
+        old_model = {k: to_numpy(v) for k, v in _sd(self.model).items()}
+        old_opt = copy.deepcopy(self.optimizer.state_dict())
+        old_sched = copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None
+        try:
+            _load(self.model, state["model"])
+            self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(copy.deepcopy(state["scheduler"]))
+            rng = state["rng"]
+            _pyrandom.setstate(rng["python"])
+            np.random.set_state(rng["numpy"])
+            self._impl.set_rng_state(rng.get("backend") or {})
+        except Exception as e:
+            _load(self.model, old_model)
+            self.optimizer.load_state_dict(old_opt)
+            if old_sched is not None:
+                self.scheduler.load_state_dict(old_sched)
+            if isinstance(e, TrainerStateError):
+                raise
+            raise TrainerStateError(f"cannot load the Trainer state (nothing was changed): {e}") from e
+        self._impl.sync_buffers(self.model)
+        self.step = int(state["step"])
+        self.skipped_steps = list(state.get("skipped_steps", []))
+        self._micro = self._samples = 0
+        self._impl.zero_grad(self._params)
+
+    def __repr__(self) -> str:
+        return (f"Trainer(backend={self._be.name!r}, devices={self.devices}, strategy={self.strategy!r}, "
+                f"step={self.step}, accumulate_steps={self.accumulate_steps})")

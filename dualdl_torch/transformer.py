@@ -1,0 +1,258 @@
+"""Transformer encoder layers on torch: subclasses of ``torch.nn.MultiheadAttention``,
+``TransformerEncoderLayer`` and ``TransformerEncoder`` with the same numbers as dualdl's MXNet build.
+
+What these subclasses change relative to plain torch (and why):
+- they always run torch's reference ("slow") path; the fused fast path (eval + no grad) and the
+  nested-tensor path are off, because they compute padded positions differently;
+- masks: ``src_key_padding_mask`` is boolean (True/nonzero = padding, any dtype), ``valid_length``
+  (Gluon's per-sample lengths) may be given instead; a bool attention mask blocks where True, a float
+  one is added. Masked scores get -1e18 instead of -inf, so a fully masked row is finite, not NaN;
+- ``TransformerEncoderLayer``/``TransformerEncoder`` output 0 at padded positions (as gluonnlp and
+  torch's nested-tensor fast path do; torch's slow path leaves values there);
+- input shapes are checked; errors name the layer, the expected layout and the shape received.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Any, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from dualdl.nn import _transformer as T
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding"]
+
+
+def _attn_mask_additive(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
+    """torch's mask convention with a finite fill: bool True -> -1e18, float -> added (>= -1e18)."""
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, T.MASK_FILL)
+    if not mask.is_floating_point():
+        raise TypeError(f"attention mask must be bool (True = blocked) or float (added to the scores), "
+                        f"got {mask.dtype}")
+    return mask.to(dtype).clamp(min=T.MASK_FILL)
+
+
+def _pad_bool(key_padding_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    if key_padding_mask is None:
+        return None
+    return key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
+
+
+def _pad_additive(pad: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
+    if pad is None:
+        return None
+    return torch.zeros(pad.shape, dtype=dtype, device=pad.device).masked_fill(pad, T.MASK_FILL)
+
+
+def _pad_from_valid_length(valid_length: torch.Tensor, t: int) -> torch.Tensor:
+    steps = torch.arange(t, device=valid_length.device)
+    return steps[None, :] >= valid_length.reshape(-1, 1).to(steps.dtype if not valid_length.is_floating_point()
+                                                           else valid_length.dtype)
+
+
+def _zero_padded(x: torch.Tensor, pad: Optional[torch.Tensor], batch_first: bool) -> torch.Tensor:
+    if pad is None:
+        return x
+    p = pad if batch_first else pad.t()
+    return x.masked_fill(p[..., None], 0.0)
+
+
+class MultiheadAttention(torch.nn.MultiheadAttention):
+    """``torch.nn.MultiheadAttention`` (packed ``in_proj_weight`` (3E, E), ``out_proj``), always on
+    torch's reference path. ``key_padding_mask``: True/nonzero = padded key. Masked scores get -1e18
+    (finite) on both backends. Only ``kdim == vdim == embed_dim`` without ``add_bias_kv`` /
+    ``add_zero_attn`` is supported (what the MXNet build implements)."""
+    _dl_layer = "MultiheadAttention"
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
+                 vdim: Optional[int] = None, batch_first: bool = False, device=None, dtype=None) -> None:
+        who = f"MultiheadAttention(embed_dim={embed_dim}, num_heads={num_heads})"
+        T.dims_ok(embed_dim, num_heads, who)
+        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+            raise NotImplementedError(f"{who}: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim are "
+                                      f"not supported by dualdl (MXNet has no counterpart)")
+        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, batch_first=batch_first,
+                         device=device, dtype=dtype)
+
+    def _who(self) -> str:
+        return (f"MultiheadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"batch_first={self.batch_first})")
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: Optional[torch.Tensor] = None, need_weights: bool = True,
+                attn_mask: Optional[torch.Tensor] = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        who = self._who()
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            T.check_src(who, tuple(t.shape), self.embed_dim, self.batch_first, name=name)
+        if tuple(key.shape) != tuple(value.shape):
+            raise ValueError(f"{who}: key and value must have the same shape, got {tuple(key.shape)} "
+                             f"and {tuple(value.shape)}")
+        if key_padding_mask is not None:
+            T.check_key_padding_mask(who, tuple(key_padding_mask.shape), tuple(key.shape), self.batch_first,
+                                     name="key_padding_mask")
+        n, L = (query.shape[0], query.shape[1]) if self.batch_first else (query.shape[1], query.shape[0])
+        S = key.shape[1] if self.batch_first else key.shape[0]
+        if attn_mask is not None:
+            T.check_attn_mask(who, tuple(attn_mask.shape), L, S, n, self.num_heads, name="attn_mask")
+        kpm = _pad_additive(_pad_bool(key_padding_mask), query.dtype)
+        am = _attn_mask_additive(attn_mask, query.dtype)
+        if self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        out, w = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
+            self.out_proj.bias, training=self.training, key_padding_mask=kpm, need_weights=need_weights,
+            attn_mask=am, average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        return out, w
+
+
+class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
+    """``torch.nn.TransformerEncoderLayer`` (post-LN by default, relu/gelu FFN) with the same numbers
+    as dualdl's MXNet build.
+
+    ``dropout`` defaults to 0.1 on both backends (torch's default; gluonnlp's was 0.0: pass
+    ``dropout=0.0`` to reproduce a gluonnlp model). ``layout='NTC'|'TNC'`` may be given instead of
+    ``batch_first``. forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False,
+    valid_length=None): padding is given either as ``src_key_padding_mask`` (N, T), True/nonzero =
+    padding (torch's convention), or as ``valid_length`` (N,) per-sample lengths (Gluon's); padded
+    output positions are 0. Always runs torch's reference path (no fused fast path).
+    """
+    _dl_layer = "TransformerEncoderLayer"
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
+                 layout: Optional[str] = None) -> None:
+        who = f"TransformerEncoderLayer(d_model={d_model}, nhead={nhead})"
+        T.dims_ok(d_model, nhead, who)
+        if isinstance(activation, str):
+            activation = T.check_activation(who, activation)
+        bf = T.resolve_batch_first(batch_first, layout, who)
+        super().__init__(d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout,
+                         activation=activation, layer_norm_eps=layer_norm_eps, batch_first=bf,
+                         norm_first=norm_first, bias=bias, device=device, dtype=dtype)
+        self.self_attn.__class__ = MultiheadAttention   # same init draws as torch; dualdl's masking
+        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
+
+    def _who(self) -> str:
+        return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
+                f"batch_first={self.batch_first})")
+
+    def _checked_pad(self, who: str, src: torch.Tensor, src_mask, src_key_padding_mask, valid_length):
+        """Validate everything; return (bool padding mask (N, T) or None, additive src mask)."""
+        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first)
+        T.check_pair(who, src_key_padding_mask, valid_length)
+        n, t = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
+        if src_mask is not None:
+            T.check_attn_mask(who, tuple(src_mask.shape), t, t, n, self.nhead)
+        if src_key_padding_mask is not None:
+            T.check_key_padding_mask(who, tuple(src_key_padding_mask.shape), tuple(src.shape), self.batch_first)
+            pad = _pad_bool(src_key_padding_mask)
+        elif valid_length is not None:
+            T.check_valid_length(who, tuple(valid_length.shape), tuple(src.shape), self.batch_first)
+            pad = _pad_from_valid_length(valid_length, t)
+        else:
+            pad = None
+        return pad, _attn_mask_additive(src_mask, src.dtype)
+
+    def forward(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
+                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
+                valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
+        pad, am = self._checked_pad(self._who(), src, src_mask, src_key_padding_mask, valid_length)
+        return self._dl_forward(src, am, pad, is_causal)
+
+    def _dl_forward(self, x: torch.Tensor, am: Optional[torch.Tensor], pad: Optional[torch.Tensor],
+                    is_causal: bool = False) -> torch.Tensor:
+        kpm = _pad_additive(pad, x.dtype)
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), am, kpm, is_causal=is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, am, kpm, is_causal=is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return _zero_padded(x, pad, self.batch_first)
+
+
+class TransformerEncoder(torch.nn.TransformerEncoder):
+    """``torch.nn.TransformerEncoder``: ``num_layers`` deep copies of ``encoder_layer`` (a
+    ``dl.nn.TransformerEncoderLayer``; all start with its weights, as in torch) then ``norm``.
+
+    forward(src, mask=None, src_key_padding_mask=None, is_causal=None, valid_length=None); padding as
+    in :class:`TransformerEncoderLayer` (True = pad, or ``valid_length``); padded output positions are
+    0, also after ``norm``. The nested-tensor fast path is never used (``enable_nested_tensor`` is
+    accepted for signature compatibility and must be False-equivalent).
+    """
+    _dl_layer = "TransformerEncoder"
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
+                 norm: Optional[torch.nn.Module] = None, enable_nested_tensor: bool = False,
+                 mask_check: bool = True) -> None:
+        if getattr(type(encoder_layer), "_dl_layer", None) != "TransformerEncoderLayer" or \
+                not isinstance(encoder_layer, torch.nn.Module):
+            raise TypeError(f"TransformerEncoder: encoder_layer must be a dl.nn.TransformerEncoderLayer built "
+                            f"on torch, got {type(encoder_layer).__name__}")
+        if int(num_layers) < 1:
+            raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
+        if enable_nested_tensor:
+            warnings.warn("dualdl TransformerEncoder never uses torch's nested-tensor fast path "
+                          "(it changes padded outputs); enable_nested_tensor=True is ignored", stacklevel=2)
+        super().__init__(encoder_layer, int(num_layers), norm=norm, enable_nested_tensor=False,
+                         mask_check=mask_check)
+
+    def forward(self, src: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: Optional[bool] = None,
+                valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
+        first = self.layers[0]
+        who = (f"TransformerEncoder(num_layers={self.num_layers}, d_model={first.d_model}, "
+               f"nhead={first.nhead}, batch_first={first.batch_first})")
+        pad, am = first._checked_pad(who, src, mask, src_key_padding_mask, valid_length)
+        x = src
+        for layer in self.layers:
+            x = layer._dl_forward(x, am, pad, bool(is_causal))
+        if self.norm is not None:
+            x = _zero_padded(self.norm(x), pad, first.batch_first)
+        return x
+
+
+class PositionalEncoding(torch.nn.Module):
+    """``x * sqrt(d_model)`` (if ``scale``) ``+ pe[:T]``, then dropout. ``style='vaswani'`` is the
+    standard table (PyTorch tutorials), ``'gluonnlp'`` reproduces gluonnlp 0.10's encoder table
+    (see :func:`dualdl.nn._transformer.sinusoid_table`). Buffer ``pe`` is (max_len, d_model).
+    T > max_len raises (gluonnlp silently reused the last row)."""
+    _dl_layer = "PositionalEncoding"
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, style: str = "vaswani",
+                 scale: bool = False, batch_first: Optional[bool] = None, layout: Optional[str] = None) -> None:
+        super().__init__()
+        self.d_model, self.max_len, self.style, self.scale = int(d_model), int(max_len), style, bool(scale)
+        self.batch_first = T.resolve_batch_first(batch_first, layout, self._who())
+        self.register_buffer("pe", torch.from_numpy(T.sinusoid_table(self.max_len, self.d_model, style)))
+        self.dropout = torch.nn.Dropout(dropout)
+
+    def _who(self) -> str:
+        return f"PositionalEncoding(d_model={self.d_model}, max_len={self.max_len}, style={self.style!r})"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        who = self._who()
+        T.check_src(who, tuple(x.shape), self.d_model, self.batch_first)
+        t = x.shape[1] if self.batch_first else x.shape[0]
+        T.check_pe_length(who, t, self.max_len)
+        pe = self.pe[:t].to(x.dtype)
+        if self.scale:
+            x = x * math.sqrt(self.d_model)
+        x = x + (pe[None] if self.batch_first else pe[:, None])
+        return self.dropout(x)
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, max_len={self.max_len}, style={self.style!r}, scale={self.scale}, "
+                f"batch_first={self.batch_first}")
