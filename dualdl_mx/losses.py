@@ -343,13 +343,26 @@ def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label
 
 def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_weight=None, layout="NTC",
                    label_layout="NT", weight=None):
+    """``gluon.loss.CTCLoss``'s numbers, except that infeasible samples get a zero gradient: Gluon's
+    op returns 0 for them but leaves their gradient uninitialised (garbage up to 1e15 measured)."""
     name = "GluonCTCLoss"
     _require_nd(name, pred)
     lab = _host(label)
-    lab_nt = lab.T if label_layout == "TN" else lab
-    T, C = (pred.shape[1], pred.shape[2]) if layout == "NTC" else (pred.shape[0], pred.shape[2])
-    ck.gluon_ctc_lengths(name, lab_nt, None if label_lengths is None else _host(label_lengths),
-                         None if pred_lengths is None else _host(pred_lengths), T, C)
-    return gluon.loss.CTCLoss(layout=layout, label_layout=label_layout, weight=weight)(
-        pred, _const(lab.astype(np.float32), pred, "float32"), _opt(pred_lengths, pred),
-        _opt(label_lengths, pred), _opt(sample_weight, pred))
+    x = nd.swapaxes(pred, 0, 1) if layout == "NTC" else pred           # (T, N, C)
+    T, _, C = x.shape
+    labels, pl, ll = ck.gluon_ctc_lengths(name, lab.T if label_layout == "TN" else lab,
+                                          None if label_lengths is None else _host(label_lengths),
+                                          None if pred_lengths is None else _host(pred_lengths), T, C)
+    feas = ck.ctc_feasible(labels, pl, ll)
+    ll = np.where(feas, ll, 0)
+    width = max(1, int(ll.max(initial=0)))
+    loss = nd.CTCLoss(x, _const(labels[:, :width].astype(np.float32), x, "float32"),
+                      _const(pl.astype(np.float32), x, "float32"), _const(ll.astype(np.float32), x, "float32"),
+                      use_data_lengths=True, use_label_lengths=True, blank_label="last")
+    if not feas.all():
+        loss = loss * _const(feas.astype(np.float32), loss)
+    if sample_weight is not None:
+        loss = _mul(loss, _native(sample_weight, loss))
+    if weight is not None:
+        loss = loss * weight
+    return loss

@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = [
     "REDUCTIONS", "check_reduction", "check_same_shape", "check_same_size", "class_target_kind",
-    "check_class_indices", "check_class_weight", "CTCPlan", "plan_ctc", "gluon_ctc_lengths",
+    "check_class_indices", "check_class_weight", "CTCPlan", "plan_ctc", "ctc_feasible", "gluon_ctc_lengths",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -174,10 +174,18 @@ def plan_ctc(name: str, lp_shape: Tuple[int, ...], targets: np.ndarray, input_le
     if bad.any():
         raise IndexError(f"{name}: target labels must lie in [0, {C}) and differ from blank={blank}; "
                          f"found {np.unique(labels[bad])[:5].tolist()}")
+    return CTCPlan(labels, il, tl, ctc_feasible(labels, il, tl), batched)
+
+
+def ctc_feasible(labels: np.ndarray, input_lengths: np.ndarray, target_lengths: np.ndarray) -> np.ndarray:
+    """Whether each sample has an alignment: ``input_length >= target_length + repeats`` (a blank
+    must separate repeated labels). PyTorch gives inf otherwise; MXNet's op gives 0 and leaves the
+    gradient of that sample uninitialised (measured up to 1e15), so dualdl masks it on both."""
+    labels = np.asarray(labels)
+    valid = np.arange(labels.shape[1])[None, :] < target_lengths[:, None]
     repeats = (valid[:, 1:] & (labels[:, 1:] == labels[:, :-1])).sum(1) if labels.shape[1] > 1 \
-        else np.zeros(N, np.int64)
-    feasible = il >= tl + repeats
-    return CTCPlan(labels, il, tl, feasible, batched)
+        else np.zeros(len(target_lengths), np.int64)
+    return input_lengths >= target_lengths + repeats
 
 
 def gluon_ctc_lengths(name: str, label: np.ndarray, label_lengths: Optional[np.ndarray],

@@ -1,0 +1,499 @@
+"""dualdl.losses on both backends: values for every reduction and input gradients, with PyTorch's
+own ``torch.nn`` losses as the reference (and the real ``gluon.loss`` classes for the Gluon
+variants); shape traps and out-of-range labels raise the same errors on both.
+
+Measured max abs diffs are collected in MEASURED and printed at the end of the module (``-s``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+mx = pytest.importorskip("mxnet")
+from mxnet import autograd, gluon, nd  # noqa: E402
+
+import dualdl as dl  # noqa: E402
+from dualdl import losses as L  # noqa: E402
+from dualdl.losses import gluon as G  # noqa: E402
+
+REDUCTIONS = ("mean", "sum", "none")
+MEASURED: dict = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report():
+    yield
+    if MEASURED:
+        width = max(map(len, MEASURED))
+        print("\nmax |diff| (value, input gradient):")
+        for k, (v, g) in sorted(MEASURED.items()):
+            print(f"  {k:<{width}}  {v:.2e}  {g:.2e}")
+
+
+def _record(key, v, g):
+    pv, pg = MEASURED.get(key, (0.0, 0.0))
+    MEASURED[key] = (max(pv, float(v)), max(pg, float(g)))
+
+
+# ---- runners: value and d(sum(out * cot))/d(first input) -----------------------------------------
+def _cot(shape, seed=1):
+    return np.random.default_rng(seed).uniform(0.5, 1.5, shape).astype(np.float32)
+
+
+def run_torch(fn, x, *rest):
+    xt = torch.tensor(x, requires_grad=True)
+    out = fn(xt, *[torch.tensor(r) if isinstance(r, np.ndarray) else r for r in rest])
+    out.backward(torch.tensor(_cot(tuple(out.shape))))
+    return out.detach().numpy(), xt.grad.numpy()
+
+
+def run_mx(fn, x, *rest):
+    xm = nd.array(x, dtype=x.dtype)
+    xm.attach_grad()
+    rest = [nd.array(r, dtype=r.dtype) if isinstance(r, np.ndarray) else r for r in rest]
+    with autograd.record():
+        out = fn(xm, *rest)
+    shape = tuple(out.shape)
+    out.backward(nd.array(_cot(() if shape == (1,) else shape).reshape(shape)))
+    return out.asnumpy(), xm.grad.asnumpy()
+
+
+def compare(key, ref, got, vtol=1e-5, gtol=2e-6):
+    """``ref``/``got``: (value, grad) pairs. Values within vtol relative (torch () == MXNet (1,))."""
+    (rv, rg), (gv, gg) = ref, got
+    assert rv.size == gv.size, f"{key}: shapes {rv.shape} vs {gv.shape}"
+    rv, gv = rv.reshape(-1), gv.reshape(-1)
+    finite = np.isfinite(rv)
+    assert np.array_equal(finite, np.isfinite(gv)) and np.array_equal(rv[~finite], gv[~finite]), (key, rv, gv)
+    dv = float(np.abs(rv[finite] - gv[finite]).max(initial=0.0))
+    dg = float(np.abs(rg - gg).max(initial=0.0))
+    _record(key, dv, dg)
+    assert dv <= vtol * max(1.0, float(np.abs(rv[finite]).max(initial=0.0))), f"{key}: value diff {dv}"
+    assert dg <= gtol * max(1.0, float(np.abs(rg).max(initial=0.0))), f"{key}: grad diff {dg}"
+    return dv, dg
+
+
+def check_both(key, ours, reference, x, *rest, **tol):
+    """dualdl's loss on torch and on MXNet against the native torch.nn reference."""
+    ref = run_torch(reference, x, *rest)
+    compare(key + " [torch]", ref, run_torch(ours, x, *rest), **tol)
+    compare(key + " [mxnet]", ref, run_mx(ours, x, *rest), **tol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+# ---- elementwise ------------------------------------------------------------------------------------
+ELEMENTWISE = [
+    ("MSELoss", lambda r: L.MSELoss(reduction=r), lambda r: torch.nn.MSELoss(reduction=r)),
+    ("L1Loss", lambda r: L.L1Loss(reduction=r), lambda r: torch.nn.L1Loss(reduction=r)),
+    ("SmoothL1Loss(beta=0.5)", lambda r: L.SmoothL1Loss(reduction=r, beta=0.5),
+     lambda r: torch.nn.SmoothL1Loss(reduction=r, beta=0.5)),
+    ("SmoothL1Loss(beta=0)", lambda r: L.SmoothL1Loss(reduction=r, beta=0.0),
+     lambda r: torch.nn.SmoothL1Loss(reduction=r, beta=0.0)),
+    ("HuberLoss(delta=0.7)", lambda r: L.HuberLoss(reduction=r, delta=0.7),
+     lambda r: torch.nn.HuberLoss(reduction=r, delta=0.7)),
+]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name,ours,ref", ELEMENTWISE, ids=[e[0] for e in ELEMENTWISE])
+def test_elementwise(name, ours, ref, reduction, rng):
+    x = rng.standard_normal((5, 3, 2)).astype(np.float32)
+    y = rng.standard_normal((5, 3, 2)).astype(np.float32)
+    check_both(f"{name} {reduction}", ours(reduction), ref(reduction), x, y)
+
+
+def test_mse_against_numpy(backend, rng):
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    y = rng.standard_normal((6, 4)).astype(np.float32)
+    got = dl.to_numpy(L.MSELoss()(dl.from_numpy(x), dl.from_numpy(y)))
+    np.testing.assert_allclose(got.reshape(()), ((x - y) ** 2).mean(), rtol=1e-6)
+    got = dl.to_numpy(L.L1Loss(reduction="sum")(dl.from_numpy(x), dl.from_numpy(y)))
+    np.testing.assert_allclose(got.reshape(()), np.abs(x - y).sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_bce_with_logits(reduction, rng):
+    x = (3 * rng.standard_normal((6, 4))).astype(np.float32)
+    y = rng.uniform(0, 1, (6, 4)).astype(np.float32)              # soft targets
+    yh = (y > 0.5).astype(np.float32)
+    pw = rng.uniform(0.5, 3, 4).astype(np.float32)
+    w = rng.uniform(0.5, 2, (6, 1)).astype(np.float32)
+    for tag, kw in [("plain", {}), ("pos_weight", {"pos_weight": pw}), ("weight+pos_weight", {"pos_weight": pw, "weight": w})]:
+        tkw = {k: torch.tensor(v) for k, v in kw.items()}
+        for tgt in (y, yh):
+            check_both(f"BCEWithLogitsLoss {tag} {reduction}", L.BCEWithLogitsLoss(reduction=reduction, **kw),
+                       torch.nn.BCEWithLogitsLoss(reduction=reduction, **tkw), x, tgt)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS + ("batchmean",))
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(reduction, log_target, rng):
+    x = torch.log_softmax(torch.tensor(rng.standard_normal((4, 5)), dtype=torch.float32), 1).numpy()
+    p = rng.dirichlet(np.ones(5), 4).astype(np.float32)
+    p[0, 1] = 0.0                                                  # 0 log 0 = 0
+    p[0] /= p[0].sum()
+    t = np.log(p + 1e-12).astype(np.float32) if log_target else p
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                           # torch warns for reduction='mean'
+        check_both(f"KLDivLoss log_target={log_target} {reduction}",
+                   L.KLDivLoss(reduction=reduction, log_target=log_target),
+                   torch.nn.KLDivLoss(reduction=reduction, log_target=log_target), x, t)
+
+
+# ---- classification -----------------------------------------------------------------------------
+CE_CASES = {
+    "plain": {},
+    "weight": {"weight": True},
+    "ignore_index": {"ignore": True},
+    "label_smoothing": {"label_smoothing": 0.1},
+    "weight+ignore+smoothing": {"weight": True, "ignore": True, "label_smoothing": 0.2},
+    "ignore_index=3": {"ignore_index": 3},
+}
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("case", list(CE_CASES))
+@pytest.mark.parametrize("shape", [(6, 5), (3, 5, 4)], ids=["NC", "NCd"])
+def test_cross_entropy_and_nll(case, reduction, shape, rng):
+    spec = CE_CASES[case]
+    C = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    tshape = (shape[0],) + shape[2:]
+    t = rng.integers(0, C, tshape)
+    ignore_index = spec.get("ignore_index", -100)
+    if spec.get("ignore"):
+        t.reshape(-1)[[0, 2]] = -100
+    kw = {"reduction": reduction, "ignore_index": ignore_index}
+    if spec.get("weight"):
+        kw["weight"] = rng.uniform(0.3, 2.0, C).astype(np.float32)
+    tkw = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    ls = spec.get("label_smoothing", 0.0)
+    check_both(f"CrossEntropyLoss {case} {reduction}", L.CrossEntropyLoss(label_smoothing=ls, **kw),
+               torch.nn.CrossEntropyLoss(label_smoothing=ls, **tkw), x, t)
+    lp = torch.log_softmax(torch.tensor(x), 1).numpy()
+    check_both(f"NLLLoss {case} {reduction}", L.NLLLoss(**kw), torch.nn.NLLLoss(**tkw), lp, t)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("smoothing", [0.0, 0.15])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_probability_targets(reduction, smoothing, weighted, rng):
+    x = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    p = rng.dirichlet(np.ones(5), (4, 3)).transpose(0, 2, 1).astype(np.float32)   # (N, C, d)
+    w = rng.uniform(0.3, 2.0, 5).astype(np.float32) if weighted else None
+    check_both(f"CrossEntropyLoss soft targets smoothing={smoothing} weighted={weighted} {reduction}",
+               L.CrossEntropyLoss(weight=w, reduction=reduction, label_smoothing=smoothing),
+               torch.nn.CrossEntropyLoss(weight=None if w is None else torch.tensor(w), reduction=reduction,
+                                         label_smoothing=smoothing), x, p)
+
+
+def test_cross_entropy_float_labels_and_unbatched(rng):
+    """MXNet labels are float32: integral float indices mean the same as int64 ones on both."""
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    t = rng.integers(0, 4, 6)
+    ref = torch.nn.CrossEntropyLoss()(torch.tensor(x), torch.tensor(t)).item()
+    for be in ("torch", "mxnet"):
+        got = dl.item(L.CrossEntropyLoss()(dl.from_numpy(x, backend=be), dl.from_numpy(t.astype(np.float32), backend=be)))
+        assert abs(got - ref) <= 1e-5 * abs(ref), (be, got, ref)
+    ref1 = torch.nn.CrossEntropyLoss()(torch.tensor(x[0]), torch.tensor(t[0])).item()
+    got_t = L.CrossEntropyLoss()(torch.tensor(x[0]), torch.tensor(t[0]))
+    got_m = L.CrossEntropyLoss()(nd.array(x[0]), nd.array([t[0]]))
+    assert got_t.shape == () and got_m.shape == (1,)
+    assert abs(got_t.item() - ref1) < 1e-5 * abs(ref1) and abs(got_m.asscalar() - ref1) < 1e-5 * abs(ref1)
+
+
+def test_cross_entropy_all_ignored_is_nan_on_both(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    t = np.full(3, -100)
+    assert np.isnan(torch.nn.CrossEntropyLoss()(torch.tensor(x), torch.tensor(t)).item())
+    assert np.isnan(L.CrossEntropyLoss()(torch.tensor(x), torch.tensor(t)).item())
+    assert np.isnan(L.CrossEntropyLoss()(nd.array(x), nd.array(t)).asscalar())
+
+
+# ---- CTC --------------------------------------------------------------------------------------------
+def _ctc_data(rng, T=9, N=4, C=6):
+    logits = rng.standard_normal((T, N, C)).astype(np.float32)
+    il = np.array([9, 7, 8, 9])
+    tl = np.array([3, 2, 4, 0])
+    tg = np.array([[1, 2, 2, 0, 0], [3, 4, 0, 0, 0], [5, 1, 1, 2, 0], [0, 0, 0, 0, 0]])
+    return logits, tg, il, tl
+
+
+def _no_blank(tg, blank, C):
+    return np.where(tg == blank, (blank + 1) % C, tg)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("blank", [0, 3, 5])
+@pytest.mark.parametrize("concatenated", [False, True], ids=["padded", "concat"])
+def test_ctc(reduction, blank, concatenated, rng):
+    logits, tg, il, tl = _ctc_data(rng)
+    C = logits.shape[2]
+    tg = _no_blank(tg, blank, C)
+    if concatenated:
+        tg = np.concatenate([row[:n] for row, n in zip(tg, tl)])
+    ilt, tlt = torch.tensor(il), torch.tensor(tl)
+    ref_loss = torch.nn.CTCLoss(blank=blank, reduction=reduction)
+    ours = L.CTCLoss(blank=blank, reduction=reduction)
+    # gradient w.r.t. the logits, through log_softmax (how models use it)...
+    check_both(f"CTCLoss blank={blank} {reduction} (grad wrt logits)",
+               lambda x, t: ours(x.log_softmax(-1) if isinstance(x, torch.Tensor) else nd.log_softmax(x, axis=-1),
+                                 t, il, tl),
+               lambda x, t: ref_loss(x.log_softmax(-1), t, ilt, tlt), logits, tg, gtol=5e-6)
+    # ... and w.r.t. the log-probabilities themselves
+    lp = torch.log_softmax(torch.tensor(logits), -1).numpy()
+    check_both(f"CTCLoss blank={blank} {reduction} (grad wrt log_probs)",
+               lambda x, t: ours(x, t, il, tl), lambda x, t: ref_loss(x, t, ilt, tlt), lp, tg, gtol=5e-6)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_ctc_infeasible_alignments(reduction, rng):
+    """Sample 1 needs 7 frames for [1,1,1,1] (blanks between repeats) but has 5; sample 2's label
+    is longer than T. PyTorch: inf (0 with zero_infinity); MXNet's op: 0 or an error."""
+    T, N, C = 6, 3, 4
+    lp = torch.log_softmax(torch.tensor(rng.standard_normal((T, N, C)), dtype=torch.float32), -1).numpy()
+    tg = np.array([[1, 2, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0], [1, 2, 3, 1, 2, 3, 1]])
+    il, tl = np.array([6, 5, 6]), np.array([2, 4, 7])
+    for zi in (False, True):
+        ref = lambda x, t: torch.nn.CTCLoss(reduction=reduction, zero_infinity=zi)(x, t, torch.tensor(il), torch.tensor(tl))
+        ours = lambda x, t: L.CTCLoss(reduction=reduction, zero_infinity=zi)(x, t, il, tl)
+        if zi:
+            check_both(f"CTCLoss infeasible zero_infinity {reduction}", ours, ref, lp, tg, gtol=5e-6)
+        else:
+            rv = ref(torch.tensor(lp), torch.tensor(tg)).numpy()
+            for x in (torch.tensor(lp), nd.array(lp)):
+                got = dl.to_numpy(ours(x, torch.tensor(tg) if isinstance(x, torch.Tensor) else nd.array(tg)))
+                assert np.isinf(rv).any()
+                np.testing.assert_allclose(got.reshape(rv.shape), rv, rtol=1e-6)
+
+
+def test_ctc_errors(rng):
+    T, N, C = 5, 2, 4
+    raw = rng.standard_normal((T, N, C)).astype(np.float32)
+    lp = torch.log_softmax(torch.tensor(raw), -1).numpy()
+    for mk in (torch.tensor, nd.array):
+        with pytest.raises(ValueError, match="log_softmax"):
+            L.CTCLoss()(mk(raw), mk(np.array([[1, 2], [3, 1]])), [5, 5], [2, 2])
+        with pytest.raises(IndexError, match="blank=0"):
+            L.CTCLoss()(mk(lp), mk(np.array([[1, 0], [3, 1]])), [5, 5], [2, 2])
+        with pytest.raises(IndexError, match=r"\[0, 4\)"):
+            L.CTCLoss(blank=3)(mk(lp), mk(np.array([[1, 4], [2, 1]])), [5, 5], [2, 2])
+        with pytest.raises(ValueError, match="input_lengths"):
+            L.CTCLoss()(mk(lp), mk(np.array([[1, 2], [3, 1]])), [6, 5], [2, 2])
+        with pytest.raises(ValueError, match="sum\\(target_lengths\\)"):
+            L.CTCLoss()(mk(lp), mk(np.array([1, 2, 3])), [5, 5], [2, 2])
+
+
+# ---- Gluon variants: the real gluon.loss on MXNet; the torch version must give the same numbers ----
+def _gluon_vs_ours(key, gluon_block, ours, x, *rest, gtol=2e-6, **kw):
+    """gluon_block(...) on MXNet is the reference for ours(...) on MXNet and on torch."""
+    import inspect
+    names = list(inspect.signature(gluon_block.hybrid_forward).parameters)[1 + 1 + len(rest):]   # F, pred, rest
+    extra = [kw.get(n) for n in names]                   # Block.__call__ takes positional arguments only
+    ref = run_mx(lambda a, *r: gluon_block(a, *r, *extra), x, *rest)
+    compare(key + " [mxnet]", ref, run_mx(lambda a, *r: ours(a, *r, **kw), x, *rest), gtol=gtol)
+    tkw = {k: (torch.tensor(v.asnumpy()) if isinstance(v, nd.NDArray) else v) for k, v in kw.items()}
+    got = run_torch(lambda a, *r: ours(a, *r, **tkw), x, *rest)
+    compare(key + " [torch]", ref, got, gtol=gtol)
+    assert got[0].shape == ref[0].shape, (key, got[0].shape, ref[0].shape)
+
+
+def test_gluon_l2_l1_huber(rng):
+    x = rng.standard_normal((5, 3, 2)).astype(np.float32)
+    y = rng.standard_normal((5, 3, 2)).astype(np.float32)
+    sw = rng.uniform(0.5, 2, (5, 1, 1)).astype(np.float32)
+    for w in (1.0, 0.3):
+        _gluon_vs_ours(f"GluonL2Loss weight={w}", gluon.loss.L2Loss(weight=w), G.GluonL2Loss(weight=w), x, y)
+    _gluon_vs_ours("GluonL2Loss sample_weight", gluon.loss.L2Loss(), G.GluonL2Loss(), x, y, sample_weight=nd.array(sw))
+    _gluon_vs_ours("GluonL2Loss batch_axis=1", gluon.loss.L2Loss(batch_axis=1), G.GluonL2Loss(batch_axis=1), x, y)
+    _gluon_vs_ours("GluonL1Loss", gluon.loss.L1Loss(), G.GluonL1Loss(), x, y)
+    _gluon_vs_ours("GluonL1Loss weight", gluon.loss.L1Loss(weight=2.0), G.GluonL1Loss(weight=2.0), x, y,
+                   sample_weight=nd.array(sw))
+    _gluon_vs_ours("GluonHuberLoss rho=0.5", gluon.loss.HuberLoss(rho=0.5), G.GluonHuberLoss(rho=0.5), x, y)
+    # Gluon's (N,1) vs (N,) rule: the label is reshaped (no N x N broadcast), same on both
+    p, lab = x[:, :1, 0], y[:, 0, 0]
+    _gluon_vs_ours("GluonL2Loss (N,1) pred, (N,) label", gluon.loss.L2Loss(), G.GluonL2Loss(), p, lab)
+    # L2 = MSE/2 per sample: the factor a naive port loses
+    ours = G.GluonL2Loss()(torch.tensor(x), torch.tensor(y)).mean().item()
+    mse = torch.nn.MSELoss()(torch.tensor(x), torch.tensor(y)).item()
+    assert abs(mse / ours - 2.0) < 1e-5
+
+
+def test_gluon_sigmoid_bce(rng):
+    x = (3 * rng.standard_normal((6, 4))).astype(np.float32)
+    y = rng.uniform(0, 1, (6, 4)).astype(np.float32)
+    pw = rng.uniform(0.5, 3, (1, 4)).astype(np.float32)
+    sw = rng.uniform(0.5, 2, (6, 1)).astype(np.float32)
+    blk = gluon.loss.SigmoidBCELoss()
+    _gluon_vs_ours("GluonSigmoidBCELoss", blk, G.GluonSigmoidBCELoss(), x, y)
+    _gluon_vs_ours("GluonSigmoidBCELoss pos_weight+sample_weight", blk, G.GluonSigmoidBCELoss(), x, y,
+                   sample_weight=nd.array(sw), pos_weight=nd.array(pw))
+    p = (1 / (1 + np.exp(-x))).astype(np.float32)
+    blk = gluon.loss.SigmoidBCELoss(from_sigmoid=True, weight=0.5)
+    _gluon_vs_ours("GluonSigmoidBCELoss from_sigmoid", blk, G.GluonSigmoidBCELoss(from_sigmoid=True, weight=0.5),
+                   p, y, gtol=1e-5)
+    _gluon_vs_ours("GluonSigmoidBCELoss from_sigmoid pos_weight", blk,
+                   G.GluonSigmoidBCELoss(from_sigmoid=True, weight=0.5), p, y, pos_weight=nd.array(pw), gtol=1e-5)
+
+
+def test_gluon_softmax_ce(rng):
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)             # (N, T, C), classes last
+    t = rng.integers(0, 5, (4, 3)).astype(np.float32)
+    _gluon_vs_ours("GluonSoftmaxCE (N,T,C) sparse", gluon.loss.SoftmaxCrossEntropyLoss(),
+                   G.GluonSoftmaxCrossEntropyLoss(), x, t)
+    sw = rng.uniform(0.5, 2, (4, 3, 1)).astype(np.float32)
+    _gluon_vs_ours("GluonSoftmaxCE weight+sample_weight", gluon.loss.SoftmaxCrossEntropyLoss(weight=0.7),
+                   G.GluonSoftmaxCrossEntropyLoss(weight=0.7), x, t, sample_weight=nd.array(sw))
+    p = rng.dirichlet(np.ones(5), (4, 3)).astype(np.float32)
+    _gluon_vs_ours("GluonSoftmaxCE dense", gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False),
+                   G.GluonSoftmaxCrossEntropyLoss(sparse_label=False), x, p)
+    lp = torch.log_softmax(torch.tensor(x), -1).numpy()
+    _gluon_vs_ours("GluonSoftmaxCE from_logits", gluon.loss.SoftmaxCrossEntropyLoss(from_logits=True),
+                   G.GluonSoftmaxCrossEntropyLoss(from_logits=True), lp, t)
+    xc = np.ascontiguousarray(x.transpose(0, 2, 1))                     # (N, C, T) with axis=1
+    _gluon_vs_ours("GluonSoftmaxCE axis=1", gluon.loss.SoftmaxCrossEntropyLoss(axis=1),
+                   G.GluonSoftmaxCrossEntropyLoss(axis=1), xc, t)
+    x2 = x[:, 0]
+    _gluon_vs_ours("GluonSoftmaxCE (N,C)", gluon.loss.SoftmaxCrossEntropyLoss(),
+                   G.GluonSoftmaxCrossEntropyLoss(), x2, t[:, 0])
+    # gluon's per-sample numbers equal torch's unreduced CrossEntropyLoss averaged over T
+    ce = torch.nn.CrossEntropyLoss(reduction="none")(torch.tensor(xc), torch.tensor(t).long()).mean(1)
+    ours = G.GluonSoftmaxCrossEntropyLoss()(torch.tensor(x), torch.tensor(t))
+    assert float((ce - ours).abs().max()) < 1e-6
+
+
+@pytest.mark.parametrize("layout", ["NTC", "TNC"])
+def test_gluon_ctc(layout, rng):
+    N, T, C = 3, 10, 5
+    acts = rng.standard_normal((N, T, C)).astype(np.float32)
+    if layout == "TNC":
+        acts = np.ascontiguousarray(acts.transpose(1, 0, 2))
+    lab = np.array([[1, 0, -1, -1], [2, 1, 1, -1], [0, 1, 0, 2]], np.float32)
+    blk, ours = gluon.loss.CTCLoss(layout=layout), G.GluonCTCLoss(layout=layout)
+    _gluon_vs_ours(f"GluonCTCLoss {layout}", blk, ours, acts, lab, gtol=5e-6)
+    _gluon_vs_ours(f"GluonCTCLoss {layout} lengths", blk, ours, acts, lab, pred_lengths=nd.array([10, 8, 9]),
+                   label_lengths=nd.array([2, 3, 4]), gtol=5e-6)
+    # infeasible: [2,1,1] needs 4 frames, has 3; [0,1,0,2] has 2. Gluon: loss 0, but the gradient
+    # of those samples is uninitialised memory; dualdl gives 0 on both backends.
+    kw = dict(pred_lengths=nd.array([10, 3, 2]), sample_weight=nd.array([1.0, 2.0, 0.5]))
+    ax = 0 if layout == "NTC" else 1
+    gv, gg = run_mx(lambda a, b: blk(a, b, kw["pred_lengths"], None, kw["sample_weight"]), acts, lab)
+    tkw = {k: torch.tensor(v.asnumpy()) for k, v in kw.items()}
+    for key, (v, g) in {"mxnet": run_mx(lambda a, b: ours(a, b, **kw), acts, lab),
+                        "torch": run_torch(lambda a, b: ours(a, b, **tkw), acts, lab)}.items():
+        assert v[1] == 0 and v[2] == 0 and gv[1] == 0 and gv[2] == 0
+        assert np.all(np.take(g, [1, 2], axis=ax) == 0), key
+        compare(f"GluonCTCLoss {layout} infeasible [{key}]", (gv, np.take(gg, [0], axis=ax)),
+                (v, np.take(g, [0], axis=ax)), gtol=5e-6)
+    _gluon_vs_ours(f"GluonCTCLoss {layout} label_layout=TN", gluon.loss.CTCLoss(layout=layout, label_layout="TN"),
+                   G.GluonCTCLoss(layout=layout, label_layout="TN"), acts, np.ascontiguousarray(lab.T), gtol=5e-6)
+
+
+def test_gluon_ctc_errors(rng):
+    acts = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    for mk in (torch.tensor, nd.array):
+        with pytest.raises(ValueError, match="exceeds the sequence length"):
+            G.GluonCTCLoss()(mk(acts), mk(np.array([[0, 1, 2, 0], [1, -1, -1, -1]], np.float32)))
+        with pytest.raises(IndexError, match="blank is the last class"):
+            G.GluonCTCLoss()(mk(acts), mk(np.array([[0, 3, -1], [1, -1, -1]], np.float32)))
+
+
+# ---- errors: shape traps and out-of-range labels, identical on both -----------------------------
+@pytest.mark.parametrize("make", [L.MSELoss, L.L1Loss, L.BCEWithLogitsLoss, L.SmoothL1Loss, L.HuberLoss, L.KLDivLoss],
+                         ids=lambda c: c.__name__)
+def test_shape_trap_is_an_error(make, backend, rng):
+    p = dl.from_numpy(rng.standard_normal((8, 1)).astype(np.float32))
+    y = dl.from_numpy(rng.uniform(0, 1, 8).astype(np.float32))
+    with pytest.raises(ValueError, match=r"\(8, 1\).*\(8,\).*never broadcasts.*squeeze"):
+        make()(p, y)
+    # after the suggested reshape, both backends give the same numbers
+    assert np.isfinite(dl.item(make()(dl.reshape(p, (8,)), y)))
+
+
+def test_shape_trap_values_match_after_reshape(rng):
+    p = rng.standard_normal((8, 1)).astype(np.float32)
+    y = rng.standard_normal(8).astype(np.float32)
+    vt = L.MSELoss()(torch.tensor(p).reshape(8), torch.tensor(y)).item()
+    vm = L.MSELoss()(nd.array(p).reshape((8,)), nd.array(y)).asscalar()
+    gl = gluon.loss.L2Loss()(nd.array(p), nd.array(y)).mean().asscalar()
+    assert abs(vt - vm) < 1e-6 and abs(vt / 2 - gl) < 1e-6
+
+
+def test_out_of_range_labels_raise(backend, rng):
+    x = dl.from_numpy(rng.standard_normal((4, 5)).astype(np.float32))
+    for bad in ([0, 1, 5, 2], [0, -1, 2, 3], [0, -100, 2, 7]):
+        t = dl.from_numpy(np.array(bad))
+        with pytest.raises(IndexError, match=r"\[0, 5\) or ignore_index=-100"):
+            L.CrossEntropyLoss()(x, t)
+        with pytest.raises(IndexError, match=r"\[0, 5\)"):
+            L.NLLLoss()(x, t)
+    with pytest.raises(ValueError, match="integers"):
+        L.CrossEntropyLoss()(x, dl.from_numpy(np.array([0.5, 1, 2, 3], np.float32)))
+    with pytest.raises(IndexError, match=r"\[0, 5\)"):
+        G.GluonSoftmaxCrossEntropyLoss()(x, dl.from_numpy(np.array([0, 1, 5, 2], np.float32)))
+    with pytest.raises(ValueError, match="expects class indices of shape"):
+        L.CrossEntropyLoss()(x, dl.from_numpy(np.zeros((4, 2), np.int64)))
+    with pytest.raises(ValueError, match=r"weight must have shape \(5,\)"):
+        L.CrossEntropyLoss(weight=np.ones(4, np.float32))(x, dl.from_numpy(np.zeros(4, np.int64)))
+
+
+def test_constructor_and_reduce_errors():
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        L.MSELoss(reduction="avg")
+    with pytest.raises(ValueError, match="deprecated"):
+        L.CrossEntropyLoss(size_average=True)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        L.CrossEntropyLoss(label_smoothing=1.5)
+    with pytest.raises(ValueError, match="batchmean"):
+        L.MSELoss(reduction="batchmean")
+    with pytest.raises(TypeError, match="global scalar weight"):
+        G.GluonL2Loss(weight=np.ones(3))
+    with pytest.raises(TypeError, match="Symbol"):
+        L.MSELoss()(mx.sym.var("a"), mx.sym.var("b"))
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        L.reduce(torch.ones(3), "avg")
+
+
+def test_reduce(backend, rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    t = dl.from_numpy(a)
+    assert abs(dl.item(L.reduce(t, "mean")) - a.mean()) < 1e-6
+    assert abs(dl.item(L.reduce(t, "sum")) - a.sum()) < 1e-5
+    assert L.reduce(t, "none") is t
+    # reduce(loss 'none') == loss 'mean', the step contract
+    x, y = dl.from_numpy(a), dl.from_numpy(a[::-1].copy())
+    assert abs(dl.item(L.reduce(L.MSELoss(reduction="none")(x, y), "mean")) - dl.item(L.MSELoss()(x, y))) < 1e-6
+
+
+# ---- inside a model's forward, under autograd ------------------------------------------------------
+def test_loss_inside_model_forward_matches_across_backends(rng):
+    class Net(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = dl.nn.Linear(6, 4)
+            self.ce = L.CrossEntropyLoss(label_smoothing=0.1)
+
+        def forward(self, x, y):
+            return self.ce(self.fc(x), y)
+
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    y = rng.integers(0, 4, 5)
+    nt = Net(backend="torch")
+    nm = Net(backend="mxnet")
+    dl.load_state_dict(nm, dl.state_dict(nt))
+    lt = nt(torch.tensor(x), torch.tensor(y))
+    lt.backward()
+    with autograd.record():
+        lm = nm(nd.array(x), nd.array(y.astype(np.float32)))
+    lm.backward()
+    assert abs(lt.item() - lm.asscalar()) < 1e-5 * abs(lt.item())
+    gt = nt.fc.weight.grad.numpy()
+    gm = dict(nm.named_parameters())["fc.weight"].grad().asnumpy()
+    _record("CrossEntropyLoss in model forward (grad wrt weight)", abs(lt.item() - lm.asscalar()), np.abs(gt - gm).max())
+    np.testing.assert_allclose(gm, gt, atol=1e-6)
