@@ -447,7 +447,7 @@ def align_module_prefix(tensors: Mapping[str, np.ndarray], target_keys: Iterable
     return out
 
 
-_GLUON_RNN = re.compile(r"^(?P<pre>.*?)_unfused\.(?P<k>\d+)\.(?P<d>[lr])_cell\."
+_GLUON_RNN = re.compile(r"^(?P<pre>.*?)_unfused\.(?P<k>\d+)\.(?:(?P<d>[lr])_cell\.)?"
                         r"(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
 _GLUON_RNN_LIVE = re.compile(r"^(?P<pre>.*?)(?P<d>[lr])(?P<k>\d+)_(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
 _GLUON_CELL = re.compile(r"^(?P<pre>.*?)(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
@@ -497,10 +497,11 @@ def torch_to_gluon_names(tensors: Mapping[str, np.ndarray]) -> Tensors:
         sib = layers[pre]
         m = _TORCH_RNN.match(leaf)
         if m:
-            if m["k"] is not None:
-                d = "r" if m["r"] else "l"
+            if m["k"] is not None:  # Gluon names cells l_cell/r_cell only when bidirectional
+                bidir = any(n.endswith("_reverse") for n in sib)
+                cell = ("r_cell." if m["r"] else "l_cell.") if bidir else ""
                 w = "i2h" if m["w"] == "ih" else "h2h"
-                out[f"{pre}_unfused.{m['k']}.{d}_cell.{w}_{m['t']}"] = v
+                out[f"{pre}_unfused.{m['k']}.{cell}{w}_{m['t']}"] = v
             else:
                 out[f"{pre}{'i2h' if m['w'] == 'ih' else 'h2h'}_{m['t']}"] = v
             continue

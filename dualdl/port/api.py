@@ -167,7 +167,7 @@ def _randomised(src_slots: List[Slot], state: Dict[str, np.ndarray], seed: int) 
 def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[Rule]] = None, *,
          verify: bool = True, allow_partial: bool = False, default_rules: bool = True,
          target_inputs: Any = None, source_forward: Optional[Callable] = None,
-         target_forward: Optional[Callable] = None, rtol: float = 1e-4, atol: float = 1e-7,
+         target_forward: Optional[Callable] = None, rtol: float = 1e-5, atol: float = 1e-7,
          seed: int = 0) -> PortReport:
     """Map ``source``'s tensors onto ``target`` (a Gluon block and a torch module, either way).
 
@@ -236,8 +236,9 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
     elif report.checks[-1].passed:
         report.message = (f"outputs differ only with randomised norm scales/shifts and biases "
                           f"(max abs diff {report.max_abs_diff:.3g}): a norm layer or bias is paired "
-                          f"with the wrong tensor - two same-shaped layers probably run in a different order in "
-                          f"the two models (see report.pairs); target left unchanged")
+                          f"with the wrong tensor (two same-shaped layers run in a different order in the two "
+                          f"models: see report.pairs), or a norm eps / op order differs; target left "
+                          f"unchanged")
     else:
         report.message = (f"outputs differ by {report.max_abs_diff:.3g} (tolerance "
                           f"{failed[0].tolerance:.3g}) although the tensors paired: {_HIDDEN}; "

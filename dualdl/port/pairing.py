@@ -66,6 +66,7 @@ def pair_slots(src: List[Slot], dst: List[Slot], rules: List[Rule]) -> PairResul
     match: Dict[int, Tuple[int, str]] = {}   # dst index -> (src index, how)
 
     # 1. explicit renames
+    failed: List[int] = []
     for rule in (r for r in rules if isinstance(r, Rename)):
         for i, s in enumerate(src):
             if src_used[i] or s.part is not None:
@@ -74,8 +75,11 @@ def pair_slots(src: List[Slot], dst: List[Slot], rules: List[Rule]) -> PairResul
             if key is None:
                 continue
             j = next((j for j, d in enumerate(dst) if d.key == key and j not in match), None)
-            if j is None:
-                notes.append(f"rule {rule!r}: target {key!r} (from {s.key}) does not exist")
+            if j is None:  # a user rule that cannot apply is an error, not a fallback
+                notes.append(f"rule {rule!r}: target {key!r} (from {s.key}) does not exist "
+                             f"or is already paired; {s.key} left unpaired")
+                src_used[i] = True
+                failed.append(i)
                 continue
             src_used[i] = True
             match[j] = (i, f"rule rename ({rule.transform})")
@@ -132,7 +136,7 @@ def pair_slots(src: List[Slot], dst: List[Slot], rules: List[Rule]) -> PairResul
     # unpaired, after forgiving tied aliases and droppable constants
     paired_src_ids = {src[i].ident for i, _ in match.values()}
     paired_dst_ids = {dst[j].ident for j in match} | {dst[j].ident for j in fills}
-    unpaired_src, dropped = [], []
+    unpaired_src, dropped = [src[i] for i in failed], []
     for i, s in enumerate(src):
         if src_used[i]:
             continue
