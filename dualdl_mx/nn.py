@@ -269,3 +269,6 @@ class Linear(Layer):
 
 from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)
 from .transformer import *  # noqa: F401,F403,E402  (Transformer encoder layers)
+
+
+from .layers import *  # noqa: F401,F403,E402  (core layers and containers)

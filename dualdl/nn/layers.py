@@ -12,6 +12,38 @@ from .module import Module
 LAYERS = {
     "Linear": "Gluon Dense flattens non-batch axes by default and infers in_units lazily; "
               "Linear applies to the last axis and creates its weight (out, in) at once.",
+    "Conv1d": "F.Convolution with torch's weight (out, in/groups, k) and U(+-1/sqrt(fan_in)) init; "
+              "padding='same' with an even kernel crops MXNet's symmetric padding; zeros padding only.",
+    "Conv2d": "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
+              "padding='same' handled as Conv1d; batched input only.",
+    "MaxPool1d": "ceil_mode=True ('full' convention) would add a last window starting in the right padding: cropped.",
+    "MaxPool2d": "ceil_mode=True: MXNet's extra last row/column (filled with -3.4e38) is cropped; no dilation.",
+    "AvgPool1d": "ceil_mode=True: MXNet's extra last window is cropped; count_include_pad as torch.",
+    "AvgPool2d": "ceil_mode=True: MXNet's extra last row/column (filled with 0) is cropped; no divisor_override.",
+    "AdaptiveAvgPool2d": "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins).",
+    "BatchNorm1d": "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
+                   "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
+    "BatchNorm2d": "As BatchNorm1d. Hybridized: F.BatchNorm(momentum=1-m), running var biased and updated "
+                   "only inside autograd.record().",
+    "LayerNorm": "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape.",
+    "Dropout": "Gluon Dropout is active only inside autograd.record(); here module.train()/eval() decides.",
+    "Embedding": "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
+                 "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient.",
+    "Flatten": "Gluon Flatten keeps axis 0 only; here start_dim/end_dim (hybridized: end_dim -1 or >= 0).",
+    "Identity": "Gluon has no Identity block (returns the input).",
+    "ReLU": "Gluon: Activation('relu').",
+    "Sigmoid": "Gluon: Activation('sigmoid').",
+    "Tanh": "Gluon: Activation('tanh').",
+    "GELU": "Gluon GELU is erf only; approximate='tanh' is computed from its formula (they differ by <= 1e-3).",
+    "LeakyReLU": "Gluon LeakyReLU(alpha) has no default; torch's negative_slope=0.01.",
+    "ELU": "Gluon ELU(alpha=1.0); same formula.",
+    "SiLU": "Gluon Swish(beta=1.0); x * sigmoid(x).",
+    "Softmax": "MXNet softmax(axis=-1); torch's dim (None: torch's legacy implicit dim, NDArray only).",
+    "LogSoftmax": "MXNet log_softmax(axis=-1); torch's dim.",
+    "Sequential": "Gluon (Hybrid)Sequential uses add(); here Sequential(*modules) or an OrderedDict, children "
+                  "'0', '1', ..., torch's indexing/append/insert.",
+    "ModuleList": "Gluon has none (a list plus register_child); children '0', '1', ..., not callable.",
+    "ModuleDict": "Gluon has none; children named by key, not callable.",
     "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
             "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
     "GRU": "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",

@@ -1,0 +1,863 @@
+"""MXNet/Gluon implementations of dualdl's core layers and containers (PyTorch semantics).
+
+Every class is a ``HybridBlock`` (a :class:`dualdl_mx.nn.Layer`) with torch's constructor, parameter
+names/shapes/registration order and default initialisation; shape checks run on NDArray inputs
+only (a Symbol has no shape). What each one hides is listed in ``dualdl.nn.layers.LAYERS``.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, nd
+from mxnet.gluon import HybridBlock
+
+from .nn import Layer, Module, is_ndarray, shape_error
+
+__all__ = [
+    "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
+    "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "Flatten", "Identity",
+    "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
+    "Sequential", "ModuleList", "ModuleDict",
+]
+
+IntOrTuple = Union[int, Sequence[int]]
+
+
+def _tuple(v: IntOrTuple, n: int, what: str) -> Tuple[int, ...]:
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    t = tuple(int(i) for i in v)
+    if len(t) != n:
+        raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v!r}")
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# Convolutions
+# ---------------------------------------------------------------------------------------------
+class _ConvNd(Layer):
+    _n = 2
+    _layout = "(N, C_in, H, W)"
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple,
+                 stride: IntOrTuple = 1, padding: Union[str, IntOrTuple] = 0, dilation: IntOrTuple = 1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros") -> None:
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) "
+                             f"must be divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not available on the "
+                                      f"mxnet backend (MXNet's Convolution pads with zeros only)")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size")
+        self.stride = _tuple(stride, n, "stride")
+        self.dilation = _tuple(dilation, n, "dilation")
+        self.padding_mode = padding_mode
+        self._crop_first = (False,) * n
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"{name}: padding must be 'same', 'valid', an int or a tuple, got {padding!r}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+            self.padding = padding
+            totals = [d * (k - 1) if padding == "same" else 0
+                      for d, k in zip(self.dilation, self.kernel_size)]
+            # torch pads total//2 before and the rest after; MXNet pads symmetrically: pad the larger
+            # side on both ends and drop the extra first output position.
+            self._pad = tuple(t - t // 2 for t in totals)
+            self._crop_first = tuple(t % 2 == 1 for t in totals)
+        else:
+            self.padding = _tuple(padding, n, "padding")
+            self._pad = self.padding
+        fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        self.weight = self._dl_new_param(
+            "weight", (self.out_channels, self.in_channels // self.groups) + self.kernel_size,
+            init=self._uniform(bound))
+        self.bias = self._dl_new_param("bias", (self.out_channels,), init=self._uniform(bound)) if bias else None
+
+    def _check(self, x) -> None:
+        n = self._n
+        if x.ndim != n + 2 or x.shape[1] != self.in_channels:
+            raise shape_error(f"{type(self).__name__}(in_channels={self.in_channels})",
+                              self._layout.replace("C_in", str(self.in_channels)), x)
+        for i in range(n):
+            eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
+            if x.shape[2 + i] + 2 * self._pad[i] < eff:
+                raise ValueError(f"{type(self).__name__}: input spatial size {tuple(x.shape[2:])} (padded "
+                                 f"by {self._pad}) is smaller than the kernel {self.kernel_size} "
+                                 f"(dilation {self.dilation})")
+
+    def hybrid_forward(self, F, x, weight, bias=None):
+        if is_ndarray(x):
+            self._check(x)
+        out = F.Convolution(x, weight, bias, kernel=self.kernel_size, stride=self.stride,
+                            dilate=self.dilation, pad=self._pad, num_filter=self.out_channels,
+                            num_group=self.groups, no_bias=bias is None)
+        for i, crop in enumerate(self._crop_first):
+            if crop:
+                out = F.slice_axis(out, axis=2 + i, begin=1, end=None)
+        return out
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,) * self._n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * self._n:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """``torch.nn.Conv1d`` on NCW input via ``F.Convolution``; weight (out, in/groups, k)."""
+    _dl_layer = "Conv1d"
+    _n = 1
+    _layout = "(N, C_in, L)"
+
+
+class Conv2d(_ConvNd):
+    """``torch.nn.Conv2d`` on NCHW input via ``F.Convolution``; weight (out, in/groups, kh, kw)."""
+    _dl_layer = "Conv2d"
+    _n = 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooling
+# ---------------------------------------------------------------------------------------------
+class _PoolNd(Layer):
+    _n = 2
+    _type = "max"
+    _layout = "(N, C, H, W)"
+
+    def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+                 padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> None:
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size")
+        self.stride = _tuple(stride if stride is not None else kernel_size, n, "stride")
+        self.padding = _tuple(padding, n, "padding")
+        if any(k <= 0 for k in self.kernel_size) or any(s <= 0 for s in self.stride):
+            raise ValueError(f"{name}: kernel_size and stride must be positive, got "
+                             f"{self.kernel_size} and {self.stride}")
+        if any(p < 0 or p > k // 2 for p, k in zip(self.padding, self.kernel_size)):
+            raise ValueError(f"{name}: padding {self.padding} should be at most half of the kernel "
+                             f"size {self.kernel_size}")
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
+        # MXNet's 'full' convention keeps a last window that starts in the right padding; torch
+        # drops it. That can only happen on an axis where kernel < padding + stride.
+        self._may_crop = self.ceil_mode and any(
+            k < p + s for k, p, s in zip(self.kernel_size, self.padding, self.stride))
+
+    def _torch_size(self, size: int, i: int) -> int:
+        k, s, p = self.kernel_size[i], self.stride[i], self.padding[i]
+        if self.ceil_mode:
+            out = -(-(size + 2 * p - k) // s) + 1
+            if (out - 1) * s >= size + p:
+                out -= 1
+            return out
+        return (size + 2 * p - k) // s + 1
+
+    def _check(self, x) -> None:
+        name = type(self).__name__
+        if x.ndim != self._n + 2:
+            raise shape_error(f"{name}(kernel_size={self.kernel_size})", self._layout, x)
+        sizes = [self._torch_size(x.shape[2 + i], i) for i in range(self._n)]
+        if any(o <= 0 for o in sizes):
+            raise ValueError(f"{name}(kernel_size={self.kernel_size}): input spatial size "
+                             f"{tuple(x.shape[2:])} is too small (output would be {tuple(sizes)})")
+
+    def _pool(self, F, x):
+        kw = {"count_include_pad": self.count_include_pad} if self._type == "avg" else {}
+        return F.Pooling(x, kernel=self.kernel_size, stride=self.stride, pad=self.padding,
+                         pool_type=self._type, pooling_convention="full" if self.ceil_mode else "valid", **kw)
+
+    def hybrid_forward(self, F, x):
+        if is_ndarray(x):
+            self._check(x)
+        out = self._pool(F, x)
+        if not self._may_crop:
+            return out
+        if is_ndarray(x):
+            for i in range(self._n):
+                want = self._torch_size(x.shape[2 + i], i)
+                if out.shape[2 + i] > want:
+                    out = F.slice_axis(out, axis=2 + i, begin=0, end=want)
+            return out
+        # Symbol: no shapes. torch's ceil-mode size equals a 'valid' pooling over the input extended
+        # by c = min(2p+s-1, p+k-1) on the right; build that reference from one channel and crop to it.
+        ref = F.BlockGrad(F.slice_axis(F.slice_axis(x, axis=0, begin=0, end=1), axis=1, begin=0, end=1))
+        for i in range(self._n):
+            k, s, p = self.kernel_size[i], self.stride[i], self.padding[i]
+            c = min(2 * p + s - 1, p + k - 1)
+            if c > 0:
+                z = F.zeros_like(F.slice_axis(ref, axis=2 + i, begin=0, end=1))
+                ref = F.concat(ref, *([z] * c), dim=2 + i)
+        ref = F.Pooling(ref, kernel=self.kernel_size, stride=self.stride, pool_type="max",
+                        pooling_convention="valid")
+        return F.slice_like(out, ref, axes=tuple(range(2, 2 + self._n)))
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class _MaxPoolNd(_PoolNd):
+    _type = "max"
+
+    def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
+                 dilation: IntOrTuple = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
+        if _tuple(dilation, self._n, "dilation") != (1,) * self._n:
+            raise NotImplementedError(f"{type(self).__name__}: dilation != 1 is not available on the "
+                                      f"mxnet backend (MXNet's Pooling has no dilation)")
+        if return_indices:
+            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not available on "
+                                      f"the mxnet backend")
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.dilation, self.return_indices = 1, False
+
+
+class _AvgPoolNd(_PoolNd):
+    _type = "avg"
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", count_include_pad={self.count_include_pad}"
+
+
+class MaxPool1d(_MaxPoolNd):
+    """``torch.nn.MaxPool1d`` (NCW); ceil_mode crops MXNet's extra last window."""
+    _dl_layer = "MaxPool1d"
+    _n = 1
+    _layout = "(N, C, L)"
+
+
+class MaxPool2d(_MaxPoolNd):
+    """``torch.nn.MaxPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
+    _dl_layer = "MaxPool2d"
+
+
+class AvgPool1d(_AvgPoolNd):
+    """``torch.nn.AvgPool1d`` (NCW); ceil_mode crops MXNet's extra last window."""
+    _dl_layer = "AvgPool1d"
+    _n = 1
+    _layout = "(N, C, L)"
+
+    def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
+    """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
+    _dl_layer = "AvgPool2d"
+
+    def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: Optional[int] = None) -> None:
+        if divisor_override is not None:
+            raise NotImplementedError("AvgPool2d: divisor_override is not available on the mxnet backend")
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        self.divisor_override = None
+
+
+class AdaptiveAvgPool2d(Layer):
+    """``torch.nn.AdaptiveAvgPool2d``: (1, 1) is a global average pool; other sizes use
+    ``contrib.AdaptiveAvgPooling2D`` (same bins as torch)."""
+    _dl_layer = "AdaptiveAvgPool2d"
+
+    def __init__(self, output_size: IntOrTuple) -> None:
+        super().__init__()
+        if isinstance(output_size, (int, np.integer)):
+            output_size = (int(output_size),) * 2
+        output_size = tuple(output_size)
+        if len(output_size) != 2 or any(o is None for o in output_size):
+            raise NotImplementedError(f"AdaptiveAvgPool2d: output_size must be an int or two ints on the "
+                                      f"mxnet backend (None entries are not supported), got {output_size!r}")
+        self.output_size = tuple(int(o) for o in output_size)
+
+    def hybrid_forward(self, F, x):
+        if is_ndarray(x) and x.ndim != 4:
+            raise shape_error(f"AdaptiveAvgPool2d(output_size={self.output_size})", "(N, C, H, W)", x)
+        if self.output_size == (1, 1):
+            return F.mean(x, axis=(2, 3), keepdims=True)
+        return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalisation, dropout, embedding
+# ---------------------------------------------------------------------------------------------
+class _BatchNorm(Layer):
+    """torch's BatchNorm on MXNet.
+
+    Non-hybridized (NDArray) it is exactly torch's: batch statistics in train mode, running
+    statistics updated *in forward* with the unbiased batch variance and torch's momentum (weight
+    of the new value); eval mode uses the running statistics. ``train()``/``eval()`` decide, not
+    ``autograd.record()``.
+
+    Hybridized (Symbol) it runs MXNet's fused ``BatchNorm`` op with ``momentum=1-m``. Outputs and
+    gradients are the same, but the op (a) updates the running statistics with the *biased* batch
+    variance (running_var differs from torch by m*var/(n-1) per step), (b) only when run inside
+    ``autograd.record()`` (at backward), and (c) in train mode *outside* ``record()`` normalises
+    with the running statistics. Train non-hybridized when running statistics must match torch.
+    """
+    _layouts = ("(N, C, H, W)",)
+    _ndims: Tuple[int, ...] = (4,)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *, bias: bool = True) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if momentum is None:
+            raise NotImplementedError(f"{name}: momentum=None (cumulative average) is not supported by "
+                                      f"dualdl; pass a float")
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        c = (self.num_features,)
+        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
+        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
+        if track_running_stats:
+            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
+            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
+        else:
+            self.running_mean = self.running_var = None
+
+    def _check(self, x) -> None:
+        if x.ndim not in self._ndims or x.shape[1] != self.num_features:
+            layouts = " or ".join(l.replace("C", str(self.num_features), 1) for l in self._layouts)
+            raise shape_error(f"{type(self).__name__}({self.num_features})", layouts, x)
+
+    def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
+        batch_stats = self.training or not self.track_running_stats
+        if is_ndarray(x):
+            self._check(x)
+            n = x.size // self.num_features
+            if self.training and n <= 1:
+                raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
+                                 f"training, got input of shape {tuple(x.shape)}")
+        elif self.track_running_stats:
+            c = (self.num_features,)
+            return F.BatchNorm(x, weight if weight is not None else F.ones(shape=c),
+                               bias if bias is not None else F.zeros(shape=c), running_mean, running_var,
+                               eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
+                               use_global_stats=not self.training, axis=1)
+        if batch_stats:
+            mean = F.mean(x, axis=1, exclude=True, keepdims=True)          # (1, C, 1, ...)
+            xc = F.broadcast_sub(x, mean)
+            var = F.mean(F.square(xc), axis=1, exclude=True, keepdims=True)
+            if self.training and self.track_running_stats:               # NDArray only
+                m = self.momentum
+                with autograd.pause():
+                    running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
+                    running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
+        else:
+            shape = (1, self.num_features) + (1,) * (x.ndim - 2)            # NDArray only
+            mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+            xc = F.broadcast_sub(x, mean)
+        y = F.broadcast_div(xc, F.sqrt(var + self.eps))
+        if weight is not None:
+            y = F.broadcast_mul(y, F.reshape_like(weight, var))
+        if bias is not None:
+            y = F.broadcast_add(y, F.reshape_like(bias, var))
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L))")
+    _dl_layer = "BatchNorm1d"
+    _layouts = ("(N, C)", "(N, C, L)")
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm2d`` ((N, C, H, W))")
+    _dl_layer = "BatchNorm2d"
+
+
+class LayerNorm(Layer):
+    """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
+    one axis and calls its parameters gamma/beta)."""
+    _dl_layer = "LayerNorm"
+
+    def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, (int, np.integer)):
+            normalized_shape = (int(normalized_shape),)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps, self.elementwise_affine = float(eps), bool(elementwise_affine)
+        shape = self.normalized_shape
+        self.weight = self._dl_new_param("weight", shape, init=mx.init.One()) if elementwise_affine else None
+        self.bias = (self._dl_new_param("bias", shape, init=mx.init.Zero())
+                     if elementwise_affine and bias else None)
+
+    def hybrid_forward(self, F, x, weight=None, bias=None):
+        k = len(self.normalized_shape)
+        if is_ndarray(x) and (x.ndim < k or tuple(x.shape[x.ndim - k:]) != self.normalized_shape):
+            raise shape_error(f"LayerNorm({self.normalized_shape})",
+                              "(*, " + ", ".join(map(str, self.normalized_shape)) + ")", x)
+        if k == 1 and weight is not None and bias is not None:
+            return F.LayerNorm(x, weight, bias, axis=-1, eps=self.eps)
+        axes = tuple(range(-k, 0))
+        xc = F.broadcast_sub(x, F.mean(x, axis=axes, keepdims=True))
+        var = F.mean(F.square(xc), axis=axes, keepdims=True)
+        y = F.broadcast_div(xc, F.sqrt(var + self.eps))
+        if weight is not None:
+            y = F.broadcast_mul(y, weight)
+        if bias is not None:
+            y = F.broadcast_add(y, bias)
+        return y
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class Dropout(Layer):
+    """``torch.nn.Dropout``: active in train mode (``module.train()``), identity in eval mode,
+    whatever ``autograd.record()`` says (Gluon's Dropout follows ``record()``)."""
+    _dl_layer = "Dropout"
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = float(p), bool(inplace)
+
+    def hybrid_forward(self, F, x):
+        if not self.training or self.p == 0.0:
+            return x if is_ndarray(x) else F.identity(x)
+        if self.p == 1.0:                     # MXNet's 1/(1-p) scaling would give NaN
+            return F.zeros_like(x)
+        return F.Dropout(x, p=self.p, mode="always")
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Embedding(Layer):
+    """``torch.nn.Embedding``: weight (V, D) ~ N(0, 1) (Gluon: U(+-0.07)); integer indices only;
+    an index outside [0, V) raises IndexError (MXNet clips it silently); ``padding_idx`` row is
+    zero at init and gets no gradient (Gluon has no padding_idx)."""
+    _dl_layer = "Embedding"
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int] = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if padding_idx is not None:
+            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must be within [-{num_embeddings}, "
+                                 f"{num_embeddings}), got {padding_idx}")
+            padding_idx = int(padding_idx) % self.num_embeddings
+        self.padding_idx = padding_idx
+        self.weight = self._dl_new_param("weight", (self.num_embeddings, self.embedding_dim),
+                                         init=mx.init.Normal(1.0))
+        if padding_idx is not None:
+            for d in self.weight.list_data():
+                d[padding_idx] = 0
+
+    def _check(self, x) -> None:
+        name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+        if not np.issubdtype(np.dtype(x.dtype), np.integer):
+            raise TypeError(f"{name}: indices must be an integer tensor (int32/int64), got {np.dtype(x.dtype)}; "
+                            f"MXNet would silently truncate float indices")
+        if x.size:
+            lo, hi = int(x.min().asscalar()), int(x.max().asscalar())
+            if lo < 0 or hi >= self.num_embeddings:
+                bad = lo if lo < 0 else hi
+                raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings}) "
+                                 f"(MXNet would clip it silently)")
+
+    def hybrid_forward(self, F, x, weight):
+        if is_ndarray(x):
+            self._check(x)
+        pi = self.padding_idx
+        if pi is not None:          # no gradient into the padding row, as torch
+            parts = []
+            if pi > 0:
+                parts.append(F.slice_axis(weight, axis=0, begin=0, end=pi))
+            parts.append(F.BlockGrad(F.slice_axis(weight, axis=0, begin=pi, end=pi + 1)))
+            if pi + 1 < self.num_embeddings:
+                parts.append(F.slice_axis(weight, axis=0, begin=pi + 1, end=None))
+            weight = F.concat(*parts, dim=0) if len(parts) > 1 else parts[0]
+        return F.Embedding(x, weight, input_dim=self.num_embeddings, output_dim=self.embedding_dim)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape utilities and activations
+# ---------------------------------------------------------------------------------------------
+class Flatten(Layer):
+    """``torch.nn.Flatten(start_dim=1, end_dim=-1)`` (Gluon's Flatten always keeps axis 0 only).
+    Hybridized, ``end_dim`` must be -1 or non-negative (a Symbol's rank is unknown)."""
+    _dl_layer = "Flatten"
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def hybrid_forward(self, F, x):
+        s, e = self.start_dim, self.end_dim
+        if is_ndarray(x):
+            nd_ = max(x.ndim, 1)
+            s_, e_ = s + nd_ if s < 0 else s, e + nd_ if e < 0 else e
+            if not (0 <= s_ < nd_ and 0 <= e_ < nd_) or s_ > e_:
+                raise ValueError(f"Flatten(start_dim={s}, end_dim={e}): invalid for input of shape "
+                                 f"{tuple(x.shape)}")
+            shp = tuple(x.shape)
+            return x.reshape(shp[:s_] + (int(np.prod(shp[s_:e_ + 1])),) + shp[e_ + 1:]) if x.ndim else x.reshape((1,))
+        if s < 0 or (e < 0 and e != -1):
+            raise NotImplementedError(f"Flatten(start_dim={s}, end_dim={e}): negative dims other than "
+                                      f"end_dim=-1 need the input rank, unknown under hybridize()")
+        if e == -1:
+            return F.flatten(x) if s == 1 else F.reshape(x, shape=(0,) * s + (-1,))
+        for _ in range(e - s):
+            x = F.reshape(x, shape=(0,) * s + (-3, -2))
+        return x if e > s else F.identity(x)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Identity(Layer):
+    """``torch.nn.Identity``: returns its input (constructor arguments are ignored)."""
+    _dl_layer = "Identity"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def hybrid_forward(self, F, x):
+        return x if is_ndarray(x) else F.identity(x)
+
+
+class _Activation(Layer):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+
+class ReLU(_Activation):
+    """``torch.nn.ReLU``."""
+    _dl_layer = "ReLU"
+
+    def hybrid_forward(self, F, x):
+        return F.relu(x)
+
+
+class Sigmoid(Layer):
+    """``torch.nn.Sigmoid``."""
+    _dl_layer = "Sigmoid"
+
+    def hybrid_forward(self, F, x):
+        return F.sigmoid(x)
+
+
+class Tanh(Layer):
+    """``torch.nn.Tanh``."""
+    _dl_layer = "Tanh"
+
+    def hybrid_forward(self, F, x):
+        return F.tanh(x)
+
+
+class GELU(Layer):
+    """``torch.nn.GELU(approximate='none'|'tanh')``: 'none' is MXNet's erf GELU
+    (``LeakyReLU(act_type='gelu')``); 'tanh' is computed from its formula (MXNet has no op)."""
+    _dl_layer = "GELU"
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def hybrid_forward(self, F, x):
+        if self.approximate == "none":
+            return F.LeakyReLU(x, act_type="gelu")
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + F.tanh(inner))
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class LeakyReLU(Layer):
+    """``torch.nn.LeakyReLU(negative_slope=0.01)`` (Gluon's LeakyReLU requires alpha)."""
+    _dl_layer = "LeakyReLU"
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
+
+    def hybrid_forward(self, F, x):
+        return F.LeakyReLU(x, act_type="leaky", slope=self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Layer):
+    """``torch.nn.ELU(alpha=1.0)``."""
+    _dl_layer = "ELU"
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+    def hybrid_forward(self, F, x):
+        return F.LeakyReLU(x, act_type="elu", slope=self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class SiLU(_Activation):
+    """``torch.nn.SiLU``: x * sigmoid(x) (Gluon's Swish with beta=1)."""
+    _dl_layer = "SiLU"
+
+    def hybrid_forward(self, F, x):
+        return x * F.sigmoid(x)
+
+
+def _legacy_softmax_dim(ndim: int) -> int:
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class _SoftmaxBase(Layer):
+    def __init__(self, dim: Optional[int] = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def hybrid_forward(self, F, x):
+        dim = self.dim
+        if is_ndarray(x):
+            if dim is None:
+                dim = _legacy_softmax_dim(x.ndim)
+            elif not -max(x.ndim, 1) <= dim < max(x.ndim, 1):
+                raise ValueError(f"{type(self).__name__}(dim={self.dim}): dim out of range for input of "
+                                 f"shape {tuple(x.shape)}")
+        elif dim is None:
+            raise NotImplementedError(f"{type(self).__name__}: pass dim explicitly (the implicit dim "
+                                      f"depends on the input rank, unknown under hybridize())")
+        return self._apply(F, x, dim)
+
+    def _apply(self, F, x, dim: int):
+        return F.softmax(x, axis=dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_SoftmaxBase):
+    """``torch.nn.Softmax(dim)`` (MXNet calls it ``axis``, default -1)."""
+    _dl_layer = "Softmax"
+
+
+class LogSoftmax(_SoftmaxBase):
+    """``torch.nn.LogSoftmax(dim)`` (MXNet calls it ``axis``, default -1). Computed as
+    ``x - max - log(sum(exp(x - max)))``: MXNet's ``log_softmax`` op is off by up to 3.5e-6 from
+    the float64 result (torch: 1.8e-7)."""
+    _dl_layer = "LogSoftmax"
+
+    def _apply(self, F, x, dim: int):
+        xs = F.broadcast_sub(x, F.max(x, axis=dim, keepdims=True))
+        return F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=dim, keepdims=True)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Containers
+# ---------------------------------------------------------------------------------------------
+def _check_child(container: str, module: Any, key: Any) -> HybridBlock:
+    if isinstance(module, HybridBlock):
+        return module
+    torch = sys.modules.get("torch")
+    hint = ("a torch module: build every layer under the same backend (dl.use('mxnet'))"
+            if torch is not None and isinstance(module, torch.nn.Module)
+            else "expected a dualdl module (a Gluon HybridBlock)")
+    raise TypeError(f"{container} on the mxnet backend got {type(module).__module__}."
+                    f"{type(module).__name__} for {key!r}, {hint}")
+
+
+class _ChildList(Layer):
+    """Children named "0", "1", ... kept in ``_children`` order (shared by Sequential/ModuleList)."""
+
+    def _renumber(self, items: Sequence[HybridBlock]) -> None:
+        self._children.clear()
+        for i, m in enumerate(items):
+            self._children[str(i)] = m
+        self._clear_cached_op()
+
+    def _index(self, idx: int) -> int:
+        n = len(self._children)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
+        return idx % n
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __iter__(self) -> Iterator[HybridBlock]:
+        return iter(list(self._children.values()))
+
+    def __getitem__(self, idx):
+        items = list(self._children.values())
+        if isinstance(idx, slice):
+            return type(self)(*items[idx]) if isinstance(self, Sequential) else type(self)(items[idx])
+        return items[self._index(idx)]
+
+    def __setitem__(self, idx: int, module: HybridBlock) -> None:
+        items = list(self._children.values())
+        items[self._index(idx)] = _check_child(type(self).__name__, module, idx)
+        self._renumber(items)
+
+    def __delitem__(self, idx) -> None:
+        items = list(self._children.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[self._index(idx)]
+        self._renumber(items)
+
+    def append(self, module: HybridBlock):
+        self.register_child(_check_child(type(self).__name__, module, len(self)), str(len(self)))
+        return self
+
+    def extend(self, modules: Iterable[HybridBlock]):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: HybridBlock) -> None:
+        items = list(self._children.values())
+        items.insert(index, _check_child(type(self).__name__, module, index))
+        self._renumber(items)
+
+    def pop(self, index: int = -1) -> HybridBlock:
+        items = list(self._children.values())
+        m = items.pop(self._index(index))
+        self._renumber(items)
+        return m
+
+
+class Sequential(_ChildList):
+    """``torch.nn.Sequential(*modules)`` or ``Sequential(OrderedDict)``: children "0", "1", ...
+    (or the dict's keys); calls them in order. A HybridBlock, so ``hybridize()`` works."""
+    _dl_layer = "Sequential"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            for key, m in args[0].items():
+                self.register_child(_check_child("Sequential", m, key), str(key))
+        else:
+            for i, m in enumerate(args):
+                self.register_child(_check_child("Sequential", m, i), str(i))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._children.items())[idx]))
+        return super().__getitem__(idx)
+
+    def hybrid_forward(self, F, x):
+        for m in self._children.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(_ChildList):
+    """``torch.nn.ModuleList``: registers its items as children "0", "1", ... (what Gluon needs
+    ``register_child`` for); it is not callable."""
+    _dl_layer = "ModuleList"
+
+    def __init__(self, modules: Optional[Iterable[HybridBlock]] = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def index(self, module: HybridBlock) -> int:
+        for i, m in enumerate(self._children.values()):
+            if m is module:
+                return i
+        raise ValueError(f"{type(module).__name__} is not in the ModuleList")
+
+    def __iadd__(self, modules: Iterable[HybridBlock]) -> "ModuleList":
+        return self.extend(modules)
+
+    def forward(self, *args: Any):
+        raise NotImplementedError("ModuleList is not callable: iterate over it in forward()")
+
+
+class ModuleDict(Layer):
+    """``torch.nn.ModuleDict``: children named by their keys, in insertion order; not callable."""
+    _dl_layer = "ModuleDict"
+
+    def __init__(self, modules: Optional[Union[Mapping[str, HybridBlock], Iterable[Tuple[str, HybridBlock]]]] = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> HybridBlock:
+        return self._children[key]
+
+    def __setitem__(self, key: str, module: HybridBlock) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict keys must be strings, got {type(key).__name__}")
+        self.register_child(_check_child("ModuleDict", module, key), key)
+
+    def __delitem__(self, key: str) -> None:
+        del self._children[key]
+        self._clear_cached_op()
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._children))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._children
+
+    def keys(self):
+        return list(self._children.keys())
+
+    def values(self):
+        return list(self._children.values())
+
+    def items(self):
+        return list(self._children.items())
+
+    def pop(self, key: str) -> HybridBlock:
+        m = self._children[key]
+        del self[key]
+        return m
+
+    def clear(self) -> None:
+        self._children.clear()
+        self._clear_cached_op()
+
+    def update(self, modules) -> None:
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for key, m in pairs:
+            self[key] = m
+
+    def forward(self, *args: Any):
+        raise NotImplementedError("ModuleDict is not callable: index it in forward()")
