@@ -7,6 +7,7 @@ order, and MXNet has no public barrier (``kv._barrier``) nor broadcast (kvstore 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, List, Optional
 
 import mxnet as mx
@@ -42,6 +43,7 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
         raise DistributedEnvError(f"the scheduler reports {kv.num_workers} workers but "
                                   f"DMLC_NUM_WORKER={expected_env}")
     _state["kv"] = kv
+    _exit_at_once_on_uncaught_exception()
     path = os.environ.get(RANK_FILE)
     if path:   # tells `dualdl launch` which kvstore rank this launch slot received
         try:
@@ -49,6 +51,26 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
                 f.write(str(kv.rank))
         except OSError:
             pass
+
+
+def _exit_at_once_on_uncaught_exception() -> None:
+    """An uncaught exception would run ps-lite's exit-time finalize, a barrier with the other
+    workers that never comes: the crashed worker would hang instead of dying. Print the
+    traceback, then ``os._exit(1)`` so that the launcher sees the failure and stops the job."""
+    previous = sys.excepthook
+    if getattr(previous, "_dualdl_exit_at_once", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        try:
+            previous(exc_type, exc, tb)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+    hook._dualdl_exit_at_once = True       # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def is_distributed() -> bool:

@@ -77,18 +77,30 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
     if use_cuda:
         torch.cuda.set_device(local % torch.cuda.device_count())
     store = _store(addr, port, rank_, world, td)
-    # every rank must agree on the world size: env:// would otherwise wait until the timeout
-    if rank_ == 0:
-        store.set("dualdl/world_size", str(world))
-    else:
-        theirs = int(store.get("dualdl/world_size"))
-        if theirs != world:
-            raise DistributedEnvError(
-                f"rank {rank_} was started with WORLD_SIZE={world} but rank 0 with "
-                f"WORLD_SIZE={theirs}: every node must pass the same --nnodes and --nproc")
+    _check_same_world(store, rank_, world)
     dist.init_process_group("nccl" if use_cuda else "gloo", store=store, rank=rank_,
                             world_size=world, timeout=td)
     _state.update(owned=True, distributed=True)
+
+
+def _check_same_world(store: Any, rank_: int, world: int) -> None:
+    """Every rank publishes its WORLD_SIZE; rank 0 and each other rank compare. Without this,
+    ranks that disagree wait in the rendezvous until the timeout (30 min by default)."""
+    store.set(f"dualdl/world_size/{rank_}", str(world))
+    if rank_ == 0:
+        keys = [f"dualdl/world_size/{r}" for r in range(1, world)]
+        if keys:
+            store.wait(keys)
+        views = {r: int(store.get(k)) for r, k in enumerate(keys, start=1)}
+        bad = {r: w for r, w in views.items() if w != world}
+    else:
+        theirs = int(store.get("dualdl/world_size/0"))
+        bad = {0: theirs} if theirs != world else {}
+    if bad:
+        others = ", ".join(f"rank {r} with WORLD_SIZE={w}" for r, w in sorted(bad.items()))
+        raise DistributedEnvError(
+            f"rank {rank_} was started with WORLD_SIZE={world} but {others}: every node must "
+            f"pass the same --nnodes and --nproc")
 
 
 def _check_world(actual: int, expected: Optional[int]) -> None:

@@ -81,10 +81,25 @@ def init(backend: Optional[str] = None, *, world_size: Optional[int] = None,
     if world_size is not None and (isinstance(world_size, bool) or int(world_size) < 1):
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     check_environment(name)                 # before the framework is imported
+    _check_expected_world(name, world_size)
     impl = get_backend(name).module("distributed")
     impl.init(world_size=world_size, timeout=timeout)
     _impl, _backend = impl, name
     return impl.is_distributed()
+
+
+def _check_expected_world(name: str, expected: Optional[int]) -> None:
+    """Compare the expected world size with the launcher's, before a slow framework import."""
+    if expected is None:
+        return
+    var = "DMLC_NUM_WORKER" if name == "mxnet" else "WORLD_SIZE"
+    if var == "DMLC_NUM_WORKER" and not os.environ.get("DMLC_ROLE"):
+        return
+    actual = int_env(var, default=1, minimum=1)
+    if actual != int(expected):
+        raise DistributedEnvError(
+            f"expected world size {expected} but this job has {actual} processes ({var}="
+            f"{actual}); launch it with --nproc {expected} (times --nnodes)")
 
 
 def is_initialized() -> bool:

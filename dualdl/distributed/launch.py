@@ -208,13 +208,13 @@ class _Proc:
 
     def label(self) -> str:
         pid = self.popen.pid if self.popen else "-"
-        extra = ""
-        if self.rank_file and os.path.exists(self.rank_file):
+        if self.rank_file and os.path.exists(self.rank_file):   # MXNet: rank from the scheduler
             try:
-                extra = f", kvstore rank {int(open(self.rank_file).read().strip())}"
+                with open(self.rank_file) as f:
+                    return f"rank{int(f.read().strip())} ({self.name}, pid {pid})"
             except (OSError, ValueError):
                 pass
-        return f"{self.name} (pid {pid}{extra})"
+        return f"{self.name} (pid {pid})"
 
 
 def _specs(cfg: _Config, port: int, tmpdir: str) -> List[_Proc]:
@@ -413,6 +413,13 @@ def _report(cfg: _Config, procs: Sequence[_Proc], first: Sequence[_Proc], reason
         lines.append(f"FAILED after {elapsed:.1f} s: {names}")
         if port_in_use:
             lines.append(f"port {port} on {cfg.master_addr} is in use; choose another --port")
+        t_fail = min(p.exit_time for p in first)
+        for q in procs:
+            if q.is_worker and q.exit_time is not None and q.exit_time < t_fail \
+                    and q.popen.returncode == 0:
+                lines.append(f"note: {q.label()} had exited with code 0 "
+                             f"{t_fail - q.exit_time:.1f} s before; a peer that leaves early "
+                             f"makes the others fail")
     elif reason == "early-exit":
         p = first[0] if first else None
         who = f"{p.label()} exited with code 0" if p else "a worker exited"

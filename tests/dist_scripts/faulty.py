@@ -1,0 +1,69 @@
+"""A worker that misbehaves on one rank, for the launcher's fault tests.
+
+--engine none|torch|mxnet   (none: no framework, rank from $RANK; fastest)
+--fault exit1|hang|signal|early0|none   what rank --bad-rank does after init
+--piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
+--expect-world N   passed to dualdl.distributed.init(world_size=N)
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--engine", default="none")
+ap.add_argument("--fault", default="none")
+ap.add_argument("--bad-rank", type=int, default=1)
+ap.add_argument("--piddir", default=None)
+ap.add_argument("--expect-world", type=int, default=None)
+ap.add_argument("--assert-no-dmlc", action="store_true")
+args = ap.parse_args()
+
+
+def record(pid, tag):
+    if args.piddir:
+        with open(os.path.join(args.piddir, f"{tag}-{pid}.pid"), "w") as f:
+            f.write(str(pid))
+
+
+role = os.environ.get("DMLC_ROLE", "proc")
+record(os.getpid(), role)
+if args.assert_no_dmlc:
+    leaked = sorted(k for k in os.environ if k.startswith("DMLC_"))
+    assert not leaked, leaked
+    print("no DMLC_* variables", flush=True)
+
+if args.engine == "none":
+    rank = int(os.environ.get("RANK", "0"))
+    ddist = None
+else:
+    import dualdl.distributed as ddist
+    ddist.init(args.engine, world_size=args.expect_world)   # scheduler/server exit in here
+    rank = ddist.rank()
+print(f"rank {rank} pid {os.getpid()} ready", flush=True)
+
+if rank == args.bad_rank:
+    if args.fault == "exit1":
+        raise RuntimeError(f"boom: rank {rank} fails on purpose")
+    if args.fault == "hang":
+        child = subprocess.Popen(["sleep", "1000"])
+        record(child.pid, "grandchild")
+        print(f"rank {rank} hangs", file=sys.stderr, flush=True)
+        time.sleep(1000)
+    if args.fault == "signal":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if args.fault == "early0":
+        os._exit(0)                      # skips the collectives the others wait for
+
+if args.engine == "none":
+    if args.fault != "none":
+        child = subprocess.Popen(["sleep", "1000"])     # a peer waiting for the bad rank
+        record(child.pid, "grandchild")
+        time.sleep(1000)
+else:
+    ddist.barrier()
+    ddist.barrier()
+    ddist.shutdown()
+print(f"rank {rank} done", flush=True)

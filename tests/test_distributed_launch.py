@@ -1,0 +1,201 @@
+"""`dualdl launch` under faults: every failure is reported by rank, ends the whole job in bounded
+time with a non-zero exit, and leaves no process behind (checked by pid)."""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
+from launchutil import PYTHON, assert_all_dead, clean_env, launch, script  # noqa: E402
+
+from dualdl.distributed import launch as launcher  # noqa: E402
+
+pytestmark = pytest.mark.distributed
+
+
+@pytest.mark.parametrize("engine", ["torch", "mxnet"])
+def test_crashing_worker_is_reported_and_job_ends(engine, tmp_path):
+    rc, out, err, secs = launch(["--backend", engine, "--nproc", "2", "--timeout", "60"],
+                                "faulty.py", ["--engine", engine, "--fault", "exit1",
+                                              "--piddir", str(tmp_path)])
+    assert rc == 1, err
+    # the rank that raised is named, with its exit code and its own traceback lines
+    assert "FAILED" in err and "rank1 (" in err and "exited with code 1  <- first failure" in err
+    tail = err.split("last stderr lines:", 1)[1]
+    assert "RuntimeError: boom: rank 1 fails on purpose" in tail
+    assert secs < 30, f"took {secs:.1f} s"       # fail fast, not the 60 s deadline
+    assert_all_dead(tmp_path, 2 if engine == "torch" else 4)
+
+
+def test_hanging_worker_is_killed_at_the_deadline(tmp_path):
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "2", "--grace", "1"], "faulty.py",
+                                ["--fault", "hang", "--piddir", str(tmp_path)])
+    assert rc == 124, err
+    assert "TIMEOUT" in err and "rank1 (" in err and "| rank 1 hangs" in err
+    assert 2 <= secs < 10, secs
+    assert_all_dead(tmp_path, 4)      # two ranks and the `sleep` grandchild each started
+
+
+def test_worker_killed_by_signal_is_reported(tmp_path):
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "30"], "faulty.py",
+                                ["--fault", "signal", "--piddir", str(tmp_path)])
+    assert rc == 1, err
+    assert "rank1 (" in err and "killed by SIGKILL (9)  <- first failure" in err
+    assert "rank0 (" in err and "from the launcher" in err
+    assert secs < 15, secs
+    assert_all_dead(tmp_path, 3)
+
+
+def test_worker_leaving_early_with_exit_0_does_not_hang_the_job(tmp_path):
+    # ps-lite: a worker that os._exit(0)s skips the barriers its peers wait in, forever
+    rc, out, err, secs = launch(["--backend", "mxnet", "--nproc", "2", "--timeout", "60",
+                                 "--exit-timeout", "1.5", "--grace", "1"], "faulty.py",
+                                ["--engine", "mxnet", "--fault", "early0",
+                                 "--piddir", str(tmp_path)])
+    assert rc == 1, err
+    assert "exited with code 0 while the others were still running" in err
+    assert "rank1 (worker" in err
+    assert secs < 30, secs
+    assert_all_dead(tmp_path, 4)
+
+
+def test_explicit_port_in_use_is_refused_before_starting(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        rc, out, err, secs = launch(["--nproc", "2", "--port", str(port)], "faulty.py",
+                                    ["--piddir", str(tmp_path)], timeout=30)
+    assert rc == 2, err
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert os.listdir(tmp_path) == []          # nothing was started
+
+
+@pytest.mark.parametrize("engine", ["mxnet"])
+def test_lost_free_port_race_is_retried_once(engine, tmp_path, monkeypatch, capsys):
+    """The free port picked was taken before the rendezvous bound it: the launcher sees the
+    scheduler's bind failure, stops the job and starts it again on another free port."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    taken = busy.getsockname()[1]
+    real = launcher._free_port
+    picks = []
+
+    def pick(host):
+        picks.append(taken if not picks else real(host))
+        return picks[-1]
+
+    monkeypatch.setattr(launcher, "_free_port", pick)
+    for k in [k for k in os.environ if k.startswith("DMLC_")]:
+        monkeypatch.delenv(k)
+    p = argparse.ArgumentParser()
+    launcher.add_arguments(p)
+    args = p.parse_args(["--backend", engine, "--nproc", "2", "--timeout", "60",
+                         script("faulty.py"), "--engine", engine, "--piddir", str(tmp_path)])
+    try:
+        rc = launcher.run(args)
+    finally:
+        busy.close()
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert len(picks) == 2 and picks[0] == taken
+    assert f"port {taken} was taken before the job could bind it; retrying" in err
+    assert_all_dead(tmp_path, 8)               # both attempts' processes are gone
+
+
+def test_world_size_mismatch_is_a_clear_error(tmp_path):
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "60"], "faulty.py",
+                                ["--engine", "torch", "--expect-world", "3"])
+    assert rc == 1, err
+    assert "expected world size 3 but this job has 2 processes" in err
+    assert secs < 30
+
+
+def test_nodes_disagreeing_on_world_size_fail_fast(tmp_path):
+    """Two `dualdl launch` on one host acting as two nodes, the second told --nnodes 3."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["--nproc", "1", "--port", str(port), "--timeout", "60"]
+    node1 = subprocess.Popen(
+        [PYTHON, "-m", "dualdl", "launch", *common, "--nnodes", "3", "--node-rank", "1",
+         script("faulty.py"), "--engine", "torch"],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        rc0, _, err0, _ = launch([*common, "--nnodes", "2", "--node-rank", "0"], "faulty.py",
+                                 ["--engine", "torch"], env=clean_env(), timeout=60)
+        _, err1 = node1.communicate(timeout=60)
+    finally:
+        if node1.poll() is None:
+            os.killpg(node1.pid, 9)
+    assert node1.returncode == 1, err1
+    assert "rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2" in err1
+    assert rc0 == 1, err0      # node 0 sees it too, long before the 60 s deadline
+    assert "rank 0 was started with WORLD_SIZE=2 but rank 1 with WORLD_SIZE=3" in err0
+
+
+def test_dmlc_variables_are_removed_for_torch_children(tmp_path):
+    env = clean_env(DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT="9")
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "30"], "faulty.py",
+                                ["--assert-no-dmlc"], env=env)
+    assert rc == 0, err
+    assert "removed DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI, DMLC_ROLE" in err
+    assert out.count("no DMLC_* variables") == 2
+
+
+def test_leaked_dmlc_role_errors_instead_of_hanging(tmp_path):
+    """A process that is not an MXNet node but has DMLC_ROLE=worker: `import mxnet` would block
+    forever; dualdl.distributed.init names the leaked variables instead."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]          # nobody listens there
+    env = clean_env(DMLC_ROLE="worker", DMLC_PS_ROOT_URI="127.0.0.1",
+                    DMLC_PS_ROOT_PORT=str(dead_port), DMLC_NUM_SERVER="1", DMLC_NUM_WORKER="2",
+                    DUALDL_DMLC_CONNECT_TIMEOUT="1")
+    code = "import dualdl.distributed as d; d.init('mxnet')"
+    t0 = time.monotonic()
+    r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "no MXNet scheduler answers at 127.0.0.1" in r.stderr
+    assert "DMLC_* variables leaked" in r.stderr
+    assert time.monotonic() - t0 < 30
+    r = subprocess.run([PYTHON, "-c", "import dualdl.distributed as d; d.init('torch')"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "DMLC_ROLE='worker' is set in a torch process" in r.stderr
+
+
+def test_missing_backend_on_the_workers_python(tmp_path):
+    # an interpreter without site-packages stands for a worker host where mxnet is not installed
+    wrapper = tmp_path / "python-without-site"
+    wrapper.write_text(f"#!/bin/sh\nexec {PYTHON} -S \"$@\"\n")
+    wrapper.chmod(0o755)
+    rc, out, err, secs = launch(["--backend", "mxnet", "--nproc", "2", "--python", str(wrapper)],
+                                "faulty.py", timeout=30)
+    assert rc == 2, err
+    assert "cannot import 'mxnet', which --backend mxnet needs" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--nproc", "0"], "--nproc must be >= 1"),
+    (["--nnodes", "2", "--node-rank", "2", "--port", "1234"], "--node-rank 2 is not in [0, --nnodes 2)"),
+    (["--nnodes", "2"], "--nnodes > 1 needs --port"),
+    (["--timeout", "-1"], "--timeout must be > 0"),
+])
+def test_bad_requests_start_nothing(argv, message, capsys):
+    p = argparse.ArgumentParser()
+    launcher.add_arguments(p)
+    assert launcher.run(p.parse_args([*argv, script("faulty.py")])) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_script(capsys):
+    p = argparse.ArgumentParser()
+    launcher.add_arguments(p)
+    assert launcher.run(p.parse_args(["no/such/script.py"])) == 2
+    assert "script 'no/such/script.py' not found" in capsys.readouterr().err
