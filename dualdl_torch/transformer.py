@@ -148,10 +148,13 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
         return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
                 f"batch_first={self.batch_first})")
 
-    def _checked_pad(self, who: str, src: torch.Tensor, src_mask, src_key_padding_mask, valid_length):
+    def _checked_pad(self, who: str, src: torch.Tensor, src_mask, src_key_padding_mask, valid_length,
+                     is_causal: bool = False):
         """Validate everything; return (bool padding mask (N, T) or None, additive src mask)."""
         T.check_src(who, tuple(src.shape), self.d_model, self.batch_first)
         T.check_pair(who, src_key_padding_mask, valid_length)
+        if is_causal and src_mask is None:
+            raise ValueError(f"{who}: is_causal=True needs a mask (the hint does not build one)")
         n, t = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
         if src_mask is not None:
             T.check_attn_mask(who, tuple(src_mask.shape), t, t, n, self.nhead)
@@ -168,7 +171,7 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
     def forward(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
                 src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
                 valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
-        pad, am = self._checked_pad(self._who(), src, src_mask, src_key_padding_mask, valid_length)
+        pad, am = self._checked_pad(self._who(), src, src_mask, src_key_padding_mask, valid_length, is_causal)
         return self._dl_forward(src, am, pad, is_causal)
 
     def _dl_forward(self, x: torch.Tensor, am: Optional[torch.Tensor], pad: Optional[torch.Tensor],
@@ -215,7 +218,7 @@ class TransformerEncoder(torch.nn.TransformerEncoder):
         first = self.layers[0]
         who = (f"TransformerEncoder(num_layers={self.num_layers}, d_model={first.d_model}, "
                f"nhead={first.nhead}, batch_first={first.batch_first})")
-        pad, am = first._checked_pad(who, src, mask, src_key_padding_mask, valid_length)
+        pad, am = first._checked_pad(who, src, mask, src_key_padding_mask, valid_length, bool(is_causal))
         x = src
         for layer in self.layers:
             x = layer._dl_forward(x, am, pad, bool(is_causal))
