@@ -24,7 +24,8 @@ from dualdl.losses import _checks as ck
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
     "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
-    "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss", "gluon_softmax_ce_loss", "gluon_ctc_loss",
+    "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
+    "gluon_softmax_ce_loss", "gluon_ctc_loss",
 ]
 
 
@@ -265,9 +266,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     tl[~feas] = 0
     width = max(1, int(tl.max(initial=0)))
     lab = np.where(np.arange(labels.shape[1])[None, :] < tl[:, None], labels, 0)[:, :width]
-    per = nd.CTCLoss(data, _const(lab.astype(np.float32), lp, "float32"),
-                     _const(plan.input_lengths.astype(np.float32), lp, "float32"),
-                     _const(tl.astype(np.float32), lp, "float32"),
+    # MXNet's CTC op computes in float32 only (float64 fails): cast there and back (grads flow)
+    data = data if data.dtype == np.float32 else data.astype("float32")
+    per = nd.CTCLoss(data, _const(lab.astype(np.float32), data), _const(plan.input_lengths.astype(np.float32), data),
+                     _const(tl.astype(np.float32), data),
                      use_data_lengths=True, use_label_lengths=True, blank_label=mode)
     if per.dtype != lp.dtype:
         per = per.astype(lp.dtype)
@@ -356,9 +358,13 @@ def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_we
     feas = ck.ctc_feasible(labels, pl, ll)
     ll = np.where(feas, ll, 0)
     width = max(1, int(ll.max(initial=0)))
-    loss = nd.CTCLoss(x, _const(labels[:, :width].astype(np.float32), x, "float32"),
-                      _const(pl.astype(np.float32), x, "float32"), _const(ll.astype(np.float32), x, "float32"),
+    out_dtype = x.dtype
+    x = x if x.dtype == np.float32 else x.astype("float32")        # the op is float32-only
+    loss = nd.CTCLoss(x, _const(labels[:, :width].astype(np.float32), x),
+                      _const(pl.astype(np.float32), x), _const(ll.astype(np.float32), x),
                       use_data_lengths=True, use_label_lengths=True, blank_label="last")
+    if loss.dtype != out_dtype:
+        loss = loss.astype(out_dtype)
     if not feas.all():
         loss = loss * _const(feas.astype(np.float32), loss)
     if sample_weight is not None:

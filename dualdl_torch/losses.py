@@ -19,7 +19,8 @@ from dualdl.losses import _checks as ck
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
     "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
-    "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss", "gluon_softmax_ce_loss", "gluon_ctc_loss",
+    "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
+    "gluon_softmax_ce_loss", "gluon_ctc_loss",
 ]
 
 

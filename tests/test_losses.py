@@ -208,6 +208,22 @@ def test_cross_entropy_float_labels_and_unbatched(rng):
     assert abs(got_t.item() - ref1) < 1e-5 * abs(ref1) and abs(got_m.asscalar() - ref1) < 1e-5 * abs(ref1)
 
 
+def test_float64(rng):
+    """float64 stays float64 on both; MXNet's CTC op is float32-only, so dualdl computes it there."""
+    x = rng.standard_normal((4, 5))
+    t = rng.integers(0, 5, 4)
+    ref = torch.nn.CrossEntropyLoss(label_smoothing=0.1)(torch.tensor(x), torch.tensor(t)).item()
+    for mk in (torch.tensor, lambda a: nd.array(a, dtype=a.dtype)):
+        out = L.CrossEntropyLoss(label_smoothing=0.1)(mk(x), mk(t))
+        assert dl.to_numpy(out).dtype == np.float64 and abs(dl.item(out) - ref) < 1e-12
+    lp = torch.log_softmax(torch.tensor(rng.standard_normal((6, 2, 4))), -1)
+    tg, il, tl = np.array([[1, 2], [3, 3]]), [6, 5], [2, 2]
+    ref = torch.nn.CTCLoss(reduction="none")(lp, torch.tensor(tg), torch.tensor(il), torch.tensor(tl)).numpy()
+    got = L.CTCLoss(reduction="none")(nd.array(lp.numpy(), dtype="float64"), nd.array(tg), il, tl).asnumpy()
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
 def test_cross_entropy_all_ignored_is_nan_on_both(rng):
     x = rng.standard_normal((3, 4)).astype(np.float32)
     t = np.full(3, -100)
