@@ -1,0 +1,175 @@
+"""torch vs MXNet recurrent layers with the same weights (copied through dl.state_dict /
+dl.load_state_dict): outputs, final states, input/state/parameter gradients, imperative and
+hybridized. Every parameter is randomised (biases included); 2 layers; both layouts; with and
+without an initial state. Measured max abs diffs are printed (pytest -s) and put in failure
+messages; see MAX_DIFFS."""
+import zlib
+
+import numpy as np
+import pytest
+
+import dualdl as dl
+from dualdl import nn
+
+mx = pytest.importorskip("mxnet")
+torch = pytest.importorskip("torch")
+
+TOL = 1e-5
+MAX_DIFFS = {}          # case -> {"output": .., "state": .., "grad_x": .., "grad_state": .., "grad_params": ..}
+
+
+def _randomize(m_torch, rng):
+    sd = {k: rng.uniform(-0.5, 0.5, size=tuple(v.shape)).astype(np.float32)
+          for k, v in dl.state_dict(m_torch).items()}
+    dl.load_state_dict(m_torch, sd)
+    return sd
+
+
+def _diff(a, b):
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+def _run_torch(m, x, state, gouts):
+    xt = torch.from_numpy(x).requires_grad_()
+    st = None
+    if state is not None:
+        st = [torch.from_numpy(s).requires_grad_() for s in state]
+    out, new = m(xt, None if st is None else (tuple(st) if len(st) == 2 else st[0]))
+    new = list(new) if isinstance(new, tuple) else [new]
+    m.zero_grad()
+    torch.autograd.backward([out] + new, [torch.from_numpy(g) for g in gouts])
+    grads = {k: p.grad.numpy().copy() for k, p in m.named_parameters()}
+    return (out.detach().numpy(), [s.detach().numpy() for s in new], xt.grad.numpy(),
+            [s.grad.numpy() for s in st] if st else [], grads)
+
+
+def _run_mx(m, x, state, gouts):
+    xm = mx.nd.array(x)
+    xm.attach_grad()
+    st = None
+    if state is not None:
+        st = [mx.nd.array(s) for s in state]
+        for s in st:
+            s.attach_grad()
+    m.zero_grad()       # dualdl's MXNet parameters accumulate gradients like torch's
+    with mx.autograd.record():
+        out, new = m(xm, None if st is None else (tuple(st) if len(st) == 2 else st[0]))
+    new = list(new) if isinstance(new, tuple) else [new]
+    mx.autograd.backward([out] + new, [mx.nd.array(g) for g in gouts])
+    grads = {k: p.grad().asnumpy().copy() for k, p in m.named_parameters()}
+    return (out.asnumpy(), [s.asnumpy() for s in new], xm.grad.asnumpy(),
+            [s.grad.asnumpy() for s in st] if st else [], grads)
+
+
+def _compare(case, t, m):
+    d = {
+        "output": _diff(t[0], m[0]),
+        "state": max(_diff(a, b) for a, b in zip(t[1], m[1])),
+        "grad_x": _diff(t[2], m[2]),
+        "grad_state": max([_diff(a, b) for a, b in zip(t[3], m[3])], default=0.0),
+        "grad_params": max(_diff(t[4][k], m[4][k]) for k in t[4]),
+    }
+    assert set(t[4]) == set(m[4])
+    MAX_DIFFS[case] = d
+    print(case, {k: f"{v:.2e}" for k, v in d.items()})
+    assert max(d.values()) <= TOL, f"{case}: max abs diffs {d}"
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_rnn_parity(kind, batch_first, with_state):
+    rng = np.random.default_rng(zlib.crc32(f"{kind}{batch_first}{with_state}".encode()))
+    T, N, C, H, L, D = 5, 3, 4, 6, 2, 2
+    kw = dict(num_layers=L, bidirectional=True, batch_first=batch_first)
+    mt = getattr(nn, kind)(C, H, backend="torch", **kw)
+    mm = getattr(nn, kind)(C, H, backend="mxnet", layout="NTC" if batch_first else "TNC",
+                           num_layers=L, bidirectional=True)
+    sd = _randomize(mt, rng)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    np.testing.assert_array_equal(dl.to_numpy(dl.state_dict(mm)["bias_hh_l1_reverse"]), sd["bias_hh_l1_reverse"])
+    x = rng.normal(size=(N, T, C) if batch_first else (T, N, C)).astype(np.float32)
+    n_states = 2 if kind == "LSTM" else 1
+    state = [rng.normal(size=(L * D, N, H)).astype(np.float32) for _ in range(n_states)] if with_state else None
+    out_shape = (N, T, D * H) if batch_first else (T, N, D * H)
+    gouts = [rng.normal(size=out_shape).astype(np.float32)] + \
+            [rng.normal(size=(L * D, N, H)).astype(np.float32) for _ in range(n_states)]
+    t = _run_torch(mt, x, state, gouts)
+    case = f"{kind} {'NTC' if batch_first else 'TNC'} {'state' if with_state else 'no-state'}"
+    _compare(case, t, _run_mx(mm, x, state, gouts))
+    mm.hybridize()
+    _run_mx(mm, x, state, gouts)                      # builds the cached graph
+    _compare(case + " hybridized", t, _run_mx(mm, x, state, gouts))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_train_mode_layerwise_path_parity(kind):
+    """In train mode with dropout the MXNet layer runs layer by layer (dropout between layers);
+    with p=1e-9 (keep probability 1.0 in float32) it must equal torch without dropout."""
+    rng = np.random.default_rng(3)
+    mt = getattr(nn, kind)(4, 5, num_layers=3, bidirectional=True, backend="torch")
+    mm = getattr(nn, kind)(4, 5, num_layers=3, bidirectional=True, dropout=1e-9, backend="mxnet")
+    _randomize(mt, rng)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    mt.eval()
+    mm.train()
+    x = rng.normal(size=(6, 2, 4)).astype(np.float32)
+    n_states = 2 if kind == "LSTM" else 1
+    state = [rng.normal(size=(6, 2, 5)).astype(np.float32) for _ in range(n_states)]
+    gouts = [rng.normal(size=(6, 2, 10)).astype(np.float32)] + \
+            [rng.normal(size=(6, 2, 5)).astype(np.float32) for _ in range(n_states)]
+    t = _run_torch(mt, x, state, gouts)
+    _compare(f"{kind} 3 layers train-mode layerwise", t, _run_mx(mm, x, state, gouts))
+    mm.hybridize()
+    _run_mx(mm, x, state, gouts)
+    _compare(f"{kind} 3 layers train-mode layerwise hybridized", t, _run_mx(mm, x, state, gouts))
+
+
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell", "RNNCell"])
+def test_cell_parity(kind):
+    rng = np.random.default_rng(11)
+    mt = getattr(nn, kind)(4, 5, backend="torch")
+    mm = getattr(nn, kind)(4, 5, backend="mxnet")
+    _randomize(mt, rng)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    n = 2 if kind == "LSTMCell" else 1
+    st = [rng.normal(size=(3, 5)).astype(np.float32) for _ in range(n)]
+    xt = torch.from_numpy(x)
+    ht = mt(xt, tuple(torch.from_numpy(s) for s in st) if n == 2 else torch.from_numpy(st[0]))
+    ht = list(ht) if isinstance(ht, tuple) else [ht]
+    for hyb in (False, True):
+        if hyb:
+            mm.hybridize()
+        hm = mm(mx.nd.array(x), tuple(mx.nd.array(s) for s in st) if n == 2 else mx.nd.array(st[0]))
+        hm = list(hm) if isinstance(hm, tuple) else [hm]
+        d = max(_diff(a.detach().numpy(), b.asnumpy()) for a, b in zip(ht, hm))
+        MAX_DIFFS[f"{kind}{' hybridized' if hyb else ''}"] = {"state": d}
+        assert d <= TOL, f"{kind}: max abs diff {d:.2e}"
+
+
+def test_model_with_rnn_parity_hybridized():
+    """A write-once model (Embedding-free: Linear head) built on both backends, MXNet hybridized."""
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(4, 6, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(12, 3)
+
+        def forward(self, x):
+            out, h = self.rnn(x)
+            return self.head(out)
+
+    rng = np.random.default_rng(5)
+    mt = Tagger(backend="torch")
+    mm = Tagger(backend="mxnet")
+    _randomize(mt, rng)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    mm.hybridize()
+    x = rng.normal(size=(2, 7, 4)).astype(np.float32)
+    yt = mt(torch.from_numpy(x)).detach().numpy()
+    mm(mx.nd.array(x))
+    d = _diff(yt, mm(mx.nd.array(x)).asnumpy())
+    MAX_DIFFS["GRU tagger model hybridized"] = {"output": d}
+    assert d <= TOL, f"max abs diff {d:.2e}"
