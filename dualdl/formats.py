@@ -19,6 +19,7 @@ import os
 import re
 import struct
 import tempfile
+import warnings
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
@@ -176,11 +177,16 @@ def _read_torch(path: str) -> Tensors:
     import pickle
     import torch
     try:
-        obj = torch.load(path, weights_only=True, map_location="cpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+        why = why.split("WeightsUnpickler error:", 1)[-1].split("Check the documentation")[0]
+        why = why.split(" Please use")[0]
+        why = " ".join(why.split())[:200]
         raise FormatError(path, f"refused to unpickle: the file holds something other than tensors "
-                          f"and plain containers ({first})", "a torch state dict") from None
+                          f"and plain containers ({why})", "a torch state dict") from None
     except Exception as e:  # zip damage, truncation, not a torch pickle at all
         raise FormatError(path, f"cannot read as a torch file ({type(e).__name__}: "
                           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})",
@@ -323,7 +329,7 @@ def _checked(tensors: Mapping[str, object], what: str) -> Tensors:
         if a.dtype not in SUPPORTED_DTYPES:
             raise TypeError(f"{what}: tensor {k!r} has dtype {a.dtype}; supported: "
                             f"{', '.join(map(str, SUPPORTED_DTYPES))}")
-        out[k] = np.ascontiguousarray(a)
+        out[k] = a if a.flags.c_contiguous else a.copy(order="C")  # keeps 0-d arrays 0-d
     return out
 
 

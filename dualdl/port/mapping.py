@@ -28,7 +28,7 @@ def _fold_bias(srcs, **_):
 
 
 def _transpose(srcs, **_):
-    return np.ascontiguousarray(np.transpose(srcs[0]))
+    return np.transpose(srcs[0]).copy(order="C")
 
 
 def _fill(srcs, value=0.0, shape=(), **_):
@@ -80,7 +80,8 @@ class Entry:
         if list(out.shape) != list(self.shape):
             raise ValueError(f"{self.target}: mapping produced shape {tuple(out.shape)}, the target "
                              f"needs {tuple(self.shape)}")
-        return np.ascontiguousarray(out.astype(self.dtype, copy=False))
+        out = out.astype(self.dtype, copy=False)
+        return out if out.flags.c_contiguous else out.copy(order="C")
 
 
 @dataclass

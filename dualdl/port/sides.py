@@ -99,7 +99,7 @@ class TorchSide(Side):
         a = np.asarray(x)
         if a.dtype.kind in "iu":  # torch embeddings need int64 indices; Gluon takes any dtype
             a = a.astype(np.int64)
-        return torch.from_numpy(np.ascontiguousarray(a))
+        return torch.from_numpy(np.require(a, requirements="C"))
 
     def _call(self, inputs: Sequence[Any], forward: Optional[Callable]):
         import torch
@@ -174,7 +174,7 @@ class TorchSide(Side):
                                  f"{tuple(sd[k].shape)}")
         new = dict(sd)
         for k, v in tensors.items():
-            new[k] = torch.as_tensor(np.ascontiguousarray(v)).to(dtype=sd[k].dtype)
+            new[k] = torch.as_tensor(np.require(np.asarray(v), requirements="C")).to(dtype=sd[k].dtype)
         self.model.load_state_dict(new, strict=True)
 
     def run(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[np.ndarray]:
