@@ -238,3 +238,30 @@ def test_bad_construction(backend):
         dl.nn.TransformerEncoder(dl.nn.Linear(D, D), 2)
     with pytest.raises(NotImplementedError, match="kdim"):
         dl.nn.MultiheadAttention(D, H, kdim=8)
+
+
+def test_torch_padded_positions_match_nested_fast_path_not_slow_path():
+    """Plain torch gives different padded rows on its two paths: the nested-tensor fast path (eval,
+    no grad) zeroes them, the reference path leaves values there. dualdl always zeroes them, and its
+    valid rows equal both torch paths."""
+    import warnings
+    import torch
+    with dl.use("torch"):
+        ours = dl.nn.TransformerEncoder(dl.nn.TransformerEncoderLayer(D, H, FF, batch_first=True), 2)
+    ours.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, H, FF, batch_first=True), 2,
+                                           enable_nested_tensor=True)
+        slow = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(D, H, FF, batch_first=True), 2,
+                                           enable_nested_tensor=False)
+    fast.load_state_dict(ours.state_dict())
+    slow.load_state_dict(ours.state_dict())
+    fast.eval(), slow.eval()
+    x = torch.randn(3, 6, D, generator=torch.Generator().manual_seed(0))
+    pad = torch.arange(6)[None] >= torch.tensor([6, 4, 2])[:, None]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")                   # "nested tensors are in prototype stage"
+        y, yf, ys = [m(x, src_key_padding_mask=pad) for m in (ours, fast, slow)]
+    assert (yf[pad] == 0).all() and not (ys[pad] == 0).all() and (y[pad] == 0).all()
+    assert (y - yf)[~pad].abs().max() < 1e-5 and (y - ys)[~pad].abs().max() < 1e-5
