@@ -101,7 +101,7 @@ class Mapping:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Mapping":
-        if d.get("format") != "dualdl-port-mapping":
+        if not isinstance(d, dict) or d.get("format") != "dualdl-port-mapping":
             raise ValueError("not a dualdl port mapping (missing format: dualdl-port-mapping)")
         return cls([Entry(**e) for e in d["entries"]], d.get("source_framework", ""),
                    d.get("target_framework", ""), list(d.get("notes", [])))
@@ -122,7 +122,7 @@ class Mapping:
             d = d["mapping"]  # a saved PortReport
         try:
             return cls.from_dict(d)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"{os.fspath(path)}: not a valid port mapping ({e})") from None
 
     # ------------------------------------------------------------------ use

@@ -1,0 +1,127 @@
+"""``dualdl convert SRC DST``: convert checkpoints between Gluon ``.params``, torch ``.pt/.pth``
+and safetensors. The source format is detected from the content; key names are translated
+(Gluon gamma/beta and ``_unfused`` RNN keys <-> torch names), DataParallel ``module.`` prefixes
+are removed (or added), and a port mapping from ``dualdl.port`` can be applied."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .. import formats as F
+
+__all__ = ["add_arguments", "run", "convert"]
+
+
+def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str] = None,
+            names: str = "auto", strip_prefixes: Sequence[str] = ("module.",),
+            add_prefix: Optional[str] = None, verify: bool = False) -> Dict[str, Any]:
+    """Convert ``src`` to ``dst``; returns a summary dict. ``names``: ``auto`` (translate names
+    when going between Gluon and torch files), ``keep``, ``torch`` or ``gluon``."""
+    src_fmt = F.detect_format(src)
+    dst_fmt = to or F.format_for_path(dst)
+    if dst_fmt not in F.FORMATS:
+        raise ValueError(f"unknown target format {dst_fmt!r}; choose from {F.FORMATS}")
+    tensors = F.read_tensors(src, src_fmt)
+    n_in = len(tensors)
+    actions: List[str] = []
+    if mapping:
+        from .mapping import Mapping
+        m = Mapping.load(mapping)
+        tensors = m.apply(tensors)
+        actions.append(f"applied mapping {mapping} ({m.source_framework or '?'} -> "
+                       f"{m.target_framework or '?'}, {len(m.entries)} target tensors)")
+    else:
+        for p in strip_prefixes:
+            before = sum(k.startswith(p) for k in tensors)
+            while any(k.startswith(p) for k in tensors):
+                tensors = F.strip_prefix(tensors, p)
+            if before:
+                actions.append(f"stripped prefix {p!r} from {before} keys")
+        target_names = names
+        if names == "auto":
+            target_names = {("gluon", "torch"): "torch", ("torch", "gluon"): "gluon"}.get(
+                (src_fmt, dst_fmt), "keep")
+        if target_names not in ("keep", "torch", "gluon"):
+            raise ValueError(f"--names must be auto, keep, torch or gluon, not {names!r}")
+        if target_names != "keep":
+            fn = F.gluon_to_torch_names if target_names == "torch" else F.torch_to_gluon_names
+            renamed = fn(tensors)
+            changed = len(set(tensors) - set(renamed))
+            dropped = len(tensors) - len(renamed)
+            tensors = renamed
+            actions.append(f"translated names to {target_names}'s ({changed} keys renamed"
+                           f"{f', {dropped} torch-only num_batches_tracked dropped' if dropped else ''})")
+    if add_prefix:
+        tensors = F.add_prefix(tensors, add_prefix)
+        actions.append(f"added prefix {add_prefix!r}")
+    F.write_tensors(dst, tensors, dst_fmt)
+    summary: Dict[str, Any] = {
+        "source": src, "source_format": src_fmt, "target": dst, "target_format": dst_fmt,
+        "tensors_in": n_in, "tensors_out": len(tensors),
+        "values": int(sum(int(np.prod(v.shape)) for v in tensors.values())),
+        "dtypes": _dtype_counts(tensors), "actions": actions,
+    }
+    if verify:
+        back = F.read_tensors(dst)
+        bad = [k for k in tensors if k not in back or back[k].dtype != tensors[k].dtype
+               or back[k].shape != tensors[k].shape or not np.array_equal(back[k], tensors[k])]
+        bad += [k for k in back if k not in tensors]
+        summary["verified"] = not bad
+        summary["verify_failures"] = bad[:20]
+    return summary
+
+
+def _dtype_counts(tensors: Dict[str, np.ndarray]) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for v in tensors.values():
+        out[str(v.dtype)] = out.get(str(v.dtype), 0) + 1
+    return dict(sorted(out.items()))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("src", help="checkpoint to read (format detected from its content)")
+    parser.add_argument("dst", help="file to write (format from its extension, or --to)")
+    parser.add_argument("--to", choices=F.FORMATS, help="target format (default: from DST's extension: "
+                        ".params gluon, .pt/.pth torch, .safetensors)")
+    parser.add_argument("--mapping", metavar="FILE",
+                        help="a port mapping JSON (PortReport.save / Mapping.save) to apply")
+    parser.add_argument("--names", default="auto", choices=("auto", "keep", "torch", "gluon"),
+                        help="key names: auto translates between Gluon and torch files (default)")
+    parser.add_argument("--keep-module-prefix", action="store_true",
+                        help="do not strip DataParallel/DDP 'module.' prefixes")
+    parser.add_argument("--add-prefix", metavar="PREFIX",
+                        help="prefix every key (e.g. 'module.' for a DataParallel model)")
+    parser.add_argument("--verify", action="store_true",
+                        help="read DST back and check every tensor is bit-exact with its dtype")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        s = convert(args.src, args.dst, to=args.to, mapping=args.mapping, names=args.names,
+                    strip_prefixes=() if args.keep_module_prefix else ("module.",),
+                    add_prefix=args.add_prefix, verify=args.verify)
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        print(f"dualdl convert: error: {e}", file=sys.stderr)
+        return 2
+    dts = ", ".join(f"{k} x{v}" for k, v in s["dtypes"].items())
+    print(f"{s['source']} ({s['source_format']}, {s['tensors_in']} tensors) -> "
+          f"{s['target']} ({s['target_format']}, {s['tensors_out']} tensors, "
+          f"{s['values']:,} values; {dts})")
+    for a in s["actions"]:
+        print(f"  {a}")
+    if args.verify:
+        if not s["verified"]:
+            print(f"  VERIFY FAILED for: {', '.join(s['verify_failures'])}", file=sys.stderr)
+            return 1
+        print(f"  verified: {s['tensors_out']} tensors read back bit-exact")
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="dualdl convert")
+    add_arguments(p)
+    sys.exit(run(p.parse_args()))
