@@ -124,13 +124,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
         el = (1 - t) * x + nd.relu(-x) + softplus_neg_abs
     else:
         pw = _native(pos_weight, x)
-        if x.ndim and pw.ndim and pw.shape[-1] not in (1, x.shape[-1]):
-            raise ValueError(f"{name}: pos_weight of shape {pw.shape} must broadcast along the "
-                             f"last (class) axis of size {x.shape[-1]}")
+        ck.check_broadcast(name, "pos_weight", pw.shape, x.shape)
         log_weight = _mul(pw - 1, t) + 1
         el = (1 - t) * x + log_weight * (softplus_neg_abs + nd.relu(-x))
     if weight is not None:
-        el = _mul(el, _native(weight, x))
+        w = _native(weight, x)
+        ck.check_broadcast(name, "weight", w.shape, x.shape)
+        el = _mul(el, w)
     return reduce(el, reduction)
 
 
@@ -296,19 +296,29 @@ def _opt(x, like):
     return None if x is None else _native(x, like)
 
 
+def _sample_weight(name, sample_weight, like, loss_shape):
+    """Gluon broadcasts ``sample_weight`` against the unreduced loss (asynchronous error if it
+    cannot): check it here, and right-align its axes (Gluon's broadcast_mul needs equal ndim)."""
+    if sample_weight is None:
+        return None
+    sw = _native(sample_weight, like)
+    ck.check_broadcast(name, "sample_weight", sw.shape, tuple(loss_shape))
+    return _bcast(sw, len(loss_shape))
+
+
 def gluon_l2_loss(pred, label, sample_weight=None, weight=1.0, batch_axis=0):
     label = _gluon_label("GluonL2Loss", pred, label)
-    return gluon.loss.L2Loss(weight=weight, batch_axis=batch_axis)(pred, label, _opt(sample_weight, pred))
+    return gluon.loss.L2Loss(weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonL2Loss", sample_weight, pred, pred.shape))
 
 
 def gluon_l1_loss(pred, label, sample_weight=None, weight=None, batch_axis=0):
     label = _gluon_label("GluonL1Loss", pred, label)
-    return gluon.loss.L1Loss(weight=weight, batch_axis=batch_axis)(pred, label, _opt(sample_weight, pred))
+    return gluon.loss.L1Loss(weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonL1Loss", sample_weight, pred, pred.shape))
 
 
 def gluon_huber_loss(pred, label, sample_weight=None, rho=1.0, weight=None, batch_axis=0):
     label = _gluon_label("GluonHuberLoss", pred, label)
-    return gluon.loss.HuberLoss(rho=rho, weight=weight, batch_axis=batch_axis)(pred, label, _opt(sample_weight, pred))
+    return gluon.loss.HuberLoss(rho=rho, weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonHuberLoss", sample_weight, pred, pred.shape))
 
 
 def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, from_sigmoid=False,
@@ -316,10 +326,11 @@ def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, fro
     label = _gluon_label("GluonSigmoidBCELoss", pred, label)
     pw = _opt(pos_weight, pred)
     if pw is not None:
+        ck.check_broadcast("GluonSigmoidBCELoss", "pos_weight", pw.shape, pred.shape)
         pw = _bcast(pw, pred.ndim)
     return gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=from_sigmoid, weight=weight,
                                                     batch_axis=batch_axis)(
-        pred, label, _opt(sample_weight, pred), pw)
+        pred, label, _sample_weight("GluonSigmoidBCELoss", sample_weight, pred, pred.shape), pw)
 
 
 def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label=True, from_logits=False,
@@ -340,7 +351,7 @@ def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label
         label = _gluon_label(name, pred, label)
     return gluon.loss.SoftmaxCrossEntropyLoss(axis=axis, sparse_label=sparse_label, from_logits=from_logits,
                                               weight=weight, batch_axis=batch_axis)(
-        pred, label, _opt(sample_weight, pred))
+        pred, label, _sample_weight(name, sample_weight, pred, tuple(1 if d == ax else n for d, n in enumerate(pred.shape))))
 
 
 def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_weight=None, layout="NTC",
@@ -368,7 +379,7 @@ def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_we
     if not feas.all():
         loss = loss * _const(feas.astype(np.float32), loss)
     if sample_weight is not None:
-        loss = _mul(loss, _native(sample_weight, loss))
+        loss = loss * _sample_weight(name, sample_weight, loss, loss.shape)
     if weight is not None:
         loss = loss * weight
     return loss

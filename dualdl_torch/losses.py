@@ -95,9 +95,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
     name = "BCEWithLogitsLoss"
     target = _pair(name, input, target, reduction)
     weight, pos_weight = _native(weight, input), _native(pos_weight, input)
-    if pos_weight is not None and input.dim() and pos_weight.dim() and pos_weight.shape[-1] not in (1, input.shape[-1]):
-        raise ValueError(f"{name}: pos_weight of shape {tuple(pos_weight.shape)} must broadcast along the "
-                         f"last (class) axis of size {input.shape[-1]}")
+    for what, w in (("weight", weight), ("pos_weight", pos_weight)):
+        if w is not None:
+            ck.check_broadcast(name, what, tuple(w.shape), tuple(input.shape))
     return F.binary_cross_entropy_with_logits(input, target, weight=weight, pos_weight=pos_weight,
                                               reduction=reduction)
 
@@ -181,9 +181,11 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 
 # ---- Gluon's per-sample losses -------------------------------------------------------------------
-def _apply_weighting(loss, weight, sample_weight):
+def _apply_weighting(loss, weight, sample_weight, name="Gluon loss"):
     if sample_weight is not None:
-        loss = loss * _native(sample_weight, loss)
+        sample_weight = _native(sample_weight, loss)
+        ck.check_broadcast(name, "sample_weight", tuple(sample_weight.shape), tuple(loss.shape))
+        loss = loss * sample_weight
     if weight is not None:
         loss = loss * weight
     return loss
@@ -203,13 +205,13 @@ def _label_like(name, pred, label):
 
 def gluon_l2_loss(pred, label, sample_weight=None, weight=1.0, batch_axis=0):
     label = _label_like("GluonL2Loss", pred, label)
-    loss = _apply_weighting(torch.square(label - pred), weight / 2, sample_weight)
+    loss = _apply_weighting(torch.square(label - pred), weight / 2, sample_weight, "GluonL2Loss")
     return _mean_except(loss, batch_axis)
 
 
 def gluon_l1_loss(pred, label, sample_weight=None, weight=None, batch_axis=0):
     label = _label_like("GluonL1Loss", pred, label)
-    loss = _apply_weighting(torch.abs(label - pred), weight, sample_weight)
+    loss = _apply_weighting(torch.abs(label - pred), weight, sample_weight, "GluonL1Loss")
     return _mean_except(loss, batch_axis)
 
 
@@ -217,13 +219,15 @@ def gluon_huber_loss(pred, label, sample_weight=None, rho=1.0, weight=None, batc
     label = _label_like("GluonHuberLoss", pred, label)
     d = torch.abs(label - pred)
     loss = torch.where(d > rho, d - 0.5 * rho, (0.5 / rho) * torch.square(d))
-    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+    return _mean_except(_apply_weighting(loss, weight, sample_weight, "GluonHuberLoss"), batch_axis)
 
 
 def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, from_sigmoid=False,
                            weight=None, batch_axis=0):
     label = _label_like("GluonSigmoidBCELoss", pred, label)
     pw = _native(pos_weight, pred)
+    if pw is not None:
+        ck.check_broadcast("GluonSigmoidBCELoss", "pos_weight", tuple(pw.shape), tuple(pred.shape))
     if not from_sigmoid:
         if pw is None:
             loss = F.relu(pred) - pred * label + F.softplus(-torch.abs(pred))
@@ -236,7 +240,7 @@ def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, fro
             loss = -(torch.log(pred + eps) * label + torch.log(1. - pred + eps) * (1. - label))
         else:
             loss = -(torch.log(pred + eps) * label * pw + torch.log(1. - pred + eps) * (1. - label))
-    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+    return _mean_except(_apply_weighting(loss, weight, sample_weight, "GluonSigmoidBCELoss"), batch_axis)
 
 
 def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label=True, from_logits=False,
@@ -256,7 +260,7 @@ def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label
     else:
         lab = _label_like(name, pred, label)
         loss = -(logp * lab).sum(dim=ax, keepdim=True)
-    return _mean_except(_apply_weighting(loss, weight, sample_weight), batch_axis)
+    return _mean_except(_apply_weighting(loss, weight, sample_weight, name), batch_axis)
 
 
 def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_weight=None, layout="NTC",
@@ -275,4 +279,4 @@ def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_we
     loss = F.ctc_loss(F.log_softmax(x, dim=-1), torch.as_tensor(labels, device=dev),
                       torch.as_tensor(pl, device=dev), torch.as_tensor(ll, device=dev),
                       blank=C - 1, reduction="none", zero_infinity=True)
-    return _apply_weighting(loss, weight, sample_weight)
+    return _apply_weighting(loss, weight, sample_weight, name)

@@ -459,6 +459,20 @@ def test_out_of_range_labels_raise(backend, rng):
         L.CrossEntropyLoss(weight=np.ones(4, np.float32))(x, dl.from_numpy(np.zeros(4, np.int64)))
 
 
+def test_weights_that_do_not_broadcast_raise(backend, rng):
+    x = dl.from_numpy(rng.standard_normal((4, 3)).astype(np.float32))
+    y = dl.from_numpy(rng.uniform(0, 1, (4, 3)).astype(np.float32))
+    with pytest.raises(ValueError, match=r"pos_weight of shape \(4,\) does not broadcast"):
+        L.BCEWithLogitsLoss(pos_weight=np.ones(4, np.float32))(x, y)
+    with pytest.raises(ValueError, match=r"weight of shape \(4, 3, 1\) does not broadcast"):
+        L.BCEWithLogitsLoss(weight=np.ones((4, 3, 1), np.float32))(x, y)   # would enlarge the loss
+    with pytest.raises(ValueError, match=r"GluonL2Loss: sample_weight of shape \(3, 1\)"):
+        G.GluonL2Loss()(x, y, dl.from_numpy(np.ones((3, 1), np.float32)))
+    with pytest.raises(ValueError, match="GluonSoftmaxCrossEntropyLoss: sample_weight"):
+        G.GluonSoftmaxCrossEntropyLoss()(x, dl.from_numpy(np.zeros(4, np.float32)),
+                                         dl.from_numpy(np.ones((4, 3), np.float32)))
+
+
 def test_constructor_and_reduce_errors():
     with pytest.raises(ValueError, match="reduction must be one of"):
         L.MSELoss(reduction="avg")

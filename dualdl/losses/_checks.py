@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = [
-    "REDUCTIONS", "check_reduction", "check_same_shape", "check_same_size", "class_target_kind",
+    "REDUCTIONS", "check_reduction", "check_same_shape", "check_broadcast", "check_same_size", "class_target_kind",
     "check_class_indices", "check_class_weight", "CTCPlan", "plan_ctc", "ctc_feasible", "gluon_ctc_lengths",
 ]
 
@@ -39,6 +39,18 @@ def check_same_shape(name: str, input_shape: Tuple[int, ...], target_shape: Tupl
         raise ValueError(f"{name}: input shape {tuple(input_shape)} and target shape "
                          f"{tuple(target_shape)} differ; dualdl requires identical shapes and never "
                          f"broadcasts a loss{hint}")
+
+
+def check_broadcast(name: str, what: str, shape: Tuple[int, ...], to: Tuple[int, ...]) -> None:
+    """``shape`` must broadcast (numpy rules) to exactly ``to``: checked here because MXNet reports
+    a bad broadcast asynchronously, and a weight must never enlarge the loss."""
+    try:
+        ok = np.broadcast_shapes(tuple(shape), tuple(to)) == tuple(to)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: {what} of shape {tuple(shape)} does not broadcast to the loss's shape "
+                         f"{tuple(to)}")
 
 
 def check_same_size(name: str, pred_shape: Tuple[int, ...], label_shape: Tuple[int, ...]) -> None:
