@@ -218,3 +218,19 @@ def test_error_in_main_process_names_sample_index():
     with pytest.raises(KeyError, match="corrupt") as ei:
         list(DataLoader(Bad(), batch_size=2, backend="numpy"))
     assert "sample index 4" in "".join(getattr(ei.value, "__notes__", []))
+
+
+def test_unseeded_loader_resumes_from_json_state(monkeypatch):
+    import json
+    monkeypatch.setattr(dl.random, "_SEED", None)            # no seed anywhere: fresh entropy
+    ds = ArrayDataset(np.arange(40))
+    a = DataLoader(ds, batch_size=6, shuffle=True, backend="numpy")
+    full = [b.tolist() for b in a]
+    a.set_epoch(0)
+    it = iter(a)
+    head = [next(it).tolist() for _ in range(3)]
+    state = json.loads(json.dumps(a.state_dict()))           # plain ints: JSON-safe
+    del it
+    b = DataLoader(ds, batch_size=6, shuffle=True, backend="numpy")
+    b.load_state_dict(state)
+    assert head + [x.tolist() for x in b] == full
