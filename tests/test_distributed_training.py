@@ -36,6 +36,8 @@ def _reference(engine, base):
             runpy.run_path(script(SCRIPTS[engine]), run_name="__main__")
         finally:
             sys.argv = argv
+            import dualdl.distributed as ddist
+            ddist.shutdown()
             if threads:
                 torch.set_num_threads(threads)
         _REFERENCES[engine] = out
@@ -107,27 +109,29 @@ def test_torch_and_mxnet_distributed_runs_agree(tmp_path_factory):
     assert diff < TOL
 
 
-def test_two_nodes_on_one_host_torch(tmp_path, tmp_path_factory):
-    """--nnodes/--node-rank/--port: the cluster form, with both "nodes" on this host."""
+@pytest.mark.parametrize("engine", ["torch", "mxnet"])
+def test_two_nodes_on_one_host(engine, tmp_path, tmp_path_factory):
+    """--nnodes/--node-rank/--port: the cluster form, with both "nodes" on this host (MXNet:
+    node 0 runs the scheduler and server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "dist"
-    common = ["--backend", "torch", "--nproc", "1", "--nnodes", "2", "--port", str(port),
+    common = ["--backend", engine, "--nproc", "1", "--nnodes", "2", "--port", str(port),
               "--timeout", "120"]
     node1 = subprocess.Popen([PYTHON, "-m", "dualdl", "launch", *common, "--node-rank", "1",
-                              script("train_torch.py"), "--out", str(out)],
+                              script(SCRIPTS[engine]), "--out", str(out)],
                              env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
-        rc0, _, err0, _ = launch([*common, "--node-rank", "0"], "train_torch.py",
+        rc0, _, err0, _ = launch([*common, "--node-rank", "0"], SCRIPTS[engine],
                                  ["--out", str(out)], timeout=150)
         _, err1 = node1.communicate(timeout=150)
     finally:
         if node1.poll() is None:
             os.killpg(node1.pid, 9)
     assert rc0 == 0 and node1.returncode == 0, err0[-3000:] + err1[-3000:]
-    ref_dir = _reference("torch", tmp_path_factory.getbasetemp())
+    ref_dir = _reference(engine, tmp_path_factory.getbasetemp())
     (_, w0), (_, w1), (_, ref) = _load(out, 0), _load(out, 1), _load(ref_dir, 0)
     for k in NAMES:
         np.testing.assert_array_equal(w0[k], w1[k])
