@@ -225,7 +225,8 @@ class MultiheadAttention(_MaskedBlock):
         if attn_mask is not None:
             scores = F.broadcast_add(scores, F.maximum(attn_mask, T.MASK_FILL))
         if key_padding_mask is not None:
-            kpm = F.expand_dims(F.expand_dims(key_padding_mask * T.MASK_FILL, axis=1), axis=1)  # (N,1,1,S)
+            kpm = (key_padding_mask != 0) * T.MASK_FILL                # nonzero (1, True, -inf) = pad
+            kpm = F.expand_dims(F.expand_dims(kpm, axis=1), axis=1)    # (N, 1, 1, S)
             scores = F.reshape(F.broadcast_add(F.reshape(scores, shape=(-4, -1, H, -2)), kpm), shape=(-3, -2))
         w = F.softmax(scores, axis=-1)
         if self.training and self.dropout > 0:
@@ -317,8 +318,9 @@ class TransformerEncoderLayer(_MaskedBlock):
         return self._dl_call((), src, am, pad, vl)
 
     def _pad(self, F, x, pad, valid_length):
+        """Float (N, T) padding mask, 1 = pad, from a mask (nonzero = pad) or valid_length."""
         if valid_length is None:
-            return pad
+            return None if pad is None else (pad != 0)
         steps = F.contrib.arange_like(x, axis=1 if self.batch_first else 0)          # (T,)
         return F.broadcast_greater_equal(F.reshape(steps, shape=(1, -1)), F.reshape(valid_length, shape=(-1, 1)))
 

@@ -265,3 +265,30 @@ def test_torch_padded_positions_match_nested_fast_path_not_slow_path():
         y, yf, ys = [m(x, src_key_padding_mask=pad) for m in (ours, fast, slow)]
     assert (yf[pad] == 0).all() and not (ys[pad] == 0).all() and (y[pad] == 0).all()
     assert (y - yf)[~pad].abs().max() < 1e-5 and (y - ys)[~pad].abs().max() < 1e-5
+
+
+def test_mxnet_inside_hybridized_parent():
+    """Inside a hybridized write-once model the layer sees Symbols: padding given as a -inf/0 float
+    mask or as valid_length, and a float attention mask, still give the imperative numbers."""
+    with dl.use("mxnet"):
+        class Net(dl.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = dl.nn.TransformerEncoder(
+                    dl.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True), 2)
+
+            def forward(self, x, pad, vl, causal):
+                return self.enc(x, mask=causal, src_key_padding_mask=pad) + self.enc(x, valid_length=vl)
+
+        net = Net()
+        net.eval()
+        x = np.random.default_rng(6).standard_normal((3, 6, D)).astype(np.float32)
+        vl = np.array([6, 3, 1], np.float32)
+        pad = np.where(np.arange(6)[None] >= vl[:, None], -np.inf, 0).astype(np.float32)
+        causal = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, 0).astype(np.float32)
+        args = [t(a) for a in (x, pad, vl, causal)]
+        ref = dl.to_numpy(net(*args))
+        net.hybridize()
+        hyb = dl.to_numpy(net(*args))
+        assert np.isfinite(ref).all() and np.abs(hyb - ref).max() < 1e-6
+        assert (ref[np.isinf(pad)] == 0).all()
