@@ -527,3 +527,31 @@ def test_loss_inside_model_forward_matches_across_backends(rng):
     gm = dict(nm.named_parameters())["fc.weight"].grad().asnumpy()
     _record("CrossEntropyLoss in model forward (grad wrt weight)", abs(lt.item() - lm.asscalar()), np.abs(gt - gm).max())
     np.testing.assert_allclose(gm, gt, atol=1e-6)
+
+
+def test_hybridized_forward_gets_a_clear_error():
+    """Symbols carry no values to check: a loss inside a hybridized block says so."""
+    class Net(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = dl.nn.Linear(3, 2)
+            self.mse = L.MSELoss()
+
+        def forward(self, x, y):
+            return self.mse(self.fc(x), y)
+
+    net = Net(backend="mxnet")
+    assert net(nd.ones((2, 3)), nd.ones((2, 2))).shape == (1,)
+    net.hybridize()
+    with pytest.raises(TypeError, match="MSELoss.*Symbol.*outside the hybridized block"):
+        net(nd.ones((2, 3)), nd.ones((2, 2)))
+
+
+def test_four_d_cross_entropy(rng):
+    x = rng.standard_normal((2, 4, 3, 2)).astype(np.float32)
+    t = rng.integers(0, 4, (2, 3, 2))
+    t[0, 0, 0] = -100
+    w = rng.uniform(0.5, 2, 4).astype(np.float32)
+    check_both("CrossEntropyLoss (N,C,H,W) weight+ignore+smoothing mean",
+               L.CrossEntropyLoss(weight=w, label_smoothing=0.1),
+               torch.nn.CrossEntropyLoss(weight=torch.tensor(w), label_smoothing=0.1), x, t)
