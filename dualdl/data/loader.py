@@ -14,6 +14,7 @@ import math
 import multiprocessing as mp
 import pickle
 import queue
+import sys
 import time
 from typing import Any, Callable, Dict, Iterator, Optional
 
@@ -43,7 +44,7 @@ class DataLoader:
     Arguments follow ``torch.utils.data.DataLoader``: ``batch_size``, ``shuffle``, ``sampler``,
     ``batch_sampler``, ``num_workers``, ``collate_fn`` (returns numpy; default
     :func:`~dualdl.data.default_collate`), ``drop_last``, ``timeout``, ``worker_init_fn``,
-    ``multiprocessing_context`` (default ``"fork"`` where available), ``prefetch_factor``. Added:
+    ``multiprocessing_context`` (default ``"fork"`` on Linux, else ``"spawn"``), ``prefetch_factor``. Added:
 
     - ``seed``: the shuffle seed (default ``dualdl.random.initial_seed()``, else fresh entropy).
       Also ``dl.seed(n)``. The order of epoch ``e`` depends only on (seed, e).
@@ -131,8 +132,8 @@ class DataLoader:
 
     @staticmethod
     def _check_context(ctx: Any) -> Any:
-        if ctx is None:
-            return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        if ctx is None:   # fork only on Linux (macOS system libraries are not fork-safe)
+            return "fork" if sys.platform.startswith("linux") else "spawn"
         if isinstance(ctx, str):
             if ctx not in mp.get_all_start_methods():
                 raise ValueError(f"multiprocessing_context must be one of {mp.get_all_start_methods()}, got {ctx!r}")
