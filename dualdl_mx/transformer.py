@@ -68,7 +68,7 @@ class Dropout(Layer):
         return f"p={self.p}"
 
 
-class _ModuleList(Module):
+class ModuleList(Module):
     """Children named "0", "1", ... (torch's ``nn.ModuleList`` naming: ``layers.0.linear1.weight``)."""
 
     def __init__(self, blocks: List[HybridBlock]) -> None:
@@ -86,7 +86,7 @@ class _ModuleList(Module):
         return iter(list(self._children.values()))
 
     def hybrid_forward(self, F, x):
-        raise NotImplementedError("_ModuleList has no forward; iterate over it")
+        raise NotImplementedError("ModuleList has no forward; iterate over it")
 
 
 class _MaskedBlock(Layer):
@@ -195,7 +195,10 @@ class MultiheadAttention(_MaskedBlock):
                 T.check_attn_mask(who, attn_mask.shape, L, S, n, self.num_heads, name="attn_mask")
             key_padding_mask = _nd_pad(key_padding_mask, query.dtype)
             attn_mask = _nd_attn_mask(attn_mask, query.dtype)
-        flags = (bool(need_weights), bool(average_attn_weights), query is key and key is value)
+        self_attention = query is key and key is value
+        flags = (bool(need_weights), bool(average_attn_weights), self_attention)
+        if self_attention:                       # one graph input, not three copies of it
+            key = value = None
         out = self._dl_call(flags, query, key, value, key_padding_mask, attn_mask)
         return (out[0], out[1]) if need_weights else (out, None)
 
@@ -204,7 +207,8 @@ class MultiheadAttention(_MaskedBlock):
         need_weights, average, self_attention = self._dl_fmt[0]
         E, H, D = self.embed_dim, self.num_heads, self.head_dim
         if not self.batch_first:                                   # work in (N, L, E)
-            query, key, value = (F.transpose(t, axes=(1, 0, 2)) for t in (query, key, value))
+            query, key, value = (None if t is None else F.transpose(t, axes=(1, 0, 2))
+                                 for t in (query, key, value))
         if self_attention:                                         # one GEMM, as torch's packed path
             proj = F.FullyConnected(query, in_proj_weight, in_proj_bias, num_hidden=3 * E,
                                     no_bias=in_proj_bias is None, flatten=False)
@@ -364,7 +368,7 @@ class TransformerEncoder(_MaskedBlock):
         if int(num_layers) < 1:
             raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
         self.num_layers = int(num_layers)
-        self.layers = _ModuleList([_clone_layer(encoder_layer) for _ in range(self.num_layers)])
+        self.layers = ModuleList([_clone_layer(encoder_layer) for _ in range(self.num_layers)])
         self.norm = norm
         self.enable_nested_tensor, self.mask_check = False, mask_check
 
