@@ -234,3 +234,25 @@ def test_unseeded_loader_resumes_from_json_state(monkeypatch):
     b = DataLoader(ds, batch_size=6, shuffle=True, backend="numpy")
     b.load_state_dict(state)
     assert head + [x.tolist() for x in b] == full
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_two_rank_loaders_cover_dataset_once(backend, drop_last):
+    n = 21
+    ds = ArrayDataset(np.arange(n) * 10)
+    seen = []
+    for rank in range(2):
+        sampler = DistributedSampler(n, 2, rank, seed=6, drop_last=drop_last)
+        loader = DataLoader(ds, batch_size=4, sampler=sampler)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            got = np.concatenate([dl.to_numpy(b) for b in loader]) // 10
+            seen.append((epoch, rank, got.tolist()))
+    for epoch in range(2):
+        shards = [s for e, r, s in seen if e == epoch]
+        union = sorted(shards[0] + shards[1])
+        if drop_last:
+            assert len(union) == 20 and len(set(union)) == 20          # 20 distinct, one dropped
+        else:
+            assert len(union) == 22 and set(union) == set(range(n))  # all 21, one padded repeat
+    assert seen[0][2] != seen[1][2]                                   # epochs differ
