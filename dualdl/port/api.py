@@ -46,6 +46,7 @@ class PortReport:
     checks: List[Check] = field(default_factory=list)
     loaded: bool = False
     message: str = ""
+    conflicts: List[str] = field(default_factory=list)
 
     @property
     def unpaired(self) -> Dict[str, List[str]]:
@@ -54,7 +55,7 @@ class PortReport:
 
     @property
     def complete(self) -> bool:
-        return not self.unpaired_source and not self.unpaired_target
+        return not self.unpaired_source and not self.unpaired_target and not self.conflicts
 
     @property
     def verified(self) -> bool:
@@ -80,7 +81,7 @@ class PortReport:
         return {
             "source_framework": self.source_framework, "target_framework": self.target_framework,
             "ok": self.ok, "loaded": self.loaded, "complete": self.complete,
-            "message": self.message, "max_abs_diff": self.max_abs_diff,
+            "message": self.message, "conflicts": self.conflicts, "max_abs_diff": self.max_abs_diff,
             "max_rel_diff": self.max_rel_diff, "checks": [vars(c) for c in self.checks],
             "notes": self.notes,
             "pairs": [{"source": p.source.label, "target": p.target.label, "role": p.target.role,
@@ -105,6 +106,7 @@ class PortReport:
             lines.append(f"  check [{c.name}]: max abs diff {c.max_abs_diff:.3g}, max rel diff "
                          f"{c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g}: "
                          f"{'passed' if c.passed else 'FAILED'}{' - ' + c.detail if c.detail else ''}")
+        lines += [f"  CONFLICT: {c}" for c in self.conflicts]
         for s in self.unpaired_source:
             lines.append(f"  unpaired source {s.label} role={s.role} shape={s.shape}"
                          f"{'' if s.ran else ' (its layer never ran)'}")
@@ -197,6 +199,10 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
     mapping = Mapping(res.entries, src.framework, dst.framework, list(res.notes))
     report = PortReport(src.framework, dst.framework, mapping, res.pairs, unpaired_src,
                         res.unpaired_target, notes)
+    report.conflicts = _tie_conflicts(dst_slots, mapping, src_state)
+    if report.conflicts:
+        report.message = "nothing loaded: " + "; ".join(report.conflicts)
+        return report
     if not report.complete and not allow_partial:
         report.message = (f"nothing loaded: {len(unpaired_src)} source and "
                           f"{len(res.unpaired_target)} target tensors did not pair "
@@ -245,6 +251,27 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
                           f"target left unchanged")
     warnings.warn("port verification failed: " + report.message, stacklevel=2)
     return report
+
+
+def _tie_conflicts(dst_slots: List[Slot], mapping: Mapping, state: Dict[str, np.ndarray]) -> List[str]:
+    """A tensor the target ties under two names must receive one value from the source."""
+    groups: Dict[int, List[str]] = {}
+    for s in dst_slots:
+        if s.part is None and s.key not in groups.get(s.ident, []):
+            groups.setdefault(s.ident, []).append(s.key)
+    entries = {e.target: e for e in mapping.entries}
+    out = []
+    for keys in groups.values():
+        keys = [k for k in keys if k in entries]
+        if len(keys) < 2:
+            continue
+        vals = [entries[k].compute(state) for k in keys]
+        for k, v in zip(keys[1:], vals[1:]):
+            if v.shape != vals[0].shape or not np.array_equal(v, vals[0]):
+                d = float(np.abs(v.astype(np.float64) - vals[0]).max()) if v.shape == vals[0].shape else float("inf")
+                out.append(f"the target ties {keys[0]} and {k} (one tensor) but the source gives "
+                           f"them different values (max diff {d:.3g}): the source does not tie them")
+    return out
 
 
 def _first(side: List[Slot], s: Slot) -> str:

@@ -206,8 +206,10 @@ class GluonSide(Side):
         return mx.nd.array(a, dtype=a.dtype)
 
     def _call(self, inputs, forward):
+        from mxnet import autograd
         args = [self._to_input(x) for x in inputs]
-        return forward(self.model, *args) if forward else self.model(*args)
+        with autograd.pause(train_mode=False):  # inference: dropout off, BN running stats
+            return forward(self.model, *args) if forward else self.model(*args)
 
     def _hybridized(self):
         return [(p, b) for p, b in self._blocks() if getattr(b, "_active", False)]
