@@ -256,3 +256,16 @@ def test_two_rank_loaders_cover_dataset_once(backend, drop_last):
         else:
             assert len(union) == 22 and set(union) == set(range(n))  # all 21, one padded repeat
     assert seen[0][2] != seen[1][2]                                   # epochs differ
+
+
+def test_loader_seed_reaches_unseeded_samplers_only():
+    ds = ArrayDataset(np.arange(16))
+    explicit = DistributedSampler(16, 2, 0, seed=5)
+    DataLoader(ds, sampler=explicit, seed=1, backend="numpy")
+    assert explicit.seed == 5                                  # its own seed is kept
+    unseeded = DistributedSampler(16, 2, 0)
+    DataLoader(ds, sampler=unseeded, seed=1, backend="numpy")
+    assert unseeded.seed == 1
+    loader = DataLoader(ds, sampler=explicit, backend="numpy")
+    loader.seed(9)                                             # an explicit call sets every seed
+    assert explicit.seed == 9 and loader.state_dict()["sampler_seed"] == 9

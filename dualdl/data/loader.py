@@ -33,6 +33,13 @@ class _Run:
         self.epoch, self.batches = epoch, batches
 
 
+def _unseeded(sampler: Any) -> bool:
+    """Whether a (batch) sampler with seeds was created without one."""
+    if isinstance(sampler, BatchSampler):
+        sampler = sampler.sampler
+    return hasattr(sampler, "set_seed") and getattr(sampler, "_seed", 0) is None
+
+
 def _is_map_style(ds: Any) -> bool:
     return hasattr(ds, "__getitem__") and hasattr(ds, "__len__")
 
@@ -46,8 +53,9 @@ class DataLoader:
     :func:`~dualdl.data.default_collate`), ``drop_last``, ``timeout``, ``worker_init_fn``,
     ``multiprocessing_context`` (default ``"fork"`` on Linux, else ``"spawn"``), ``prefetch_factor``. Added:
 
-    - ``seed``: the shuffle seed (default ``dualdl.random.initial_seed()``, else fresh entropy).
-      Also ``dl.seed(n)``. The order of epoch ``e`` depends only on (seed, e).
+    - ``seed``: the shuffle seed (default ``dualdl.random.initial_seed()``, else fresh entropy),
+      also given to a sampler passed without its own seed; ``dl.seed(n)`` sets it and every
+      sampler's. The order of epoch ``e`` depends only on (seed, e).
     - ``float_dtype``: cast floating arrays (e.g. ``"float32"`` for float64 numpy data).
     - ``state_dict()`` / ``load_state_dict()``: ``{"epoch", "batches", "seed", "sampler_seed"}``;
       a loaded state continues the epoch after the last batch handed out.
@@ -123,7 +131,11 @@ class DataLoader:
                 raise ValueError(f"float_dtype must be a floating dtype, got {float_dtype}")
         self.float_dtype = float_dtype
         if self._explicit_seed is not None:
-            self.seed(self._explicit_seed)
+            # a sampler given with its own seed keeps it; dl.seed(n) later overrides every seed
+            if _unseeded(self.batch_sampler):
+                self.seed(self._explicit_seed)
+            else:
+                self.seed()
         self._epoch = 0
         self._synced = 0            # the sampler epoch as the loader last left it
         self._skip = 0              # batches to skip at the next iteration (resume)
