@@ -555,3 +555,33 @@ def test_four_d_cross_entropy(rng):
     check_both("CrossEntropyLoss (N,C,H,W) weight+ignore+smoothing mean",
                L.CrossEntropyLoss(weight=w, label_smoothing=0.1),
                torch.nn.CrossEntropyLoss(weight=torch.tensor(w), label_smoothing=0.1), x, t)
+
+
+def test_gluon_l2_training_curve_reproduced_on_torch(rng):
+    """The step contract: Gluon's per-sample L2Loss + backward (a sum) + Trainer.step(N) equals
+    GluonL2Loss on torch + reduce(..., 'mean') + SGD.step(), over several steps."""
+    X = rng.standard_normal((8, 5)).astype(np.float32)
+    Y = rng.standard_normal((8, 2)).astype(np.float32)
+    nt, nm = dl.nn.Linear(5, 2, backend="torch"), dl.nn.Linear(5, 2, backend="mxnet")
+    dl.load_state_dict(nm, dl.state_dict(nt))
+    opt = torch.optim.SGD(nt.parameters(), lr=0.1)
+    trainer = gluon.Trainer(nm.collect_params(), "sgd", {"learning_rate": 0.1})
+    lt_curve, lm_curve = [], []
+    for _ in range(4):
+        opt.zero_grad()
+        lt = L.reduce(G.GluonL2Loss()(nt(torch.tensor(X)), torch.tensor(Y)), "mean")
+        lt.backward()
+        opt.step()
+        nm.zero_grad()                    # dualdl modules accumulate gradients (grad_req='add'), as torch does
+        with autograd.record():
+            lm = gluon.loss.L2Loss()(nm(nd.array(X)), nd.array(Y))
+        lm.backward()
+        trainer.step(X.shape[0])
+        lt_curve.append(lt.item())
+        lm_curve.append(float(lm.mean().asscalar()))
+    np.testing.assert_allclose(lt_curve, lm_curve, rtol=1e-6)
+    wt, wm = nt.weight.detach().numpy(), dict(nm.named_parameters())["weight"].data().asnumpy()
+    _record("GluonL2Loss 4 SGD steps (torch vs gluon weights)", np.abs(np.array(lt_curve) - lm_curve).max(),
+            np.abs(wt - wm).max())
+    np.testing.assert_allclose(wt, wm, atol=1e-6)
+    assert lt_curve[-1] < lt_curve[0]
