@@ -107,7 +107,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``torch.matmul``: batched, broadcasting batch dims, 1-D operands promoted as in numpy.
     MXNet: ``dot``/``batch_dot`` for 2-D/3-D NDArrays, MXNet's ``np.matmul`` otherwise (legacy
     ``dot`` contracts N-D tensors differently and does not broadcast). Vector @ vector has shape
-    ``(1,)`` on MXNet NDArrays (``()`` on torch) and is not supported on Symbols."""
+    ``(1,)`` on MXNet NDArrays (``()`` on torch) and is not supported on Symbols.
+    MXNet 1.9.1 bug avoided for NDArrays (explicit broadcast + ``batch_dot``) but not on Symbols:
+    ``np.matmul``'s gradient for ``a`` is wrong when a's batch dims broadcast in a middle axis
+    (e.g. (5,1,3,4) @ (2,4,6)); in hybridized code give such operands equal batch dims."""
     return _ops2(a, b).matmul(a, b)
 
 
