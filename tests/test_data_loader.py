@@ -269,3 +269,11 @@ def test_loader_seed_reaches_unseeded_samplers_only():
     loader = DataLoader(ds, sampler=explicit, backend="numpy")
     loader.seed(9)                                             # an explicit call sets every seed
     assert explicit.seed == 9 and loader.state_dict()["sampler_seed"] == 9
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64"])
+def test_every_supported_dtype_kept(backend, dtype):
+    data = (np.arange(-3, 5) * 1.25).astype(dtype)
+    got = [dl.to_numpy(b) for b in DataLoader(data, batch_size=3)]
+    assert all(g.dtype == np.dtype(dtype) for g in got)
+    assert np.concatenate(got).tobytes() == data.tobytes()
