@@ -63,6 +63,14 @@ def test_worker_leaving_early_with_exit_0_does_not_hang_the_job(tmp_path):
     assert_all_dead(tmp_path, 4)
 
 
+def test_torch_rank_may_finish_before_the_others(tmp_path):
+    # torch ranks leave independently (e.g. rank 0 evaluates alone): not a failure by default
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "30"], "faulty.py",
+                                ["--fault", "solo", "--piddir", str(tmp_path)])
+    assert rc == 0, err
+    assert "rank 0 done" in out
+
+
 def test_explicit_port_in_use_is_refused_before_starting(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -199,3 +207,24 @@ def test_missing_script(capsys):
     launcher.add_arguments(p)
     assert launcher.run(p.parse_args(["no/such/script.py"])) == 2
     assert "script 'no/such/script.py' not found" in capsys.readouterr().err
+
+
+def test_terminating_the_launcher_stops_every_process(tmp_path):
+    cmd = [PYTHON, "-m", "dualdl", "launch", "--nproc", "2", "--grace", "1", script("faulty.py"),
+           "--fault", "hang", "--piddir", str(tmp_path)]
+    p = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(os.listdir(tmp_path)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(os.listdir(tmp_path)) == 4, "the job did not start"
+        t0 = time.monotonic()
+        p.send_signal(15)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+    assert p.returncode == 128 + 15, err
+    assert "interrupted" in err and time.monotonic() - t0 < 10
+    assert_all_dead(tmp_path, 4)

@@ -47,9 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="engine (default: $DUALDL_BACKEND or torch)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds; kill every process after this and exit 124 (default: none)")
-    p.add_argument("--exit-timeout", type=float, default=60.0,
-                   help="seconds the others may keep running after one worker exited 0; a peer "
-                        "that leaves early hangs the rest (default 60)")
+    p.add_argument("--exit-timeout", type=float, default=None,
+                   help="seconds the others may keep running after one worker exited 0, then "
+                        "the job fails (0: never). Default: 30 for MXNet, where workers leave "
+                        "together through ps-lite's final barrier and one that leaves early "
+                        "hangs the rest; 0 for torch, where rank 0 may legitimately work on alone")
     p.add_argument("--grace", type=float, default=3.0,
                    help="seconds between SIGTERM and SIGKILL when stopping processes (default 3)")
     p.add_argument("--master-addr", "--host", dest="master_addr", default="127.0.0.1",
@@ -81,7 +83,7 @@ class _Config:
     node_host: Optional[str]
     num_servers: int
     timeout: Optional[float]
-    exit_timeout: float
+    exit_timeout: Optional[float]
     grace: float
     tail: int
     python: str
@@ -100,10 +102,15 @@ def _validate(args: argparse.Namespace) -> _Config:
             raise LaunchError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0 <= args.node_rank < args.nnodes:
         raise LaunchError(f"--node-rank {args.node_rank} is not in [0, --nnodes {args.nnodes})")
-    for name in ("timeout", "exit_timeout", "grace"):
+    for name in ("timeout", "grace"):
         v = getattr(args, name)
         if v is not None and v <= 0:
             raise LaunchError(f"--{name.replace('_', '-')} must be > 0, got {v}")
+    exit_timeout = args.exit_timeout
+    if exit_timeout is None:
+        exit_timeout = 30.0 if backend == "mxnet" else 0.0
+    if exit_timeout < 0:
+        raise LaunchError(f"--exit-timeout must be >= 0, got {exit_timeout}")
     if not 0 <= args.port < 65536:
         raise LaunchError(f"--port {args.port} is not a TCP port")
     if args.nnodes > 1 and not args.port:
@@ -123,7 +130,7 @@ def _validate(args: argparse.Namespace) -> _Config:
     if cmd[3:4] == ["--"]:
         del cmd[3]
     return _Config(backend, args.nproc, args.nnodes, args.node_rank, args.master_addr, args.port,
-                   node_host, args.num_servers, args.timeout, args.exit_timeout, args.grace,
+                   node_host, args.num_servers, args.timeout, exit_timeout or None, args.grace,
                    max(0, args.tail), args.python, cmd, hosts, _base_env(backend))
 
 
@@ -335,7 +342,9 @@ class _Result:
 
 
 class _Interrupted(Exception):
-    pass
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Result:
@@ -367,7 +376,8 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
                 break
             if worker_done_at is None and any(p.is_worker and p.exit_time for p in procs):
                 worker_done_at = now
-            if worker_done_at is not None and now - worker_done_at > cfg.exit_timeout:
+            if (cfg.exit_timeout and worker_done_at is not None
+                    and now - worker_done_at > cfg.exit_timeout):
                 first = sorted((p for p in procs if p.exit_time is not None),
                                key=lambda q: q.exit_time)[:1]
                 reason = "early-exit"
@@ -376,8 +386,9 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
                 reason = "timeout"
                 break
             time.sleep(_POLL)
-    except _Interrupted:
+    except _Interrupted as e:
         reason = "interrupted"
+        code = 128 + int(e.signum)
     finally:
         _stop_all(procs, cfg.grace)
         for p in procs:
@@ -395,7 +406,7 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
                  f"free port")
             return _Result(EXIT_FAILED, port_conflict=True)
         _report(cfg, procs, first, reason, elapsed, port, conflict and not auto_port)
-        code = {"timeout": EXIT_TIMEOUT, "interrupted": 130}.get(reason, EXIT_FAILED)
+        code = {"timeout": EXIT_TIMEOUT, "interrupted": code}.get(reason, EXIT_FAILED)
         return _Result(code)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -429,7 +440,7 @@ def _report(cfg: _Config, procs: Sequence[_Proc], first: Sequence[_Proc], reason
     elif reason == "timeout":
         lines.append(f"TIMEOUT: the job did not finish within --timeout {cfg.timeout:g} s")
     else:
-        lines.append("interrupted")
+        lines.append(f"interrupted after {elapsed:.1f} s: stopped every process")
     lines.append("processes:")
     shown = set(id(p) for p in first)
     for p in list(first) + [q for q in procs if id(q) not in shown]:
@@ -456,7 +467,7 @@ def run(args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         def _raise(signum, frame):
             signal.signal(signum, signal.SIG_IGN)    # once: let the cleanup finish
-            raise _Interrupted()
+            raise _Interrupted(signum)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             handlers[sig] = signal.signal(sig, _raise)
     try:
@@ -468,8 +479,8 @@ def run(args: argparse.Namespace) -> int:
             if not result.port_conflict:
                 return result.code
         return EXIT_FAILED
-    except _Interrupted:
-        return 130
+    except _Interrupted as e:
+        return 128 + int(e.signum)
     finally:
         for sig, h in handlers.items():
             signal.signal(sig, h)

@@ -1,7 +1,7 @@
 """A worker that misbehaves on one rank, for the launcher's fault tests.
 
 --engine none|torch|mxnet   (none: no framework, rank from $RANK; fastest)
---fault exit1|hang|signal|early0|none   what rank --bad-rank does after init
+--fault exit1|hang|signal|early0|solo|none   what rank --bad-rank does after init
 --piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
 --expect-world N   passed to dualdl.distributed.init(world_size=N)
 """
@@ -56,8 +56,12 @@ if rank == args.bad_rank:
         os.kill(os.getpid(), signal.SIGKILL)
     if args.fault == "early0":
         os._exit(0)                      # skips the collectives the others wait for
+    if args.fault == "solo":
+        sys.exit(0)
 
-if args.engine == "none":
+if args.fault == "solo":                 # rank bad-rank left at once; the others work on
+    time.sleep(1.5)
+elif args.engine == "none":
     if args.fault != "none":
         child = subprocess.Popen(["sleep", "1000"])     # a peer waiting for the bad rank
         record(child.pid, "grandchild")
