@@ -55,8 +55,8 @@ def _native(x: Any, like: nd.NDArray) -> Optional[nd.NDArray]:
         if x.context != like.context:
             x = x.as_in_context(like.context)
         return x if x.dtype == like.dtype else x.astype(like.dtype)
-    return nd.array(np.array(_host(x), dtype=like.dtype, ndmin=1) if np.ndim(_host(x)) == 0
-                    else _host(x), ctx=like.context, dtype=like.dtype)
+    a = np.array(_host(x), dtype=like.dtype, ndmin=1)     # MXNet 1.x has no 0-d arrays
+    return nd.array(a, ctx=like.context, dtype=like.dtype)
 
 
 def _const(a: np.ndarray, like: nd.NDArray, dtype=None) -> nd.NDArray:
@@ -169,10 +169,10 @@ def _nll_parts(logp: nd.NDArray, t: np.ndarray, weight, ignore_index):
     ignored); class axis 1. Indices are host-checked, so ``pick`` never clips."""
     valid = t != ignore_index
     safe = np.where(valid, t, 0)
-    idx = _const(safe.astype(np.float32), logp, "float32")
+    idx = _const(safe.astype(np.int32), logp, "int32")
     w = _const(valid.astype(np.float32), logp)
     if weight is not None:
-        w = w * nd.take(weight, idx.astype("int32"))
+        w = w * nd.take(weight, idx)
     picked = nd.pick(logp, idx, axis=1)
     return -picked * w, w, valid
 
