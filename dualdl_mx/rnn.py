@@ -23,8 +23,10 @@ hybridize.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Optional, Sequence, Tuple
 
+import numpy as np
 from mxnet import nd
 from mxnet.gluon import HybridBlock
 
@@ -67,6 +69,10 @@ class _RNNBase(Layer):
         if int(num_layers) < 1 or int(hidden_size) < 1 or int(input_size) < 1:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive, got "
                              f"{input_size}, {hidden_size}, {num_layers}")
+        if dropout > 0 and int(num_layers) == 1:
+            warnings.warn(f"{name}: dropout option adds dropout after all but last recurrent layer, so "
+                          f"non-zero dropout expects num_layers greater than 1, but got dropout={dropout} "
+                          f"and num_layers={num_layers}", stacklevel=3)
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.bias = int(num_layers), bool(bias)
         self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
@@ -107,6 +113,10 @@ class _RNNBase(Layer):
         if len(shape) not in (2, 3) or shape[-1] != self.input_size:
             raise ValueError(f"{self._desc()}: expected input of shape {expected} "
                              f"(layout {self.layout}), got {shape}")
+        w = self.weight_ih_l0.dtype
+        if np.dtype(x.dtype) != np.dtype(w):
+            raise ValueError(f"{self._desc()}: input dtype {np.dtype(x.dtype)} does not match the weights' "
+                             f"dtype {np.dtype(w)}")
         if state is None:
             return
         batched = len(shape) == 3

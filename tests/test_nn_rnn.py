@@ -244,6 +244,17 @@ def test_bad_state_shape(backend):
         g(x, _t(np.zeros((1, 4))))
 
 
+def test_input_dtype_must_match_weights(backend):
+    m = nn.GRU(5, 4)
+    with pytest.raises(ValueError, match="dtype"):
+        m(dl.from_numpy(np.zeros((6, 3, 5), dtype=np.float64)))
+
+
+def test_dropout_with_one_layer_warns(backend):
+    with pytest.warns(UserWarning, match="num_layers greater than 1"):
+        nn.LSTM(3, 4, dropout=0.5)
+
+
 def test_batch_first_data_to_tnc_layer_is_detected(backend):
     m = nn.GRU(5, 4)                                  # TNC
     x = _t(np.zeros((3, 6, 5)))                       # actually (N=3, T=6, C)
