@@ -316,3 +316,14 @@ def test_zero_dim_tensors_stay_zero_dim(tmp_path, fmt):
     got = F.read_tensors(tmp_path / "s")
     assert got["s"].shape == () and got["s"].dtype == np.float64 and got["s"] == 2.5
     assert got["n"].shape == () and got["n"].dtype == np.int64
+
+
+def test_legacy_torch_pickle_format(tmp_path):
+    torch = pytest.importorskip("torch")
+    sd = {"w": torch.arange(6, dtype=torch.int32).reshape(2, 3), "b": torch.ones(2, dtype=torch.float16)}
+    torch.save(sd, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert (tmp_path / "legacy.pt").read_bytes()[:1] == b"\x80"
+    assert F.detect_format(tmp_path / "legacy.pt") == "torch"
+    got = F.read_tensors(tmp_path / "legacy.pt")
+    assert got["w"].dtype == np.int32 and got["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert got["b"].dtype == np.float16
