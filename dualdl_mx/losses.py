@@ -236,7 +236,8 @@ def _check_log_probs(name: str, lp: nd.NDArray, input_lengths: np.ndarray) -> No
         m = nd.max(x, axis=2, keepdims=True)
         lse = nd.log(nd.sum(nd.exp(nd.broadcast_sub(x, m)), axis=2)) + m.reshape(m.shape[:2])   # (T, N)
         mask = np.arange(lp.shape[0])[:, None] < input_lengths[None, :]
-        worst = float((nd.abs(lse) * _const(mask.astype(np.float32), lse)).max().asscalar()) if lse.size else 0.0
+        dev = nd.where(_const(mask.astype(np.float32), lse), nd.abs(lse), nd.zeros_like(lse))
+        worst = float(dev.max().asscalar()) if lse.size else 0.0
     tol = 1e-2 if lp.dtype == np.float16 else 1e-3
     if not worst <= tol:
         raise ValueError(f"{name}: log_probs must be log-probabilities over the class axis (apply "
@@ -268,8 +269,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     lab = np.where(np.arange(labels.shape[1])[None, :] < tl[:, None], labels, 0)[:, :width]
     # MXNet's CTC op computes in float32 only (float64 fails): cast there and back (grads flow)
     data = data if data.dtype == np.float32 else data.astype("float32")
-    per = nd.CTCLoss(data, _const(lab.astype(np.float32), data), _const(plan.input_lengths.astype(np.float32), data),
-                     _const(tl.astype(np.float32), data),
+    per = nd.CTCLoss(data, _const(lab.astype(np.float32), data),
+                     _const(plan.input_lengths.astype(np.float32), data), _const(tl.astype(np.float32), data),
                      use_data_lengths=True, use_label_lengths=True, blank_label=mode)
     if per.dtype != lp.dtype:
         per = per.astype(lp.dtype)
@@ -308,17 +309,20 @@ def _sample_weight(name, sample_weight, like, loss_shape):
 
 def gluon_l2_loss(pred, label, sample_weight=None, weight=1.0, batch_axis=0):
     label = _gluon_label("GluonL2Loss", pred, label)
-    return gluon.loss.L2Loss(weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonL2Loss", sample_weight, pred, pred.shape))
+    sw = _sample_weight("GluonL2Loss", sample_weight, pred, pred.shape)
+    return gluon.loss.L2Loss(weight=weight, batch_axis=batch_axis)(pred, label, sw)
 
 
 def gluon_l1_loss(pred, label, sample_weight=None, weight=None, batch_axis=0):
     label = _gluon_label("GluonL1Loss", pred, label)
-    return gluon.loss.L1Loss(weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonL1Loss", sample_weight, pred, pred.shape))
+    sw = _sample_weight("GluonL1Loss", sample_weight, pred, pred.shape)
+    return gluon.loss.L1Loss(weight=weight, batch_axis=batch_axis)(pred, label, sw)
 
 
 def gluon_huber_loss(pred, label, sample_weight=None, rho=1.0, weight=None, batch_axis=0):
     label = _gluon_label("GluonHuberLoss", pred, label)
-    return gluon.loss.HuberLoss(rho=rho, weight=weight, batch_axis=batch_axis)(pred, label, _sample_weight("GluonHuberLoss", sample_weight, pred, pred.shape))
+    sw = _sample_weight("GluonHuberLoss", sample_weight, pred, pred.shape)
+    return gluon.loss.HuberLoss(rho=rho, weight=weight, batch_axis=batch_axis)(pred, label, sw)
 
 
 def gluon_sigmoid_bce_loss(pred, label, sample_weight=None, pos_weight=None, from_sigmoid=False,
@@ -349,9 +353,10 @@ def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label
         label = _const(t.reshape(want).astype(np.float32), pred, "float32")
     else:
         label = _gluon_label(name, pred, label)
+    loss_shape = tuple(1 if d == ax else n for d, n in enumerate(pred.shape))     # keepdims on axis
+    sw = _sample_weight(name, sample_weight, pred, loss_shape)
     return gluon.loss.SoftmaxCrossEntropyLoss(axis=axis, sparse_label=sparse_label, from_logits=from_logits,
-                                              weight=weight, batch_axis=batch_axis)(
-        pred, label, _sample_weight(name, sample_weight, pred, tuple(1 if d == ax else n for d, n in enumerate(pred.shape))))
+                                              weight=weight, batch_axis=batch_axis)(pred, label, sw)
 
 
 def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_weight=None, layout="NTC",

@@ -156,7 +156,8 @@ def _check_log_probs(name: str, lp: torch.Tensor, input_lengths: np.ndarray) -> 
     with torch.no_grad():
         lse = torch.logsumexp(lp.float() if lp.dtype == torch.float16 else lp, dim=-1)   # (T, N)
         T = lp.shape[0]
-        mask = torch.arange(T, device=lp.device)[:, None] < torch.as_tensor(input_lengths, device=lp.device)[None, :]
+        lengths = torch.as_tensor(input_lengths, device=lp.device)
+        mask = torch.arange(T, device=lp.device)[:, None] < lengths[None, :]
         worst = float(lse.abs().masked_fill(~mask, 0).max()) if lse.numel() else 0.0
     tol = 1e-2 if lp.dtype == torch.float16 else 1e-3
     if not worst <= tol:

@@ -289,6 +289,18 @@ def test_ctc_infeasible_alignments(reduction, rng):
                 np.testing.assert_allclose(got.reshape(rv.shape), rv, rtol=1e-6)
 
 
+def test_ctc_padding_frames_are_not_checked(rng):
+    """Frames past input_lengths may hold anything (zeros, NaN): only valid frames must be log-probs."""
+    logits, tg, il, tl = _ctc_data(rng)
+    lp = torch.log_softmax(torch.tensor(logits), -1).numpy()
+    lp[7:, 1] = 0.0                    # sample 1 has 7 frames
+    lp[8:, 2] = np.nan                 # sample 2 has 8
+    ref = torch.nn.CTCLoss(reduction="none")(torch.tensor(lp), torch.tensor(tg), torch.tensor(il), torch.tensor(tl))
+    for mk in (torch.tensor, nd.array):
+        got = dl.to_numpy(L.CTCLoss(reduction="none")(mk(lp), mk(tg), il, tl))
+        np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5)
+
+
 def test_ctc_errors(rng):
     T, N, C = 5, 2, 4
     raw = rng.standard_normal((T, N, C)).astype(np.float32)

@@ -201,7 +201,8 @@ def ctc_feasible(labels: np.ndarray, input_lengths: np.ndarray, target_lengths: 
 
 
 def gluon_ctc_lengths(name: str, label: np.ndarray, label_lengths: Optional[np.ndarray],
-                      pred_lengths: Optional[np.ndarray], T: int, C: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      pred_lengths: Optional[np.ndarray], T: int,
+                      C: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gluon's CTCLoss conventions (blank = C-1, labels padded with -1, a label's length is the
     position of its first -1 unless ``label_lengths`` is given). Returns (labels, pred_len, label_len)."""
     lab = np.asarray(label)
