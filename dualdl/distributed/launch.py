@@ -186,8 +186,18 @@ def _loopback_ifname() -> Optional[str]:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
+# DMLC_* variables an MXNet job may take from the user (interface choice for ps-lite)
+_DMLC_KEEP = ("DMLC_INTERFACE",)
+
+
+def _removed_dmlc(backend: str) -> List[str]:
+    keep = _DMLC_KEEP if backend == "mxnet" else ()
+    return sorted(k for k in dmlc_vars() if k not in keep)
+
+
 def _base_env(backend: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
+    drop = set(_removed_dmlc(backend))
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
               "MASTER_PORT", "GROUP_RANK", "NODE_RANK", RANK_FILE):
         env.pop(k, None)
@@ -460,9 +470,9 @@ def run(args: argparse.Namespace) -> int:
     except LaunchError as e:
         _log(f"error: {e}")
         return EXIT_USAGE
-    leaked = dmlc_vars()
+    leaked = _removed_dmlc(cfg.backend)
     if leaked:
-        _log(f"note: removed {', '.join(sorted(leaked))} from the children's environment")
+        _log(f"note: removed {', '.join(leaked)} from the children's environment")
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         def _raise(signum, frame):
