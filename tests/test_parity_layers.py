@@ -1,0 +1,316 @@
+"""torch vs MXNet parity of dualdl's core layers and of composed models (MLP, LeNet, CNN with
+BatchNorm and a residual write-once block).
+
+Every parameter and buffer is randomised on the torch build and copied to two MXNet builds (one
+hybridized) through ``dl.state_dict``/``dl.load_state_dict``; the same random inputs run in train
+mode (3 steps, BatchNorm statistics update) then eval mode. Compared: outputs, input gradients,
+parameter gradients, running statistics. Measured maxima are printed as a table (``pytest -s``).
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import dualdl as dl
+from dualdl import nn
+
+torch = pytest.importorskip("torch")
+mx = pytest.importorskip("mxnet")
+from mxnet import autograd, nd  # noqa: E402
+
+RESULTS = {}          # case -> {quantity: max abs diff}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_table():
+    yield
+    cols = ["out", "dx", "dparam", "stats", "hyb out", "hyb dx", "hyb dparam"]
+    print("\n\nmax abs diff, torch vs MXNet (non-hybridized) and MXNet hybridized vs not")
+    print(f"{'case':28s}" + "".join(f"{c:>11s}" for c in cols))
+    for case, r in RESULTS.items():
+        print(f"{case:28s}" + "".join(f"{r[c]:11.1e}" if c in r else f"{'-':>11s}" for c in cols))
+
+
+def build(factory):
+    with dl.use("torch"):
+        t = factory()
+    with dl.use("mxnet"):
+        m, h = factory(), factory()
+    h.hybridize()
+    return t, m, h
+
+
+def randomise(t, rng):
+    """Random values of order 1 for every float tensor of the torch build (norm scales around 1,
+    positive running variances)."""
+    state = {}
+    for k, v in dl.state_dict(t).items():
+        shape = tuple(v.shape)
+        if not v.dtype.is_floating_point:
+            continue
+        if k.endswith("running_var"):
+            a = 0.5 + rng.random(shape)
+        elif len(shape) >= 2:
+            a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))
+        elif k.endswith("weight") or k.endswith("scale"):
+            a = 1.0 + 0.3 * rng.standard_normal(shape)
+        else:
+            a = 0.3 * rng.standard_normal(shape)
+        state[k] = a.astype(np.float32)
+    dl.load_state_dict(t, state)
+
+
+def copy_to(t, *mx_models):
+    sd = dl.state_dict(t)
+    for m in mx_models:
+        dl.load_state_dict(m, sd)
+
+
+def run_torch(t, x, rng):
+    """Forward, then backward of a random output gradient (returned for the MXNet runs)."""
+    t.zero_grad()
+    xt = torch.tensor(x, requires_grad=x.dtype.kind == "f")
+    y = t(xt)
+    g = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+    y.backward(torch.tensor(g))
+    dx = xt.grad.numpy() if xt.requires_grad else None
+    grads = {k: p.grad.numpy().copy() for k, p in t.named_parameters() if p.grad is not None}
+    return (y.detach().numpy(), dx, grads), g
+
+
+def run_mx(m, x, g):
+    m.zero_grad()
+    xm = nd.array(x, dtype=x.dtype)
+    if x.dtype.kind == "f":
+        xm.attach_grad()
+    with autograd.record():
+        y = m(xm)
+    y.backward(nd.array(g))
+    dx = xm.grad.asnumpy() if x.dtype.kind == "f" else None
+    grads = {k: p.grad().asnumpy() for k, p in m.named_parameters() if p.grad_req != "null"}
+    return y.asnumpy(), dx, grads
+
+
+def maxdiff(a, b):
+    if a is None and b is None:
+        return 0.0
+    assert a.shape == b.shape, f"shape {a.shape} vs {b.shape}"
+    return float(np.abs(a.astype(np.float64) - b).max()) if a.size else 0.0
+
+
+def tol(ref):
+    return 1e-5 * max(1.0, float(np.abs(ref).max()) if ref is not None and ref.size else 1.0)
+
+
+def stats(model):
+    return {k: dl.to_numpy(v) for k, v in dl.state_dict(model).items() if "running" in k}
+
+
+def compare(case, factory, make_input, steps=3, seed=0):
+    """Run ``steps`` train-mode steps then one eval step on torch, MXNet and hybridized MXNet."""
+    rng = np.random.default_rng(seed)
+    t, m, h = build(factory)
+    randomise(t, rng)
+    copy_to(t, m, h)
+    r = {}
+
+    def upd(key, v):
+        r[key] = max(r.get(key, 0.0), v)
+
+    for step in range(steps + 1):
+        train = step < steps
+        for mod in (t, m, h):
+            mod.train(train)
+        if not train:
+            copy_to(t, h)      # hybridized BatchNorm keeps MXNet's own (biased) running statistics
+        x = make_input(rng)
+        (yt, dxt, gt), g = run_torch(t, x, rng)
+        (ym, dxm, gm), (yh, dxh, gh) = run_mx(m, x, g), run_mx(h, x, g)
+        assert set(gt) == set(gm), f"{case}: parameter gradients {sorted(gt)} vs {sorted(gm)}"
+        checks = [("out", yt, ym), ("dx", dxt, dxm), ("hyb out", ym, yh), ("hyb dx", dxm, dxh)]
+        st, sm = stats(t), stats(m)
+        checks += [("stats", st[k], sm[k]) for k in st]
+        for key, a, b in checks:
+            d = maxdiff(a, b)
+            upd(key, d)
+            assert d <= tol(a), f"{case} step {step} ({'train' if train else 'eval'}): {key} {d:.2e}"
+        # parameter gradients: relative to the largest one (a gradient that is 0 in exact arithmetic,
+        # e.g. a bias followed by BatchNorm, carries rounding noise of the size of the summed terms)
+        scale = tol(np.concatenate([v.ravel() for v in gt.values()])) if gt else 0.0
+        for key, ga, gb in (("dparam", gt, gm), ("hyb dparam", gm, gh)):
+            for k in ga:
+                d = maxdiff(ga[k], gb[k])
+                upd(key, d)
+                assert d <= scale, f"{case} step {step}: {key} {k} {d:.2e} (largest gradient {scale * 1e5:.2f})"
+    RESULTS[case] = r
+    return t, m, h
+
+
+def randn(*shape):
+    return lambda rng: rng.standard_normal(shape).astype(np.float32)
+
+
+LAYER_CASES = {
+    "Conv1d s2 p1": (lambda: nn.Conv1d(4, 6, 3, stride=2, padding=1), randn(2, 4, 9)),
+    "Conv1d same k4": (lambda: nn.Conv1d(4, 6, 4, padding="same"), randn(2, 4, 9)),
+    "Conv2d s2 p1 g2": (lambda: nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), randn(2, 4, 7, 7)),
+    "Conv2d same (2,4)": (lambda: nn.Conv2d(3, 4, (2, 4), padding="same"), randn(2, 3, 6, 7)),
+    "Conv2d d2 nobias": (lambda: nn.Conv2d(3, 4, 3, dilation=2, bias=False), randn(2, 3, 8, 8)),
+    "MaxPool1d ceil": (lambda: nn.MaxPool1d(2, 2, 1, ceil_mode=True), randn(2, 3, 5)),
+    "MaxPool2d ceil crop": (lambda: nn.MaxPool2d(2, 2, 1, ceil_mode=True), randn(2, 3, 5, 5)),
+    "AvgPool1d ceil": (lambda: nn.AvgPool1d(3, 2, 1, ceil_mode=True), randn(2, 3, 8)),
+    "AvgPool2d ceil no-pad-count": (lambda: nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+                                    randn(2, 3, 6, 6)),
+    "AdaptiveAvgPool2d(1)": (lambda: nn.AdaptiveAvgPool2d((1, 1)), randn(2, 3, 5, 5)),
+    "AdaptiveAvgPool2d(3,2)": (lambda: nn.AdaptiveAvgPool2d((3, 2)), randn(2, 3, 7, 5)),
+    "BatchNorm1d (N,C)": (lambda: nn.BatchNorm1d(5, momentum=0.2), randn(8, 5)),
+    "BatchNorm1d (N,C,L)": (lambda: nn.BatchNorm1d(5), randn(4, 5, 3)),
+    "BatchNorm2d": (lambda: nn.BatchNorm2d(4), randn(6, 4, 5, 5)),
+    "BatchNorm2d no affine": (lambda: nn.BatchNorm2d(4, affine=False), randn(6, 4, 3, 3)),
+    "BatchNorm2d no stats": (lambda: nn.BatchNorm2d(4, track_running_stats=False), randn(6, 4, 3, 3)),
+    "LayerNorm(8)": (lambda: nn.LayerNorm(8), randn(3, 5, 8)),
+    "LayerNorm((5,8))": (lambda: nn.LayerNorm((5, 8)), randn(3, 5, 8)),
+    "LayerNorm no affine": (lambda: nn.LayerNorm(8, elementwise_affine=False), randn(3, 5, 8)),
+    "Dropout(0)": (lambda: nn.Dropout(0.0), randn(4, 5)),
+    "Embedding": (lambda: nn.Embedding(10, 4), lambda rng: rng.integers(0, 10, (3, 5))),
+    "Embedding padding_idx": (lambda: nn.Embedding(10, 4, padding_idx=2), lambda rng: rng.integers(0, 4, (3, 6))),
+    "Flatten()": (lambda: nn.Flatten(), randn(2, 3, 4, 5)),
+    "Flatten(1,2)": (lambda: nn.Flatten(1, 2), randn(2, 3, 4, 5)),
+    "Flatten(0)": (lambda: nn.Flatten(0), randn(2, 3, 4)),
+    "Identity": (lambda: nn.Identity(), randn(2, 3)),
+    "ReLU": (lambda: nn.ReLU(), randn(4, 30)),
+    "Sigmoid": (lambda: nn.Sigmoid(), randn(4, 30)),
+    "Tanh": (lambda: nn.Tanh(), randn(4, 30)),
+    "GELU": (lambda: nn.GELU(), randn(4, 30)),
+    "GELU tanh": (lambda: nn.GELU("tanh"), randn(4, 30)),
+    "LeakyReLU(0.2)": (lambda: nn.LeakyReLU(0.2), randn(4, 30)),
+    "ELU(0.7)": (lambda: nn.ELU(0.7), randn(4, 30)),
+    "SiLU": (lambda: nn.SiLU(), randn(4, 30)),
+    "Softmax(1)": (lambda: nn.Softmax(dim=1), randn(4, 5, 3)),
+    "LogSoftmax(-1)": (lambda: nn.LogSoftmax(dim=-1), randn(4, 5, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(LAYER_CASES))
+def test_layer_parity(case):
+    factory, make_input = LAYER_CASES[case]
+    compare(case, factory, make_input)
+
+
+def test_embedding_padding_row_gets_no_gradient():
+    t, m, h = compare("Embedding padding_idx (grad)", lambda: nn.Embedding(6, 3, padding_idx=1),
+                      lambda rng: np.array([[1, 2, 1, 5]]), steps=1)
+    assert np.all(m.weight.grad().asnumpy()[1] == 0) and np.all(t.weight.grad.numpy()[1] == 0)
+    assert np.any(m.weight.grad().asnumpy()[2] != 0)
+
+
+# ---- composed models ---------------------------------------------------------------------------
+def mlp():
+    return nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 16), nn.Tanh(),
+                         nn.Linear(16, 5), nn.LogSoftmax(dim=1))
+
+
+def lenet():
+    """Seed 004's LeNet for 1x28x28 input."""
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 4 * 4, 120), nn.ReLU(),
+                         nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        out = self.act(self.bn1(self.conv1(x)))
+        return self.act(self.bn2(self.conv2(out)) + x)
+
+
+class BNNet(nn.Module):
+    """CNN with BatchNorm, a residual block, ModuleList heads and global pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1, ceil_mode=True))
+        self.blocks = nn.ModuleList([ResBlock(8)])
+        self.pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.flatten = nn.Flatten()
+        self.head = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.GELU(), nn.Dropout(0.0),
+                                  nn.Linear(16, 4))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.flatten(self.pool(x)))
+
+
+MODELS = {
+    "MLP": (mlp, randn(8, 20)),
+    "LeNet (seed 004)": (lenet, randn(4, 1, 28, 28)),
+    "CNN+BN+residual": (BNNet, randn(4, 3, 11, 11)),
+}
+
+
+@pytest.mark.parametrize("case", list(MODELS))
+def test_model_parity(case):
+    factory, make_input = MODELS[case]
+    t, m, h = compare(case, factory, make_input)
+    assert list(dl.state_dict(t)) == list(dl.state_dict(m))
+
+
+def test_hybridized_batchnorm_running_stats_differ_as_documented():
+    """Hybridized, MXNet's fused BatchNorm op updates running_var with the biased variance:
+    after one step the difference is exactly momentum * var * (1/(n-1)) (documented)."""
+    rng = np.random.default_rng(3)
+    t, m, h = build(lambda: nn.BatchNorm2d(3, momentum=0.1))
+    x = (rng.standard_normal((2, 3, 2, 2)) * 2).astype(np.float32)
+    run_torch(t, x, rng)
+    run_mx(h, x, np.ones((2, 3, 2, 2), np.float32))
+    n = 8
+    var = x.var(axis=(0, 2, 3))
+    diff = stats(t)["running_var"] - stats(h)["running_var"]
+    np.testing.assert_allclose(diff, 0.1 * var / (n - 1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(stats(t)["running_mean"], stats(h)["running_mean"], atol=1e-6)
+    RESULTS["BN hybridized running_var"] = {"stats": float(np.abs(diff).max())}
+
+
+def test_pooling_sweep_matches_torch_shapes_values_and_gradients():
+    """The reference's 432-configuration sweep (04e) on 2-D pooling plus a 1-D sweep: same output
+    shape, values and input gradients on torch and MXNet, and hybridized MXNet == not (ceil_mode
+    configurations with H <= 6)."""
+    rng = np.random.default_rng(4)
+    worst, worst_dx, n = 0.0, 0.0, 0
+    for dims, H, k, s, p, ceil, kind in itertools.product((2, 1), range(4, 10), [2, 3], [1, 2, 3], [0, 1],
+                                                          [False, True], ["max", "avg", "avg_nopad"]):
+        if p > k // 2 or (dims == 1 and H not in (5, 8)):
+            continue
+        if kind == "max":
+            cls, kw = ("MaxPool2d" if dims == 2 else "MaxPool1d"), {}
+        else:
+            cls, kw = ("AvgPool2d" if dims == 2 else "AvgPool1d"), {"count_include_pad": kind == "avg"}
+
+        def factory():
+            return getattr(nn, cls)(k, s, p, ceil_mode=ceil, **kw)
+
+        shape = (1, 2, H, H + 1) if dims == 2 else (2, 3, H)
+        x = rng.standard_normal(shape).astype(np.float32)
+        with dl.use("torch"):
+            (yt, dxt, _), g = run_torch(factory(), x, rng)
+        with dl.use("mxnet"):
+            ym, dxm, _ = run_mx(factory(), x, g)
+            if ceil and H <= 6:
+                hb = factory()
+                hb.hybridize()
+                yh, dxh, _ = run_mx(hb, x, g)
+                assert maxdiff(ym, yh) == 0.0 and maxdiff(dxm, dxh) <= 1e-6, (cls, H, k, s, p, ceil, kind)
+        d, ddx = maxdiff(yt, ym), maxdiff(dxt, dxm)
+        assert d <= 1e-6 and ddx <= 1e-6, (cls, H, k, s, p, ceil, kind, d, ddx)
+        worst, worst_dx, n = max(worst, d), max(worst_dx, ddx), n + 1
+    RESULTS[f"pool sweep ({n} configs)"] = {"out": worst, "dx": worst_dx}
