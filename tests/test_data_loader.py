@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import dualdl as dl
-from dualdl.data import (ArrayDataset, DataLoader, DistributedSampler, IterableDataset,
-                         RandomSampler, SequentialSampler, BatchSampler, sample_rng)
+from dualdl.data import (ArrayDataset, BatchSampler, DataLoader, DistributedSampler, IterableDataset,
+                         SequentialSampler, sample_rng)
 
 
 def _np(batch):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections.abc as cabc
 from numbers import Number
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
