@@ -16,10 +16,12 @@ LAYERS = {
               "padding='same' with an even kernel crops MXNet's symmetric padding; zeros padding only.",
     "Conv2d": "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
               "padding='same' handled as Conv1d; batched input only.",
-    "MaxPool1d": "ceil_mode=True ('full' convention) would add a last window starting in the right padding: cropped.",
-    "MaxPool2d": "ceil_mode=True: MXNet's extra last row/column (filled with -3.4e38) is cropped; no dilation.",
-    "AvgPool1d": "ceil_mode=True: MXNet's extra last window is cropped; count_include_pad as torch.",
-    "AvgPool2d": "ceil_mode=True: MXNet's extra last row/column (filled with 0) is cropped; no divisor_override.",
+    "MaxPool1d": "ceil_mode=True: MXNet's 'full' convention adds a last window starting in the right padding "
+                 "(torch drops it) and its MKLDNN backward can fail; dualdl pads explicitly (-inf) instead.",
+    "MaxPool2d": "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices.",
+    "AvgPool1d": "ceil_mode=True: besides the extra window, MXNet's backward divides a clipped window by the "
+                 "full kernel (0.17-0.25 off); dualdl uses explicit padding + sum pooling / counted elements.",
+    "AvgPool2d": "ceil_mode as AvgPool1d; count_include_pad as torch; no divisor_override.",
     "AdaptiveAvgPool2d": "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins).",
     "BatchNorm1d": "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
                    "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
@@ -39,7 +41,7 @@ LAYERS = {
     "ELU": "Gluon ELU(alpha=1.0); same formula.",
     "SiLU": "Gluon Swish(beta=1.0); x * sigmoid(x).",
     "Softmax": "MXNet softmax(axis=-1); torch's dim (None: torch's legacy implicit dim, NDArray only).",
-    "LogSoftmax": "MXNet log_softmax(axis=-1); torch's dim.",
+    "LogSoftmax": "MXNet log_softmax(axis=-1) is off by up to 3.5e-6 (torch 1.8e-7): computed from its formula.",
     "Sequential": "Gluon (Hybrid)Sequential uses add(); here Sequential(*modules) or an OrderedDict, children "
                   "'0', '1', ..., torch's indexing/append/insert.",
     "ModuleList": "Gluon has none (a list plus register_child); children '0', '1', ..., not callable.",
