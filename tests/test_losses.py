@@ -597,3 +597,27 @@ def test_gluon_l2_training_curve_reproduced_on_torch(rng):
             np.abs(wt - wm).max())
     np.testing.assert_allclose(wt, wm, atol=1e-6)
     assert lt_curve[-1] < lt_curve[0]
+
+
+def test_functional_forms_match_classes(backend, rng):
+    from dualdl.losses import functional as LF
+    x = dl.from_numpy(rng.standard_normal((4, 5)).astype(np.float32))
+    y = dl.from_numpy(rng.standard_normal((4, 5)).astype(np.float32))
+    t = dl.from_numpy(rng.integers(0, 5, 4))
+    w = rng.uniform(0.5, 2, 5).astype(np.float32)
+    pairs = [
+        (LF.cross_entropy(x, t, weight=w, label_smoothing=0.1), L.CrossEntropyLoss(weight=w, label_smoothing=0.1)(x, t)),
+        (LF.nll_loss(x, t, reduction="sum"), L.NLLLoss(reduction="sum")(x, t)),
+        (LF.mse_loss(x, y), L.MSELoss()(x, y)),
+        (LF.smooth_l1_loss(x, y, beta=0.3), L.SmoothL1Loss(beta=0.3)(x, y)),
+        (LF.huber_loss(x, y, delta=0.3), L.HuberLoss(delta=0.3)(x, y)),
+        (LF.binary_cross_entropy_with_logits(x, y, pos_weight=w), L.BCEWithLogitsLoss(pos_weight=w)(x, y)),
+        (LF.kl_div(x, y, reduction="batchmean", log_target=True), L.KLDivLoss(reduction="batchmean", log_target=True)(x, y)),
+    ]
+    for a, b in pairs:
+        assert dl.item(a) == dl.item(b)
+    ref = torch.nn.functional.cross_entropy(torch.tensor(dl.to_numpy(x)), torch.tensor(dl.to_numpy(t)),
+                                            weight=torch.tensor(w), label_smoothing=0.1).item()
+    assert abs(dl.item(pairs[0][0]) - ref) < 1e-5 * abs(ref)
+    with pytest.raises(ValueError, match="deprecated"):
+        LF.cross_entropy(x, t, size_average=False)

@@ -14,6 +14,7 @@ Differences from the frameworks, identical on both backends (see docs/losses.md)
   unless ``zero_infinity=True``;
 - on MXNet a reduced loss has shape (1,) (MXNet 1.x has no 0-d arrays); torch gives ().
 
+Function forms with ``torch.nn.functional``'s names: :mod:`dualdl.losses.functional`.
 Gluon's per-sample losses (``L2Loss``'s 0.5, ``axis=-1``, CTC blank = last...) live in
 :mod:`dualdl.losses.gluon` for code ported from Gluon that must reproduce its training curves.
 """
@@ -26,7 +27,7 @@ from . import _checks as _ck
 
 __all__ = [
     "reduce", "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "gluon",
+    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "gluon", "functional",
 ]
 
 
@@ -197,4 +198,4 @@ class CTCLoss(Loss):
                                          self.reduction, self.zero_infinity)
 
 
-from . import gluon  # noqa: E402  (framework-free)
+from . import functional, gluon  # noqa: E402,F401  (framework-free)
