@@ -1,0 +1,53 @@
+"""The demo's CRNN (seed 000): a VGG-style CNN reads a 16-pixel strip into a sequence of column
+features, two bidirectional LSTM layers read the sequence, a Linear layer scores 11 classes
+(CTC blank + 10 digits) per time step. Written once with dualdl; built natively on either backend."""
+from __future__ import annotations
+
+from typing import Any
+
+import dualdl as dl
+from dualdl import nn, ops
+
+from .digits import NUM_CLASSES
+
+
+def _block(cin: int, cout: int, pool) -> list:
+    return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(pool, pool)]
+
+
+class CRNN(nn.Module):
+    """(N, 1, 16, W) images -> (N, W // 4, 11) per-column class scores (batch-first)."""
+
+    def __init__(self, hidden: int = 64, channels=(32, 64, 96, 96)) -> None:
+        super().__init__()
+        c1, c2, c3, c4 = channels
+        self.cnn = nn.Sequential(*_block(1, c1, (2, 2)), *_block(c1, c2, (2, 2)),
+                                 *_block(c2, c3, (2, 1)), *_block(c3, c4, (2, 1)))
+        self.rnn = nn.LSTM(c4, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(2 * hidden, NUM_CLASSES)
+
+    def forward(self, x):
+        f = self.cnn(x)                                   # (N, C, 1, T)
+        f = ops.permute(ops.squeeze(f, 2), (0, 2, 1))     # (N, T, C)
+        seq, _ = self.rnn(f)                              # (N, T, 2H)
+        return self.fc(seq)                               # (N, T, 11)
+
+
+class PackedCTCLoss:
+    """CTC on labels packed as (N, 1 + S): column 0 is the length, then the padded classes.
+
+    Packing keeps the label one tensor, so data-parallel strategies split it like any target.
+    Per-sample losses are CTC negative log-likelihoods (PyTorch's conventions: blank 0,
+    (T, N, C) log-probabilities); ``reduction`` as in every dualdl loss.
+    """
+
+    def __init__(self, reduction: str = "mean") -> None:
+        self.ctc = dl.losses.CTCLoss(blank=0, reduction="none", zero_infinity=True)
+        self.reduction = reduction
+
+    def __call__(self, scores: Any, packed: Any) -> Any:
+        log_probs = ops.permute(ops.log_softmax(scores, dim=2), (1, 0, 2))   # (T, N, C)
+        lengths = packed[:, 0]
+        input_lengths = ops.ones_like(lengths) * int(log_probs.shape[0])
+        loss = self.ctc(log_probs, packed[:, 1:], input_lengths, lengths)
+        return dl.losses.reduce(loss, self.reduction)
