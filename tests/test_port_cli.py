@@ -109,6 +109,7 @@ def test_bad_inputs_give_clear_errors_and_write_nothing(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.json", "notes.pt", "ok.safetensors"]
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_console_entry_point_runs(tmp_path):
     F.write_gluon(tmp_path / "a.params", {"0.gamma": np.ones(3, np.float32),
                                           "0.beta": np.zeros(3, np.float32)})

@@ -162,7 +162,7 @@ def _run_torch(m, x):
     ("resnet18_v1", ResNet18V1, 64),
     ("resnet18_v2", ResNet18V2, 64),
     ("mobilenet0.25", MobileNetV1, 32),
-    ("vgg11_bn", VGG11BN, 32),
+    pytest.param("vgg11_bn", VGG11BN, 32, marks=pytest.mark.slow),  # two 4096-wide Dense layers
 ])
 def test_gluon_model_zoo_to_torch(name, torch_cls, size):
     torch.manual_seed(0)
@@ -236,7 +236,7 @@ def test_hybridized_block_warns_and_stays_hybridized():
 # ---------------------------------------------------------------- torch -> gluon
 @pytest.mark.parametrize("name,torch_cls,size", [
     ("resnet18_v2", ResNet18V2, 64),     # Gluon's fixed gamma/beta are filled with 1/0
-    ("vgg11_bn", VGG11BN, 32),           # Gluon's conv biases are filled with 0
+    pytest.param("vgg11_bn", VGG11BN, 32, marks=pytest.mark.slow),  # conv biases filled with 0
 ])
 def test_torch_to_gluon(name, torch_cls, size):
     torch.manual_seed(1)

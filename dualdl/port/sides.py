@@ -99,7 +99,9 @@ class TorchSide(Side):
         a = np.asarray(x)
         if a.dtype.kind in "iu":  # torch embeddings need int64 indices; Gluon takes any dtype
             a = a.astype(np.int64)
-        return torch.from_numpy(np.require(a, requirements="C"))
+        dev = next((p.device for p in self.model.parameters()), None)
+        t = torch.from_numpy(np.require(a, requirements="C"))
+        return t.to(dev) if dev is not None and dev.type != "cpu" else t
 
     def _call(self, inputs: Sequence[Any], forward: Optional[Callable]):
         import torch
@@ -203,7 +205,14 @@ class GluonSide(Side):
         if x is None or isinstance(x, mx.nd.NDArray):
             return x
         a = np.asarray(x)
-        return mx.nd.array(a, dtype=a.dtype)
+        ctx = None
+        for p in self.model.collect_params().values():
+            try:
+                ctx = p.list_ctx()[0]
+                break
+            except Exception:  # not initialized yet
+                continue
+        return mx.nd.array(a, dtype=a.dtype, ctx=ctx)
 
     def _call(self, inputs, forward):
         from mxnet import autograd
@@ -259,8 +268,9 @@ class GluonSide(Side):
             for name, p in own:
                 shape = tuple(p.shape)
                 if any(d == 0 for d in shape) or p._data is None:
-                    raise ValueError(f"Gluon parameter {p.name} has shape {shape} after the "
-                                     f"forward: initialize() the block before porting")
+                    raise ValueError(f"Gluon parameter {p.name} ({keys_of[(path, name)]}) has no "
+                                     f"value (shape {shape}) after the forward: initialize() the "
+                                     f"block, and make sure the sample input runs its layer")
                 role, sub = gluon_role(name, len(shape))
                 s = Slot(key=keys_of[(path, name)], layer=path, name=name, role=role, shape=shape,
                          rank=sub + (ROLE_RANK.get(role, 9),) if sub else (0, 0, ROLE_RANK.get(role, 9)),
