@@ -197,14 +197,13 @@ def _read_torch(path: str) -> Tensors:
         obj = {str(i): v for i, v in enumerate(obj)}
     if not isinstance(obj, dict):
         raise FormatError(path, f"holds a {type(obj).__name__}", "a dict of tensors")
-    if not any(isinstance(v, torch.Tensor) for v in obj.values()):
-        for k in _NESTED_KEYS:
-            if isinstance(obj.get(k), dict) and any(isinstance(v, torch.Tensor) for v in obj[k].values()):
-                obj = obj[k]
-                break
-        else:
-            raise FormatError(path, f"no tensors found; top-level keys: {sorted(map(str, obj))[:20]}",
-                              "a state dict, or a checkpoint dict with a 'state_dict' or 'model' entry")
+    nested = next((k for k in _NESTED_KEYS if isinstance(obj.get(k), dict)
+                   and any(isinstance(v, torch.Tensor) for v in obj[k].values())), None)
+    if nested is not None:  # a checkpoint dict: {"state_dict": {...}, "optimizer": ..., "step": t}
+        obj = obj[nested]
+    elif not any(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise FormatError(path, f"no tensors found; top-level keys: {sorted(map(str, obj))[:20]}",
+                          "a state dict, or a checkpoint dict with a 'state_dict' or 'model' entry")
     out: Tensors = {}
     for k, v in obj.items():
         if isinstance(v, torch.Tensor):

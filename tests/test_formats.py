@@ -100,8 +100,8 @@ def test_torch_checkpoint_dict_with_nested_state_dict(tmp_path):
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
     for key in ("state_dict", "model"):
-        torch.save({key: model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3},
-                   tmp_path / f"{key}.pth")
+        torch.save({key: model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3,
+                    "step": torch.tensor(12)}, tmp_path / f"{key}.pth")
         got = F.read_tensors(tmp_path / f"{key}.pth")
         assert set(got) == set(model.state_dict())
         assert np.array_equal(got["0.weight"], model[0].weight.detach().numpy())

@@ -118,3 +118,11 @@ def test_console_entry_point_runs(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(F.read_tensors(tmp_path / "a.pt")) == ["0.bias", "0.weight"]
+
+
+def test_port_and_formats_import_no_framework():
+    code = ("import sys, dualdl.port, dualdl.formats, dualdl.port.cli_convert; "
+            "bad = [m for m in ('torch', 'mxnet') if m in sys.modules]; "
+            "assert not bad, bad")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
