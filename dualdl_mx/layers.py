@@ -697,6 +697,9 @@ class LogSoftmax(_SoftmaxBase):
 # Containers
 # ---------------------------------------------------------------------------------------------
 def _check_child(container: str, module: Any, key: Any) -> HybridBlock:
+    if isinstance(key, str) and (not key or "." in key):
+        raise KeyError(f"{container}: child name {key!r} must be non-empty and contain no '.' "
+                       f"(it becomes part of dotted parameter names)")
     if isinstance(module, HybridBlock):
         return module
     torch = sys.modules.get("torch")

@@ -245,6 +245,9 @@ def test_module_dict_api(backend):
     assert [k for k, _ in md.named_parameters()] == ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
     md.pop("act")
     assert list(md) == ["enc", "dec"]
+    with pytest.raises(KeyError, match=r"\."):
+        md["a.b"] = nn.ReLU()
+    assert list(md) == ["enc", "dec"]
 
 
 def test_containers_reject_other_backend(backend):
@@ -301,3 +304,25 @@ def test_write_once_model_with_containers(backend):
     sd["scale"] = sd["scale"] / 2
     dl.load_state_dict(net, sd)
     np.testing.assert_allclose(fwd(net, x), y / 2, rtol=1e-6, atol=1e-6)
+
+
+def test_mxnet_hybridized_mode_switch_rebuilds_graph():
+    """On MXNet, train()/eval() also switch a hybridized graph (the cached graph is rebuilt)."""
+    pytest.importorskip("mxnet")
+    with dl.use("mxnet"):
+        net = nn.Sequential(nn.Dropout(0.5), nn.BatchNorm1d(50))
+        net.hybridize()
+        x = np.ones((200, 50), np.float32) + np.arange(50, dtype=np.float32)
+        y_train = fwd(net, x)                      # batch statistics: each column ~ zero mean
+        assert np.abs(y_train.mean(axis=0)).max() < 1e-4
+        net.eval()
+        y_eval = fwd(net, x)                       # identity dropout, running stats (0, 1) -> x / sqrt(1 + eps)
+        np.testing.assert_allclose(y_eval, x / np.sqrt(1 + 1e-5), rtol=1e-6)
+        net.train()
+        drop = nn.Dropout(0.5)
+        drop.hybridize()
+        assert (fwd(drop, x) == 0).mean() > 0.4
+        drop.eval()
+        np.testing.assert_array_equal(fwd(drop, x), x)
+        drop.train()
+        assert (fwd(drop, x) == 0).mean() > 0.4
