@@ -20,7 +20,7 @@ import re
 import struct
 import tempfile
 import warnings
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -454,7 +454,6 @@ def align_module_prefix(tensors: Mapping[str, np.ndarray], target_keys: Iterable
 
 _GLUON_RNN = re.compile(r"^(?P<pre>.*?)_unfused\.(?P<k>\d+)\.(?:(?P<d>[lr])_cell\.)?"
                         r"(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
-_GLUON_RNN_LIVE = re.compile(r"^(?P<pre>.*?)(?P<d>[lr])(?P<k>\d+)_(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
 _GLUON_CELL = re.compile(r"^(?P<pre>.*?)(?P<w>i2h|h2h)_(?P<t>weight|bias)$")
 _TORCH_RNN = re.compile(r"^(?P<pre>.*?)(?P<t>weight|bias)_(?P<w>ih|hh)(?:_l(?P<k>\d+)(?P<r>_reverse)?)?$")
 

@@ -166,3 +166,20 @@ def test_report_save_contents(tmp_path):
     assert d["ok"] is True and d["max_abs_diff"] == report.max_abs_diff
     assert {p["target"] for p in d["pairs"]} == {"embedding.weight", "decoder.weight", "decoder.bias"}
     assert len(d["checks"]) == 2 and d["mapping"]["format"] == "dualdl-port-mapping"
+
+
+def test_reverse_mapping_applied_to_a_torch_checkpoint_file(tmp_path):
+    t = nn.Sequential(KernelLinear(5, 7), nn.Tanh(), KernelLinear(7, 3))
+    report = dl.port.port_torch_to_gluon(t, _mlp_gluon(), _x(), rules=[Transpose(r"\.kernel$")])
+    assert report.ok, report.summary()
+    report.save(tmp_path / "t2g.json")
+    with torch.no_grad():
+        for p in t.parameters():
+            p.mul_(1.5)  # new weights, same architecture: the saved mapping still applies
+    torch.save({"model": torch.nn.DataParallel(t).state_dict(), "epoch": 2}, tmp_path / "ckpt.pth")
+    fresh = _mlp_gluon()
+    Mapping.load(tmp_path / "t2g.json").apply(str(tmp_path / "ckpt.pth"), target=fresh)
+    x = _x(n=6)
+    with torch.no_grad():
+        ref = t(torch.from_numpy(x)).numpy()
+    assert np.abs(fresh(mx.nd.array(x)).asnumpy() - ref).max() < 1e-5

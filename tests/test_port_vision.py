@@ -1,6 +1,5 @@
 """Porting real Gluon model-zoo CNNs (pretrained=False) onto independent hand-written PyTorch
 implementations, and back; negative controls show the verification catches what pairing cannot."""
-import warnings
 
 import numpy as np
 import pytest

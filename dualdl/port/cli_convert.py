@@ -5,7 +5,6 @@ are removed (or added), and a port mapping from ``dualdl.port`` can be applied."
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 

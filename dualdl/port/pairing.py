@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from .mapping import Entry
 from .rules import (Fused, FoldConvBias, Ignore, Rename, Rule, Transpose, ZeroMissingBias)
