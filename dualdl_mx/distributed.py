@@ -38,7 +38,12 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
         raise DistributedEnvError(f"expected world size {world_size} but this job has "
                                   f"DMLC_NUM_WORKER={expected_env} workers; launch it with "
                                   f"--nproc {world_size} (times --nnodes)")
-    kv = mx.kv.create("dist_sync")     # blocks until every node has registered
+    kv_type = os.environ.get("DUALDL_MX_KVSTORE", "dist_sync")
+    if kv_type not in ("dist_sync", "dist_sync_device"):
+        raise DistributedEnvError(f"DUALDL_MX_KVSTORE={kv_type!r}; expected dist_sync or "
+                                  f"dist_sync_device (dist_async does not give the "
+                                  f"single-process update)")
+    kv = mx.kv.create(kv_type)         # blocks until every node has registered
     if kv.num_workers != expected_env:
         raise DistributedEnvError(f"the scheduler reports {kv.num_workers} workers but "
                                   f"DMLC_NUM_WORKER={expected_env}")

@@ -73,12 +73,15 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
         raise DistributedEnvError("MASTER_ADDR is not set; start the job with `dualdl launch`")
     port = int_env("MASTER_PORT", minimum=1)
     td = datetime.timedelta(seconds=float(timeout) if timeout else DEFAULT_TIMEOUT)
-    use_cuda = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    if use_cuda:
+    pg_backend = env.get("DUALDL_TORCH_DIST_BACKEND") or (
+        "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo")
+    if pg_backend not in ("gloo", "nccl"):
+        raise DistributedEnvError(f"DUALDL_TORCH_DIST_BACKEND={pg_backend!r}; expected gloo or nccl")
+    if pg_backend == "nccl":
         torch.cuda.set_device(local % torch.cuda.device_count())
     store = _store(addr, port, rank_, world, td)
     _check_same_world(store, rank_, world)
-    dist.init_process_group("nccl" if use_cuda else "gloo", store=store, rank=rank_,
+    dist.init_process_group(pg_backend, store=store, rank=rank_,
                             world_size=world, timeout=td)
     _state.update(owned=True, distributed=True)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, TypeVar
 import numpy as np
 
 from .atomic import atomic_write
-from .env import (DistributedEnvError, check_mxnet_node_env, check_no_dmlc, int_env,
+from .env import (DistributedEnvError, check_mxnet_node_env, check_torch_env, int_env,
                   launched_backend)
 from .sharding import shard_indices
 
@@ -55,7 +55,7 @@ def check_environment(backend: Optional[str] = None) -> None:
             raise DistributedEnvError("started by `dualdl launch --backend mxnet` but DMLC_ROLE "
                                       "is not set; the MXNet environment was removed")
     else:
-        check_no_dmlc(name)
+        check_torch_env()
 
 
 def init(backend: Optional[str] = None, *, world_size: Optional[int] = None,

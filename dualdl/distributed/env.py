@@ -6,6 +6,7 @@ rendezvous reads ``RANK``/``WORLD_SIZE``/``MASTER_*`` without checking that they
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
@@ -15,6 +16,7 @@ from typing import Dict, Mapping, Optional
 __all__ = [
     "DistributedEnvError", "LAUNCH_BACKEND", "RANK_FILE", "DMLC_REQUIRED", "dmlc_vars",
     "int_env", "is_loopback", "check_no_dmlc", "check_mxnet_node_env", "launched_backend",
+    "check_port_free", "check_torch_env",
 ]
 
 LAUNCH_BACKEND = "DUALDL_LAUNCH_BACKEND"   # set by `dualdl launch` in every child
@@ -109,6 +111,7 @@ def check_mxnet_node_env(env: Optional[Mapping[str, str]] = None,
     int_env("DMLC_NUM_SERVER", env, minimum=1)
     int_env("DMLC_NUM_WORKER", env, minimum=1)
     if role == "scheduler":
+        check_port_free(env["DMLC_PS_ROOT_URI"], port, "DMLC_PS_ROOT_PORT")
         return True
     host = env["DMLC_PS_ROOT_URI"]
     if connect_timeout is None:
@@ -128,3 +131,32 @@ def check_mxnet_node_env(env: Optional[Mapping[str, str]] = None,
         f"DMLC_ROLE={role!r} but no MXNet scheduler answers at {host}:{port} after "
         f"{connect_timeout:g} s ({last}). If this process is not meant to be part of an MXNet "
         f"job, DMLC_* variables leaked into its environment: unset them.")
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    """Fail early (before a slow framework import) when the rendezvous port is taken; the
+    message contains EADDRINUSE so that `dualdl launch` can retry on another port."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError:
+        return                      # let the framework report an unresolvable host
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise DistributedEnvError(
+                f"{what} {port} on {host} is already in use (EADDRINUSE): another process holds "
+                f"it; choose another port (dualdl launch picks a free one unless --port is "
+                f"given)") from None
+    finally:
+        s.close()
+
+
+def check_torch_env(env: Optional[Mapping[str, str]] = None) -> None:
+    """Rank 0 of a loopback job checks MASTER_PORT before importing torch."""
+    env = os.environ if env is None else env
+    check_no_dmlc("torch", env)
+    if env.get("RANK") == "0" and env.get("MASTER_ADDR") and env.get("MASTER_PORT", "").isdigit():
+        if is_loopback(env["MASTER_ADDR"]):
+            check_port_free(env["MASTER_ADDR"], int(env["MASTER_PORT"]), "MASTER_PORT")
