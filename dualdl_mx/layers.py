@@ -318,11 +318,12 @@ class _BatchNorm(Layer):
     of the new value); eval mode uses the running statistics. ``train()``/``eval()`` decide, not
     ``autograd.record()``.
 
-    Hybridized (Symbol) it runs MXNet's fused ``BatchNorm`` op with ``momentum=1-m``. Outputs and
-    gradients are the same, but the op (a) updates the running statistics with the *biased* batch
-    variance (running_var differs from torch by m*var/(n-1) per step), (b) only when run inside
-    ``autograd.record()`` (at backward), and (c) in train mode *outside* ``record()`` normalises
-    with the running statistics. Train non-hybridized when running statistics must match torch.
+    Hybridized (Symbol), outputs and gradients are the same (batch statistics in train mode,
+    inside ``autograd.record()`` or not), but a graph cannot assign to the running statistics, so
+    MXNet's fused ``BatchNorm`` op (``momentum=1-m``, its output multiplied by 0) updates them:
+    (a) with the *biased* batch variance (running_var differs from torch's by m*var/(n-1) per step),
+    (b) only inside ``autograd.record()``, when backward runs. Eval mode uses the fused op on the
+    running statistics. Train non-hybridized when running statistics must match torch.
     """
     _layouts = ("(N, C, H, W)",)
     _ndims: Tuple[int, ...] = (4,)
@@ -350,29 +351,35 @@ class _BatchNorm(Layer):
             layouts = " or ".join(l.replace("C", str(self.num_features), 1) for l in self._layouts)
             raise shape_error(f"{type(self).__name__}({self.num_features})", layouts, x)
 
+    def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
+        c = (self.num_features,)
+        return F.BatchNorm(x, weight if weight is not None else F.ones(shape=c),
+                           bias if bias is not None else F.zeros(shape=c), running_mean, running_var,
+                           eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
+                           use_global_stats=use_global_stats, axis=1)
+
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
-        batch_stats = self.training or not self.track_running_stats
-        if is_ndarray(x):
+        symbol, fused = not is_ndarray(x), None
+        if not symbol:
             self._check(x)
             n = x.size // self.num_features
             if self.training and n <= 1:
                 raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                                  f"training, got input of shape {tuple(x.shape)}")
-        elif self.track_running_stats:
-            c = (self.num_features,)
-            return F.BatchNorm(x, weight if weight is not None else F.ones(shape=c),
-                               bias if bias is not None else F.zeros(shape=c), running_mean, running_var,
-                               eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
-                               use_global_stats=not self.training, axis=1)
-        if batch_stats:
+        elif self.track_running_stats and not self.training:
+            return self._fused(F, x, weight, bias, running_mean, running_var, True)
+        if self.training or not self.track_running_stats:
             mean = F.mean(x, axis=1, exclude=True, keepdims=True)          # (1, C, 1, ...)
             xc = F.broadcast_sub(x, mean)
             var = F.mean(F.square(xc), axis=1, exclude=True, keepdims=True)
-            if self.training and self.track_running_stats:               # NDArray only
-                m = self.momentum
-                with autograd.pause():
-                    running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
-                    running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
+            if self.training and self.track_running_stats:
+                if symbol:     # a graph cannot assign: the fused op updates the stats (its output x 0)
+                    fused = self._fused(F, x, weight, bias, running_mean, running_var, False)
+                else:
+                    m = self.momentum
+                    with autograd.pause():
+                        running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
+                        running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
         else:
             shape = (1, self.num_features) + (1,) * (x.ndim - 2)            # NDArray only
             mean, var = running_mean.reshape(shape), running_var.reshape(shape)
@@ -382,7 +389,7 @@ class _BatchNorm(Layer):
             y = F.broadcast_mul(y, F.reshape_like(weight, var))
         if bias is not None:
             y = F.broadcast_add(y, F.reshape_like(bias, var))
-        return y
+        return y if fused is None else y + fused * 0.0
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
