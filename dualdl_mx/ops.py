@@ -16,10 +16,9 @@ from __future__ import annotations
 import builtins
 import math
 from collections import namedtuple
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import mxnet as mx
 from mxnet import nd, sym
 
 from dualdl.tensor import resolve_shape

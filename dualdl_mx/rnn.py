@@ -179,7 +179,7 @@ class _RNNBase(Layer):
     def _mode(self) -> str:
         raise NotImplementedError
 
-    def _params_for(self, F, x, params, layers) -> Any:
+    def _params_for(self, F, params, layers) -> Any:
         weights, biases = [], []
         for layer in layers:
             for d in range(self._dirs):
@@ -208,7 +208,7 @@ class _RNNBase(Layer):
                 out = F.Dropout(out, p=self.dropout, mode="always")
             lo, hi = layers[0] * D, (layers[-1] + 1) * D
             st = states if fused else [F.slice_axis(s, axis=0, begin=lo, end=hi) for s in states]
-            res = F.RNN(out, self._params_for(F, x, params, layers), *st, state_size=H,
+            res = F.RNN(out, self._params_for(F, params, layers), *st, state_size=H,
                         num_layers=len(layers), bidirectional=D == 2, p=0.0, state_outputs=True,
                         mode=mode)
             out = res[0]

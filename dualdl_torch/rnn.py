@@ -7,7 +7,7 @@ classes also after ``load_state_dict``.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch.nn.utils.rnn import PackedSequence
