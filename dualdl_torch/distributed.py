@@ -26,6 +26,8 @@ DEFAULT_TIMEOUT = 1800.0
 
 def _store(addr: str, port: int, rank_: int, world: int, timeout: datetime.timedelta):
     """The rendezvous store; rank 0 hosts it, bound to loopback when the master is loopback."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":   # torchrun hosts the store
+        return dist.TCPStore(addr, port, world, False, timeout=timeout)
     if rank_ != 0 or not is_loopback(addr):
         return dist.TCPStore(addr, port, world, rank_ == 0, timeout=timeout)
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET

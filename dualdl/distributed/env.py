@@ -157,6 +157,8 @@ def check_torch_env(env: Optional[Mapping[str, str]] = None) -> None:
     """Rank 0 of a loopback job checks MASTER_PORT before importing torch."""
     env = os.environ if env is None else env
     check_no_dmlc("torch", env)
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":    # torchrun's agent holds the port
+        return
     if env.get("RANK") == "0" and env.get("MASTER_ADDR") and env.get("MASTER_PORT", "").isdigit():
         if is_loopback(env["MASTER_ADDR"]):
             check_port_free(env["MASTER_ADDR"], int(env["MASTER_PORT"]), "MASTER_PORT")

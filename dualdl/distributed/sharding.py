@@ -6,7 +6,6 @@ single-process run with ``batch = local_batch * world_size``.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 
