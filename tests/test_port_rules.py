@@ -183,3 +183,24 @@ def test_reverse_mapping_applied_to_a_torch_checkpoint_file(tmp_path):
     with torch.no_grad():
         ref = t(torch.from_numpy(x)).numpy()
     assert np.abs(fresh(mx.nd.array(x)).asnumpy() - ref).max() < 1e-5
+
+
+def test_conv_bias_folds_only_into_a_batchnorm_right_after_it():
+    mx.random.seed(0)
+    g = gnn.HybridSequential()
+    g.add(gnn.Conv2D(4, 3, in_channels=3), gnn.Activation("relu"),
+          gnn.Conv2D(4, 3, in_channels=4, use_bias=False), gnn.BatchNorm(in_channels=4))
+    g.initialize(mx.init.Xavier())
+    t = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.ReLU(), nn.Conv2d(4, 4, 3, bias=False),
+                      nn.BatchNorm2d(4))
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    report = dl.port.port_gluon_to_torch(g, t, x)
+    assert not report.loaded and report.unpaired["source"] == ["0.bias"]
+    # with the BatchNorm right after the biased conv, the fold applies and is exact
+    g2 = gnn.HybridSequential()
+    g2.add(gnn.Conv2D(4, 3, in_channels=3), gnn.BatchNorm(in_channels=4), gnn.Activation("relu"))
+    g2.initialize(mx.init.Xavier())
+    t2 = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU())
+    report = dl.port.port_gluon_to_torch(g2, t2, x)
+    assert report.ok and report.max_rel_diff < 1e-6, report.summary()
+    assert [e.transform for e in report.mapping.entries if e.target == "1.running_mean"] == ["fold_bias"]

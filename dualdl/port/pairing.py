@@ -103,8 +103,12 @@ def pair_slots(src: List[Slot], dst: List[Slot], rules: List[Rule]) -> PairResul
                 continue
             if not any(o.layer == s.layer and o.role == "weight" and len(o.shape) >= 3 for o in src):
                 continue
-            nxt = next((k for k in range(i + 1, len(src)) if src[k].role == "running_mean"
-                        and src[k].shape == s.shape), None)
+            nxt = next((k for k in range(i + 1, len(src)) if src[k].layer != s.layer), None)
+            if nxt is None:
+                continue
+            # the BatchNorm must be the very next layer to run after the conv
+            nxt = next((k for k in range(nxt, len(src)) if src[k].layer == src[nxt].layer
+                        and src[k].role == "running_mean" and src[k].shape == s.shape), None)
             if nxt is not None and nxt in src_of and src_of[nxt] not in folds:
                 folds[src_of[nxt]] = i
                 src_used[i] = True
