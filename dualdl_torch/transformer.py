@@ -51,9 +51,9 @@ def _pad_additive(pad: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[t
 
 
 def _pad_from_valid_length(valid_length: torch.Tensor, t: int) -> torch.Tensor:
+    """(N, T) bool, True at steps >= valid_length (int or float lengths, as Gluon's SequenceMask)."""
     steps = torch.arange(t, device=valid_length.device)
-    return steps[None, :] >= valid_length.reshape(-1, 1).to(steps.dtype if not valid_length.is_floating_point()
-                                                           else valid_length.dtype)
+    return steps[None, :] >= valid_length.reshape(-1, 1)
 
 
 def _zero_padded(x: torch.Tensor, pad: Optional[torch.Tensor], batch_first: bool) -> torch.Tensor:
