@@ -368,7 +368,12 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
     code = 0
     try:
         for p in procs:
-            _start(p, out, cfg.tail)
+            try:
+                _start(p, out, cfg.tail)
+            except OSError as e:
+                _log(f"error: cannot start {p.name} ({' '.join(p.argv[:3])}): {e}")
+                shutil.rmtree(tmpdir, ignore_errors=True)
+                return _Result(EXIT_FAILED)             # the finally stops those started
         _log(f"started {len(procs)} processes ({cfg.backend}, port {port}): "
              + ", ".join(f"{p.name}={p.popen.pid}" for p in procs))
         worker_done_at: Optional[float] = None
