@@ -110,7 +110,20 @@ def test_standard_rnn_lm_to_torch(mode):
     assert t.decoder.weight is t.embedding.weight  # tying survived the load
 
 
-def test_awd_lstm_lm_small_config_to_torch():
+def test_awd_lstm_lm_1150_structure_at_small_size_to_torch():
+    """The block awd_lstm_lm_1150 builds, with its hyper-parameters (dropouts, weight drop 0.5,
+    tied, 3 layers) except embed/hidden sizes."""
+    from gluonnlp.model import language_model
+    hp = dict(language_model.awd_lstm_lm_1150_hparams, embed_size=16, hidden_size=24)
+    mx.random.seed(0)
+    g = nlp.model.AWDRNN(vocab_size=50, **hp)
+    g.initialize(mx.init.Xavier())
+    report = dl.port.port_gluon_to_torch(g, TorchAWD(50, 16, 24, 3), _tokens())
+    assert report.ok, report.summary()
+    assert report.max_rel_diff < 1e-5 and len(report.pairs) == 15
+
+
+def test_awd_training_variant_with_output_adapter():
     mx.random.seed(0)
     # awd_lstm_lm_1150's structure (3 single-layer LSTMs, tied, weight drop 0.5) at a small size
     g = nlp.model.train.AWDRNN("lstm", 50, embed_size=16, hidden_size=24, num_layers=3,
