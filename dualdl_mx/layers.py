@@ -320,10 +320,10 @@ class _BatchNorm(Layer):
 
     Hybridized (Symbol), outputs and gradients are the same (batch statistics in train mode,
     inside ``autograd.record()`` or not), but a graph cannot assign to the running statistics, so
-    MXNet's fused ``BatchNorm`` op (``momentum=1-m``, its output multiplied by 0) updates them:
-    (a) with the *biased* batch variance (running_var differs from torch's by m*var/(n-1) per step),
-    (b) only inside ``autograd.record()``, when backward runs. Eval mode uses the fused op on the
-    running statistics. Train non-hybridized when running statistics must match torch.
+    MXNet's fused ``BatchNorm`` op (``momentum=1-m``, its output multiplied by 0) updates them,
+    fed a rescaled input whose biased variance is the unbiased one of the batch: the values are
+    torch's, but they are updated only inside ``autograd.record()``, when backward runs (Gluon's
+    rule), not by a forward alone. Eval mode uses the fused op on the running statistics.
     """
     _layouts = ("(N, C, H, W)",)
     _ndims: Tuple[int, ...] = (4,)
@@ -373,8 +373,12 @@ class _BatchNorm(Layer):
             xc = F.broadcast_sub(x, mean)
             var = F.mean(F.square(xc), axis=1, exclude=True, keepdims=True)
             if self.training and self.track_running_stats:
-                if symbol:     # a graph cannot assign: the fused op updates the stats (its output x 0)
-                    fused = self._fused(F, x, weight, bias, running_mean, running_var, False)
+                if symbol:     # a graph cannot assign: the fused op updates the stats (its output x 0),
+                    # fed x' = mean + (x - mean) * sqrt(n / (n - 1)), whose biased variance is the
+                    # unbiased variance of x (MXNet's op uses the biased one)
+                    n_ = F.cast(F.size_array(x), "float32") / float(self.num_features)
+                    x_ = F.broadcast_add(mean, F.broadcast_mul(xc, F.sqrt(n_ / (n_ - 1.0))))
+                    fused = self._fused(F, x_, weight, bias, running_mean, running_var, False)
                 else:
                     m = self.momentum
                     with autograd.pause():

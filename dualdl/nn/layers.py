@@ -25,8 +25,8 @@ LAYERS = {
     "AdaptiveAvgPool2d": "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins).",
     "BatchNorm1d": "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
                    "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
-    "BatchNorm2d": "As BatchNorm1d. Hybridized: F.BatchNorm(momentum=1-m), running var biased and updated "
-                   "only inside autograd.record().",
+    "BatchNorm2d": "As BatchNorm1d. Hybridized, the running stats (torch's values) are updated by the fused op "
+                   "at backward inside autograd.record() only.",
     "LayerNorm": "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape.",
     "Dropout": "Gluon Dropout is active only inside autograd.record(); here module.train()/eval() decides.",
     "Embedding": "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
