@@ -192,8 +192,8 @@ class TransformerEncoder(torch.nn.TransformerEncoder):
 
     forward(src, mask=None, src_key_padding_mask=None, is_causal=None, valid_length=None); padding as
     in :class:`TransformerEncoderLayer` (True = pad, or ``valid_length``); padded output positions are
-    0, also after ``norm``. The nested-tensor fast path is never used (``enable_nested_tensor`` is
-    accepted for signature compatibility and must be False-equivalent).
+    0, also after ``norm``. The nested-tensor fast path is never used: ``enable_nested_tensor`` is
+    accepted for torch's signature, and True is ignored with a warning.
     """
     _dl_layer = "TransformerEncoder"
 

@@ -87,7 +87,8 @@ def test_padding_conventions_agree(backend):
     y_bool = run(layer, x, src_key_padding_mask=pad)
     y_int = run(layer, x, src_key_padding_mask=pad.astype(np.int32))
     y_inf = run(layer, x, src_key_padding_mask=np.where(pad, -np.inf, 0).astype(np.float32))
-    for y in (y_bool, y_int, y_inf):
+    y_flt = run(layer, x, valid_length=vl.astype(np.float32))
+    for y in (y_bool, y_int, y_inf, y_flt):
         assert np.array_equal(y, y_vl)
     assert (y_vl[pad] == 0).all() and (np.abs(y_vl[~pad]).min() >= 0) and np.abs(y_vl[~pad]).max() > 0.5
     # padded content cannot leak into valid positions
