@@ -22,6 +22,7 @@ taken as additive float. Masked scores are -1e18 on both backends (finite, no Na
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -367,6 +368,9 @@ class TransformerEncoder(_MaskedBlock):
                             f"on mxnet, got {type(encoder_layer).__name__}")
         if int(num_layers) < 1:
             raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
+        if enable_nested_tensor:
+            warnings.warn("dualdl TransformerEncoder has no nested-tensor path (torch's changes padded "
+                          "outputs); enable_nested_tensor=True is ignored", stacklevel=2)
         self.num_layers = int(num_layers)
         self.layers = ModuleList([_clone_layer(encoder_layer) for _ in range(self.num_layers)])
         self.norm = norm

@@ -293,3 +293,9 @@ def test_mxnet_inside_hybridized_parent():
         hyb = dl.to_numpy(net(*args))
         assert np.isfinite(ref).all() and np.abs(hyb - ref).max() < 1e-6
         assert (ref[np.isinf(pad)] == 0).all()
+
+
+def test_enable_nested_tensor_true_is_ignored_with_warning(backend):
+    with pytest.warns(UserWarning, match="enable_nested_tensor=True is ignored"):
+        enc = dl.nn.TransformerEncoder(dl.nn.TransformerEncoderLayer(D, H, FF), 1, enable_nested_tensor=True)
+    assert enc.enable_nested_tensor is False
