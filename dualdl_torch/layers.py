@@ -8,8 +8,7 @@ torch modules only.
 """
 from __future__ import annotations
 
-import sys
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import nn
@@ -20,8 +19,8 @@ __all__ = [
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "Flatten", "Identity",
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
-    "Sequential", "ModuleList", "ModuleDict",
 ]
+__all__ += ["Sequential", "ModuleList", "ModuleDict"]    # from .containers
 
 
 def _pair(v: Any, n: int) -> Tuple[int, ...]:
@@ -259,54 +258,4 @@ Softmax = _simple("Softmax", nn.Softmax)
 LogSoftmax = _simple("LogSoftmax", nn.LogSoftmax)
 
 
-# ---- containers -------------------------------------------------------------------------------
-def _check_child(container: str, module: Any, key: Any) -> nn.Module:
-    if isinstance(module, nn.Module):
-        return module
-    gluon = sys.modules.get("mxnet.gluon")
-    hint = ("an mxnet (Gluon) block: build every layer under the same backend (dl.use('torch'))"
-            if gluon is not None and isinstance(module, gluon.Block) else "expected a torch.nn.Module")
-    raise TypeError(f"{container} on the torch backend got {type(module).__module__}."
-                    f"{type(module).__name__} for {key!r}, {hint}")
-
-
-class Sequential(nn.Sequential):
-    """``torch.nn.Sequential`` that accepts torch modules only (clear error for an MXNet block)."""
-    _dl_layer = "Sequential"
-
-    def add_module(self, name: str, module: Optional[nn.Module]) -> None:
-        super().add_module(name, module if module is None else _check_child("Sequential", module, name))
-
-    def insert(self, index: int, module: nn.Module) -> "Sequential":
-        return super().insert(index, _check_child("Sequential", module, index))
-
-    def __setitem__(self, idx: int, module: nn.Module) -> None:
-        super().__setitem__(idx, _check_child("Sequential", module, idx))
-
-
-class ModuleList(nn.ModuleList):
-    """``torch.nn.ModuleList`` that accepts torch modules only, with ``list.index``."""
-    _dl_layer = "ModuleList"
-
-    def add_module(self, name: str, module: Optional[nn.Module]) -> None:
-        super().add_module(name, module if module is None else _check_child("ModuleList", module, name))
-
-    def insert(self, index: int, module: nn.Module) -> None:
-        super().insert(index, _check_child("ModuleList", module, index))
-
-    def __setitem__(self, idx: int, module: nn.Module) -> None:
-        super().__setitem__(idx, _check_child("ModuleList", module, idx))
-
-    def index(self, module: nn.Module) -> int:
-        for i, m in enumerate(self):
-            if m is module:
-                return i
-        raise ValueError(f"{type(module).__name__} is not in the ModuleList")
-
-
-class ModuleDict(nn.ModuleDict):
-    """``torch.nn.ModuleDict`` that accepts torch modules only."""
-    _dl_layer = "ModuleDict"
-
-    def add_module(self, name: str, module: Optional[nn.Module]) -> None:
-        super().add_module(name, module if module is None else _check_child("ModuleDict", module, name))
+from .containers import *  # noqa: F401,F403,E402

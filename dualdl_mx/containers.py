@@ -1,0 +1,197 @@
+"""MXNet/Gluon containers with PyTorch's API: Sequential, ModuleList, ModuleDict.
+
+Gluon has ``HybridSequential.add`` and ``register_child`` for lists of blocks; these are
+HybridBlocks with torch's constructors, children names ("0", "1", ... or the keys), indexing and
+list/dict methods. They accept HybridBlocks only: a torch module gets a clear TypeError.
+"""
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+from mxnet.gluon import HybridBlock
+
+from .nn import Layer
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+
+
+def _check_child(container: str, module: Any, key: Any) -> HybridBlock:
+    if isinstance(key, str) and (not key or "." in key):
+        raise KeyError(f"{container}: child name {key!r} must be non-empty and contain no '.' "
+                       f"(it becomes part of dotted parameter names)")
+    if isinstance(module, HybridBlock):
+        return module
+    torch = sys.modules.get("torch")
+    hint = ("a torch module: build every layer under the same backend (dl.use('mxnet'))"
+            if torch is not None and isinstance(module, torch.nn.Module)
+            else "expected a dualdl module (a Gluon HybridBlock)")
+    raise TypeError(f"{container} on the mxnet backend got {type(module).__module__}."
+                    f"{type(module).__name__} for {key!r}, {hint}")
+
+
+class _ChildList(Layer):
+    """Children named "0", "1", ... kept in ``_children`` order (shared by Sequential/ModuleList)."""
+
+    def _renumber(self, items: Sequence[HybridBlock]) -> None:
+        self._children.clear()
+        for i, m in enumerate(items):
+            self._children[str(i)] = m
+        self._clear_cached_op()
+
+    def _index(self, idx: int) -> int:
+        n = len(self._children)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
+        return idx % n
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __iter__(self) -> Iterator[HybridBlock]:
+        return iter(list(self._children.values()))
+
+    def __getitem__(self, idx):
+        items = list(self._children.values())
+        if isinstance(idx, slice):
+            return type(self)(*items[idx]) if isinstance(self, Sequential) else type(self)(items[idx])
+        return items[self._index(idx)]
+
+    def __setitem__(self, idx: int, module: HybridBlock) -> None:
+        items = list(self._children.values())
+        items[self._index(idx)] = _check_child(type(self).__name__, module, idx)
+        self._renumber(items)
+
+    def __delitem__(self, idx) -> None:
+        items = list(self._children.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[self._index(idx)]
+        self._renumber(items)
+
+    def append(self, module: HybridBlock):
+        self.register_child(_check_child(type(self).__name__, module, len(self)), str(len(self)))
+        return self
+
+    def extend(self, modules: Iterable[HybridBlock]):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: HybridBlock) -> None:
+        items = list(self._children.values())
+        items.insert(index, _check_child(type(self).__name__, module, index))
+        self._renumber(items)
+
+    def pop(self, index: int = -1) -> HybridBlock:
+        items = list(self._children.values())
+        m = items.pop(self._index(index))
+        self._renumber(items)
+        return m
+
+
+class Sequential(_ChildList):
+    """``torch.nn.Sequential(*modules)`` or ``Sequential(OrderedDict)``: children "0", "1", ...
+    (or the dict's keys); calls them in order. A HybridBlock, so ``hybridize()`` works."""
+    _dl_layer = "Sequential"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            for key, m in args[0].items():
+                self.register_child(_check_child("Sequential", m, key), str(key))
+        else:
+            for i, m in enumerate(args):
+                self.register_child(_check_child("Sequential", m, i), str(i))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._children.items())[idx]))
+        return super().__getitem__(idx)
+
+    def hybrid_forward(self, F, x):
+        for m in self._children.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(_ChildList):
+    """``torch.nn.ModuleList``: registers its items as children "0", "1", ... (what Gluon needs
+    ``register_child`` for); it is not callable."""
+    _dl_layer = "ModuleList"
+
+    def __init__(self, modules: Optional[Iterable[HybridBlock]] = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def index(self, module: HybridBlock) -> int:
+        for i, m in enumerate(self._children.values()):
+            if m is module:
+                return i
+        raise ValueError(f"{type(module).__name__} is not in the ModuleList")
+
+    def __iadd__(self, modules: Iterable[HybridBlock]) -> "ModuleList":
+        return self.extend(modules)
+
+    def forward(self, *args: Any):
+        raise NotImplementedError("ModuleList is not callable: iterate over it in forward()")
+
+
+class ModuleDict(Layer):
+    """``torch.nn.ModuleDict``: children named by their keys, in insertion order; not callable."""
+    _dl_layer = "ModuleDict"
+
+    def __init__(self, modules: Optional[Union[Mapping[str, HybridBlock], Iterable[Tuple[str, HybridBlock]]]] = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> HybridBlock:
+        return self._children[key]
+
+    def __setitem__(self, key: str, module: HybridBlock) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict keys must be strings, got {type(key).__name__}")
+        self.register_child(_check_child("ModuleDict", module, key), key)
+
+    def __delitem__(self, key: str) -> None:
+        del self._children[key]
+        self._clear_cached_op()
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._children))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._children
+
+    def keys(self):
+        return list(self._children.keys())
+
+    def values(self):
+        return list(self._children.values())
+
+    def items(self):
+        return list(self._children.items())
+
+    def pop(self, key: str) -> HybridBlock:
+        m = self._children[key]
+        del self[key]
+        return m
+
+    def clear(self) -> None:
+        self._children.clear()
+        self._clear_cached_op()
+
+    def update(self, modules) -> None:
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for key, m in pairs:
+            self[key] = m
+
+    def forward(self, *args: Any):
+        raise NotImplementedError("ModuleDict is not callable: index it in forward()")
