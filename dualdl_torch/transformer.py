@@ -13,7 +13,6 @@ What these subclasses change relative to plain torch (and why):
 """
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from typing import Any, Optional, Tuple

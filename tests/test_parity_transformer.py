@@ -5,7 +5,6 @@ Every parameter (attention, FFN, LayerNorm scales and shifts, biases) is randomi
 copied to MXNet with ``dl.state_dict`` / ``dl.load_state_dict``. Measured max abs differences are in
 the assertion messages and in docs (``-s`` prints them).
 """
-import math
 
 import numpy as np
 import pytest

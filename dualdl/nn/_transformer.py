@@ -5,7 +5,7 @@ Shapes are plain tuples here, so the same checks run on torch tensors and MXNet 
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
