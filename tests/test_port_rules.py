@@ -204,3 +204,9 @@ def test_conv_bias_folds_only_into_a_batchnorm_right_after_it():
     report = dl.port.port_gluon_to_torch(g2, t2, x)
     assert report.ok and report.max_rel_diff < 1e-6, report.summary()
     assert [e.transform for e in report.mapping.entries if e.target == "1.running_mean"] == ["fold_bias"]
+
+
+def test_uninitialized_gluon_block_is_a_clear_error():
+    g = gnn.Dense(3, in_units=5)
+    with pytest.raises(Exception, match="initialize|not been initialized"):
+        dl.port.port_gluon_to_torch(g, nn.Linear(5, 3), _x())
