@@ -1,0 +1,329 @@
+"""dl.Trainer on each backend: the step contract, accumulation, resume, NaN policy, stale
+gradients, bad input, and the hand-written-loop pieces (dl.autograd)."""
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import dualdl as dl
+import dualdl.autograd  # noqa: F401  (dl.autograd; the lead adds it to dualdl.__init__ lazily)
+from dualdl.trainer import NonFiniteLossError, StaleGradientWarning, TrainerStateError
+
+from _trainer_models import MLP, base_weights, data, make, maxdiff, weights
+
+
+def _mlp(backend, **kw):
+    m = MLP(backend=backend, **kw)
+    dl.load_state_dict(m, base_weights("mlp", **kw), strict=True)
+    return m
+
+
+def _opt_state(opt):
+    """Optimizer state as comparable numpy arrays."""
+    sd = opt.state_dict()
+    return {(i, k): dl.to_numpy(v) if dl.is_tensor(v) else np.asarray(v)
+            for i, s in sd["state"].items() for k, v in s.items()}
+
+
+def _same_opt_state(a, b):
+    return set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+# ---- the step contract ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n_devices", [1, 2])
+def test_mean_none_and_sum_reductions_give_the_same_training(backend, n_devices):
+    """mean loss + step() == per-sample losses averaged over the GLOBAL batch == sum loss with lr/B."""
+    B = 10
+    res = {}
+    for red, lr in (("mean", 0.1), ("none", 0.1), ("sum", 0.1 / (B * 3))):   # MSE sums B*3 elements
+        m = _mlp(backend)
+        opt = dl.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
+        tr = dl.Trainer(m, opt, dl.losses.MSELoss(reduction=red), devices=[dl.cpu(i) for i in range(n_devices)])
+        for s in range(5):
+            x, y, _ = data("mlp", B, seed=s)
+            tr.train_step(x, y)
+        res[red] = weights(m)
+    for red in ("none", "sum"):
+        d = maxdiff(res[red], res["mean"])
+        assert d <= 1e-6, f"{backend} reduction={red} vs mean on {n_devices} device(s): {d:.2e}"
+
+
+def test_hand_written_loop_follows_the_same_contract(backend):
+    """per-sample loss + dl.backward (sums) + step(batch_size=B) == mean loss + step() == Trainer."""
+    res = {}
+    for mode in ("per_sample", "mean", "trainer"):
+        m = _mlp(backend)
+        opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+        tr = dl.Trainer(m, opt, dl.losses.MSELoss()) if mode == "trainer" else None
+        for s in range(5):
+            x, y, _ = data("mlp", 10, seed=s)
+            if tr is not None:
+                tr.train_step(x, y)
+                continue
+            xt, yt = dl.from_numpy(x), dl.from_numpy(y)
+            opt.zero_grad()
+            with dl.autograd.record(m):
+                out = m(xt)
+                if mode == "per_sample":
+                    loss = dl.ops.mean(dl.losses.MSELoss(reduction="none")(out, yt), dim=1)   # (B,)
+                else:
+                    loss = dl.losses.MSELoss()(out, yt)
+            dl.autograd.backward(loss)
+            opt.step(batch_size=10) if mode == "per_sample" else opt.step()
+        res[mode] = weights(m)
+    assert maxdiff(res["per_sample"], res["mean"]) <= 1e-6
+    assert maxdiff(res["trainer"], res["mean"]) <= 1e-6
+
+
+def test_backward_of_a_non_scalar_loss_is_the_backward_of_its_sum(backend):
+    w = np.array([1.0, 2.0, 3.0], "float32")
+    m = dl.nn.Linear(3, 2)
+    dl.load_state_dict(m, {"weight": np.ones((2, 3), "float32"), "bias": np.zeros(2, "float32")})
+    x = dl.from_numpy(np.stack([w, 2 * w]))
+    with dl.autograd.record(m):
+        out = m(x)                                   # (2, 2), not a scalar
+    dl.autograd.backward(out)
+    g = dl.to_numpy(next(iter(m.parameters())).grad if backend == "torch"
+                    else next(iter(m.parameters())).grad())
+    np.testing.assert_allclose(g, np.stack([3 * w, 3 * w]), rtol=0, atol=0)
+
+
+# ---- accumulation ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("red", ["mean", "sum"])
+@pytest.mark.parametrize("n_devices", [1, 2])
+def test_accumulating_uneven_micro_batches_equals_one_big_batch(backend, red, n_devices):
+    devs = [dl.cpu(i) for i in range(n_devices)]
+    big = _mlp(backend)
+    tb = dl.Trainer(big, dl.optim.SGD(big.parameters(), lr=0.05, momentum=0.9), dl.losses.MSELoss(reduction=red),
+                    devices=devs)
+    acc = _mlp(backend)
+    ta = dl.Trainer(acc, dl.optim.SGD(acc.parameters(), lr=0.05, momentum=0.9), dl.losses.MSELoss(reduction=red),
+                    devices=devs, accumulate_steps=3)
+    for s in range(4):
+        x, y, _ = data("mlp", 10, seed=s)
+        tb.train_step(x, y)
+        for b, e in ((0, 4), (4, 7), (7, 10)):               # 4 + 3 + 3 samples
+            ta.train_step(x[b:e], y[b:e])
+    assert ta.step == tb.step == 4
+    d = maxdiff(weights(acc), weights(big))
+    assert d <= 1e-6, f"{backend} accumulation ({red}, {n_devices} devices) vs big batch: {d:.2e}"
+
+
+# ---- resume ----------------------------------------------------------------------------------------
+def _resume_run(backend, seed, split_at, total, model_seed=0):
+    """Train ``total`` steps; if ``split_at`` resume from a pickled state at that step into fresh objects."""
+    base = base_weights("mlp", p=0.3)                   # (made once: it draws from torch's RNG)
+
+    def build(perturb):
+        m = MLP(backend=backend, p=0.3)
+        sd = {k: v + perturb for k, v in base.items()}
+        dl.load_state_dict(m, sd)
+        opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+        sch = dl.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        return m, opt, dl.Trainer(m, opt, dl.losses.MSELoss(), scheduler=sch, seed=seed,
+                                  devices=[dl.cpu(0), dl.cpu(1)])
+    dl.seed(model_seed)
+    m, opt, tr = build(0.0)
+    for s in range(total):
+        if split_at is not None and s == split_at:
+            blob = pickle.dumps(tr.state_dict())
+            m, opt, tr = build(0.5)                     # different weights, fresh optimizer state
+            dl.seed(999)                                 # and a disturbed RNG
+            tr.load_state_dict(pickle.loads(blob))
+            assert tr.step == split_at
+        x, y, _ = data("mlp", 10, seed=s)
+        tr.train_step(x, y)
+    return weights(m), opt.param_groups[0]["lr"], tr.step
+
+
+@pytest.mark.parametrize("seed", [None, 7])
+def test_resume_from_state_dict_is_bit_for_bit(backend, seed):
+    if backend == "mxnet" and seed is None:
+        pytest.skip("MXNet cannot save its RNG state: dropout resumes exactly only with Trainer(seed=...)")
+    straight = _resume_run(backend, seed, None, 6)
+    resumed = _resume_run(backend, seed, 3, 6)
+    assert straight[1] == resumed[1] and straight[2] == resumed[2] == 6
+    for k in straight[0]:
+        assert np.array_equal(straight[0][k], resumed[0][k]), \
+            f"{k}: resumed run differs by {np.abs(straight[0][k] - resumed[0][k]).max()}"
+
+
+def test_state_dict_errors_change_nothing(backend):
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), accumulate_steps=2)
+    x, y, _ = data("mlp")
+    tr.train_step(x, y)
+    with pytest.raises(TrainerStateError, match="inside an accumulation window"):
+        tr.state_dict()
+    tr.train_step(x, y)
+    good = tr.state_dict()
+    before, ostate = weights(m), _opt_state(opt)
+    other = "mxnet" if backend == "torch" else "torch"
+    with pytest.raises(TrainerStateError, match=f"saved on the '{other}' backend"):
+        tr.load_state_dict({**good, "backend": other})
+    bad = dict(good, model={**good["model"], "fc1.weight": np.zeros((2, 2), "float32")})
+    bad["step"] = 99
+    with pytest.raises(TrainerStateError, match="fc1.weight"):
+        tr.load_state_dict(bad)
+    with pytest.raises(TrainerStateError, match="not a dualdl Trainer state"):
+        tr.load_state_dict({"model": {}})
+    assert tr.step == 1 and maxdiff(weights(m), before) == 0 and _same_opt_state(_opt_state(opt), ostate)
+
+
+# ---- non-finite losses -------------------------------------------------------------------------------
+def test_nan_loss_raises_and_changes_nothing(backend):
+    m = make("cnn_bn", backend)
+    dl.load_state_dict(m, base_weights("cnn_bn"))
+    opt = dl.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(1)])
+    x, y, _ = data("cnn_bn")
+    tr.train_step(x, y)
+    before, ostate = weights(m), _opt_state(opt)
+    bad = x.copy()
+    bad[7, 0, 0, 0] = np.nan                             # on the second device
+    with pytest.raises(NonFiniteLossError, match="non-finite loss nan at step 1"):
+        tr.train_step(bad, y)
+    assert tr.step == 1 and tr.skipped_steps == [{"step": 1, "loss": pytest.approx(float("nan"), nan_ok=True)}]
+    assert maxdiff(weights(m), before) == 0                # parameters AND BatchNorm running stats
+    assert _same_opt_state(_opt_state(opt), ostate)
+    assert np.isfinite(tr.train_step(x, y)) and tr.step == 2
+
+
+def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), nonfinite="skip", accumulate_steps=2)
+    x, y, _ = data("mlp")
+    before = weights(m)
+    tr.train_step(x, y)                                  # first micro-batch of the window
+    inf_y = y.copy()
+    inf_y[0, 0] = np.inf
+    with pytest.warns(RuntimeWarning, match="non-finite loss inf"):
+        v = tr.train_step(x, inf_y)
+    assert np.isinf(v) and tr.step == 0 and len(tr.skipped_steps) == 1
+    assert maxdiff(weights(m), before) == 0
+    # the window was dropped: the next two micro-batches make a full, clean step
+    ref = _mlp(backend)
+    tref = dl.Trainer(ref, dl.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9), dl.losses.MSELoss(),
+                      accumulate_steps=2)
+    for t in (tr, tref):
+        t.train_step(x[:5], y[:5])
+        t.train_step(x[5:], y[5:])
+    assert tr.step == 1 and maxdiff(weights(m), weights(ref)) == 0
+
+
+# ---- stale gradients ---------------------------------------------------------------------------------
+def test_parameters_without_gradient_are_skipped_with_a_warning(backend):
+    m = _mlp(backend, unused=True)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(1)])
+    before = weights(m)
+    x, y, _ = data("mlp")
+    with pytest.warns(StaleGradientWarning, match="spare.weight, spare.bias"):
+        tr.train_step(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StaleGradientWarning)     # warned once, not every step
+        tr.train_step(x, y)
+    after = weights(m)
+    for k in ("spare.weight", "spare.bias"):
+        assert np.array_equal(after[k], before[k]), k            # no decay, no momentum either
+    assert np.abs(after["fc1.weight"] - before["fc1.weight"]).max() > 1e-3
+
+
+# ---- clipping, eval ----------------------------------------------------------------------------------
+def test_clip_grad_norm_matches_a_hand_written_loop(backend):
+    x, y, _ = data("mlp")
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1)
+    dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(1)], clip_grad_norm=0.05).train_step(x, y)
+    r = _mlp(backend)
+    ropt = dl.optim.SGD(r.parameters(), lr=0.1)
+    ropt.zero_grad()
+    with dl.autograd.record(r):
+        loss = dl.losses.MSELoss()(r(dl.from_numpy(x)), dl.from_numpy(y))
+    dl.autograd.backward(loss)
+    norm = dl.optim.clip_grad_norm_(r.parameters(), 0.05)
+    ropt.step()
+    assert norm > 0.05
+    assert maxdiff(weights(m), weights(r)) <= 1e-6
+    assert maxdiff(weights(m), base_weights("mlp")) > 1e-4
+
+
+def test_eval_step_gathers_outputs_and_restores_train_mode(backend):
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(i) for i in range(3)])
+    x, y, _ = data("mlp")
+    loss, out = tr.eval_step(x, y)
+    ref = _mlp(backend)
+    ref.eval()
+    want = dl.to_numpy(ref(dl.from_numpy(x)))
+    assert dl.to_numpy(out).shape == (10, 3)
+    assert np.abs(dl.to_numpy(out) - want).max() <= 1e-6
+    assert abs(loss - float(((want - y) ** 2).mean())) <= 1e-6
+    assert m.training and tr.step == 0 and maxdiff(weights(m), base_weights("mlp")) == 0
+    assert tr.eval_step(x)[0] is None
+
+
+# ---- bad input ---------------------------------------------------------------------------------------
+def _bad_batches(backend):
+    x, y, _ = data("mlp")
+    other = "mxnet" if backend == "torch" else "torch"
+    return [
+        ("empty", x[:0], y[:0], ValueError, "empty batch"),
+        ("fewer samples than devices", x[:2], y[:2], ValueError, "2 sample.*3 devices"),
+        ("x/y mismatch", x, y[:9], ValueError, "target y\\[0\\] has 9 samples"),
+        ("other backend", dl.from_numpy(x, backend=other), y, TypeError, f"{other} tensor"),
+        ("wrong features", x[:, :5], y, ValueError, "Linear"),
+        ("not an array", {"x": 1}, y, TypeError, "numpy arrays"),
+    ]
+
+
+def test_bad_batches_raise_clear_errors_and_change_nothing(backend):
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(i) for i in range(3)])
+    x, y, _ = data("mlp")
+    tr.train_step(x, y)
+    before, ostate = weights(m), _opt_state(opt)
+    for name, bx, by, exc, msg in _bad_batches(backend):
+        with pytest.raises(exc, match=msg):
+            tr.train_step(bx, by)
+        assert tr.step == 1 and maxdiff(weights(m), before) == 0, name
+        assert _same_opt_state(_opt_state(opt), ostate), name
+    with pytest.raises(ValueError, match="no batch axis 2"):
+        dl.Trainer(m, opt, dl.losses.MSELoss(), batch_axis=2).train_step(x, y)
+    tr.train_step(x, y)
+    assert tr.step == 2
+
+
+def test_bad_configuration_is_rejected(backend):
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1)
+    loss = dl.losses.MSELoss()
+    with pytest.raises(ValueError, match="unknown data-parallel strategy"):
+        dl.Trainer(m, opt, loss, strategy="ddp")
+    with pytest.raises(ValueError, match="nonfinite must be"):
+        dl.Trainer(m, opt, loss, nonfinite="ignore")
+    with pytest.raises(ValueError, match="accumulate_steps"):
+        dl.Trainer(m, opt, loss, accumulate_steps=0)
+    with pytest.raises(ValueError, match="clip_grad_norm"):
+        dl.Trainer(m, opt, loss, clip_grad_norm=-1)
+    other = _mlp(backend)
+    with pytest.raises(ValueError, match="not trainable parameters of this model"):
+        dl.Trainer(m, dl.optim.SGD(other.parameters(), lr=0.1), loss)
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        dl.Trainer(m, opt, "mse")
+
+
+def test_mxnet_model_on_other_contexts_is_a_clear_error():
+    with dl.use("mxnet"):
+        m = _mlp("mxnet")
+        m.to(dl.cpu(1))
+        opt = dl.optim.SGD(m.parameters(), lr=0.1)
+        with pytest.raises(ValueError, match=r"the model is on \[dualdl.cpu\(1\)\].*first device dualdl.cpu\(0\)"):
+            dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(2)])
+        import mxnet as mx
+        assert m.fc1.weight.list_ctx() == [mx.cpu(1)]
