@@ -15,7 +15,7 @@ import numpy as np
 from .devices import Device, device as _parse_device
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGY", "resolve_strategy", "resolve_devices", "split_sizes",
-           "split_bounds", "batch_size_of"]
+           "split_bounds", "batch_size_of", "split_batch", "sum_gradients"]
 
 # strategy -> one-line meaning (docs/training.md has the full story)
 STRATEGIES = {
@@ -85,3 +85,30 @@ def batch_size_of(shape: Tuple[int, ...], axis: int, what: str) -> int:
         raise ValueError(f"{what} has shape {tuple(shape)}: no batch axis {axis} "
                          f"(set batch_axis= to where the samples are, e.g. 1 for TNC)")
     return int(shape[ax])
+
+
+# ---- pieces for hand-written data-parallel loops ---------------------------------------------------
+def split_batch(x: Any, devices: Sequence[Any], batch_axis: int = 0, backend: Optional[str] = None) -> List[Any]:
+    """Split ``x`` (numpy or a native tensor) into ``np.array_split`` pieces along ``batch_axis``,
+    piece ``i`` on ``devices[i]``: MXNet's ``split_and_load(even_split=False)`` on both backends
+    (on torch, ``cpu(i)`` are virtual devices: every piece is on the CPU). A 1-D array splits on
+    axis 0. Numpy input becomes a tensor of ``backend`` (default: the active one)."""
+    from .backend import backend_for, get_backend
+    devs = resolve_devices(list(devices), Device("cpu", 0))
+    be = get_backend(backend) if isinstance(x, np.ndarray) else backend_for(x)
+    shape = tuple(x.shape)
+    axis = 0 if len(shape) == 1 else batch_axis
+    n = batch_size_of(shape, axis, "x")
+    if n == 0:
+        raise ValueError("cannot split an empty batch (0 samples on the batch axis)")
+    axis = axis + len(shape) if axis < 0 else axis
+    return be.module("parallel").split_to(x, axis, split_sizes(n, len(devs)), devs)
+
+
+def sum_gradients(model: Any) -> None:
+    """Sum the gradients of every context copy of ``model``'s parameters into every copy (what
+    a Gluon kvstore does; without it the copies diverge silently). A no-op on torch, whose
+    replicas accumulate into one parameter. Call it after backward, before ``opt.step()``."""
+    from .state import backend_of_model
+    impl = backend_of_model(model).module("parallel")
+    impl.allreduce_grads([p for _, p in impl.trainable(model)])

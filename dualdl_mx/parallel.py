@@ -33,7 +33,7 @@ from .core import native_device
 
 __all__ = ["record", "no_grad", "backward", "is_model", "model_devices", "trainable", "Replicas",
            "zero_grad", "scale_grads", "allreduce_grads", "stale", "snapshot_buffers",
-           "restore_buffers", "sync_buffers", "rng_state", "set_rng_state", "grad_arrays",
+           "restore_buffers", "sync_buffers", "rng_state", "set_rng_state", "grad_arrays", "split_to",
            "needs_serial"]
 
 
@@ -168,6 +168,11 @@ def needs_serial(devices: Sequence[Device]) -> bool:
 
 
 _WARNED_SERIAL = False
+
+
+def split_to(a: Any, axis: int, sizes: List[int], devices: List[Device]) -> List[nd.NDArray]:
+    """Pieces of ``a`` of the given sizes along ``axis``, piece i on context devices[i]."""
+    return [_slice(a, axis, b, e, native_device(d)) for (b, e), d in zip(split_bounds(sizes), devices)]
 
 
 # ---- the data-parallel step ------------------------------------------------------------------

@@ -26,7 +26,7 @@ from .core import native_device, torch_dtype
 
 __all__ = ["record", "no_grad", "backward", "is_model", "model_devices", "trainable", "Replicas",
            "zero_grad", "scale_grads", "allreduce_grads", "stale", "snapshot_buffers",
-           "restore_buffers", "sync_buffers", "rng_state", "set_rng_state", "grad_arrays"]
+           "restore_buffers", "sync_buffers", "rng_state", "set_rng_state", "grad_arrays", "split_to"]
 
 
 # ---- autograd --------------------------------------------------------------------------------
@@ -154,6 +154,12 @@ def set_rng_state(state: Dict[str, Any]) -> None:
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([torch.from_numpy(np.asarray(s, dtype=np.uint8).copy())
                                       for s in state["cuda"]])
+
+
+def split_to(a: Any, axis: int, sizes: List[int], devices: List[Device]) -> List[torch.Tensor]:
+    """Pieces of ``a`` of the given sizes along ``axis``, piece i on devices[i]."""
+    return [_to_device(_slice(a, axis, b, e), native_device(d))
+            for (b, e), d in zip(split_bounds(sizes), devices)]
 
 
 # ---- the data-parallel step ------------------------------------------------------------------
