@@ -274,3 +274,19 @@ def test_hand_written_multi_device_loop_matches_the_trainer(backend):
             opt.step(batch_size=len(x))
     d = maxdiff(weights(m), ref)
     assert d <= 1e-6, f"{backend}: hand-written loop vs Trainer: {d:.2e}"
+
+
+@pytest.mark.parametrize("strategy", ["split_and_load", "data_parallel"])
+def test_mxnet_hybridized_model_trains_like_the_imperative_one(strategy):
+    ref, _, _ = train("cnn_bn", "mxnet", 2, strategy)
+    with dl.use("mxnet"):
+        m = make("cnn_bn", "mxnet")
+        dl.load_state_dict(m, base_weights("cnn_bn"))
+        m.hybridize()
+        opt = dl.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+        tr = dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(1)], strategy=strategy)
+        for s in range(5):
+            x, y, _ = data("cnn_bn", seed=s)
+            tr.train_step(x, y)
+    d = maxdiff(weights(m), ref)
+    assert d <= 1e-6, f"hybridized vs imperative ({strategy}, 2 contexts): {d:.2e}"
