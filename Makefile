@@ -23,6 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/dualdl demo $(ARGS)
 
 test: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -q -d $(CURDIR)/build/site
 	$(PY) -m pytest -q $(ARGS)
 
 bench: $(STAMP)

@@ -71,23 +71,33 @@ class Module(HybridBlock):
     # ---- write-once classes: route HybridBlock.forward -> hybrid_forward -> user's forward ----
     @classmethod
     def _dl_native_namespace(cls, user_cls: type) -> dict:
-        user_forward = user_cls.forward
-        if user_forward is Module.forward or user_forward is HybridBlock.forward:
+        user_forward = getattr(user_cls, "forward", None)
+        if user_forward is None or user_forward is Module.forward or user_forward is HybridBlock.forward:
             raise TypeError(f"{user_cls.__name__} must define forward(self, ...)")
         sig = inspect.signature(user_forward)
 
+        names = [p.name for p in sig.parameters.values()][1:]
+
+        def positional(self, args, kwargs):
+            # Gluon's Block.__call__ and HybridBlock.forward are positional-only: bind keywords to
+            # positions, filling defaults only up to the last argument given (Gluon's hybridized
+            # inputs must be tensors or None, so trailing non-tensor defaults are left out)
+            bound = sig.bind(self, *args, **kwargs)
+            given = [i for i, n in enumerate(names) if n in bound.arguments]
+            bound.apply_defaults()
+            return tuple(bound.arguments[n] for n in names[:max(given) + 1]) if given else ()
+
+        def __call__(self, *args, **kwargs):
+            return HybridBlock.__call__(self, *(positional(self, args, kwargs) if kwargs else args))
+
         def forward(self, *args, **kwargs):
-            if kwargs:   # HybridBlock.forward is positional-only: bind keywords to positions
-                bound = sig.bind(self, *args, **kwargs)
-                bound.apply_defaults()
-                args = tuple(bound.arguments.values())[1:]
-            return HybridBlock.forward(self, *args)
+            return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))
 
         def hybrid_forward(self, F, *args, **params):
             return _bind_and_call(self, user_forward, args, params)
 
         forward.__doc__ = user_forward.__doc__
-        return {"forward": forward, "hybrid_forward": hybrid_forward}
+        return {"__call__": __call__, "forward": forward, "hybrid_forward": hybrid_forward}
 
     # ---- attribute registration --------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -267,8 +277,6 @@ class Linear(Layer):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)
-from .transformer import *  # noqa: F401,F403,E402  (Transformer encoder layers)
-
-
 from .layers import *  # noqa: F401,F403,E402  (core layers and containers)
+from .transformer import *  # noqa: F401,F403,E402  (Transformer encoder layers)
+from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)

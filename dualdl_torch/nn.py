@@ -53,7 +53,5 @@ class Linear(torch.nn.Linear):
 
 
 from .layers import *  # noqa: F401,F403,E402  (core layers and containers)
-
-
-from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)
 from .transformer import *  # noqa: F401,F403,E402  (Transformer encoder layers)
+from .rnn import *  # noqa: F401,F403,E402  (LSTM, GRU, RNN and cells)

@@ -9,11 +9,11 @@ import time
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", default="torch,mxnet",
                    help="comma-separated backends to train (default: torch,mxnet)")
-    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--train-size", type=int, default=3000, help="training strings")
     p.add_argument("--test-size", type=int, default=500, help="held-out strings")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--hidden", type=int, default=64, help="LSTM hidden size")
     p.add_argument("--devices", type=int, default=None,
                    help="devices per backend (default: every GPU, else 2 CPU devices)")

@@ -1,4 +1,4 @@
-"""The demo's CRNN (seed 000): a VGG-style CNN reads a 16-pixel strip into a sequence of column
+"""The demo's CRNN (seed 000): a VGG-style CNN (conv-BatchNorm-ReLU-pool blocks) reads a 16-pixel strip into a sequence of column
 features, two bidirectional LSTM layers read the sequence, a Linear layer scores 11 classes
 (CTC blank + 10 digits) per time step. Written once with dualdl; built natively on either backend."""
 from __future__ import annotations
@@ -12,13 +12,13 @@ from .digits import NUM_CLASSES
 
 
 def _block(cin: int, cout: int, pool) -> list:
-    return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(pool, pool)]
+    return [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(pool, pool)]
 
 
 class CRNN(nn.Module):
     """(N, 1, 16, W) images -> (N, W // 4, 11) per-column class scores (batch-first)."""
 
-    def __init__(self, hidden: int = 64, channels=(32, 64, 96, 96)) -> None:
+    def __init__(self, hidden: int = 64, channels=(16, 32, 64, 64)) -> None:
         super().__init__()
         c1, c2, c3, c4 = channels
         self.cnn = nn.Sequential(*_block(1, c1, (2, 2)), *_block(c1, c2, (2, 2)),

@@ -46,13 +46,6 @@ LAYERS = {
                   "'0', '1', ..., torch's indexing/append/insert.",
     "ModuleList": "Gluon has none (a list plus register_child); children '0', '1', ..., not callable.",
     "ModuleDict": "Gluon has none; children named by key, not callable.",
-    "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
-            "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
-    "GRU": "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
-    "RNN": "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
-    "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
-    "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
-    "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
     "MultiheadAttention": "Gluon/gluonnlp keep separate query/key/value Dense layers without bias and a 0/1 "
                           "mask; here torch's packed in_proj_weight (3E, E), additive float or bool masks, "
                           "masked scores -1e18 (finite) on both backends.",
@@ -63,6 +56,13 @@ LAYERS = {
                           "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
     "PositionalEncoding": "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
                           "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
+    "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
+            "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
+    "GRU": "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
+    "RNN": "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
+    "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
+    "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
+    "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
 }
 
 
