@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 # Submodules imported on first access (each may import a framework only when used).
 _LAZY_SUBMODULES = frozenset({
     "nn", "ops", "losses", "optim", "data", "parallel", "distributed", "state", "checkpoint",
-    "port", "testing", "io", "launch", "cli", "demo", "trainer",
+    "port", "testing", "formats", "cli", "demo", "trainer", "autograd", "info",
 })
 # Names re-exported lazily from submodules: name -> module
 _LAZY_NAMES = {
