@@ -1,0 +1,113 @@
+"""Per-layer capture: every layer call's inputs and outputs, in execution order, on either backend.
+
+Hides: torch forward hooks are ``hook(module, args, output)`` and fire under any mode; Gluon's
+``register_forward_hook(hook(block, inputs, output))`` fires only for blocks run imperatively (a
+hybridized parent runs its children inside one cached graph, so the capture un-hybridizes), and
+MXNet errors surface only at the next read (``asnumpy`` in the hook synchronises each layer).
+Hooks fire when a call *finishes*, so a layer is listed before the parent that called it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["flatten", "LayerCall", "capture", "pair_calls"]
+
+
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.ndarray, np.generic)) \
+        and not isinstance(x, (int, float))
+
+
+def flatten(out: Any) -> List[Any]:
+    """Nested tuples/lists/dicts of tensors -> flat list of tensors (other values dropped)."""
+    if out is None:
+        return []
+    if isinstance(out, dict):
+        return [t for k in out for t in flatten(out[k])]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flatten(o)]
+    return [out] if _is_tensor(out) or isinstance(out, np.ndarray) else []
+
+
+@dataclass
+class LayerCall:
+    name: str                       # structural name ("features.0"); "" is the root
+    call: int                       # 0 for the first call of this layer, 1 for the second, ...
+    type: str
+    inputs: List[np.ndarray] = field(default_factory=list)
+    outputs: List[np.ndarray] = field(default_factory=list)
+
+
+def _numpy(t: Any) -> np.ndarray:
+    if isinstance(t, np.ndarray):
+        return t
+    if hasattr(t, "asnumpy"):
+        return t.asnumpy()
+    return t.detach().cpu().numpy().copy()
+
+
+def capture(model: Any, backend: str, inputs: Sequence[Any], forward: Optional[Callable] = None,
+            train: bool = False) -> Tuple[List[LayerCall], List[np.ndarray]]:
+    """Run ``model`` once (no gradients) with a hook on every sub-module; returns the layer calls in
+    the order they finished and the model's flattened outputs. ``inputs`` are native tensors."""
+    calls: List[LayerCall] = []
+    counts: Dict[str, int] = {}
+    names = {id(m): n for n, m in model.named_modules()}
+
+    def hook(mod, args, out):
+        name = names.get(id(mod))
+        if name is None:
+            return
+        k = counts.get(name, 0)
+        counts[name] = k + 1
+        calls.append(LayerCall(name, k, type(mod).__name__, [_numpy(a) for a in flatten(list(args))],
+                               [_numpy(o) for o in flatten(out)]))
+
+    modules = [m for _, m in model.named_modules()]
+    if backend == "torch":
+        import torch
+        handles = [m.register_forward_hook(hook) for m in modules]
+        try:
+            with torch.no_grad():
+                out = forward(model, *inputs) if forward else model(*inputs)
+        finally:
+            for h in handles:
+                h.remove()
+    else:
+        from mxnet import autograd
+        active = [(m, m._active) for m in modules if getattr(m, "_active", False)]
+        if active:
+            model.hybridize(False)
+        handles = [m.register_forward_hook(hook) for m in modules]
+        try:
+            with autograd.pause(train_mode=train):
+                out = forward(model, *inputs) if forward else model(*inputs)
+        finally:
+            for h in handles:
+                h.detach()
+            for m, act in active:
+                m._active = act
+    return calls, [_numpy(o) for o in flatten(out)]
+
+
+def pair_calls(a: List[LayerCall], b: List[LayerCall]) -> List[Tuple[LayerCall, LayerCall]]:
+    """Pair layer calls of two runs: by (structural name, call index), which dualdl keeps identical on
+    both backends, in ``b``'s order; when fewer than half the calls pair by name, by execution
+    order among calls with the same output shapes (the fallback for models named differently)."""
+    by_key = {(c.name, c.call): c for c in a}
+    pairs = [(by_key[(c.name, c.call)], c) for c in b if (c.name, c.call) in by_key]
+    if len(pairs) * 2 >= max(len(a), len(b)):
+        return pairs
+    pairs, j = [], 0
+    for cb in b:
+        shapes = [o.shape for o in cb.outputs]
+        k = j
+        while k < len(a) and [o.shape for o in a[k].outputs] != shapes:
+            k += 1
+        if k < len(a):
+            pairs.append((a[k], cb))
+            j = k + 1
+    return pairs
