@@ -242,7 +242,13 @@ class Replicas:
                              f" before creating the optimizer")
         self.dev0 = native_device(first)
         self.real = len(devices) > 1 and first.kind == "gpu"
-        self._dp = None
+        self._wrappers: Dict[Any, _DataParallel] = {}
+
+    def _wrapper(self, key, make: Callable[[], "_DataParallel"]) -> "_DataParallel":
+        """DataParallel wrappers, built once per configuration (real GPUs only)."""
+        if key not in self._wrappers:
+            self._wrappers[key] = make()
+        return self._wrappers[key]
 
     def _inputs(self, arrays, axes, sizes, dev_fn):
         bounds = split_bounds(sizes)
@@ -287,14 +293,15 @@ class Replicas:
         xs = [_to_device(a, self.dev0) for a in xs]
         ys = [_to_device(a, self.dev0) for a in ys]
         if self.strategy == "data_parallel":
-            dp = _DataParallel(self.model, ids, out_axis)
+            dp = self._wrapper(("dp", out_axis), lambda: _DataParallel(self.model, ids, out_axis))
             dp.dl_sizes, dp.dl_axes = list(sizes), list(x_axes)
             out = dp(*xs)
             obj, rep = objective(loss_fn(out, *ys), sum(sizes))
             obj.backward(torch.ones_like(obj))
             return float(rep.sum())
-        wrapped = _LossReplica(self.model, loss_fn, objective, len(xs), x_axes[0])
-        dp = _DataParallel(wrapped, ids, 0)
+        dp = self._wrapper(("loss", len(xs), x_axes[0]), lambda: _DataParallel(
+            _LossReplica(self.model, loss_fn, objective, len(xs), x_axes[0]), ids, 0))
+        dp.module.dl_loss_fn, dp.module.dl_objective = loss_fn, objective
         dp.dl_sizes, dp.dl_axes = list(sizes), list(x_axes) + list(y_axes)
         objs, reps = dp(*xs, *ys)
         objs.sum().backward()
@@ -306,7 +313,8 @@ class Replicas:
         """Forward each piece without recording, gather the outputs on the first device, one loss."""
         n = len(sizes)
         if self.real:
-            dp = _DataParallel(self.model, [d.index for d in self.devices], out_axis)
+            ids = [d.index for d in self.devices]
+            dp = self._wrapper(("dp", out_axis), lambda: _DataParallel(self.model, ids, out_axis))
             dp.dl_sizes, dp.dl_axes = list(sizes), list(x_axes)
             out = dp(*[_to_device(a, self.dev0) for a in xs])
         else:
