@@ -58,6 +58,10 @@ def test_single_process_defaults(backend, tmp_path):
     try:
         assert (ddist.rank(), ddist.world_size(), ddist.is_main(), ddist.local_rank()) == (0, 1, True, 0)
         assert ddist.global_batch_size(16) == 16
+        assert ddist.step_scale(4, 6) == (1.5, 6) and ddist.step_scale(6, 6) == (1.0, 6)
+        with pytest.raises(ValueError, match="exceeds full_local_batch_size"):
+            ddist.step_scale(7, 6)
+        assert ddist.trainer_kwargs() == ({"kvstore": "device"} if backend == "mxnet" else {})
         assert ddist.kvstore() == ("device" if backend == "mxnet" else None)
         model = object()
         assert ddist.wrap_model(model) is model

@@ -27,7 +27,7 @@ from .sharding import shard_indices
 __all__ = [
     "init", "is_initialized", "is_distributed", "backend", "rank", "world_size", "local_rank",
     "is_main", "barrier", "shutdown", "broadcast_parameters", "wrap_model", "kvstore",
-    "gradient_reduction", "global_batch_size", "shard", "save_on_main", "atomic_write",
+    "trainer_kwargs", "step_scale", "gradient_reduction", "global_batch_size", "shard", "save_on_main", "atomic_write",
     "check_environment", "DistributedEnvError",
 ]
 
@@ -190,6 +190,40 @@ def kvstore() -> Any:
         from ..backend import backend as active
         return "device" if active() == "mxnet" else None
     return impl.kvstore()
+
+
+def trainer_kwargs() -> dict:
+    """MXNet: ``{"kvstore": kvstore()}`` to splat into ``gluon.Trainer``; PyTorch: ``{}``.
+
+    Updates stay on the servers (MXNet's default for ``dist_sync``). Not
+    ``update_on_kvstore=False``: measured on CPU with one context, workers then receive
+    gradients that grow step after step in some runs (the push buffer aliases the gradient the
+    pull writes into), so results differ run to run. See :func:`step_scale` for short batches.
+    """
+    impl = _need_init("trainer_kwargs")
+    from ..backend import backend as active
+    name = _backend if impl is not None else active()
+    return {"kvstore": kvstore()} if name == "mxnet" else {}
+
+
+def step_scale(local_batch_size: int, full_local_batch_size: int) -> "tuple[float, int]":
+    """``(loss_scale, step_batch_size)`` for an MXNet ``trainer.step`` over a batch of
+    ``local_batch_size`` samples per rank, when full batches hold ``full_local_batch_size``.
+
+    A distributed ``Trainer`` updating on the servers refuses a new ``step(batch_size)`` (the
+    servers keep the first ``1/batch_size``), so a short last batch keeps the full step size and
+    scales its per-sample losses by ``full / local`` instead: the update is still the mean over
+    the short global batch. Use it on every batch: ``(1.0, global full batch)`` for full ones.
+    """
+    for name, v in (("local_batch_size", local_batch_size),
+                    ("full_local_batch_size", full_local_batch_size)):
+        if isinstance(v, bool) or int(v) < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if local_batch_size > full_local_batch_size:
+        raise ValueError(f"local_batch_size {local_batch_size} exceeds full_local_batch_size "
+                         f"{full_local_batch_size}")
+    return (full_local_batch_size / local_batch_size,
+            global_batch_size(full_local_batch_size))
 
 
 def gradient_reduction() -> str:

@@ -28,7 +28,8 @@ def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=16, help="GLOBAL batch size")
+    ap.add_argument("--batch", type=int, default=12,
+                    help="GLOBAL batch size (12: steps of 12, 12 and a short 8 per epoch)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--world-size", type=int, default=None, help="expected world size")

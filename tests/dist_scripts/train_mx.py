@@ -1,5 +1,6 @@
 """Gluon training on the dist_sync kvstore through dualdl.distributed: native Dense MLP, sharded
-data, SGD-momentum, trainer.step(global batch). Unlaunched it runs as one process (reference).
+data, SGD-momentum, trainer.step(global batch), the short last batch through step_scale.
+Unlaunched it runs as one process (the reference).
 Scheduler and server processes run this file too: `import mxnet` (in init) runs them and exits."""
 import os
 import sys
@@ -34,17 +35,18 @@ ddist.broadcast_parameters(net)                                # -> rank 0's eve
 after_bcast = {f"init.{n}": p.data().asnumpy() for n, p in zip(names, params)}
 trainer = gluon.Trainer(net.collect_params(), "sgd",
                         {"learning_rate": args.lr, "momentum": args.momentum},
-                        kvstore=ddist.kvstore())
+                        **ddist.trainer_kwargs())   # the dist_sync kvstore
 wrote = []
 for epoch in range(args.epochs):
     idx = ddist.shard(len(Xn), shuffle=True, seed=7, epoch=epoch)
     for i in range(0, len(idx), local_bs):
         b = mx.nd.array(idx[i:i + local_bs], dtype="int64")
+        scale, step_bs = ddist.step_scale(len(b), local_bs)     # short last batch: scale > 1
         with autograd.record():
             out = net(mx.nd.take(X, b))
-            per_sample = ((out - mx.nd.take(y, b)) ** 2).mean(axis=1)
+            per_sample = ((out - mx.nd.take(y, b)) ** 2).mean(axis=1) * scale
         per_sample.backward()                                   # sum over the local batch
-        trainer.step(ddist.global_batch_size(len(b)))           # server sums over workers
+        trainer.step(step_bs)                                   # server sums over workers
     state = {n: p.data().asnumpy() for n, p in zip(names, params)}
     wrote.append(ddist.save_on_main(
         lambda tmp: np.savez(tmp, epoch=np.array(epoch), writer=np.array(rank), **state),
