@@ -112,7 +112,9 @@ def test_good_models_pass(case, factory, x, loss, opt_name, optimizer):
     if case == "cnn":
         assert any(n.startswith("buffer features.1.running_var") for n in names)
     assert report.passed and report.max_abs("output") < 1e-4, str(report)
-    assert "PASS" in str(report) and "grad fc" in str(report) or "grad head" in str(report)
+    text = str(report)
+    assert "dualdl parity PASS" in text and "max abs grad:" in text
+    assert all(f"grad {k}" in text for k, _ in model.named_parameters())
 
 
 def test_eval_mode_forward_only_and_float64_reference():
@@ -154,6 +156,45 @@ def test_broken_batchnorm_eps_is_named():
     assert all(l.passed for l in report.layers[:report.layers.index(layer)])
     assert "mxnet side" in report.diagnosis()
     assert report.first_failure.name == "output[0]" and report.first_failure.step == 1
+
+
+class Scale(nn.Module):
+    """``x * w``; the MXNet build blocks the gradient of ``w`` (same forward, wrong backward)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.w = nn.Parameter(np.full((n,), 1.5, np.float32))
+        self.block_grad = dl.backend() == "mxnet"
+
+    def forward(self, x):
+        w = self.w
+        if self.block_grad:
+            import mxnet as mx
+            w = mx.nd.BlockGrad(w)
+        return dl.ops.mul(x, w)
+
+
+class BrokenBackwardMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.scale, self.act, self.fc2 = nn.Linear(10, 32), Scale(32), nn.ReLU(), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.scale(self.fc1(x))))
+
+
+def test_broken_backward_is_located_by_replaying_layers():
+    """Forward outputs agree, so the layer is found by replaying each layer alone with torch's inputs
+    and output gradients, in backward order."""
+    report = check_parity(BrokenBackwardMLP, X_MLP, steps=1, float64_reference=True)
+    assert not report.passed and report.max_abs("output") < 1e-5
+    assert "grad scale.w" in {d.name for d in report.failures}
+    assert all(l.passed for l in report.layers)                      # forward: every layer agrees
+    layer = report.first_divergent_layer
+    assert layer is not None and layer.phase == "backward" and layer.name == "scale", report.layer_table()
+    assert "w grad" in layer.note and "in backward" in report.summary()
+    assert [l.name for l in report.backward_layers][:2] == ["fc2", "act"]   # backward order
+    assert "mxnet side" in report.diagnosis()
 
 
 def test_fp32_rounding_is_told_apart_from_a_mistake():

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["flatten", "LayerCall", "capture", "pair_calls"]
+__all__ = ["flatten", "LayerCall", "capture", "capture_grads", "leaf_calls", "replay", "pair_calls"]
 
 
 def _is_tensor(x: Any) -> bool:
@@ -39,6 +39,8 @@ class LayerCall:
     type: str
     inputs: List[np.ndarray] = field(default_factory=list)
     outputs: List[np.ndarray] = field(default_factory=list)
+    grad_outputs: List[Optional[np.ndarray]] = field(default_factory=list)
+    replayable: bool = True         # positional tensor arguments only (can be re-run alone)
 
 
 def _numpy(t: Any) -> np.ndarray:
@@ -111,3 +113,85 @@ def pair_calls(a: List[LayerCall], b: List[LayerCall]) -> List[Tuple[LayerCall, 
             pairs.append((a[k], cb))
             j = k + 1
     return pairs
+
+
+def capture_grads(model: Any, run_step: Callable[[], Any]) -> List[LayerCall]:
+    """Torch only: run ``run_step()`` (forward, loss, backward) with hooks that keep every layer
+    call's inputs and the gradient arriving at each of its outputs (zeros for unused outputs)."""
+    calls: List[LayerCall] = []
+    counts: Dict[str, int] = {}
+    names = {id(m): n for n, m in model.named_modules()}
+
+    def hook(mod, args, out):
+        name = names.get(id(mod))
+        if name is None:
+            return
+        k = counts.get(name, 0)
+        counts[name] = k + 1
+        flat_in, flat_out = flatten(list(args)), flatten(out)
+        call = LayerCall(name, k, type(mod).__name__, [_numpy(a) for a in flat_in], [_numpy(o) for o in flat_out],
+                         [None] * len(flat_out), replayable=len(flat_in) == len(args))
+        for i, o in enumerate(flat_out):
+            if getattr(o, "requires_grad", False):
+                o.register_hook(lambda g, c=call, i=i: c.grad_outputs.__setitem__(i, _numpy(g)))
+        calls.append(call)
+
+    handles = [m.register_forward_hook(hook) for _, m in model.named_modules()]
+    try:
+        run_step()
+    finally:
+        for h in handles:
+            h.remove()
+    for c in calls:
+        c.grad_outputs = [np.zeros_like(o) if g is None else g for g, o in zip(c.grad_outputs, c.outputs)]
+    return calls
+
+
+def leaf_calls(calls: List[LayerCall]) -> List[LayerCall]:
+    """Calls of layers none of whose sub-layers ran (the smallest units that can be replayed)."""
+    ran = {c.name for c in calls}
+    out = []
+    for c in calls:
+        pre = c.name + "." if c.name else ""
+        if c.replayable and not any(n != c.name and n.startswith(pre) for n in ran):
+            out.append(c)
+    return out
+
+
+def replay(module: Any, backend: str, inputs: Sequence[np.ndarray], grad_outputs: Sequence[np.ndarray],
+           train: bool, dtype=np.float32) -> Tuple[List[Optional[np.ndarray]], Dict[str, np.ndarray]]:
+    """Run one layer alone on ``inputs``, backpropagate ``grad_outputs``; returns the input gradients
+    and the layer's parameter gradients (MXNet under ``record(train_mode=train)``, as dl.record does)."""
+    def cast(a):
+        return a.astype(dtype) if a.dtype.kind == "f" else a
+    if backend == "torch":
+        import torch
+        xs = [torch.from_numpy(np.ascontiguousarray(cast(a) if a.dtype.kind == "f" else a.astype(np.int64)))
+              for a in inputs]
+        for x in xs:
+            if x.is_floating_point():
+                x.requires_grad_(True)
+        module.zero_grad(set_to_none=True)
+        outs = flatten(module(*xs))
+        pairs = [(o, torch.from_numpy(cast(g))) for o, g in zip(outs, grad_outputs) if o.requires_grad]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        dx = [_numpy(x.grad) if x.grad is not None else None for x in xs]
+        grads = {k: _numpy(p.grad) for k, p in module.named_parameters() if p.grad is not None}
+        return dx, grads
+    from mxnet import autograd, nd
+    xs = [nd.array(cast(a), dtype=cast(a).dtype) for a in inputs]
+    for x, a in zip(xs, inputs):
+        if a.dtype.kind == "f":
+            x.attach_grad()
+    module.zero_grad()
+    with autograd.record(train_mode=train):
+        outs = flatten(module(*xs))
+    pairs = [(o, nd.array(cast(g), dtype=o.dtype)) for o, g in zip(outs, grad_outputs)
+             if np.dtype(o.dtype).kind == "f"]
+    if pairs:
+        autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+    dx = [x.grad.asnumpy() if a.dtype.kind == "f" else None for x, a in zip(xs, inputs)]
+    grads = {k: p.list_grad()[0].asnumpy() for k, p in module.named_parameters()
+             if p.grad_req != "null" and getattr(p.list_data()[0], "_fresh_grad", True)}
+    return dx, grads

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..backend import _using
-from .capture import capture, flatten, pair_calls
+from .capture import capture, capture_grads, flatten, leaf_calls, pair_calls, replay
 from .report import Diff, LayerDiff, ParityError, ParityReport, compare_arrays, max_abs
 from .runners import LossSpec, runner_for
 
@@ -274,11 +274,73 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
                     kind = "param" if k in pset else "buffer"
                     add(step, "update", f"{kind} {k}", sm[k], st[k], sf.get(k))
     if locate and not report.passed:
-        _locate(report, model_factory, init, xs, train, forward, rtol, atol, float64_reference)
+        located = _locate(report, model_factory, init, xs, train, forward, rtol, atol, float64_reference)
+        if located and report.first_divergent_layer is None and backward:
+            _locate_backward(report, model_factory, init, xs, tgt, spec, train, forward, rtol, atol,
+                             float64_reference)
     return report
 
 
-def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol, f64) -> None:
+def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, forward, rtol, atol,
+                     f64: bool) -> None:
+    """When every layer's forward agrees: take each layer call's inputs and output gradients from a
+    torch training step, replay that layer alone on both backends, and compare input and parameter
+    gradients. The first failing layer in backward order is where the gradients start to diverge."""
+    import dualdl as dl
+    try:
+        models = {}
+        for b in ("torch", "mxnet", "probe") + (("ref",) if f64 else ()):
+            m = build(factory, "mxnet" if b == "mxnet" else "torch")
+            if b == "ref":
+                m = m.double()
+            dl.load_state_dict(m, init)
+            m.train(train)
+            models[b] = m
+        probe = runner_for("torch", models["probe"])
+        calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward))
+        mods = {b: dict(m.named_modules()) for b, m in models.items()}
+        for c in reversed(leaf_calls(calls)):
+            if c.name not in mods["mxnet"] or c.name not in mods["torch"]:
+                continue
+            dxt, gt = replay(mods["torch"][c.name], "torch", c.inputs, c.grad_outputs, train)
+            dxm, gm = replay(mods["mxnet"][c.name], "mxnet", c.inputs, c.grad_outputs, train)
+            res, notes = [], []
+            for i, (a, bb) in enumerate(zip(dxm, dxt)):
+                if a is not None and bb is not None:
+                    r = compare_arrays(a, bb, rtol, atol)
+                    res.append(r)
+                    if not r["passed"]:
+                        notes.append(f"input[{i}] grad {_fmt_abs(r['max_abs'])}")
+            for k in gt:
+                r = compare_arrays(gm.get(k, np.zeros_like(gt[k])), gt[k], rtol, atol)
+                res.append(r)
+                if not r["passed"]:
+                    notes.append(f"{k} grad {_fmt_abs(r['max_abs'])}")
+            ld = LayerDiff(name=c.name or "<model>", call=c.call, torch_type=c.type,
+                           mxnet_type=type(mods["mxnet"][c.name]).__name__, input_max_abs=0.0,
+                           output_max_abs=max((r["max_abs"] for r in res), default=0.0),
+                           output_max_rel=max((r["max_rel"] for r in res), default=0.0),
+                           usage=max((r["usage"] for r in res), default=0.0),
+                           passed=all(r["passed"] for r in res), note=", ".join(notes), phase="backward")
+            if f64:
+                dxr, gr = replay(mods["ref"][c.name], "torch", c.inputs, c.grad_outputs, train, np.float64)
+                ref_t = [max_abs(a, r) for a, r in zip(dxt, dxr) if a is not None and r is not None]
+                ref_m = [max_abs(a, r) for a, r in zip(dxm, dxr) if a is not None and r is not None]
+                ref_t += [max_abs(gt[k], gr[k]) for k in gt if k in gr]
+                ref_m += [max_abs(gm[k], gr[k]) for k in gt if k in gr and k in gm]
+                ld.ref_torch, ld.ref_mxnet = max(ref_t, default=0.0), max(ref_m, default=0.0)
+            report.backward_layers.append(ld)
+            if not ld.passed and report.first_divergent_layer is None:
+                report.first_divergent_layer = ld
+    except Exception as e:  # a replay problem must not hide the measured report
+        report.notes.append(f"per-layer backward replay failed: {type(e).__name__}: {e}")
+
+
+def _fmt_abs(v: float) -> str:
+    return f"{v:.2e}"
+
+
+def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol, f64) -> bool:
     """Per-layer capture on fresh builds at the initial weights: the first layer (execution order)
     whose output is outside tolerance is the first divergent one."""
     import dualdl as dl
@@ -294,7 +356,7 @@ def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol,
             runs[b], _ = capture(model, "torch" if b == "ref" else b, [r.native(x) for x in xs], forward, train)
         except Exception as e:  # a capture problem must not hide the measured report
             report.notes.append(f"per-layer capture failed on {b}: {type(e).__name__}: {e}")
-            return
+            return False
     ref_calls = {(c.name, c.call): c for c in runs.get("ref", [])}
     for cm, ct in pair_calls(runs["mxnet"], runs["torch"]):      # torch's execution order
         outs = list(zip(cm.outputs, ct.outputs))
@@ -320,6 +382,7 @@ def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol,
         report.layers.append(ld)
         if not ld.passed and report.first_divergent_layer is None:
             report.first_divergent_layer = ld
+    return True
 
 
 def assert_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = None, loss: Any = None,

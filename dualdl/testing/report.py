@@ -48,6 +48,7 @@ class LayerDiff:
     note: str = ""
     ref_torch: Optional[float] = None
     ref_mxnet: Optional[float] = None
+    phase: str = "forward"      # "backward": the layer replayed alone with torch's output gradients
 
     @property
     def label(self) -> str:
@@ -132,6 +133,7 @@ class ParityReport:
     loss: str
     diffs: List[Diff] = field(default_factory=list)
     layers: List[LayerDiff] = field(default_factory=list)
+    backward_layers: List[LayerDiff] = field(default_factory=list)
     first_divergent_layer: Optional[LayerDiff] = None
     float64_reference: bool = False
     notes: List[str] = field(default_factory=list)
@@ -185,13 +187,18 @@ class ParityReport:
             parts.append(f"  first failure: step {f.step} {f.phase} {f.name}: max abs {_fmt(f.max_abs)} "
                          f"({f.usage:.3g}x the tolerance){' ' + f.note if f.note else ''}")
         fl = self.first_divergent_layer
-        if fl is not None:
+        if fl is not None and fl.phase == "forward":
             parts.append(f"  first divergent layer: {fl.label} [torch {fl.torch_type} / mxnet {fl.mxnet_type}]: "
                          f"inputs max abs {_fmt(fl.input_max_abs)}, output max abs "
                          f"{_fmt(fl.output_max_abs)}{' ' + fl.note if fl.note else ''}")
+        elif fl is not None:
+            parts.append(f"  first divergent layer: {fl.label} [torch {fl.torch_type} / mxnet {fl.mxnet_type}] "
+                         f"in backward: every layer's forward agrees, but replayed alone with the same inputs "
+                         f"and output gradients its gradients differ by {_fmt(fl.output_max_abs)}"
+                         f"{' (' + fl.note + ')' if fl.note else ''}")
         elif not self.passed and self.layers:
-            parts.append("  first divergent layer: none (every layer's output agrees at the initial weights; "
-                         "the difference arises in the loss, backward or optimizer)")
+            parts.append("  first divergent layer: none (every layer's forward and backward agree at the initial "
+                         "weights; the difference arises in the loss, a later step or the optimizer)")
         if not self.passed or self.float64_reference:
             parts.append("  diagnosis: " + self.diagnosis())
         parts += ["  note: " + n for n in self.notes]
@@ -224,19 +231,24 @@ class ParityReport:
         return "\n".join(lines)
 
     def layer_table(self, context: int = 6) -> str:
-        """Layer outputs in execution order, up to a few layers past the first divergent one."""
-        if not self.layers:
+        """Layer outputs in execution order, up to a few layers past the first divergent one (or the
+        backward replay, in backward order, when the divergence is in a backward pass)."""
+        fl = self.first_divergent_layer
+        layers = self.backward_layers if fl is not None and fl.phase == "backward" else self.layers
+        if not layers:
             return ""
-        idx = self.layers.index(self.first_divergent_layer) if self.first_divergent_layer else len(self.layers) - 1
-        lo, hi = max(0, idx - context), min(len(self.layers), idx + 3)
+        idx = layers.index(fl) if fl in layers else len(layers) - 1
+        lo, hi = max(0, idx - context), min(len(layers), idx + 3)
         ref = self.float64_reference
         head = f"{'layer':34s} {'torch / mxnet type':34s} {'in abs':>9s} {'out abs':>9s} {'tol use':>8s}"
         if ref:
             head += f" {'torch-f64':>9s} {'mx-f64':>9s}"
-        lines = ["per-layer outputs (execution order):", head]
+        title = ("per-layer backward replay (backward order; 'out' = input and parameter gradients):"
+                 if layers is self.backward_layers else "per-layer outputs (execution order):")
+        lines = [title, head]
         if lo:
             lines.append(f"... {lo} earlier layers agree")
-        for l in self.layers[lo:hi]:
+        for l in layers[lo:hi]:
             types = l.torch_type if l.torch_type == l.mxnet_type else f"{l.torch_type} / {l.mxnet_type}"
             line = (f"{l.label[:34]:34s} {types[:34]:34s} {_fmt(l.input_max_abs):>9s} {_fmt(l.output_max_abs):>9s} "
                     f"{l.usage:8.3g}")
@@ -245,8 +257,8 @@ class ParityReport:
             if l is self.first_divergent_layer:
                 line += "  <- first divergent"
             lines.append(line)
-        if hi < len(self.layers):
-            lines.append(f"... {len(self.layers) - hi} later layers")
+        if hi < len(layers):
+            lines.append(f"... {len(layers) - hi} later layers")
         return "\n".join(lines)
 
     def __str__(self) -> str:
