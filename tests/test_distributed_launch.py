@@ -10,7 +10,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
-from launchutil import PYTHON, assert_all_dead, clean_env, launch, script  # noqa: E402
+from launchutil import (PYTHON, assert_all_dead, clean_env, launch, script,  # noqa: E402
+                        stop_launcher)
 
 from dualdl.distributed import launch as launcher  # noqa: E402
 
@@ -141,8 +142,7 @@ def test_nodes_disagreeing_on_world_size_fail_fast(tmp_path):
                                  ["--engine", "torch"], env=clean_env(), timeout=60)
         _, err1 = node1.communicate(timeout=60)
     finally:
-        if node1.poll() is None:
-            os.killpg(node1.pid, 9)
+        stop_launcher(node1)
     assert node1.returncode == 1, err1
     assert "rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2" in err1
     assert rc0 == 1, err0      # node 0 sees it too, long before the 60 s deadline
@@ -224,8 +224,7 @@ def test_terminating_the_launcher_stops_every_process(tmp_path):
         p.send_signal(15)
         _, err = p.communicate(timeout=30)
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, 9)
+        stop_launcher(p)
     assert p.returncode == 128 + 15, err
     assert "interrupted" in err and time.monotonic() - t0 < 10
     assert_all_dead(tmp_path, 4)

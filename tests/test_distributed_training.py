@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
-from launchutil import PYTHON, clean_env, launch, script  # noqa: E402
+from launchutil import PYTHON, clean_env, launch, script, stop_launcher  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 SCRIPTS = {"torch": "train_torch.py", "mxnet": "train_mx.py"}
@@ -136,8 +136,7 @@ def test_two_nodes_on_one_host(engine, tmp_path, tmp_path_factory):
                                  ["--out", str(out)], timeout=150)
         _, err1 = node1.communicate(timeout=150)
     finally:
-        if node1.poll() is None:
-            os.killpg(node1.pid, 9)
+        stop_launcher(node1)
     assert rc0 == 0 and node1.returncode == 0, err0[-3000:] + err1[-3000:]
     ref_dir = _reference(engine, tmp_path_factory.getbasetemp())
     (_, w0), (_, w1), (_, ref) = _load(out, 0), _load(out, 1), _load(ref_dir, 0)

@@ -1,5 +1,6 @@
 """Helpers for the distributed tests: run `dualdl launch` bounded, check that pids are gone."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,10 +32,26 @@ def launch(launch_args, script_name, script_args=(), timeout=90, env=None):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)
+        stop_launcher(p)
         out, err = p.communicate()
         raise AssertionError(f"dualdl launch did not return within {timeout} s:\n{err[-3000:]}")
     return p.returncode, out, err, time.monotonic() - t0
+
+
+def stop_launcher(p):
+    """SIGTERM first: the launcher then stops its children (each in its own process group,
+    so killing the launcher's group alone would orphan them); SIGKILL if it does not exit."""
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
 
 def run_single(script_name, script_args=(), timeout=90):
