@@ -117,6 +117,23 @@ def test_good_models_pass(case, factory, x, loss, opt_name, optimizer):
     assert all(f"grad {k}" in text for k, _ in model.named_parameters())
 
 
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.act = nn.Linear(6, 8), nn.Linear(5, 8), nn.Tanh()
+
+    def forward(self, x, y):
+        return self.act(dl.ops.add(self.a(x), self.b(y)))
+
+
+def test_several_inputs_hybridized_mxnet():
+    x, y = RNG.standard_normal((4, 6)).astype(np.float32), RNG.standard_normal((4, 5)).astype(np.float32)
+    report = assert_parity(TwoInputs, (x, y), loss="mse", optimizer="adam", steps=2, hybridize=True)
+    names = {d.name for d in report.diffs}
+    assert {"grad input[0]", "grad input[1]", "grad a.weight", "param b.bias"} <= names
+    assert "mxnet model hybridized" in report.notes
+
+
 def test_eval_mode_forward_only_and_float64_reference():
     report = assert_parity(CNN, X_CNN, train=False, backward=False, steps=0, float64_reference=True)
     outs = [d for d in report.diffs if d.name.startswith("output")]

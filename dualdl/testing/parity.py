@@ -173,7 +173,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
                  optimizer: OptimizerSpec = None, steps: int = 1, rtol: float = 1e-4, atol: float = 1e-5,
                  train: bool = True, float64_reference: bool = False, seed: int = 0,
                  randomize: bool = True, forward: Optional[Callable[..., Any]] = None, lr: Optional[float] = None,
-                 backward: bool = True, locate: bool = True) -> ParityReport:
+                 backward: bool = True, hybridize: bool = False, locate: bool = True) -> ParityReport:
     """Run the parity check and return the :class:`ParityReport` (never raises on a mismatch).
 
     ``model_factory()`` is called with each backend active (or ``model_factory(backend=...)``).
@@ -186,6 +186,8 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     ``float64_reference``: also run the torch build in float64 and report each side's distance to it.
     ``forward(model, *inputs)``: how to call the model (default ``model(*inputs)``).
     ``backward=False``: compare forward outputs only (inference parity; needs ``steps=0``).
+    ``hybridize=True`` runs the MXNet model hybridized (the per-layer search always runs it
+    imperatively: hooks do not fire inside a cached graph).
     ``randomize=False`` keeps the factory's initial weights; ``locate=False`` skips the per-layer
     search for the first divergent layer.
     """
@@ -206,6 +208,8 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     else:
         init = {k: dl.to_numpy(v) for k, v in dl.state_dict(torch_model).items()}
     dl.load_state_dict(models["mxnet"], init)
+    if hybridize:
+        models["mxnet"].hybridize()
     runners = {b: runner_for(b, m) for b, m in models.items()}
     ref = None
     if float64_reference:
@@ -230,6 +234,8 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
 
     report = ParityReport(model=_model_label(model_factory), rtol=rtol, atol=atol, steps=steps, train=train,
                           optimizer=opt_label, loss=spec.label, float64_reference=float64_reference)
+    if hybridize:
+        report.notes.append("mxnet model hybridized")
     names_t, names_m = runners["torch"].param_names(), runners["mxnet"].param_names()
     if names_t != names_m:
         report.notes.append(f"parameter names differ: torch only {sorted(set(names_t) - set(names_m))}, "
