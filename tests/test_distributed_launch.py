@@ -42,13 +42,16 @@ def test_hanging_worker_is_killed_at_the_deadline(tmp_path):
 
 
 def test_worker_killed_by_signal_is_reported(tmp_path):
-    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "30"], "faulty.py",
-                                ["--fault", "signal", "--piddir", str(tmp_path)])
+    logs = tmp_path / "logs"
+    rc, out, err, secs = launch(["--nproc", "2", "--timeout", "30", "--log-dir", str(logs)],
+                                "faulty.py", ["--fault", "signal", "--piddir", str(tmp_path)])
     assert rc == 1, err
     assert "rank1 (" in err and "killed by SIGKILL (9)  <- first failure" in err
     assert "rank0 (" in err and "from the launcher" in err
     assert secs < 15, secs
     assert_all_dead(tmp_path, 3)
+    assert sorted(os.listdir(logs)) == ["rank0.log", "rank1.log"]      # --log-dir copies
+    assert "rank 1 pid" in (logs / "rank1.log").read_text()
 
 
 def test_worker_leaving_early_with_exit_0_does_not_hang_the_job(tmp_path):

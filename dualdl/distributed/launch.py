@@ -66,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default 127.0.0.1 for a loopback master, else ps-lite picks an interface")
     p.add_argument("--num-servers", type=int, default=1, help="MXNet parameter servers (node 0)")
     p.add_argument("--tail", type=int, default=20, help="stderr lines shown for a failed process")
+    p.add_argument("--log-dir", default=None,
+                   help="also write each process's output to LOG_DIR/<name>.log (appended)")
     p.add_argument("--python", default=sys.executable, help="interpreter for the processes")
     p.add_argument("script", help="the training script (runs in every process)")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -86,6 +88,7 @@ class _Config:
     exit_timeout: Optional[float]
     grace: float
     tail: int
+    log_dir: Optional[str]
     python: str
     cmd: List[str]
     hosts_rendezvous: bool
@@ -115,6 +118,11 @@ def _validate(args: argparse.Namespace) -> _Config:
         raise LaunchError(f"--port {args.port} is not a TCP port")
     if args.nnodes > 1 and not args.port:
         raise LaunchError("--nnodes > 1 needs --port: every node must use the same rendezvous port")
+    if args.log_dir is not None:
+        try:
+            os.makedirs(args.log_dir, exist_ok=True)
+        except OSError as e:
+            raise LaunchError(f"--log-dir {args.log_dir!r}: {e}") from None
     if not os.path.isfile(args.script):
         raise LaunchError(f"script {args.script!r} not found")
     if shutil.which(args.python) is None and not os.access(args.python, os.X_OK):
@@ -131,7 +139,7 @@ def _validate(args: argparse.Namespace) -> _Config:
         del cmd[3]
     return _Config(backend, args.nproc, args.nnodes, args.node_rank, args.master_addr, args.port,
                    node_host, args.num_servers, args.timeout, exit_timeout or None, args.grace,
-                   max(0, args.tail), args.python, cmd, hosts, _base_env(backend))
+                   max(0, args.tail), args.log_dir, args.python, cmd, hosts, _base_env(backend))
 
 
 def _check_framework(python: str, backend: str) -> None:
@@ -269,13 +277,33 @@ def _specs(cfg: _Config, port: int, tmpdir: str) -> List[_Proc]:
 
 
 class _Output:
-    """Forwards children's lines with a ``[name]`` prefix; keeps the last stderr lines."""
+    """Forwards children's lines with a ``[name]`` prefix; keeps the last stderr lines; copies
+    them to ``<log_dir>/<name>.log`` when asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_dir: Optional[str] = None) -> None:
         self.lock = threading.Lock()
+        self.log_dir = log_dir
+        self.files: Dict[str, object] = {}
+
+    def log_file(self, name: str):
+        if self.log_dir is None:
+            return None
+        if name not in self.files:
+            self.files[name] = open(os.path.join(self.log_dir, f"{name}.log"), "a",
+                                    encoding="utf-8")
+        return self.files[name]
+
+    def close(self) -> None:
+        for f in self.files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        self.files.clear()
 
     def pump(self, proc: _Proc, pipe, to_stderr: bool, tail: int) -> None:
         prefix = f"[{proc.name}] "
+        log = self.log_file(proc.name)
         for raw in iter(pipe.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if to_stderr and tail:
@@ -287,6 +315,9 @@ class _Output:
                 try:
                     stream.write(prefix + line + "\n")
                     stream.flush()
+                    if log is not None:
+                        log.write(line + "\n")
+                        log.flush()
                 except (OSError, ValueError):
                     pass
         pipe.close()
@@ -360,7 +391,7 @@ class _Interrupted(Exception):
 def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Result:
     tmpdir = tempfile.mkdtemp(prefix="dualdl-launch-")
     procs = _specs(cfg, port, tmpdir)
-    out = _Output()
+    out = _Output(cfg.log_dir)
     t0 = time.monotonic()
     deadline = t0 + cfg.timeout if cfg.timeout else None
     reason: Optional[str] = None
@@ -409,6 +440,7 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
         for p in procs:
             for t in p.threads:
                 t.join(timeout=2)
+        out.close()
     elapsed = time.monotonic() - t0
     try:
         if reason is None:
