@@ -176,9 +176,22 @@ class _PoolNd(Layer):
             self._check(x)
         if self.ceil_mode:
             return self._ceil_pool(F, x)
-        kw = {"count_include_pad": self.count_include_pad} if self._type == "avg" else {}
-        return F.Pooling(x, kernel=self.kernel_size, stride=self.stride, pad=self.padding,
-                         pool_type=self._type, pooling_convention="valid", **kw)
+        if self._type == "max":
+            return self._max_op(F, x, kernel=self.kernel_size, stride=self.stride, pad=self.padding)
+        return F.Pooling(x, kernel=self.kernel_size, stride=self.stride, pad=self.padding, pool_type="avg",
+                         pooling_convention="valid", count_include_pad=self.count_include_pad)
+
+    @staticmethod
+    def _max_op(F, x, **kw):
+        """Max pooling. Under ``autograd.record(train_mode=False)`` MKLDNN's float32 max-pooling
+        backward sends gradients to the wrong elements (measured 3.9 off): on NDArrays that case
+        pools in float64 (no MKLDNN; exact) and casts back. Not done under hybridize(): a graph
+        cannot see the recording mode (record with train_mode=True there)."""
+        if (is_ndarray(x) and x.dtype == np.float32 and autograd.is_recording()
+                and not autograd.is_training()):
+            return F.Pooling(x.astype("float64"), pool_type="max", pooling_convention="valid",
+                             **kw).astype("float32")
+        return F.Pooling(x, pool_type="max", pooling_convention="valid", **kw)
 
     def _ceil_pool(self, F, x):
         """torch's ceil_mode without MXNet's 'full' convention, which (measured) adds a last window
@@ -204,7 +217,7 @@ class _PoolNd(Layer):
             return F.Pooling(t, kernel=k, stride=s, pad=(0, 0), pool_type=kind, pooling_convention="valid")
 
         if self._type == "max":
-            out = pool(pad(x, p, r, float("-inf")), "max")
+            out = self._max_op(F, pad(x, p, r, float("-inf")), kernel=k, stride=s, pad=(0, 0))
         else:
             total = pool(pad(x, p, r, 0.0), "sum")
             mask = F.ones_like(F.slice_axis(F.slice_axis(x, axis=0, begin=0, end=1), axis=1, begin=0, end=1))

@@ -316,3 +316,23 @@ def test_pooling_sweep_matches_torch_shapes_values_and_gradients():
         assert d <= 1e-6 and ddx <= 1e-6, (cls, H, k, s, p, ceil, kind, d, ddx)
         worst, worst_dx, n = max(worst, d), max(worst_dx, ddx), n + 1
     RESULTS[f"pool sweep ({n} configs)"] = {"out": worst, "dx": worst_dx}
+
+
+@pytest.mark.parametrize("ceil", [False, True])
+def test_maxpool_gradient_under_record_without_train_mode(ceil):
+    """MKLDNN's float32 max-pooling backward is wrong under autograd.record(train_mode=False)
+    (what an eval-mode gradient uses); dualdl's MaxPool2d matches torch there too."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    with dl.use("torch"):
+        (yt, dxt, _), g = run_torch(nn.MaxPool2d(3, 2, 1, ceil_mode=ceil).eval(), x, rng)
+    with dl.use("mxnet"):
+        m = nn.MaxPool2d(3, 2, 1, ceil_mode=ceil).eval()
+    xm = nd.array(x)
+    xm.attach_grad()
+    with autograd.record(train_mode=False):
+        y = m(xm)
+    y.backward(nd.array(g))
+    d = maxdiff(dxt, xm.grad.asnumpy())
+    assert maxdiff(yt, y.asnumpy()) == 0.0 and d <= 1e-6, d          # MXNet's own op: 3.9 off
+    RESULTS[f"MaxPool2d record(train_mode=False){' ceil' if ceil else ''}"] = {"out": 0.0, "dx": d}
