@@ -36,7 +36,8 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss was NaN or infinite; the step was not applied (model and optimizer unchanged)."""
+    """The loss (or, with ``clip_grad_norm``, the gradient norm) was NaN or infinite; the step was
+    not applied (model and optimizer unchanged)."""
 
 
 class StaleGradientWarning(UserWarning):
@@ -74,7 +75,8 @@ class Trainer:
         batch_axis: the samples axis of the inputs (1 for TNC sequences); ``target_batch_axis`` and
             ``output_batch_axis`` default to it (1-D arrays always split on axis 0).
         nonfinite: ``"raise"`` (:class:`NonFiniteLossError`) or ``"skip"`` (warn, drop the step
-            and the current accumulation window, record it in ``skipped_steps``) for a NaN/Inf loss.
+            and the current accumulation window, record it in ``skipped_steps``) for a NaN/Inf
+            loss, or a NaN/Inf gradient norm when ``clip_grad_norm`` is set (it is computed then).
         clip_grad_norm / clip_grad_value: clip the final (summed, scaled) gradients before the step.
         accumulate_steps: micro-batches per optimizer step.
         scheduler: a ``dl.optim.lr_scheduler`` stepped after every optimizer step.
@@ -228,18 +230,24 @@ class Trainer:
             self._discard(snap)
             raise
         if not math.isfinite(value):
-            self._discard(snap)
-            self.skipped_steps.append({"step": self.step, "loss": value})
-            msg = (f"non-finite loss {value} at step {self.step}: the step was not applied "
-                   f"(model and optimizer unchanged; the accumulation window was dropped)")
-            if self.nonfinite == "raise":
-                raise NonFiniteLossError(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=2)
-            return value
+            return self._nonfinite(snap, value, "loss")
         self._micro += 1
         self._samples += B
         if self._micro >= self.accumulate_steps:
-            self._apply()
+            norm = self._apply()
+            if norm is not None:
+                self._nonfinite(snap, norm, "gradient norm")
+        return value
+
+    def _nonfinite(self, snap, value: float, what: str) -> float:
+        """Drop the step (and the accumulation window); raise or warn as ``nonfinite`` says."""
+        self._discard(snap)
+        self.skipped_steps.append({"step": self.step, "loss" if what == "loss" else "grad_norm": value})
+        msg = (f"non-finite {what} {value} at step {self.step}: the step was not applied "
+               f"(model and optimizer unchanged; the accumulation window was dropped)")
+        if self.nonfinite == "raise":
+            raise NonFiniteLossError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
         return value
 
     def _discard(self, snap) -> None:
@@ -247,7 +255,9 @@ class Trainer:
         self._impl.zero_grad(self._params)
         self._micro = self._samples = 0
 
-    def _apply(self) -> None:
+    def _apply(self) -> Optional[float]:
+        """All-reduce, scale, clip and step. Returns the gradient norm instead of stepping when
+        clipping by norm finds it non-finite."""
         impl = self._impl
         impl.allreduce_grads(self._params)
         if self.accumulate_steps > 1 and self._reduction_for_scale() != "sum":
@@ -265,13 +275,16 @@ class Trainer:
         if self.clip_grad_value is not None:
             optim.clip_grad_value_(self._params, self.clip_grad_value)
         if self.clip_grad_norm is not None:
-            optim.clip_grad_norm_(self._params, self.clip_grad_norm)
+            norm = float(optim.clip_grad_norm_(self._params, self.clip_grad_norm))
+            if not math.isfinite(norm):
+                return norm
         self.optimizer.step()
         impl.sync_buffers(self.model)
         if self.scheduler is not None:
             self.scheduler.step()
         self.step += 1
         self._micro = self._samples = 0
+        return None
 
     def _reduction_for_scale(self) -> str:
         # reduction is known from the loss object, or was inferred on the first call

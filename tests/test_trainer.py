@@ -327,3 +327,22 @@ def test_mxnet_model_on_other_contexts_is_a_clear_error():
             dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.cpu(0), dl.cpu(2)])
         import mxnet as mx
         assert m.fc1.weight.list_ctx() == [mx.cpu(1)]
+
+
+def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
+    """sqrt(mean(0 * out)) is 0 but its gradient is inf * 0 = NaN on both backends."""
+    def loss_fn(out, y):
+        return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
+    m = _mlp(backend)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x, y, _ = data("mlp")
+    before = weights(m)
+    tr = dl.Trainer(m, opt, loss_fn, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
+    with pytest.raises(NonFiniteLossError, match="non-finite gradient norm nan at step 0"):
+        tr.train_step(x, y)
+    assert tr.step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
+    tr.nonfinite = "skip"
+    with pytest.warns(RuntimeWarning, match="gradient norm"):
+        assert tr.train_step(x, y) == 0.0
+    assert tr.skipped_steps[-1]["step"] == 0 and np.isnan(tr.skipped_steps[-1]["grad_norm"])
+    assert maxdiff(weights(m), before) == 0
