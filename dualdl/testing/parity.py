@@ -283,15 +283,16 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
         located = _locate(report, model_factory, init, xs, train, forward, rtol, atol, float64_reference)
         if located and report.first_divergent_layer is None and backward:
             _locate_backward(report, model_factory, init, xs, tgt, spec, train, forward, rtol, atol,
-                             float64_reference)
+                             float64_reference, hybridize)
     return report
 
 
 def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, forward, rtol, atol,
-                     f64: bool) -> None:
+                     f64: bool, hybridize: bool) -> None:
     """When every layer's forward agrees: take each layer call's inputs and output gradients from a
     torch training step, replay that layer alone on both backends, and compare input and parameter
-    gradients. The first failing layer in backward order is where the gradients start to diverge."""
+    gradients. The first failing layer in backward order is where the gradients start to diverge.
+    With ``hybridize`` the MXNet layers are replayed hybridized (cached graphs behave differently)."""
     import dualdl as dl
     try:
         models = {}
@@ -301,6 +302,8 @@ def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, 
                 m = m.double()
             dl.load_state_dict(m, init)
             m.train(train)
+            if b == "mxnet" and hybridize:
+                m.hybridize()            # each layer then runs its own cached graph, as in the check
             models[b] = m
         probe = runner_for("torch", models["probe"])
         calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward))
