@@ -290,3 +290,42 @@ def test_mxnet_hybridized_model_trains_like_the_imperative_one(strategy):
             tr.train_step(x, y)
     d = maxdiff(weights(m), ref)
     assert d <= 1e-6, f"hybridized vs imperative ({strategy}, 2 contexts): {d:.2e}"
+
+
+class TwoHeads(dl.nn.Module):
+    """Returns a tuple: gathered element-wise by data_parallel."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = dl.nn.Linear(6, 8)
+        self.a = dl.nn.Linear(8, 3)
+        self.b = dl.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = dl.ops.tanh(self.body(x))
+        return self.a(h), self.b(h)
+
+
+def _two_head_loss(outs, y):
+    mse = dl.losses.MSELoss()
+    return dl.ops.add(mse(outs[0], y), dl.ops.mul(mse(outs[1], y), 0.5))
+
+
+@pytest.mark.parametrize("strategy", ["data_parallel", "split_and_load"])
+def test_tuple_outputs_are_gathered_per_element(backend, strategy):
+    res = {}
+    for n in (1, 3):
+        dl.seed(3)
+        m = TwoHeads()
+        if n == 1:
+            init = weights(m)
+        dl.load_state_dict(m, init)
+        tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), _two_head_loss,
+                        devices=[dl.cpu(i) for i in range(n)], strategy=strategy)
+        for s in range(3):
+            x, y, _ = data("mlp", seed=s)
+            tr.train_step(x, y)
+        loss, outs = tr.eval_step(x, y)
+        assert isinstance(outs, tuple) and [tuple(dl.to_numpy(o).shape) for o in outs] == [(10, 3), (10, 3)]
+        res[n] = weights(m)
+    assert maxdiff(res[3], res[1]) <= 1e-6
