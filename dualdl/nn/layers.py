@@ -18,7 +18,9 @@ LAYERS = {
               "padding='same' handled as Conv1d; batched input only.",
     "MaxPool1d": "ceil_mode=True: MXNet's 'full' convention adds a last window starting in the right padding "
                  "(torch drops it) and its MKLDNN backward can fail; dualdl pads explicitly (-inf) instead.",
-    "MaxPool2d": "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices.",
+    "MaxPool2d": "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices. "
+                 "MKLDNN's backward is wrong under record(train_mode=False): pooled in float64 then "
+                 "(non-hybridized only).",
     "AvgPool1d": "ceil_mode=True: besides the extra window, MXNet's backward divides a clipped window by the "
                  "full kernel (0.17-0.25 off); dualdl uses explicit padding + sum pooling / counted elements.",
     "AvgPool2d": "ceil_mode as AvgPool1d; count_include_pad as torch; no divisor_override.",
