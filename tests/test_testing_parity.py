@@ -253,9 +253,16 @@ def _env():
     return env
 
 
+def _plugin_installed():
+    """Whether the pytest11 entry point ``dualdl`` is installed (then ``-p`` would register it twice)."""
+    from importlib.metadata import entry_points
+    return any(ep.name == "dualdl" for ep in entry_points(group="pytest11"))
+
+
 @pytest.mark.slow
 def test_example_file_runs_with_the_pytest_plugin():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "dualdl.testing.pytest_plugin",
+    plugin = [] if _plugin_installed() else ["-p", "dualdl.testing.pytest_plugin"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *plugin,
                            "--parity-report", os.path.join(ROOT, "examples", "test_parity_example.py")],
                           cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
