@@ -297,13 +297,15 @@ class Trainer:
         B = self._batch(xs, ys)
         sizes = split_sizes(B, len(self.devices))
         was_training = bool(getattr(self.model, "training", True))
-        self.model.eval()
+        toggle = callable(getattr(self.model, "eval", None))     # native Gluon Blocks have no eval()
+        if toggle:
+            self.model.eval()
         try:
             return self._replicas.evaluate(xs, [self._axis(a, self.batch_axis) for a in xs],
                                            ys if ys else None, self.output_batch_axis, sizes,
                                            self.loss_fn, self._objective(B))
         finally:
-            if was_training:
+            if toggle and was_training:
                 self.model.train()
 
     # ---- checkpoints --------------------------------------------------------------------------------

@@ -85,13 +85,20 @@ def _buffers(model: gluon.Block) -> List[gluon.Parameter]:
 
 
 # ---- gradients -------------------------------------------------------------------------------
+def _ready(p: gluon.Parameter) -> bool:
+    """False for a Gluon parameter whose deferred initialisation has not run yet."""
+    return p._data is not None
+
+
 def _fresh(p: gluon.Parameter) -> bool:
-    return bool(getattr(p.list_data()[0], "_fresh_grad", False))
+    return _ready(p) and bool(getattr(p.list_data()[0], "_fresh_grad", False))
 
 
 def zero_grad(params: Sequence[gluon.Parameter]) -> None:
     """Zero every context's gradient and mark it not fresh (torch's ``grad = None``)."""
     for p in params:
+        if not _ready(p):
+            continue
         p.zero_grad()
         for d in p.list_data():
             d._fresh_grad = False
@@ -100,8 +107,10 @@ def zero_grad(params: Sequence[gluon.Parameter]) -> None:
 def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:
     """Sum the gradients of all context copies into every copy (what a kvstore does)."""
     for p in params:
+        if not _fresh(p):
+            continue
         grads = p.list_grad()
-        if len(grads) < 2 or not _fresh(p):
+        if len(grads) < 2:
             continue
         c0 = grads[0].context
         total = nd.add_n(*[g.as_in_context(c0) for g in grads])
@@ -111,8 +120,9 @@ def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:
 
 def scale_grads(params: Sequence[gluon.Parameter], factor: float) -> None:
     for p in params:
-        for g in p.list_grad():
-            g *= factor
+        if _ready(p):
+            for g in p.list_grad():
+                g *= factor
 
 
 def stale(named: Sequence[Tuple[str, gluon.Parameter]]) -> List[str]:
@@ -126,7 +136,7 @@ def grad_arrays(params: Sequence[gluon.Parameter]) -> List[Optional[np.ndarray]]
 
 # ---- buffers ---------------------------------------------------------------------------------
 def snapshot_buffers(model: gluon.Block):
-    return [(p, [d.copy() for d in p.list_data()]) for p in _buffers(model)]
+    return [(p, [d.copy() for d in p.list_data()]) for p in _buffers(model) if _ready(p)]
 
 
 def restore_buffers(model: gluon.Block, snap) -> None:
@@ -138,6 +148,8 @@ def restore_buffers(model: gluon.Block, snap) -> None:
 def sync_buffers(model: gluon.Block) -> None:
     """Copy context 0's buffers (running statistics) to the other contexts."""
     for p in _buffers(model):
+        if not _ready(p):
+            continue
         data = p.list_data()
         for d in data[1:]:
             data[0].copyto(d)

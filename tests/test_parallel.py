@@ -329,3 +329,48 @@ def test_tuple_outputs_are_gathered_per_element(backend, strategy):
         assert isinstance(outs, tuple) and [tuple(dl.to_numpy(o).shape) for o in outs] == [(10, 3), (10, 3)]
         res[n] = weights(m)
     assert maxdiff(res[3], res[1]) <= 1e-6
+
+
+def test_native_gluon_model_matches_gluons_own_multi_context_recipe():
+    """A ported, unmodified Gluon model (deferred shapes, Gluon BatchNorm) under dl.Trainer on 3
+    contexts == Gluon's documented recipe: split_and_load(even_split=False), per-sample L2Loss,
+    backward, gluon.Trainer(kvstore='device').step(global batch). Plain SGD, where MXNet's and
+    torch's formulas coincide."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    ctxs = [mx.cpu(0), mx.cpu(1), mx.cpu(2)]
+    x, y, _ = data("mlp")
+
+    def net():
+        n = gluon.nn.HybridSequential()
+        n.add(gluon.nn.Dense(8, activation="tanh"), gluon.nn.BatchNorm(), gluon.nn.Dense(3))
+        n.initialize(mx.init.Xavier(), ctx=mx.cpu(0))
+        n(mx.nd.array(x[:1]))                      # run the deferred initialisation
+        for i, p in enumerate(n.collect_params().values()):
+            p.set_data(mx.nd.array(np.random.default_rng(i).standard_normal(p.shape) * 0.3 + (1 if "var" in p.name else 0)))
+        return n
+
+    ref = net()
+    ref.collect_params().reset_ctx(ctxs)
+    gtr = gluon.Trainer(ref.collect_params(), "sgd", {"learning_rate": 0.1, "wd": 1e-3}, kvstore="device")
+    l2 = gluon.loss.L2Loss()
+    mine = net()
+    opt = dl.optim.SGD([p for p in mine.collect_params().values() if p.grad_req != "null"], lr=0.1,
+                       weight_decay=1e-3)
+    tr = dl.Trainer(mine, opt, dl.losses.gluon.GluonL2Loss(), devices=[dl.cpu(0), dl.cpu(1), dl.cpu(2)],
+                    strategy="split_and_load")
+    for s in range(5):
+        xs, ys, _ = data("mlp", seed=s)
+        xp = gluon.utils.split_and_load(mx.nd.array(xs), ctxs, even_split=False)
+        yp = gluon.utils.split_and_load(mx.nd.array(ys), ctxs, even_split=False)
+        with autograd.record():
+            losses = [l2(ref(a), b) for a, b in zip(xp, yp)]
+        autograd.backward(losses)
+        gtr.step(len(xs))
+        tr.train_step(xs, ys)
+    a = {k: p.data(mx.cpu(0)).asnumpy() for k, p in ref._collect_params_with_prefix().items()}
+    b = {k: p.data(mx.cpu(0)).asnumpy() for k, p in mine._collect_params_with_prefix().items()}
+    d = maxdiff(a, b)
+    assert d <= 1e-6, f"dl.Trainer vs Gluon's own 3-context recipe: {d:.2e}"
+    loss, out = tr.eval_step(x, y)
+    assert dl.to_numpy(out).shape == (10, 3)
