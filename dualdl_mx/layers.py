@@ -49,9 +49,9 @@ class _ConvNd(Layer):
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) "
                              f"must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
+        if padding_mode not in ("zeros", "reflect", "replicate"):
             raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not available on the "
-                                      f"mxnet backend (MXNet's Convolution pads with zeros only)")
+                                      f"mxnet backend ('zeros', 'reflect' and 'replicate' are)")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = _tuple(kernel_size, n, "kernel_size")
         self.stride = _tuple(stride, n, "stride")
@@ -66,13 +66,16 @@ class _ConvNd(Layer):
             self.padding = padding
             totals = [d * (k - 1) if padding == "same" else 0
                       for d, k in zip(self.dilation, self.kernel_size)]
-            # torch pads total//2 before and the rest after; MXNet pads symmetrically: pad the larger
-            # side on both ends and drop the extra first output position.
+            self._sides = tuple((t // 2, t - t // 2) for t in totals)    # torch: total//2 before
+            # MXNet pads symmetrically: pad the larger side on both ends, drop the first output.
             self._pad = tuple(t - t // 2 for t in totals)
             self._crop_first = tuple(t % 2 == 1 for t in totals)
         else:
             self.padding = _tuple(padding, n, "padding")
             self._pad = self.padding
+            self._sides = tuple((q, q) for q in self.padding)
+        if padding_mode != "zeros":        # pad explicitly (F.pad reflect/edge), convolve unpadded
+            self._pad, self._crop_first = (0,) * n, (False,) * n
         fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         self.weight = self._dl_new_param(
@@ -87,14 +90,27 @@ class _ConvNd(Layer):
                               self._layout.replace("C_in", str(self.in_channels)), x)
         for i in range(n):
             eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
-            if x.shape[2 + i] + 2 * self._pad[i] < eff:
+            if x.shape[2 + i] + sum(self._sides[i]) < eff:
                 raise ValueError(f"{type(self).__name__}: input spatial size {tuple(x.shape[2:])} (padded "
-                                 f"by {self._pad}) is smaller than the kernel {self.kernel_size} "
+                                 f"by {self._sides}) is smaller than the kernel {self.kernel_size} "
                                  f"(dilation {self.dilation})")
+            if self.padding_mode == "reflect" and max(self._sides[i]) >= x.shape[2 + i]:
+                raise ValueError(f"{type(self).__name__}: padding_mode='reflect' needs padding < input "
+                                 f"size, got padding {self._sides} for input {tuple(x.shape[2:])}")
+
+    def _explicit_pad(self, F, x):
+        """torch's 'reflect'/'replicate' padding with F.pad (4-D only: 1-D input goes via (N, C, 1, L))."""
+        sides = ((0, 0),) * (2 - self._n) + self._sides
+        x4 = F.expand_dims(x, axis=2) if self._n == 1 else x
+        x4 = F.pad(x4, mode="reflect" if self.padding_mode == "reflect" else "edge",
+                   pad_width=(0, 0, 0, 0) + sides[0] + sides[1])
+        return F.squeeze(x4, axis=2) if self._n == 1 else x4
 
     def hybrid_forward(self, F, x, weight, bias=None):
         if is_ndarray(x):
             self._check(x)
+        if self.padding_mode != "zeros" and any(sum(sd) for sd in self._sides):
+            x = self._explicit_pad(F, x)
         out = F.Convolution(x, weight, bias, kernel=self.kernel_size, stride=self.stride,
                             dilate=self.dilation, pad=self._pad, num_filter=self.out_channels,
                             num_group=self.groups, no_bias=bias is None)

@@ -36,13 +36,16 @@ class _ConvCheck:
         if x.dim() != self._n + 2 or x.shape[1] != self.in_channels:
             raise shape_error(f"{type(self).__name__}(in_channels={self.in_channels})",
                               self._layout.replace("C_in", str(self.in_channels)), x)
-        if isinstance(self.padding, tuple):
-            for i in range(self._n):
-                eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
-                if x.shape[2 + i] + 2 * self.padding[i] < eff:
-                    raise ValueError(f"{type(self).__name__}: input spatial size {tuple(x.shape[2:])} "
-                                     f"(padded by {self.padding}) is smaller than the kernel "
-                                     f"{self.kernel_size} (dilation {self.dilation})")
+        for i in range(self._n):
+            eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
+            pad = eff - 1 if self.padding == "same" else 0 if self.padding == "valid" else 2 * self.padding[i]
+            if x.shape[2 + i] + pad < eff:
+                raise ValueError(f"{type(self).__name__}: input spatial size {tuple(x.shape[2:])} "
+                                 f"(padded by {self.padding}) is smaller than the kernel "
+                                 f"{self.kernel_size} (dilation {self.dilation})")
+            if self.padding_mode == "reflect" and pad - pad // 2 >= x.shape[2 + i]:
+                raise ValueError(f"{type(self).__name__}: padding_mode='reflect' needs padding < input "
+                                 f"size, got padding {self.padding} for input {tuple(x.shape[2:])}")
         return super().forward(x)
 
 

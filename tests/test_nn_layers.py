@@ -167,6 +167,7 @@ def test_embedding_lookup_and_padding(backend):
     (lambda: nn.Conv2d(3, 4, 3), (1, 2, 8, 8), r"\(N, 3, H, W\).*\(1, 2, 8, 8\)"),
     (lambda: nn.Conv2d(3, 4, 5), (1, 3, 3, 3), r"Conv2d.*smaller than the kernel"),
     (lambda: nn.Conv1d(3, 4, 3), (2, 3, 4, 4), r"Conv1d.*\(N, 3, L\).*\(2, 3, 4, 4\)"),
+    (lambda: nn.Conv1d(3, 4, 3, padding=4, padding_mode="reflect"), (2, 3, 4), r"Conv1d.*reflect.*padding < input"),
     (lambda: nn.BatchNorm2d(4), (2, 3, 5, 5), r"BatchNorm2d\(4\).*\(N, 4, H, W\).*\(2, 3, 5, 5\)"),
     (lambda: nn.BatchNorm2d(4), (2, 4, 5), r"BatchNorm2d.*\(2, 4, 5\)"),
     (lambda: nn.BatchNorm1d(4), (2, 4, 5, 5), r"BatchNorm1d\(4\).*\(N, 4\) or \(N, 4, L\)"),

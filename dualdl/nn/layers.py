@@ -13,7 +13,8 @@ LAYERS = {
     "Linear": "Gluon Dense flattens non-batch axes by default and infers in_units lazily; "
               "Linear applies to the last axis and creates its weight (out, in) at once.",
     "Conv1d": "F.Convolution with torch's weight (out, in/groups, k) and U(+-1/sqrt(fan_in)) init; "
-              "padding='same' with an even kernel crops MXNet's symmetric padding; zeros padding only.",
+              "padding='same' with an even kernel crops MXNet's symmetric padding; padding_mode 'reflect'/"
+              "'replicate' via F.pad ('circular' unsupported).",
     "Conv2d": "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
               "padding='same' handled as Conv1d; batched input only.",
     "MaxPool1d": "ceil_mode=True: MXNet's 'full' convention adds a last window starting in the right padding "
