@@ -1,0 +1,122 @@
+"""``python -m benchmarks`` (``make bench``): run the cases, print a table, write JSON and Markdown.
+
+Options: ``--quick`` (tiny sizes, few rounds), ``--only GROUP_OR_CASE`` (repeatable, e.g.
+``--only train_step`` or ``--only checkpoint``), ``--repeats N``, ``--no-keras``, ``--json PATH``,
+``--markdown PATH`` (``--markdown ''`` to skip), ``--list``.
+"""
+from __future__ import annotations
+
+import os
+
+# One thread per framework, set before any framework loads: the machine is shared, and MXNet
+# deadlocks with OMP_NUM_THREADS>=2 and two CPU contexts running `dot` concurrently.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from dataclasses import asdict  # noqa: E402
+from typing import List, Optional, Sequence  # noqa: E402
+
+from . import harness, report  # noqa: E402
+from .harness import CASES, Config, Row  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_JSON = os.path.join(HERE, "results.json")
+DEFAULT_MD = os.path.join(os.path.dirname(HERE), "docs", "benchmarks.md")
+FINDINGS = os.path.join(HERE, "findings.md")
+
+
+def load_cases() -> None:
+    """Import the modules that register cases (in report order)."""
+    from . import train_step, keras_peer, parallel, startup, checkpoint, port  # noqa: F401
+
+
+def select(only: Sequence[str]):
+    if not only:
+        return list(CASES)
+    keys = set(only)
+    chosen = [c for c in CASES if c.group in keys or c.name in keys or f"{c.group}:{c.name}" in keys]
+    unknown = keys - {c.group for c in CASES} - {c.name for c in CASES} - {f"{c.group}:{c.name}" for c in CASES}
+    if unknown:
+        raise SystemExit(f"unknown case(s) {sorted(unknown)}; see --list")
+    return chosen
+
+
+def run(cfg: Config, only: Sequence[str] = (), json_path: Optional[str] = DEFAULT_JSON,
+        md_path: Optional[str] = DEFAULT_MD, log=print) -> List[Row]:
+    """Run the selected cases; a failing case becomes an 'errors' row (the others still run)."""
+    load_cases()
+    try:
+        import torch
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    except ImportError:       # pragma: no cover
+        pass
+    machine = harness.machine_info()
+    rows: List[Row] = []
+    t_all = time.perf_counter()
+    for c in select(only):
+        t0 = time.perf_counter()
+        log(f"[bench] {c.group}:{c.name} - {c.doc}", flush=True)
+        try:
+            got = c.fn(cfg)
+        except Exception as e:
+            traceback.print_exc()
+            got = [Row(group="errors", name=f"{c.group}:{c.name}", value=float("nan"),
+                       note=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")]
+        rows += got
+        log(f"[bench]   {len(got)} row(s) in {time.perf_counter() - t0:.1f} s", flush=True)
+    elapsed = time.perf_counter() - t_all
+    config = asdict(cfg)
+    log(report.console_table(rows))
+    if json_path:
+        report.write_json(json_path, rows, machine, config, elapsed)
+        log(f"[bench] wrote {json_path}")
+    if md_path:
+        findings = open(FINDINGS).read() if os.path.exists(FINDINGS) and not only else ""
+        report.write_markdown(md_path, report.markdown(rows, machine, config, elapsed, findings))
+        log(f"[bench] wrote {md_path}")
+    return rows
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes and few rounds (a minute or two)")
+    p.add_argument("--only", action="append", default=[], metavar="GROUP|CASE",
+                   help="run only this group or case (repeatable); see --list")
+    p.add_argument("--repeats", type=int, default=None, help="timed rounds per comparison")
+    p.add_argument("--no-keras", action="store_true", help="skip the Keras peer (and its venv)")
+    p.add_argument("--json", default=None,
+                   help="results JSON path ('' to skip; default benchmarks/results.json for a full run, "
+                        "results-quick.json / results-partial.json for --quick / --only)")
+    p.add_argument("--markdown", default=None,
+                   help=f"Markdown summary path ('' to skip; default {os.path.relpath(DEFAULT_MD)} "
+                        f"for a full run of every case, skipped otherwise)")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    a = p.parse_args(argv)
+    load_cases()
+    if a.list:
+        for c in CASES:
+            print(f"{c.group}:{c.name:16s} {c.doc}")
+        return 0
+    kw = {"keras": not a.no_keras}
+    if a.repeats is not None:
+        if a.repeats < 1:
+            p.error("--repeats must be >= 1")
+        kw["repeats"] = a.repeats
+    cfg = Config.make(quick=a.quick, **kw)
+    md = a.markdown
+    if md is None:     # docs/benchmarks.md holds full runs only
+        md = DEFAULT_MD if not a.quick and not a.only else ""
+    js = a.json
+    if js is None:
+        js = DEFAULT_JSON if not a.quick and not a.only else os.path.join(
+            HERE, "results-quick.json" if a.quick else "results-partial.json")
+    rows = run(cfg, a.only, js or None, md or None)
+    return 1 if any(r.group == "errors" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
