@@ -22,7 +22,7 @@ import copy
 import math
 import random as _pyrandom
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 

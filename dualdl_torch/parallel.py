@@ -14,7 +14,6 @@ Hides:
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,7 +21,7 @@ import torch
 
 from dualdl.devices import Device
 from dualdl.parallel import split_bounds
-from .core import native_device, torch_dtype
+from .core import native_device
 
 __all__ = ["record", "no_grad", "backward", "is_model", "model_devices", "trainable", "Replicas",
            "zero_grad", "scale_grads", "allreduce_grads", "stale", "snapshot_buffers",
