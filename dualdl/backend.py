@@ -139,6 +139,10 @@ def get_backend(name: Optional[str] = None) -> Backend:
         raise BackendNotInstalledError(
             f"the {key!r} backend needs the {framework!r} package, which is not installed; "
             f"install it with: pip install 'dualdl[{extra}]'")
+    if key == "mxnet" and framework not in sys.modules:
+        # leaked DMLC_* variables would turn `import mxnet` into a blocking ps-lite node
+        from .distributed.env import check_mxnet_node_env
+        check_mxnet_node_env()
     module = importlib.import_module(adapter)
     inst = module.Backend()
     _instances[key] = inst

@@ -10,7 +10,7 @@ from typing import List, Optional
 # subcommand -> (module, one-line help). Each module defines add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS = {
     "demo": ("dualdl.demo.cli", "train the CRNN digit-string demo on both backends and compare"),
-    "launch": ("dualdl.distributed.launch", "start a multi-process training run on this host"),
+    "launch": ("dualdl.distributed.launch", "start a multi-process training run on this host or across hosts"),
     "convert": ("dualdl.port.cli_convert", "convert checkpoints between Gluon, torch and safetensors"),
     "parity": ("dualdl.testing.cli_parity", "run a parity check of a model factory on both backends"),
     "info": ("dualdl.info", "show installed backends, versions and devices"),

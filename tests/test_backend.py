@@ -102,3 +102,10 @@ def test_missing_backend_error_names_the_extra():
             "except dualdl.BackendNotInstalledError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'dualdl[mxnet]'" in r.stdout, r.stdout + r.stderr
+
+
+def test_leaked_dmlc_role_is_an_error_not_a_hang():
+    code = "import dualdl\ntry:\n    dualdl.get_backend('mxnet')\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    env = {"PATH": "/usr/bin:/bin", "DMLC_ROLE": "worker"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert "DistributedEnvError" in r.stdout and "would block" in r.stdout, r.stdout + r.stderr
