@@ -144,7 +144,8 @@ class ModuleDict(Layer):
     """``torch.nn.ModuleDict``: children named by their keys, in insertion order; not callable."""
     _dl_layer = "ModuleDict"
 
-    def __init__(self, modules: Optional[Union[Mapping[str, HybridBlock], Iterable[Tuple[str, HybridBlock]]]] = None) -> None:
+    def __init__(self, modules: Optional[Union[Mapping[str, HybridBlock],
+                                               Iterable[Tuple[str, HybridBlock]]]] = None) -> None:
         super().__init__()
         if modules is not None:
             self.update(modules)

@@ -525,7 +525,8 @@ class Embedding(Layer):
             raise TypeError(f"{name}: indices must be an integer tensor (int32/int64), got {np.dtype(x.dtype)}; "
                             f"MXNet would silently truncate float indices")
         if x.size:
-            lo, hi = int(x.min().asscalar()), int(x.max().asscalar())
+            lo, hi = (int(v) for v in mx.nd.concat(x.min().reshape((1,)), x.max().reshape((1,)),
+                                                   dim=0).asnumpy())           # one sync
             if lo < 0 or hi >= self.num_embeddings:
                 bad = lo if lo < 0 else hi
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings}) "
@@ -571,7 +572,9 @@ class Flatten(Layer):
                 raise ValueError(f"Flatten(start_dim={s}, end_dim={e}): invalid for input of shape "
                                  f"{tuple(x.shape)}")
             shp = tuple(x.shape)
-            return x.reshape(shp[:s_] + (int(np.prod(shp[s_:e_ + 1])),) + shp[e_ + 1:]) if x.ndim else x.reshape((1,))
+            if not x.ndim:
+                return x.reshape((1,))
+            return x.reshape(shp[:s_] + (int(np.prod(shp[s_:e_ + 1])),) + shp[e_ + 1:])
         if s < 0 or (e < 0 and e != -1):
             raise NotImplementedError(f"Flatten(start_dim={s}, end_dim={e}): negative dims other than "
                                       f"end_dim=-1 need the input rank, unknown under hybridize()")

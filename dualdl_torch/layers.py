@@ -209,7 +209,7 @@ class Embedding(nn.Embedding):
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
             raise TypeError(f"{name}: indices must be an integer tensor (int32/int64), got {x.dtype}")
         if x.numel():
-            lo, hi = int(x.min()), int(x.max())
+            lo, hi = (int(v) for v in torch.aminmax(x))
             if lo < 0 or hi >= self.num_embeddings:
                 bad = lo if lo < 0 else hi
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
