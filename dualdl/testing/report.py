@@ -165,11 +165,19 @@ class ParityReport:
         """Which side is wrong, from the float64 reference (torch build in float64)."""
         if self.passed:
             return "parity holds within tolerance"
-        d = self.first_divergent_layer or self.first_failure
-        if d is None or d.ref_torch is None or d.ref_mxnet is None:
-            return ("run with float64_reference=True to tell fp32 rounding from a real difference"
-                    if not self.float64_reference else "no float64 measurement for the first failure")
-        return _diagnose(d.ref_torch, d.ref_mxnet)
+        if not self.float64_reference:
+            return "run with float64_reference=True to tell fp32 rounding from a real difference"
+        if self.first_divergent_layer is not None and self.first_divergent_layer.ref_torch is not None:
+            d = self.first_divergent_layer
+            return f"{d.label}: " + _diagnose(d.ref_torch, d.ref_mxnet)
+        measured = [d for d in self.failures if d.ref_torch is not None and d.ref_mxnet is not None]
+        if not measured:
+            return "no float64 measurement for the failing tensors"
+        # a real difference shows as one side far from float64 while the other is close; report the
+        # first such tensor, else the first failure (rounding)
+        one_sided = [d for d in measured if not _diagnose(d.ref_torch, d.ref_mxnet).startswith("both")]
+        d = one_sided[0] if one_sided else measured[0]
+        return f"step {d.step} {d.name}: " + _diagnose(d.ref_torch, d.ref_mxnet)
 
     # ---- rendering -----------------------------------------------------------------------------
     def summary(self) -> str:
