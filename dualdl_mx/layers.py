@@ -403,7 +403,8 @@ class _BatchNorm(Layer):
                     # fed x' = mean + (x - mean) * sqrt(n / (n - 1)), whose biased variance is the
                     # unbiased variance of x (MXNet's op uses the biased one)
                     n_ = F.cast(F.size_array(x), "float32") / float(self.num_features)
-                    x_ = F.broadcast_add(mean, F.broadcast_mul(xc, F.sqrt(n_ / (n_ - 1.0))))
+                    bessel = n_ / (F.relu(n_ - 2.0) + 1.0)        # n/(n-1); 1 when n == 1, not inf
+                    x_ = F.broadcast_add(mean, F.broadcast_mul(xc, F.sqrt(bessel)))
                     fused = self._fused(F, x_, weight, bias, running_mean, running_var, False)
                 else:
                     m = self.momentum
