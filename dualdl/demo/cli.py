@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import dualdl as dl
     from .digits import make_splits
     from .report import table, write
-    from .run import default_devices, initial_weights, max_weight_difference, train_backend
+    from .run import compare, default_devices, initial_weights, train_backend
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for b in backends:
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"training on {b} ({len(devs)} devices)...", flush=True)
         results.append(train_backend(b, init, train, test, args.epochs, args.batch_size, args.lr,
                                      args.hidden, args.seed, devs, progress=not args.no_progress))
-    diff = max_weight_difference(results[0], results[1]) if len(results) == 2 else None
+    diff = compare(results[0], results[1]) if len(results) == 2 else None
     print()
     print(table(results, diff))
     paths = write(results, diff, args.out, {"epochs": args.epochs, "train": args.train_size,

@@ -88,5 +88,23 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
         return res
 
 
-def max_weight_difference(a: RunResult, b: RunResult) -> float:
-    return max(float(np.abs(a.weights[k] - b.weights[k]).max()) for k in a.weights)
+@dataclass
+class Comparison:
+    """How far two backends' runs are apart: weights after training and the loss curves."""
+    max_abs: float              # over every weight (parameters and running statistics)
+    max_rel: float              # max over tensors of max|a-b| / max|a|
+    worst: str                  # the tensor with the largest relative difference
+    first_steps_loss: float     # max |loss_a - loss_b| over the first ``steps`` steps
+    steps: int
+
+
+def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
+    abs_d, rel_d = {}, {}
+    for k in a.weights:
+        d = float(np.abs(a.weights[k].astype(np.float64) - b.weights[k]).max()) if a.weights[k].size else 0.0
+        abs_d[k] = d
+        rel_d[k] = d / max(float(np.abs(a.weights[k]).max()), 1e-12)
+    worst = max(rel_d, key=rel_d.get)
+    n = min(steps, len(a.step_losses), len(b.step_losses))
+    first = max((abs(x - y) for x, y in zip(a.step_losses[:n], b.step_losses[:n])), default=0.0)
+    return Comparison(max(abs_d.values()), rel_d[worst], worst, first, n)
