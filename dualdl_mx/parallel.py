@@ -10,10 +10,10 @@ Hides:
 - BatchNorm running statistics are per context: each copy is updated by its own piece. dualdl
   keeps context 0's (as torch DataParallel keeps replica 0's) and copies them to the other
   contexts after each step, so the copies never drift.
-- With ``OMP_NUM_THREADS`` (or ``MXNET_CPU_WORKER_NTHREADS``) above 1, operators issued on two CPU
-  contexts at once can deadlock (measured: ``nd.dot`` on cpu(0) and cpu(1), 3 of 3 runs hung).
-  Then dualdl serialises the contexts (waits for one context's work before issuing the next's)
-  and warns once.
+- With ``OMP_NUM_THREADS`` above 1, operators issued on two CPU contexts at once can deadlock
+  (measured: ``nd.dot`` on cpu(0) and cpu(1) hangs every time). Then dualdl serialises the
+  contexts (waits for one context's work before issuing the next's) and warns once. With
+  ``MXNET_CPU_WORKER_NTHREADS`` > 1 as well it hangs even on one context: dualdl can only warn.
 - ``data_parallel`` (PyTorch semantics) copies the outputs to context 0 and takes one loss there;
   its gradient is sent back to each context's output, whose backward then runs per context.
 """
@@ -34,7 +34,7 @@ from .core import native_device
 __all__ = ["record", "no_grad", "backward", "is_model", "model_devices", "trainable", "Replicas",
            "zero_grad", "scale_grads", "allreduce_grads", "stale", "snapshot_buffers",
            "restore_buffers", "sync_buffers", "rng_state", "set_rng_state", "grad_arrays", "split_to",
-           "needs_serial"]
+           "needs_serial", "worker_threads_risk"]
 
 
 # ---- autograd --------------------------------------------------------------------------------
@@ -174,12 +174,21 @@ def _env_int(name: str) -> int:
 
 
 def needs_serial(devices: Sequence[Device]) -> bool:
-    """Whether several CPU contexts with multi-threaded operators risk MXNet's deadlock."""
-    cpus = sum(d.kind == "cpu" for d in devices)
-    return cpus > 1 and (_env_int("OMP_NUM_THREADS") > 1 or _env_int("MXNET_CPU_WORKER_NTHREADS") > 1)
+    """Whether several CPU contexts with multi-threaded OpenMP operators risk MXNet's deadlock
+    (measured: concurrent ``nd.dot`` on cpu(0) and cpu(1) hangs with OMP_NUM_THREADS=2, never
+    with 1 or unset)."""
+    return sum(d.kind == "cpu" for d in devices) > 1 and _env_int("OMP_NUM_THREADS") > 1
+
+
+def worker_threads_risk(devices: Sequence[Device]) -> bool:
+    """OMP_NUM_THREADS>1 with MXNET_CPU_WORKER_NTHREADS>1 hangs even on ONE CPU context (two dots
+    run concurrently by the engine's workers); no ordering between contexts can prevent it."""
+    return (any(d.kind == "cpu" for d in devices) and _env_int("OMP_NUM_THREADS") > 1
+            and _env_int("MXNET_CPU_WORKER_NTHREADS") > 1)
 
 
 _WARNED_SERIAL = False
+_WARNED_WORKERS = False
 
 
 def split_to(a: Any, axis: int, sizes: List[int], devices: List[Device]) -> List[nd.NDArray]:
@@ -231,7 +240,7 @@ class Replicas:
     """
 
     def __init__(self, model: gluon.Block, devices: List[Device], strategy: str):
-        global _WARNED_SERIAL
+        global _WARNED_SERIAL, _WARNED_WORKERS
         self.model, self.devices, self.strategy = model, devices, strategy
         gpus = mx.context.num_gpus() if any(d.kind == "gpu" for d in devices) else 0
         for d in devices:
@@ -253,9 +262,14 @@ class Replicas:
         if self.serial and not _WARNED_SERIAL:
             _WARNED_SERIAL = True
             warnings.warn(
-                "MXNet with several CPU contexts and OMP_NUM_THREADS (or MXNET_CPU_WORKER_NTHREADS) > 1 "
-                "can deadlock when two contexts run operators at once; dualdl runs the contexts one "
-                "after the other. Set OMP_NUM_THREADS=1 to run them concurrently.",
+                "MXNet with several CPU contexts and OMP_NUM_THREADS > 1 can deadlock when two contexts "
+                "run operators at once; dualdl runs the contexts one after the other. Set "
+                "OMP_NUM_THREADS=1 to run them concurrently.", RuntimeWarning, stacklevel=3)
+        if worker_threads_risk(devices) and not _WARNED_WORKERS:
+            _WARNED_WORKERS = True
+            warnings.warn(
+                "OMP_NUM_THREADS > 1 together with MXNET_CPU_WORKER_NTHREADS > 1 can deadlock MXNet even "
+                "on one CPU context (measured with nd.dot); set one of them to 1.",
                 RuntimeWarning, stacklevel=3)
 
     def _parts(self, arrays, axes, sizes) -> List[Tuple[nd.NDArray, ...]]:

@@ -180,17 +180,19 @@ def test_torch_real_data_parallel_on_gpus_matches_one_device():
 
 
 # ---- the MXNet multi-context deadlock --------------------------------------------------------------
-def test_needs_serial_detects_threads_and_several_cpu_contexts(monkeypatch):
-    from dualdl_mx.parallel import needs_serial
+def test_needs_serial_detects_omp_threads_and_several_cpu_contexts(monkeypatch):
+    from dualdl_mx.parallel import needs_serial, worker_threads_risk
     two = [dl.cpu(0), dl.cpu(1)]
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.delenv("MXNET_CPU_WORKER_NTHREADS", raising=False)
+    monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "2")       # measured safe with OMP=1
+    assert not needs_serial(two) and not worker_threads_risk(two)
+    monkeypatch.delenv("OMP_NUM_THREADS")                       # unset: one thread, measured safe
     assert not needs_serial(two)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert needs_serial(two) and not needs_serial([dl.cpu(0)])
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "2")
-    assert needs_serial(two)
+    assert worker_threads_risk([dl.cpu(0)])                     # hangs even on one context
+    monkeypatch.delenv("MXNET_CPU_WORKER_NTHREADS")
+    assert not worker_threads_risk([dl.cpu(0)])
 
 
 _DEADLOCK_CHILD = textwrap.dedent("""
