@@ -8,7 +8,8 @@ Torch's semantics are the contract, so torch's values are the reference ``b`` in
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -259,7 +260,8 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
                for b in runners}
         t, m, f = res["torch"], res["mxnet"], res.get("ref")
         if len(t.outputs) != len(m.outputs):
-            report.notes.append(f"step {step}: torch returned {len(t.outputs)} tensors, mxnet {len(m.outputs)}")
+            report.diffs.append(Diff(step, "forward", "output count", (), math.inf, math.inf, math.inf, False,
+                                     f"torch returned {len(t.outputs)} tensors, mxnet {len(m.outputs)}"))
         for i, (bo, ao) in enumerate(zip(t.outputs, m.outputs)):
             add(step, "forward", f"output[{i}]", ao, bo, f.outputs[i] if f else None)
         if not backward:

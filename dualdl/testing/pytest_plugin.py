@@ -44,7 +44,6 @@ class ParityFixture:
         return kwargs
 
     def __call__(self, model_factory: Callable[..., Any], inputs: Any, **kwargs: Any) -> ParityReport:
-        from .parity import check_parity
         from .report import ParityError
         report = self.check(model_factory, inputs, **kwargs)
         if not report.passed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -192,8 +192,9 @@ class ParityReport:
                              f"max rel {_fmt(max(v.max_rel for v in vals))}")
         f = self.first_failure
         if f is not None:
-            parts.append(f"  first failure: step {f.step} {f.phase} {f.name}: max abs {_fmt(f.max_abs)} "
-                         f"({f.usage:.3g}x the tolerance){' ' + f.note if f.note else ''}")
+            use = f" ({f.usage:.3g}x the tolerance)" if math.isfinite(f.usage) else ""
+            parts.append(f"  first failure: step {f.step} {f.phase} {f.name}: max abs {_fmt(f.max_abs)}"
+                         f"{use}{': ' + f.note if f.note else ''}")
         fl = self.first_divergent_layer
         if fl is not None and fl.phase == "forward":
             parts.append(f"  first divergent layer: {fl.label} [torch {fl.torch_type} / mxnet {fl.mxnet_type}]: "
