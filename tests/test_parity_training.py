@@ -86,3 +86,30 @@ def test_eval_step_outputs_agree_across_backends():
             outs[be] = (loss, dl.to_numpy(out))
     assert abs(outs["torch"][0] - outs["mxnet"][0]) <= 1e-5
     assert np.abs(outs["torch"][1] - outs["mxnet"][1]).max() <= 1e-5
+
+
+def test_cross_entropy_with_integer_labels_on_three_devices():
+    """Classification: int64 labels split like the inputs; class-weighted CE is a weighted mean,
+    exact with data_parallel (one loss on the gathered batch) on both backends; per-device
+    strategies weight pieces by sample count, so they differ from it (documented)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 6)).astype("float32")
+    y = rng.integers(0, 3, 10)
+    w = np.array([0.2, 1.0, 3.0], "float32")
+    res = {}
+    for be in ("torch", "mxnet"):
+        for n, strategy in ((1, "data_parallel"), (3, "data_parallel"), (3, "split_and_load")):
+            with dl.use(be):
+                m = make("mlp", be)
+                dl.load_state_dict(m, base_weights("mlp"))
+                loss = dl.losses.CrossEntropyLoss(weight=dl.from_numpy(w), label_smoothing=0.1)
+                tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), loss,
+                                devices=[dl.cpu(i) for i in range(n)], strategy=strategy)
+                for _ in range(5):
+                    tr.train_step(x, y)
+                res[(be, n, strategy)] = weights(m)
+    ref = res[("torch", 1, "data_parallel")]
+    for key in (("torch", 3, "data_parallel"), ("mxnet", 1, "data_parallel"), ("mxnet", 3, "data_parallel")):
+        assert maxdiff(res[key], ref) <= 1e-6, key
+    assert maxdiff(res[("torch", 3, "split_and_load")], res[("mxnet", 3, "split_and_load")]) <= 1e-6
+    assert maxdiff(res[("torch", 3, "split_and_load")], ref) > 1e-4
