@@ -120,6 +120,13 @@ class Trainer:
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
         self.strategy = resolve_strategy(strategy, self._be.name)
         self._replicas = self._impl.Replicas(model, self.devices, self.strategy)
+        cw = getattr(loss_fn, "weight", None)
+        if (len(self.devices) > 1 and self.strategy != "data_parallel" and cw is not None
+                and not isinstance(cw, (int, float)) and self.loss_reduction in (None, "mean")):
+            warnings.warn(f"{type(loss_fn).__name__} has class weights: its mean divides by the sum of "
+                          f"the weights, not the sample count, so per-device pieces weighted by sample "
+                          f"count ({self.strategy!r}) are not exactly the full-batch loss; use "
+                          f"strategy='data_parallel' for the exact gradient", UserWarning, stacklevel=2)
         self.step = 0                      # optimizer steps taken
         self._micro = 0                    # micro-batches in the current accumulation window
         self._samples = 0                  # samples in the current window
