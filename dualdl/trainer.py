@@ -127,7 +127,7 @@ class Trainer:
                           f"the weights, not the sample count, so per-device pieces weighted by sample "
                           f"count ({self.strategy!r}) are not exactly the full-batch loss; use "
                           f"strategy='data_parallel' for the exact gradient", UserWarning, stacklevel=2)
-        self.step = 0                      # optimizer steps taken
+        self.global_step = 0               # optimizer steps taken
         self._micro = 0                    # micro-batches in the current accumulation window
         self._samples = 0                  # samples in the current window
         self.skipped_steps: List[Dict[str, Any]] = []
@@ -226,7 +226,7 @@ class Trainer:
         if self._micro == 0:
             impl.zero_grad(self._params)
         if self.seed is not None:
-            self._be.seed((int(self.seed) * 1000003 + self.step * 1009 + self._micro) % 2 ** 32, False)
+            self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro) % 2 ** 32, False)
         snap = impl.snapshot_buffers(self.model)
         x_axes = [self._axis(a, self.batch_axis) for a in xs]
         y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
@@ -249,13 +249,20 @@ class Trainer:
     def _nonfinite(self, snap, value: float, what: str) -> float:
         """Drop the step (and the accumulation window); raise or warn as ``nonfinite`` says."""
         self._discard(snap)
-        self.skipped_steps.append({"step": self.step, "loss" if what == "loss" else "grad_norm": value})
-        msg = (f"non-finite {what} {value} at step {self.step}: the step was not applied "
+        self.skipped_steps.append({"step": self.global_step, "loss" if what == "loss" else "grad_norm": value})
+        msg = (f"non-finite {what} {value} at step {self.global_step}: the step was not applied "
                f"(model and optimizer unchanged; the accumulation window was dropped)")
         if self.nonfinite == "raise":
             raise NonFiniteLossError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
         return value
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        """Not Gluon's ``trainer.step(batch_size)``: say so instead of failing obscurely."""
+        raise TypeError("dl.Trainer has no step(): train_step(x, y) runs forward, loss, backward and the "
+                        "optimizer step (the division by the batch size that Gluon's "
+                        "trainer.step(batch_size) does is part of the step contract); the number of "
+                        "steps taken is trainer.global_step")
 
     def _discard(self, snap) -> None:
         self._impl.restore_buffers(self.model, snap)
@@ -274,7 +281,7 @@ class Trainer:
             key = tuple(stale)
             if key not in self._warned_stale:
                 self._warned_stale.add(key)
-                warnings.warn(f"no gradient reached {len(stale)} parameter(s) at step {self.step}: "
+                warnings.warn(f"no gradient reached {len(stale)} parameter(s) at step {self.global_step}: "
                               f"{', '.join(stale[:8])}{' ...' if len(stale) > 8 else ''}; they are "
                               f"not updated (torch skips grad=None; Gluon would raise)",
                               StaleGradientWarning, stacklevel=3)
@@ -289,7 +296,7 @@ class Trainer:
         impl.sync_buffers(self.model)
         if self.scheduler is not None:
             self.scheduler.step()
-        self.step += 1
+        self.global_step += 1
         self._micro = self._samples = 0
         return None
 
@@ -331,7 +338,7 @@ class Trainer:
             "model": {k: to_numpy(v) for k, v in _sd(self.model).items()},
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
             "scheduler": copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None,
-            "step": self.step,
+            "step": self.global_step,
             "skipped_steps": copy.deepcopy(self.skipped_steps),
             "rng": {"python": _pyrandom.getstate(), "numpy": np.random.get_state(),
                     "backend": self._impl.rng_state()},
@@ -370,11 +377,11 @@ class Trainer:
                 raise
             raise TrainerStateError(f"cannot load the Trainer state (nothing was changed): {e}") from e
         self._impl.sync_buffers(self.model)
-        self.step = int(state["step"])
+        self.global_step = int(state["step"])
         self.skipped_steps = list(state.get("skipped_steps", []))
         self._micro = self._samples = 0
         self._impl.zero_grad(self._params)
 
     def __repr__(self) -> str:
         return (f"Trainer(backend={self._be.name!r}, devices={self.devices}, strategy={self.strategy!r}, "
-                f"step={self.step}, accumulate_steps={self.accumulate_steps})")
+                f"step={self.global_step}, accumulate_steps={self.accumulate_steps})")

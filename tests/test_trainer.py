@@ -105,7 +105,7 @@ def test_accumulating_uneven_micro_batches_equals_one_big_batch(backend, red, n_
         tb.train_step(x, y)
         for b, e in ((0, 4), (4, 7), (7, 10)):               # 4 + 3 + 3 samples
             ta.train_step(x[b:e], y[b:e])
-    assert ta.step == tb.step == 4
+    assert ta.global_step == tb.global_step == 4
     d = maxdiff(weights(acc), weights(big))
     assert d <= 1e-6, f"{backend} accumulation ({red}, {n_devices} devices) vs big batch: {d:.2e}"
 
@@ -131,10 +131,10 @@ def _resume_run(backend, seed, split_at, total, model_seed=0):
             m, opt, tr = build(0.5)                     # different weights, fresh optimizer state
             dl.seed(999)                                 # and a disturbed RNG
             tr.load_state_dict(pickle.loads(blob))
-            assert tr.step == split_at
+            assert tr.global_step == split_at
         x, y, _ = data("mlp", 10, seed=s)
         tr.train_step(x, y)
-    return weights(m), opt.param_groups[0]["lr"], tr.step
+    return weights(m), opt.param_groups[0]["lr"], tr.global_step
 
 
 @pytest.mark.parametrize("seed", [None, 7])
@@ -169,7 +169,7 @@ def test_state_dict_errors_change_nothing(backend):
         tr.load_state_dict(bad)
     with pytest.raises(TrainerStateError, match="not a dualdl Trainer state"):
         tr.load_state_dict({"model": {}})
-    assert tr.step == 1 and maxdiff(weights(m), before) == 0 and _same_opt_state(_opt_state(opt), ostate)
+    assert tr.global_step == 1 and maxdiff(weights(m), before) == 0 and _same_opt_state(_opt_state(opt), ostate)
 
 
 # ---- non-finite losses -------------------------------------------------------------------------------
@@ -185,10 +185,10 @@ def test_nan_loss_raises_and_changes_nothing(backend):
     bad[7, 0, 0, 0] = np.nan                             # on the second device
     with pytest.raises(NonFiniteLossError, match="non-finite loss nan at step 1"):
         tr.train_step(bad, y)
-    assert tr.step == 1 and tr.skipped_steps == [{"step": 1, "loss": pytest.approx(float("nan"), nan_ok=True)}]
+    assert tr.global_step == 1 and tr.skipped_steps == [{"step": 1, "loss": pytest.approx(float("nan"), nan_ok=True)}]
     assert maxdiff(weights(m), before) == 0                # parameters AND BatchNorm running stats
     assert _same_opt_state(_opt_state(opt), ostate)
-    assert np.isfinite(tr.train_step(x, y)) and tr.step == 2
+    assert np.isfinite(tr.train_step(x, y)) and tr.global_step == 2
 
 
 def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
@@ -202,7 +202,7 @@ def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
     inf_y[0, 0] = np.inf
     with pytest.warns(RuntimeWarning, match="non-finite loss inf"):
         v = tr.train_step(x, inf_y)
-    assert np.isinf(v) and tr.step == 0 and len(tr.skipped_steps) == 1
+    assert np.isinf(v) and tr.global_step == 0 and len(tr.skipped_steps) == 1
     assert maxdiff(weights(m), before) == 0
     # the window was dropped: the next two micro-batches make a full, clean step
     ref = _mlp(backend)
@@ -211,7 +211,7 @@ def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
     for t in (tr, tref):
         t.train_step(x[:5], y[:5])
         t.train_step(x[5:], y[5:])
-    assert tr.step == 1 and maxdiff(weights(m), weights(ref)) == 0
+    assert tr.global_step == 1 and maxdiff(weights(m), weights(ref)) == 0
 
 
 # ---- stale gradients ---------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_eval_step_gathers_outputs_and_restores_train_mode(backend):
     assert dl.to_numpy(out).shape == (10, 3)
     assert np.abs(dl.to_numpy(out) - want).max() <= 1e-6
     assert abs(loss - float(((want - y) ** 2).mean())) <= 1e-6
-    assert m.training and tr.step == 0 and maxdiff(weights(m), base_weights("mlp")) == 0
+    assert m.training and tr.global_step == 0 and maxdiff(weights(m), base_weights("mlp")) == 0
     assert tr.eval_step(x)[0] is None
 
 
@@ -291,12 +291,12 @@ def test_bad_batches_raise_clear_errors_and_change_nothing(backend):
     for name, bx, by, exc, msg in _bad_batches(backend):
         with pytest.raises(exc, match=msg):
             tr.train_step(bx, by)
-        assert tr.step == 1 and maxdiff(weights(m), before) == 0, name
+        assert tr.global_step == 1 and maxdiff(weights(m), before) == 0, name
         assert _same_opt_state(_opt_state(opt), ostate), name
     with pytest.raises(ValueError, match="no batch axis 2"):
         dl.Trainer(m, opt, dl.losses.MSELoss(), batch_axis=2).train_step(x, y)
     tr.train_step(x, y)
-    assert tr.step == 2
+    assert tr.global_step == 2
 
 
 def test_bad_configuration_is_rejected(backend):
@@ -340,9 +340,16 @@ def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
     tr = dl.Trainer(m, opt, loss_fn, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
     with pytest.raises(NonFiniteLossError, match="non-finite gradient norm nan at step 0"):
         tr.train_step(x, y)
-    assert tr.step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
+    assert tr.global_step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
     tr.nonfinite = "skip"
     with pytest.warns(RuntimeWarning, match="gradient norm"):
         assert tr.train_step(x, y) == 0.0
     assert tr.skipped_steps[-1]["step"] == 0 and np.isnan(tr.skipped_steps[-1]["grad_norm"])
     assert maxdiff(weights(m), before) == 0
+
+
+def test_gluon_style_trainer_step_call_explains_itself(backend):
+    m = _mlp(backend)
+    tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1), dl.losses.MSELoss())
+    with pytest.raises(TypeError, match="has no step\\(\\): train_step"):
+        tr.step(10)
