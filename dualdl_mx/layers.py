@@ -384,6 +384,32 @@ class _BatchNorm(Layer):
                            eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
                            use_global_stats=use_global_stats, axis=1)
 
+    def _imperative(self, x, weight, bias, running_mean, running_var):
+        """NDArray mode: MXNet's fused operator computes the output and its gradient (batch
+        statistics forced with ``train_mode()``, so ``train()``/``eval()`` decide, not ``record()``;
+        its own running-statistics update goes to throw-away arrays) and returns the batch mean and
+        inverse std, from which torch's update is applied here, in forward, with the unbiased
+        variance. About 30x faster than composing the normalisation from broadcast ops, whose
+        backward reduces over non-contiguous axes."""
+        nd, c, ctx = mx.nd, (self.num_features,), x.context
+        w = weight if weight is not None else nd.ones(c, ctx=ctx)
+        b = bias if bias is not None else nd.zeros(c, ctx=ctx)
+        if self.track_running_stats and not self.training:
+            return nd.BatchNorm(x, w, b, running_mean, running_var, eps=self.eps, fix_gamma=False,
+                                use_global_stats=True, axis=1)
+        with autograd.train_mode():
+            y, mean, inv_std = nd.BatchNorm(x, w, b, nd.zeros(c, ctx=ctx), nd.ones(c, ctx=ctx), eps=self.eps,
+                                            momentum=1.0 - self.momentum, fix_gamma=False,
+                                            use_global_stats=False, output_mean_var=True, axis=1)
+        if self.training and self.track_running_stats:
+            n = x.size // self.num_features
+            m = self.momentum
+            with autograd.pause():
+                var = 1.0 / nd.square(inv_std) - self.eps          # the biased batch variance
+                running_mean[:] = (1 - m) * running_mean + m * mean
+                running_var[:] = (1 - m) * running_var + m * var * (n / (n - 1))
+        return y
+
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
         symbol, fused = not is_ndarray(x), None
         if not symbol:
@@ -392,6 +418,7 @@ class _BatchNorm(Layer):
             if self.training and n <= 1:
                 raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                                  f"training, got input of shape {tuple(x.shape)}")
+            return self._imperative(x, weight, bias, running_mean, running_var)
         elif self.track_running_stats and not self.training:
             return self._fused(F, x, weight, bias, running_mean, running_var, True)
         if self.training or not self.track_running_stats:
