@@ -25,7 +25,7 @@ def sizes(quick: bool) -> Dict[str, Dict[str, Any]]:
     return {
         "mlp": dict(batch=32, d_in=64, d_h=128, d_out=10),
         "lenet": dict(batch=32),
-        "crnn": dict(batch=16, width=64, hidden=64, channels=(32, 64, 96, 96), label_len=4),
+        "crnn": dict(batch=16, width=64, hidden=64, channels=(16, 32, 64, 64), label_len=4),   # the demo's
         "transformer": dict(batch=16, seq=32, d_model=64, nhead=4, ff=128, layers=2),
     }
 
@@ -123,7 +123,8 @@ def torch_model(kind: str, s: Dict[str, Any]):
         c1, c2, c3, c4 = s["channels"]
 
         def block(cin, cout, pool):
-            return [tnn.Conv2d(cin, cout, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(pool, pool)]
+            return [tnn.Conv2d(cin, cout, 3, padding=1, bias=False), tnn.BatchNorm2d(cout), tnn.ReLU(),
+                    tnn.MaxPool2d(pool, pool)]
 
         class TCRNN(tnn.Module):
             def __init__(self):
@@ -214,7 +215,8 @@ def _GluonCRNN(s):
             with self.name_scope():
                 self.cnn = gnn.HybridSequential()
                 for i in range(4):
-                    self.cnn.add(gnn.Conv2D(c[i + 1], 3, padding=1, activation="relu", in_channels=c[i]),
+                    self.cnn.add(gnn.Conv2D(c[i + 1], 3, padding=1, in_channels=c[i], use_bias=False),
+                                 gnn.BatchNorm(in_channels=c[i + 1]), gnn.Activation("relu"),
                                  gnn.MaxPool2D(pools[i], pools[i]))
                 self.rnn = grnn.LSTM(s["hidden"], num_layers=2, bidirectional=True, layout="NTC",
                                      input_size=c[4])

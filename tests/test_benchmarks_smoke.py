@@ -92,18 +92,30 @@ def test_checkpoint_worker_tiny(tmp_path):
     assert (tmp_path / "torch.safetensors").exists() and (tmp_path / "torch.pt").exists()
 
 
-@pytest.mark.parametrize("quick", [True])
-def test_models_agree_in_shape(quick):
-    """The dualdl, torch and Gluon versions of each benchmarked model produce the same output shape."""
+@pytest.mark.parametrize("quick", [True, False])
+def test_native_twins_match_the_dualdl_models(quick):
+    """The hand-written torch and Gluon twins of each benchmarked model (the demo CRNN included)
+    have the dualdl model's parameter shapes, in order, and the same output shape."""
+    import mxnet as mx
     import numpy as np
+    import torch
     import dualdl as dl
     from benchmarks import models
+
+    def shapes(named):
+        return [tuple(p.shape) for k, p in named if not k.endswith("num_batches_tracked")]
     for kind, s in models.sizes(quick).items():
-        x, _ = models.batch(kind, s)
         with dl.use("torch"):
-            a = dl.to_numpy(models.dl_model(kind, s)(dl.from_numpy(x)))
-        b = models.torch_model(kind, s)(__import__("torch").from_numpy(x)).detach().numpy()
-        import mxnet as mx
-        c = models.gluon_model(kind, s)(mx.nd.array(x)).asnumpy()
-        assert a.shape == b.shape == c.shape, (kind, a.shape, b.shape, c.shape)
-        assert np.isfinite(a).all() and np.isfinite(c).all()
+            d = models.dl_model(kind, s)
+        t = models.torch_model(kind, s)
+        g = models.gluon_model(kind, s)
+        ds = shapes(dl.state_dict(d).items())
+        assert shapes(t.state_dict().items()) == ds, kind
+        assert sorted(shapes(g.collect_params().items())) == sorted(ds), kind
+        if quick:
+            x, _ = models.batch(kind, s)
+            a = d(torch.from_numpy(x)).detach().numpy()
+            b = t(torch.from_numpy(x)).detach().numpy()
+            c = g(mx.nd.array(x)).asnumpy()
+            assert a.shape == b.shape == c.shape, (kind, a.shape, b.shape, c.shape)
+            assert np.isfinite(a).all() and np.isfinite(c).all()
