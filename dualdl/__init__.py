@@ -27,6 +27,7 @@ _LAZY_NAMES = {
     "state_dict": "state", "load_state_dict": "state", "named_parameters": "state",
     "save": "checkpoint", "load": "checkpoint",
     "Trainer": "trainer",
+    "record": "autograd", "backward": "autograd", "no_grad": "autograd",
 }
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Callable, TypeVar
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "atomic_write_file"]
 
 T = TypeVar("T")
 
@@ -43,3 +43,12 @@ def atomic_write(path: "os.PathLike[str] | str", write_fn: Callable[[str], T]) -
     except OSError:
         pass
     return result
+
+
+def atomic_write_file(path: "os.PathLike[str] | str", write: Callable[[object], None]) -> None:
+    """Like :func:`atomic_write`, but ``write`` receives an open binary file object."""
+    def write_path(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+    atomic_write(path, write_path)

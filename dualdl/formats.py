@@ -18,11 +18,12 @@ import json
 import os
 import re
 import struct
-import tempfile
 import warnings
 from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 import numpy as np
+
+from .atomic import atomic_write_file
 
 __all__ = [
     "FormatError", "detect_format", "read_tensors", "read_metadata", "write_safetensors",
@@ -292,29 +293,7 @@ def _read_mx_array(r: _Reader, i: int) -> np.ndarray:
 def atomic_write(path: PathLike, write: Callable[[object], None]) -> None:
     """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it and rename it over
     ``path``. If ``write`` raises (or the process dies), ``path`` is untouched."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    atomic_write_file(path, write)
 
 
 def _checked(tensors: Mapping[str, object], what: str) -> Tensors:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import numpy as np
 
-from .atomic import atomic_write
+from ..atomic import atomic_write
 from .env import (DistributedEnvError, check_mxnet_node_env, check_torch_env, int_env,
                   launched_backend)
 from .sharding import shard_indices
