@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import random as _pyrandom
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -82,7 +83,11 @@ class Trainer:
         scheduler: a ``dl.optim.lr_scheduler`` stepped after every optimizer step.
         seed: if given, every micro-batch reseeds the backend's RNG from ``(seed, step)``, which
             makes dropout reproducible across a resume on MXNet too (MXNet's RNG state cannot be
-            saved).
+            saved). In a multi-process run the rank is mixed in (ranks draw different masks).
+        distributed: combine gradients over the processes of ``dl.distributed`` (None: whenever
+            ``dl.distributed.init()`` joined a job of more than one process; False: each process
+            trains alone). Then N processes, each given its shard of the global batch, take the
+            update of one process given the whole global batch (docs/distributed.md).
     """
 
     def __init__(self, model: Any, optimizer: Any, loss_fn: Callable, devices: Any = None,
@@ -90,7 +95,8 @@ class Trainer:
                  clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None,
                  accumulate_steps: int = 1, scheduler: Any = None, *,
                  target_batch_axis: Optional[int] = None, output_batch_axis: Optional[int] = None,
-                 loss_reduction: Optional[str] = None, seed: Optional[int] = None) -> None:
+                 loss_reduction: Optional[str] = None, seed: Optional[int] = None,
+                 distributed: Optional[bool] = None) -> None:
         from .state import backend_of_model
         self.model, self.optimizer, self.loss_fn, self.scheduler = model, optimizer, loss_fn, scheduler
         self._be = backend_of_model(model)
@@ -120,6 +126,8 @@ class Trainer:
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
         self.strategy = resolve_strategy(strategy, self._be.name)
         self._replicas = self._impl.Replicas(model, self.devices, self.strategy)
+        self.rank, self.world_size = 0, 1
+        self._dist = self._join(distributed)
         cw = getattr(loss_fn, "weight", None)
         if (len(self.devices) > 1 and self.strategy != "data_parallel" and cw is not None
                 and not isinstance(cw, (int, float)) and self.loss_reduction in (None, "mean")):
@@ -132,6 +140,34 @@ class Trainer:
         self._samples = 0                  # samples in the current window
         self.skipped_steps: List[Dict[str, Any]] = []
         self._warned_stale: set = set()
+
+    # ---- across processes ------------------------------------------------------------------------
+    def _join(self, distributed: Optional[bool]) -> Any:
+        """The cross-process reducer (None in one process); broadcasts rank 0's initial model."""
+        from . import distributed as ddist
+        from .distributed.env import launched_backend
+        if distributed is not None and not isinstance(distributed, bool):
+            raise TypeError(f"distributed must be True, False or None, got {distributed!r}")
+        if distributed is False:
+            return None
+        if not ddist.is_initialized():
+            launched = launched_backend() or os.environ.get("DMLC_ROLE") or \
+                int(os.environ.get("WORLD_SIZE", "1") or "1") > 1
+            if distributed or launched:
+                raise RuntimeError("this process is part of a multi-process job (or distributed=True) "
+                                   "but dl.distributed.init() was not called: call it before creating "
+                                   "the Trainer, or pass distributed=False to train each process alone")
+            return None
+        if not ddist.is_distributed():
+            return None
+        if ddist.backend() != self._be.name:
+            raise ValueError(f"dl.distributed was initialised for {ddist.backend()!r} but the model is "
+                             f"on the {self._be.name!r} backend")
+        reducer = self._impl.DistReducer(self.model, self._named)
+        reducer.broadcast_model(self.model)
+        self._impl.sync_buffers(self.model)
+        self.rank, self.world_size = reducer.rank, reducer.world
+        return reducer
 
     # ---- checks --------------------------------------------------------------------------------
     def _check_optimizer(self) -> None:
@@ -220,13 +256,17 @@ class Trainer:
         ``accumulate_steps`` micro-batches are in. Returns the batch's loss (a mean for mean-reduced
         losses). On any error the model, optimizer and the step counter are unchanged."""
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
-        B = self._batch(xs, ys)
-        sizes = split_sizes(B, len(self.devices))
+        b_local = self._batch(xs, ys)
+        sizes = split_sizes(b_local, len(self.devices))
+        # the step contract across processes: pieces are weighted by their share of the GLOBAL batch
+        B = int(round(self._dist.sum_scalars([b_local])[0])) if self._dist is not None else b_local
         impl = self._impl
         if self._micro == 0:
             impl.zero_grad(self._params)
         if self.seed is not None:
-            self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro) % 2 ** 32, False)
+            r = 7919 * self._dist.rank if self._dist is not None else 0
+            self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
+                          False)
         snap = impl.snapshot_buffers(self.model)
         x_axes = [self._axis(a, self.batch_axis) for a in xs]
         y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
@@ -236,6 +276,8 @@ class Trainer:
         except BaseException:
             self._discard(snap)
             raise
+        if self._dist is not None:       # the loss of the global batch, the same on every rank
+            value = float(self._dist.sum_scalars([value])[0])
         if not math.isfinite(value):
             return self._nonfinite(snap, value, "loss")
         self._micro += 1
@@ -274,6 +316,8 @@ class Trainer:
         clipping by norm finds it non-finite."""
         impl = self._impl
         impl.allreduce_grads(self._params)
+        if self._dist is not None:
+            self._dist.allreduce()
         if self.accumulate_steps > 1 and self._reduction_for_scale() != "sum":
             impl.scale_grads(self._params, 1.0 / self._samples)
         stale = impl.stale(self._named)
@@ -381,6 +425,25 @@ class Trainer:
         self.skipped_steps = list(state.get("skipped_steps", []))
         self._micro = self._samples = 0
         self._impl.zero_grad(self._params)
+
+    def save(self, path: "os.PathLike[str] | str") -> bool:
+        """Write :meth:`state_dict` to ``path`` (an ``.npz`` read without unpickling), atomically.
+        In a multi-process run every rank must call it: rank 0 writes, the others wait for the
+        file (``dl.distributed.save_on_main``). Returns whether this process wrote it."""
+        from . import trainer_io
+        state = self.state_dict()
+        if self._dist is not None:
+            from .distributed import save_on_main
+            return save_on_main(lambda tmp: trainer_io.write(state, tmp), path)
+        from .atomic import atomic_write
+        atomic_write(path, lambda tmp: trainer_io.write(state, tmp))
+        return True
+
+    def load(self, path: "os.PathLike[str] | str") -> None:
+        """Resume from a file written by :meth:`save`, on any number of processes (every rank
+        reads the same file, so all hold the same state); on any error nothing is changed."""
+        from . import trainer_io
+        self.load_state_dict(trainer_io.read(path))
 
     def __repr__(self) -> str:
         return (f"Trainer(backend={self._be.name!r}, devices={self.devices}, strategy={self.strategy!r}, "

@@ -245,7 +245,9 @@ def shard(n_samples: int, *, shuffle: bool = False, seed: int = 0, epoch: int = 
           drop_last: bool = False) -> np.ndarray:
     """This rank's sample indices: ``perm[rank::world_size]`` of one permutation shared by all
     ranks, equal counts (padded by repetition unless ``drop_last``). Local batch ``i`` of all
-    ranks together is global batch ``i`` of a single-process run over the same permutation."""
+    ranks together is global batch ``i`` of a single-process run over the same permutation.
+    The same indices as ``dualdl.data.DistributedSampler(n_samples, world_size(), rank(),
+    shuffle=shuffle, seed=seed, drop_last=drop_last)`` at epoch ``epoch``."""
     return shard_indices(n_samples, rank(), world_size(), shuffle=shuffle, seed=seed,
                          epoch=epoch, drop_last=drop_last)
 

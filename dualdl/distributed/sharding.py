@@ -18,7 +18,9 @@ def shard_indices(n_samples: int, rank: int, world_size: int, *, shuffle: bool =
 
     Every rank gets the same count: with ``drop_last`` the tail that does not divide evenly is
     dropped, otherwise the permutation is padded by repeating its start (DistributedSampler's
-    rule). ``shuffle`` permutes with numpy's PCG64 seeded by ``seed + epoch`` (same on all ranks).
+    rule). ``shuffle`` uses the epoch order of ``dualdl.data`` (numpy PCG64 seeded by
+    ``SeedSequence([seed, epoch, 0])``, the same on all ranks), so ``shard(n, shuffle=True,
+    seed=s, epoch=e)`` equals ``DistributedSampler(n, world, rank, seed=s)`` at epoch ``e``.
     """
     for name, v in (("n_samples", n_samples), ("rank", rank), ("world_size", world_size),
                     ("seed", seed), ("epoch", epoch)):
@@ -28,7 +30,8 @@ def shard_indices(n_samples: int, rank: int, world_size: int, *, shuffle: bool =
         raise ValueError(f"need n_samples >= 0, world_size >= 1 and 0 <= rank < world_size; got "
                          f"n_samples={n_samples}, rank={rank}, world_size={world_size}")
     if shuffle:
-        perm = np.random.Generator(np.random.PCG64(int(seed) + int(epoch))).permutation(n_samples)
+        from ..data._seed import epoch_permutation
+        perm = epoch_permutation(n_samples, int(seed), int(epoch))
     else:
         perm = np.arange(n_samples)
     perm = perm.astype(np.int64)
