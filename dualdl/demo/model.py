@@ -12,9 +12,9 @@ from .digits import NUM_CLASSES
 
 
 def _block(cin: int, cout: int, pool) -> list:
-    # no conv bias before BatchNorm: it would be cancelled by the normalisation (its gradient is
-    # rounding noise, which Adam amplifies differently on each backend)
-    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(pool, pool)]
+    # no conv bias before BatchNorm: the normalisation cancels it (its gradient is rounding noise)
+    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+            nn.MaxPool2d(pool, pool)]
 
 
 class CRNN(nn.Module):

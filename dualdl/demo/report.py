@@ -24,6 +24,7 @@ def table(results: List[RunResult], cmp: Optional[Comparison]) -> str:
     if cmp is not None:
         lines.append("## torch vs mxnet (same initial weights, same batches)")
         lines.append("")
+        lines.append(f"- first step (identical weights and batch): |loss difference| **{cmp.first_step_loss:.3g}**")
         lines.append(f"- loss curves: max |difference| over the first {cmp.steps} steps: **{cmp.first_steps_loss:.3g}**")
         lines.append(f"- weights after training: max abs difference **{cmp.max_abs:.3g}**, max relative "
                      f"difference **{cmp.max_rel:.3g}** (in `{cmp.worst}`)")

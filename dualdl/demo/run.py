@@ -96,6 +96,7 @@ class Comparison:
     worst: str                  # the tensor with the largest relative difference
     first_steps_loss: float     # max |loss_a - loss_b| over the first ``steps`` steps
     steps: int
+    first_step_loss: float      # |loss_a - loss_b| at the first step (same weights, same batch)
 
 
 def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
@@ -107,4 +108,5 @@ def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
     worst = max(rel_d, key=rel_d.get)
     n = min(steps, len(a.step_losses), len(b.step_losses))
     first = max((abs(x - y) for x, y in zip(a.step_losses[:n], b.step_losses[:n])), default=0.0)
-    return Comparison(max(abs_d.values()), rel_d[worst], worst, first, n)
+    step1 = abs(a.step_losses[0] - b.step_losses[0]) if n else 0.0
+    return Comparison(max(abs_d.values()), rel_d[worst], worst, first, n, step1)
