@@ -1,0 +1,26 @@
+"""The README's and the getting-started page's code blocks run as written."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _blocks(path):
+    text = open(os.path.join(ROOT, path)).read()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/index.md"])
+def test_python_blocks_run(path, tmp_path):
+    code = "\n".join(_blocks(path))
+    assert code.strip()
+    script = tmp_path / "snippet.py"
+    script.write_text(code)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
