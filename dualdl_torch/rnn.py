@@ -12,21 +12,13 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
+from dualdl.nn.layout import resolve_batch_first
+
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
 
 def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]) -> bool:
-    """``batch_first`` from either keyword (``layout="TNC"`` is batch_first=False, ``"NTC"`` True)."""
-    if layout is not None:
-        key = str(layout).upper()
-        if key not in ("TNC", "NTC"):
-            raise ValueError(f"{name}: layout must be 'TNC' or 'NTC', got {layout!r}")
-        from_layout = key == "NTC"
-        if batch_first is not None and bool(batch_first) != from_layout:
-            raise ValueError(f"{name}: batch_first={batch_first} conflicts with layout={layout!r} "
-                             f"(layout 'NTC' is batch_first=True, 'TNC' is batch_first=False)")
-        return from_layout
-    return bool(batch_first) if batch_first is not None else False
+    return resolve_batch_first(batch_first, layout, name)
 
 
 class _Checked:

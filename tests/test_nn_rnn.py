@@ -217,7 +217,7 @@ def test_train_dropout_between_layers(backend):
 
 # ---- errors ----------------------------------------------------------------------------------
 def test_layout_conflict_and_bad_layout(backend):
-    with pytest.raises(ValueError, match="conflicts"):
+    with pytest.raises(ValueError, match="contradicts"):
         nn.LSTM(3, 4, batch_first=False, layout="NTC")
     with pytest.raises(ValueError, match="layout"):
         nn.GRU(3, 4, layout="NCT")

@@ -5,9 +5,11 @@ Shapes are plain tuples here, so the same checks run on torch tensors and MXNet 
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
+
+from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
            "check_valid_length", "check_attn_mask", "check_activation", "sinusoid_table",
@@ -20,20 +22,6 @@ MASK_FILL = -1e18
 PE_STYLES = ("vaswani", "gluonnlp")
 ACTIVATIONS = ("relu", "gelu")
 Shape = Tuple[int, ...]
-
-
-def resolve_batch_first(batch_first: Optional[bool], layout: Optional[str], who: str) -> bool:
-    """torch's ``batch_first`` or Gluon's ``layout`` ('NTC' == batch_first=True, 'TNC' == False)."""
-    if layout is not None:
-        lay = str(layout).upper()
-        if lay not in ("NTC", "TNC"):
-            raise ValueError(f"{who}: layout must be 'TNC' (time, batch, channel; torch's default) "
-                             f"or 'NTC' (batch first), got {layout!r}")
-        from_layout = lay == "NTC"
-        if batch_first is not None and bool(batch_first) != from_layout:
-            raise ValueError(f"{who}: batch_first={batch_first} contradicts layout={layout!r}")
-        return from_layout
-    return bool(batch_first) if batch_first is not None else False
 
 
 def layout_name(batch_first: bool) -> str:
