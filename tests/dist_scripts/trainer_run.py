@@ -33,10 +33,11 @@ os.makedirs(args.out, exist_ok=True)
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    def __init__(self, unused=False):
         super().__init__()
         self.fc1 = nn.Linear(6, 16)
         self.fc2 = nn.Linear(16, 3)
+        self.spare = nn.Linear(16, 3) if unused else None     # never gets a gradient
 
     def forward(self, x):
         return self.fc2(ops.tanh(self.fc1(x)))
@@ -71,15 +72,19 @@ def init_weights(model, seed):
     dl.load_state_dict(model, sd)
 
 
-def batches(world_, rank_):
-    """This rank's local batches: DistributedSampler shards of one global order."""
+def batches(world_, rank_, uneven=False):
+    """This rank's local batches: DistributedSampler shards of one global order. ``uneven``: the
+    same global batches cut 5 + 3 between two ranks instead (the global weighting b_i / B)."""
+    if uneven and world_ > 1:
+        glob = batches(1, 0)
+        return [g[:5] if rank_ == 0 else g[5:] for g in glob]
     order = list(dl.data.DistributedSampler(N, num_replicas=world_, rank=rank_, shuffle=True, seed=SEED))
     b = GLOBAL_BATCH // world_
     return [np.asarray(order[i * b:(i + 1) * b]) for i in range(STEPS)]
 
 
-def build(kind, opt_name, devices=None):
-    model = (MLP if kind == "mlp" else CNN)()
+def build(kind, opt_name, devices=None, **kw):
+    model = MLP(unused=opt_name == "adam") if kind == "mlp" else CNN()
     init_weights(model, 0 if rank == 0 else 100 + rank)      # ranks > 0 differ until the broadcast
     params = list(model.parameters())
     if opt_name == "sgd":
@@ -87,7 +92,7 @@ def build(kind, opt_name, devices=None):
     else:
         opt = dl.optim.Adam(params, lr=0.01, weight_decay=1e-3)
     loss = dl.losses.MSELoss() if kind == "mlp" else dl.losses.CrossEntropyLoss()
-    return model, dl.Trainer(model, opt, loss, devices=devices)
+    return model, dl.Trainer(model, opt, loss, devices=devices, **kw)
 
 
 def train(trainer, kind, index_batches, until=STEPS, ckpt=None):
@@ -95,6 +100,10 @@ def train(trainer, kind, index_batches, until=STEPS, ckpt=None):
     losses, wrote = [], None
     while trainer.global_step < until:
         idx = index_batches[trainer.global_step]
+        if trainer.accumulate_steps == 2:                   # two micro-batches of each local batch
+            h = len(idx) // 2
+            losses.append(trainer.train_step(X[idx[:h]], Y[idx[:h]]))
+            idx = idx[h:]
         losses.append(trainer.train_step(X[idx], Y[idx]))
         if ckpt is not None and trainer.global_step == SPLIT:
             wrote = trainer.save(ckpt)
@@ -107,9 +116,16 @@ def weights(model, prefix):
 
 results, meta = {}, {"rank": rank, "world": world, "losses": {}}
 mine = batches(world, rank)
-for name, kind, opt_name in (("mlp_sgd", "mlp", "sgd"), ("mlp_adam", "mlp", "adam"), ("cnn_bn", "cnn", "sgd")):
-    model, tr = build(kind, opt_name)
+SCENARIOS = (("mlp_sgd", "mlp", "sgd", {}), ("mlp_adam", "mlp", "adam", {"clip_grad_norm": 0.5}),
+             ("mlp_accum", "mlp", "sgd", {"accumulate_steps": 2}), ("mlp_uneven", "mlp", "sgd", {}),
+             ("cnn_bn", "cnn", "sgd", {}))
+for name, kind, opt_name, kw in SCENARIOS:
+    model, tr = build(kind, opt_name, **kw)
     results.update(weights(model, f"{name}/init"))    # after the Trainer's broadcast
+    if name == "mlp_uneven":
+        meta["losses"][name], _ = train(tr, kind, batches(world, rank, uneven=True))
+        results.update(weights(model, name))
+        continue
     ckpt = os.path.join(args.out, "ckpt.npz") if name == "mlp_sgd" else None
     meta["losses"][name], wrote = train(tr, kind, mine, ckpt=ckpt)
     results.update(weights(model, name))

@@ -1,0 +1,144 @@
+"""dl.Trainer written once runs unchanged under `dualdl launch`: 2 processes, each given its shard
+of the global batch, take the update of 1 process given the whole global batch.
+
+Per backend: the script ``dist_scripts/trainer_run.py`` runs as one process (A), then under
+``dualdl launch --nproc 2`` resuming A's checkpoint too (B), then as one process resuming B's
+checkpoint (C). Scenarios: MLP + SGD(momentum, weight decay), MLP + Adam (weight decay, gradient
+clipping, a layer that never gets a gradient), gradient accumulation, uneven local batches (5 + 3)
+and a CNN with BatchNorm.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
+from launchutil import launch, run_single  # noqa: E402
+
+pytestmark = pytest.mark.distributed
+SCRIPT = "trainer_run.py"
+TOL = 1e-6              # 2 processes vs 1 process, same backend
+CROSS_TOL = 1e-5        # torch vs MXNet
+SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "cnn_bn")
+_RUNS = {}
+
+
+def _load(d, rank):
+    with open(os.path.join(d, f"rank{rank}.json")) as f:
+        meta = json.load(f)
+    with np.load(os.path.join(d, f"rank{rank}.npz")) as z:
+        return meta, {k: z[k] for k in z.files}
+
+
+def _runs(engine, base):
+    """(A, B, C) result directories, computed once per backend and session."""
+    if engine not in _RUNS:
+        a, b, c = (base / f"trainer-{engine}-{x}" for x in ("single", "dist", "resume1"))
+        run_single(SCRIPT, ["--backend", engine, "--out", str(a)], timeout=120)
+        rc, _, err, _ = launch(["--backend", engine, "--nproc", "2", "--timeout", "150"], SCRIPT,
+                               ["--backend", engine, "--out", str(b), "--resume", str(a / "ckpt.npz")],
+                               timeout=180)
+        assert rc == 0, err[-4000:]
+        run_single(SCRIPT, ["--backend", engine, "--out", str(c), "--resume", str(b / "ckpt.npz")],
+                   timeout=120)
+        _RUNS[engine] = (a, b, c)
+    return _RUNS[engine]
+
+
+@pytest.fixture(scope="module", params=["torch", "mxnet"])
+def runs(request, tmp_path_factory):
+    return (request.param,) + _runs(request.param, tmp_path_factory.getbasetemp())
+
+
+def _group(w, prefix):
+    return {k[len(prefix) + 1:]: v for k, v in w.items()
+            if k.startswith(prefix + "/") and not k.startswith(prefix + "/init/")}
+
+
+def _maxdiff(a, b):
+    assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
+    return max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
+
+
+def test_ranks_bitwise_equal_and_equal_to_one_process(runs):
+    engine, single, dist, _ = runs
+    (m0, w0), (m1, w1), (ms, ws) = _load(dist, 0), _load(dist, 1), _load(single, 0)
+    assert (m0["world"], m1["world"], ms["world"]) == (2, 2, 1)
+    diffs = {}
+    for name in SCENARIOS:
+        g0, g1 = _group(w0, name), _group(w1, name)
+        for k in g0:
+            np.testing.assert_array_equal(g0[k], g1[k], err_msg=f"{engine} {name}: ranks differ in {k}")
+        ref = _group(ws, "cnn_bn_2dev" if name == "cnn_bn" else name)
+        diffs[name] = _maxdiff(g0, ref)
+        moved = _maxdiff(g0, _group(ws, f"{name}/init"))
+        assert moved > 1e-3, f"{name}: training did not move the weights"
+    print(f"\n{engine}: 2 processes vs 1 process over the global batches, max abs diff: {diffs}")
+    assert max(diffs.values()) <= TOL, diffs
+    # the reported loss is the global batch's, on every rank (not with accumulation: other micro-batches)
+    for name in ("mlp_sgd", "mlp_adam", "mlp_uneven"):
+        assert m0["losses"][name] == m1["losses"][name]
+        np.testing.assert_allclose(m0["losses"][name], ms["losses"][name], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(m0["losses"]["cnn_bn"], ms["losses"]["cnn_bn_2dev"], rtol=1e-6, atol=0)
+
+
+def test_initial_parameters_and_buffers_come_from_rank_0(runs):
+    """Ranks > 0 start from other weights (and BatchNorm running stats) until the Trainer broadcasts."""
+    engine, single, dist, _ = runs
+    (_, w0), (_, w1), (_, ws) = _load(dist, 0), _load(dist, 1), _load(single, 0)
+    for name in SCENARIOS:
+        init0, init1 = _group(w0, f"{name}/init"), _group(w1, f"{name}/init")
+        assert _maxdiff(init0, _group(ws, f"{name}/init")) == 0.0
+        assert _maxdiff(init1, init0) == 0.0
+    assert "bn.running_mean" in _group(w0, "cnn_bn/init")
+
+
+def test_batchnorm_running_stats_are_rank_0s_like_device_0s(runs):
+    """Buffer rule: rank 0's running statistics are kept and sent to every rank each step, as one
+    process keeps device 0's: 2 processes equal 1 process on 2 devices fed the same pieces."""
+    engine, single, dist, _ = runs
+    (_, w0), (_, w1), (_, ws) = _load(dist, 0), _load(dist, 1), _load(single, 0)
+    for k in ("bn.running_mean", "bn.running_var"):
+        np.testing.assert_array_equal(w0[f"cnn_bn/{k}"], w1[f"cnn_bn/{k}"])
+        np.testing.assert_allclose(w0[f"cnn_bn/{k}"], ws[f"cnn_bn_2dev/{k}"], rtol=0, atol=TOL)
+        assert not np.array_equal(w0[f"cnn_bn/{k}"], w0[f"cnn_bn/init/{k}"])
+
+
+def test_parameter_without_gradient_is_skipped_on_every_rank(runs):
+    engine, _, dist, _ = runs
+    for r in (0, 1):
+        _, w = _load(dist, r)
+        for k in ("spare.weight", "spare.bias"):       # Adam with weight decay would move them
+            np.testing.assert_array_equal(w[f"mlp_adam/{k}"], w[f"mlp_adam/init/{k}"])
+
+
+def test_checkpoint_on_rank_0_resumes_on_any_world_size(runs):
+    engine, single, dist, resume1 = runs
+    (m0, w0), (m1, w1) = _load(dist, 0), _load(dist, 1)
+    assert (m0["wrote"], m1["wrote"]) == (True, False)
+    assert [n for n in os.listdir(dist) if ".tmp" in n] == []
+    from dualdl import trainer_io
+    state = trainer_io.read(str(dist / "ckpt.npz"))
+    assert state["step"] == 3 and state["backend"] == engine
+    ref = _group(_load(single, 0)[1], "mlp_sgd")
+    diffs = {
+        "2 procs <- 2-proc ckpt": _maxdiff(_group(w0, "resume_own"), ref),
+        "2 procs <- 1-proc ckpt": _maxdiff(_group(w0, "resume_other"), ref),
+        "1 proc <- 2-proc ckpt": _maxdiff(_group(_load(resume1, 0)[1], "resume_other"), ref),
+        "1 proc <- 1-proc ckpt": _maxdiff(_group(_load(single, 0)[1], "resume_own"), ref),
+    }
+    for k in ("resume_own", "resume_other"):
+        assert _maxdiff(_group(w0, k), _group(w1, k)) == 0.0
+    print(f"\n{engine}: resumed vs uninterrupted one-process run, max abs diff: {diffs}")
+    assert max(diffs.values()) <= TOL, diffs
+    assert m0["losses"]["resume_own"] == m0["losses"]["mlp_sgd"][3:]
+
+
+def test_torch_and_mxnet_distributed_trainers_agree(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    w = {e: _load(_runs(e, base)[1], 0)[1] for e in ("torch", "mxnet")}
+    diffs = {n: _maxdiff(_group(w["torch"], n), _group(w["mxnet"], n)) for n in SCENARIOS}
+    print(f"\ntorch vs MXNet, dl.Trainer on 2 processes each: max abs diff {diffs}")
+    assert max(diffs.values()) <= CROSS_TOL, diffs
