@@ -14,6 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -81,6 +82,18 @@ def run(cfg: Config, only: Sequence[str] = (), json_path: Optional[str] = DEFAUL
     return rows
 
 
+def render(json_path: str, md_path: str) -> int:
+    """Rewrite ``md_path`` from ``json_path`` and benchmarks/findings.md, measuring nothing."""
+    with open(json_path) as f:
+        data = json.load(f)
+    rows = [Row(**{k: (float("nan") if v is None and k == "value" else v) for k, v in r.items()})
+            for r in data["rows"]]
+    findings = open(FINDINGS).read() if os.path.exists(FINDINGS) else ""
+    report.write_markdown(md_path, report.markdown(rows, data["machine"], data["config"], data["elapsed_s"], findings))
+    print(f"[bench] wrote {md_path} from {json_path}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes and few rounds (a minute or two)")
@@ -95,8 +108,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"Markdown summary path ('' to skip; default {os.path.relpath(DEFAULT_MD)} "
                         f"for a full run of every case, skipped otherwise)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--render", action="store_true",
+                   help="only rewrite the Markdown from an existing results JSON (after editing findings.md)")
     a = p.parse_args(argv)
     load_cases()
+    if a.render:
+        return render(a.json or DEFAULT_JSON, a.markdown or DEFAULT_MD)
     if a.list:
         for c in CASES:
             print(f"{c.group}:{c.name:16s} {c.doc}")

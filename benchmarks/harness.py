@@ -25,9 +25,9 @@ __all__ = ["Config", "Row", "Case", "case", "CASES", "compare", "time_interleave
 class Config:
     """How hard to measure. ``quick`` shrinks models and repeats (smoke test / --quick)."""
     quick: bool = False
-    repeats: int = 15            # timed rounds per comparison
-    warmup: int = 3              # untimed calls of each competitor before timing
-    min_sample_s: float = 0.02   # each timed sample repeats the call until it lasts about this long
+    repeats: int = 25            # timed rounds per comparison
+    warmup: int = 5              # untimed calls of each competitor before timing
+    min_sample_s: float = 0.05   # each timed sample repeats the call until it lasts about this long
     keras: bool = True           # run the Keras peer (needs its own venv)
     workdir: str = ""            # scratch directory for checkpoints
     backends: tuple = ("torch", "mxnet", "mxnet-hybrid")   # training-step variants to run
