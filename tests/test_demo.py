@@ -17,6 +17,8 @@ def test_demo_runs_on_both_backends_and_reports(tmp_path):
     assert "## mxnet: split_and_load on cpu:0, cpu:1" in out
     step1 = float(re.search(r"\|loss difference\| \*\*([0-9.e+-]+)\*\*", out).group(1))
     assert step1 < 1e-4, out                       # identical start: the first losses agree to fp32 rounding
+    lock = float(re.search(r"same batch: max abs weight difference \*\*([0-9.e+-]+)\*\*", out).group(1))
+    assert lock < 1e-5, out                        # one step from the same weights agrees to fp32 rounding
     first = float(re.search(r"over the first (\d+) steps: \*\*([0-9.e+-]+)\*\*", out).group(2))
     assert first < 1e-2, out
     losses = [float(v) for v in re.findall(r"\| 1 \| ([0-9.]+) \|", out)]

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import dualdl as dl
     from .digits import make_splits
     from .report import table, write
-    from .run import compare, default_devices, initial_weights, train_backend
+    from .run import compare, default_devices, initial_weights, one_step_difference, train_backend
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for b in backends:
@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         results.append(train_backend(b, init, train, test, args.epochs, args.batch_size, args.lr,
                                      args.hidden, args.seed, devs, progress=not args.no_progress))
     diff = compare(results[0], results[1]) if len(results) == 2 else None
+    if diff is not None:
+        n = min(args.batch_size, len(train))
+        diff.lockstep = one_step_difference(results[0].weights, train.images[:n], train.labels[:n], args.hidden,
+                                            0.01, {b: default_devices(b, args.devices) for b in backends})
     print()
     print(table(results, diff))
     paths = write(results, diff, args.out, {"epochs": args.epochs, "train": args.train_size,

@@ -28,6 +28,9 @@ def table(results: List[RunResult], cmp: Optional[Comparison]) -> str:
         lines.append(f"- loss curves: max |difference| over the first {cmp.steps} steps: **{cmp.first_steps_loss:.3g}**")
         lines.append(f"- weights after training: max abs difference **{cmp.max_abs:.3g}**, max relative "
                      f"difference **{cmp.max_rel:.3g}** (in `{cmp.worst}`)")
+        if cmp.lockstep is not None:
+            lines.append(f"- one SGD step from the *same* trained weights on the same batch: max abs weight "
+                         f"difference **{cmp.lockstep:.3g}** (each step agrees to float32 rounding)")
         lines.append("- the two runs start bit-identical and agree to float32 rounding at first; training is "
                      "chaotic, so rounding differences (different kernels, summation orders) grow over hundreds "
                      "of steps while both reach the same accuracy.")

@@ -88,6 +88,24 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
         return res
 
 
+def one_step_difference(weights: Dict[str, np.ndarray], images: np.ndarray, labels: np.ndarray,
+                        hidden: int, lr: float, devices_per_backend: Dict[str, Sequence[dl.Device]]) -> float:
+    """Lockstep check: load the *same* trained weights on both backends, take one data-parallel SGD
+    step on the same batch, and return the max abs difference of the resulting weights. This
+    separates per-step agreement (fp32 rounding) from the chaotic growth over a whole run."""
+    out = {}
+    for backend, devs in devices_per_backend.items():
+        with dl.use(backend):
+            model = CRNN(hidden=hidden)
+            dl.load_state_dict(model, weights)
+            trainer = dl.Trainer(model, dl.optim.SGD(model.parameters(), lr=lr), PackedCTCLoss(),
+                                 devices=list(devs), strategy=NATIVE_STRATEGY[backend])
+            trainer.train_step(images, labels)
+            out[backend] = {k: dl.to_numpy(v) for k, v in dl.state_dict(model).items()}
+    a, b = out.values()
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
 @dataclass
 class Comparison:
     """How far two backends' runs are apart: weights after training and the loss curves."""
@@ -97,6 +115,7 @@ class Comparison:
     first_steps_loss: float     # max |loss_a - loss_b| over the first ``steps`` steps
     steps: int
     first_step_loss: float      # |loss_a - loss_b| at the first step (same weights, same batch)
+    lockstep: Optional[float] = None   # see one_step_difference
 
 
 def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
