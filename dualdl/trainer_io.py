@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from typing import Any, Dict
 
 import numpy as np
@@ -94,6 +95,6 @@ def read(path: str) -> Dict[str, Any]:
                 raise ValueError(f"{os.fspath(path)} is not a dualdl Trainer state file (no {_META})")
             arrays = {k: z[k] for k in z.files if k != _META}
             meta = json.loads(bytes(z[_META]).decode("utf-8"))
-    except (OSError, ValueError, json.JSONDecodeError) as e:
+        return decode(meta, arrays)
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, zipfile.BadZipFile) as e:
         raise ValueError(f"cannot read the Trainer state file {os.fspath(path)}: {e}") from e
-    return decode(meta, arrays)

@@ -142,3 +142,57 @@ def test_torch_and_mxnet_distributed_trainers_agree(tmp_path_factory):
     diffs = {n: _maxdiff(_group(w["torch"], n), _group(w["mxnet"], n)) for n in SCENARIOS}
     print(f"\ntorch vs MXNet, dl.Trainer on 2 processes each: max abs diff {diffs}")
     assert max(diffs.values()) <= CROSS_TOL, diffs
+
+
+# ---- one process: the Trainer's distributed switches and its checkpoint file ------------------
+def _mlp_trainer(backend, **kw):
+    import dualdl as dl
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _trainer_models import MLP
+    m = MLP(backend=backend)
+    return dl.Trainer(m, dl.optim.Adam(m.parameters(), lr=0.01), dl.losses.MSELoss(), **kw), m
+
+
+def test_launched_process_without_init_is_refused(backend, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match=r"dl.distributed.init\(\) was not called"):
+        _mlp_trainer(backend)
+    tr, _ = _mlp_trainer(backend, distributed=False)       # each process alone, on purpose
+    assert tr.world_size == 1
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(RuntimeError, match="distributed=True"):
+        _mlp_trainer(backend, distributed=True)
+    with pytest.raises(TypeError, match="distributed must be"):
+        _mlp_trainer(backend, distributed="yes")
+
+
+def test_save_load_file_resumes_exactly_and_never_unpickles(backend, tmp_path):
+    import dualdl as dl
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((8, 6)).astype("float32"), rng.standard_normal((8, 3)).astype("float32")
+    tr, m = _mlp_trainer(backend, seed=3)
+    for _ in range(2):
+        tr.train_step(x, y)
+    path = tmp_path / "state.npz"
+    assert tr.save(path) is True and os.listdir(tmp_path) == ["state.npz"]
+    with np.load(path, allow_pickle=False) as z:         # plain arrays + one JSON entry
+        assert all(z[k].dtype != object for k in z.files)
+    tr.train_step(x, y)
+    want = {k: dl.to_numpy(v).copy() for k, v in dl.state_dict(m).items()}
+    tr2, m2 = _mlp_trainer(backend, seed=3)
+    tr2.load(path)
+    assert tr2.global_step == 2
+    tr2.train_step(x, y)
+    for k, v in dl.state_dict(m2).items():
+        np.testing.assert_array_equal(dl.to_numpy(v), want[k], err_msg=k)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, w=np.zeros(3))
+    before = {k: dl.to_numpy(v).copy() for k, v in dl.state_dict(m2).items()}
+    with pytest.raises(ValueError, match="not a dualdl Trainer state file"):
+        tr2.load(bad)
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ValueError, match="cannot read the Trainer state file"):
+        tr2.load(cut)
+    for k, v in dl.state_dict(m2).items():
+        np.testing.assert_array_equal(dl.to_numpy(v), before[k])
