@@ -233,8 +233,10 @@ class Trainer:
         return self._inferred
 
     def _objective(self, B: int) -> Callable:
-        """``objective(L, b) -> (backpropagated, reported)`` for a piece of ``b`` of ``B`` samples."""
-        k = self.accumulate_steps
+        """``objective(L, b) -> (backpropagated, reported)`` for a piece of ``b`` of ``B`` samples.
+        With accumulation, or across processes, the backpropagated value is the piece's *sum*
+        (divided by the total sample count, once known, before the step)."""
+        summed = self.accumulate_steps > 1 or self._dist is not None
 
         def scale(t, w):
             return t if w == 1.0 else t * w
@@ -246,25 +248,24 @@ class Trainer:
             if red == "none":
                 n = int(np.prod(backend_for(L).shape(L)))
                 S = scale(L.sum(), b / n if n != b else 1.0)    # sum over samples of per-sample means
-                return scale(S, 1.0 / B if k == 1 else 1.0), scale(S, 1.0 / B)
-            return scale(L, b / B if k == 1 else float(b)), scale(L, b / B)
+                return scale(S, 1.0 if summed else 1.0 / B), scale(S, 1.0 / B)
+            return scale(L, float(b) if summed else b / B), scale(L, b / B)
         return objective
 
     # ---- public API -------------------------------------------------------------------------------
     def train_step(self, x: Any, y: Any = None) -> float:
         """Forward, loss, backward of one (micro-)batch, and an optimizer step once
         ``accumulate_steps`` micro-batches are in. Returns the batch's loss (a mean for mean-reduced
-        losses). On any error the model, optimizer and the step counter are unchanged."""
+        losses; across processes, the loss of the global batch, the same on every rank). On any
+        error the model, optimizer and the step counter are unchanged."""
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
-        b_local = self._batch(xs, ys)
-        sizes = split_sizes(b_local, len(self.devices))
-        # the step contract across processes: pieces are weighted by their share of the GLOBAL batch
-        B = int(round(self._dist.sum_scalars([b_local])[0])) if self._dist is not None else b_local
+        B = self._batch(xs, ys)
+        sizes = split_sizes(B, len(self.devices))
         impl = self._impl
         if self._micro == 0:
             impl.zero_grad(self._params)
         if self.seed is not None:
-            r = 7919 * self._dist.rank if self._dist is not None else 0
+            r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
         snap = impl.snapshot_buffers(self.model)
@@ -276,13 +277,38 @@ class Trainer:
         except BaseException:
             self._discard(snap)
             raise
-        if self._dist is not None:       # the loss of the global batch, the same on every rank
-            value = float(self._dist.sum_scalars([value])[0])
+        if self._dist is not None:
+            return self._dist_step(snap, value, B)
         if not math.isfinite(value):
             return self._nonfinite(snap, value, "loss")
         self._micro += 1
         self._samples += B
         if self._micro >= self.accumulate_steps:
+            norm = self._apply()
+            if norm is not None:
+                self._nonfinite(snap, norm, "gradient norm")
+        return value
+
+    def _dist_step(self, snap, value: float, b: int) -> float:
+        """The step contract across processes. Every rank backpropagated the *sum* over its
+        samples; one SUM all-reduce per optimizer step carries the gradients, rank 0's buffers
+        and ``[samples, loss sum]``; the sum of gradients is then divided by the global sample
+        count: the gradient of one process given the whole global batch. A micro-batch that
+        does not end the accumulation window agrees on its loss with a small all-reduce."""
+        red = self._reduction_for_scale()
+        local = [float(b), value if red == "sum" else value * b]
+        last = self._micro + 1 >= self.accumulate_steps
+        if last:
+            self._impl.allreduce_grads(self._params)           # this process's devices first
+            n, total = self._dist.allreduce(local)
+        else:
+            n, total = self._dist.sum_scalars(local)
+        value = total if red == "sum" else total / n
+        if not math.isfinite(value):
+            return self._nonfinite(snap, value, "loss")
+        self._micro += 1
+        self._samples += int(round(n))
+        if last:
             norm = self._apply()
             if norm is not None:
                 self._nonfinite(snap, norm, "gradient norm")
@@ -315,10 +341,10 @@ class Trainer:
         """All-reduce, scale, clip and step. Returns the gradient norm instead of stepping when
         clipping by norm finds it non-finite."""
         impl = self._impl
-        impl.allreduce_grads(self._params)
-        if self._dist is not None:
-            self._dist.allreduce()
-        if self.accumulate_steps > 1 and self._reduction_for_scale() != "sum":
+        if self._dist is None:
+            impl.allreduce_grads(self._params)
+        summed = self.accumulate_steps > 1 or self._dist is not None
+        if summed and self._reduction_for_scale() != "sum":
             impl.scale_grads(self._params, 1.0 / self._samples)
         stale = impl.stale(self._named)
         if stale:

@@ -393,8 +393,9 @@ class DistReducer:
         self.ctx0 = self.params[0].list_ctx()[0] if self.params else mx.cpu()
         self.keys = _dist_keys(len(self.groups) + 1)
         self.scalar_key = self.keys[-1]
+        self.n_extra = 2
         sizes = [sum(p.data().size for _, p in items) + sum(k == "g" for k, _ in items)
-                 for _, items in self.groups]
+                 + (self.n_extra if i == 0 else 0) for i, (_, items) in enumerate(self.groups)]
         inits = [nd.zeros((n,), ctx=mx.cpu(), dtype=dt) for n, (dt, _) in zip(sizes, self.groups)]
         self.kv.init(self.keys, inits + [nd.zeros((4,), ctx=mx.cpu(), dtype="float64")])
         nd.waitall()
@@ -412,10 +413,16 @@ class DistReducer:
         from . import distributed as mdist
         mdist.broadcast_parameters(model)
 
-    def allreduce(self) -> None:
+    def allreduce(self, extra: Sequence[float]) -> List[float]:
+        """Sum gradients (and ``extra`` scalars) over workers into every context's gradient;
+        rank 0's buffers to all. Returns the summed ``extra``."""
+        if len(extra) != self.n_extra:
+            raise ValueError(f"expected {self.n_extra} extra scalars, got {len(extra)}")
+        if not self.groups:
+            return self.sum_scalars(extra)
         nd.waitall()
         pending = []
-        for key, (dt, items) in zip(self.keys, self.groups):
+        for gi, (key, (dt, items)) in enumerate(zip(self.keys, self.groups)):
             parts, grads = [], []
             for kind, p in items:
                 d = p.list_data()[0]
@@ -426,25 +433,29 @@ class DistReducer:
                 else:
                     src = d if self.rank == 0 else nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                     parts.append(src.reshape((-1,)).as_in_context(mx.cpu()))
-            parts.append(nd.array([1.0 if _fresh(p) else 0.0 for p in grads], ctx=mx.cpu(), dtype=dt))
+            tail = [1.0 if _fresh(p) else 0.0 for p in grads] + (list(extra) if gi == 0 else [])
+            parts.append(nd.array(tail, ctx=mx.cpu(), dtype=dt))
             send = nd.concat(*parts, dim=0)                 # a fresh array: never aliases a gradient
             recv = nd.zeros(send.shape, ctx=mx.cpu(), dtype=dt)
             self.kv.push(key, send)
             self.kv.pull(key, out=recv)
             pending.append((items, grads, recv))
         nd.waitall()
-        for items, grads, recv in pending:
+        out: List[float] = []
+        for gi, (items, grads, recv) in enumerate(pending):
             o = 0
             for kind, p in items:
                 d = p.list_data()[0]
                 n = d.size
                 piece = recv[o:o + n].reshape(d.shape)
                 o += n
-                targets = p.list_grad() if kind == "g" else p.list_data()
-                for t in targets:
+                for t in (p.list_grad() if kind == "g" else p.list_data()):
                     piece.copyto(t)
-            fresh = recv[o:o + len(grads)].asnumpy()
-            for p, f in zip(grads, fresh):
+            tail = recv[o:].asnumpy().tolist()
+            for p, f in zip(grads, tail):
                 for d in p.list_data():
                     d._fresh_grad = bool(f > 0)
+            if gi == 0:
+                out = tail[len(grads):]
         nd.waitall()
+        return out

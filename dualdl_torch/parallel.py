@@ -365,13 +365,18 @@ class DistReducer:
                 self.dist.broadcast(t.data, 0)
 
     @torch.no_grad()
-    def allreduce(self) -> None:
+    def allreduce(self, extra: Sequence[float]) -> List[float]:
+        """Sum gradients (and ``extra`` scalars) over ranks, in place; rank 0's buffers to all.
+        Returns the summed ``extra``."""
         groups: Dict[Any, List[Tuple[str, Any]]] = {}
         for p in self.params:
             groups.setdefault((p.dtype, p.device), []).append(("g", p))
         for b in self.buffers:
             groups.setdefault((b.dtype, b.device), []).append(("b", b))
-        for (dtype, dev), items in groups.items():
+        if not groups:
+            return self.sum_scalars(extra)
+        out: List[float] = []
+        for gi, ((dtype, dev), items) in enumerate(groups.items()):
             parts = []
             for kind, t in items:
                 if kind == "g":
@@ -379,8 +384,8 @@ class DistReducer:
                 else:
                     parts.append(t.reshape(-1) if self.rank == 0 else torch.zeros_like(t).reshape(-1))
             grads = [t for kind, t in items if kind == "g"]
-            parts.append(torch.tensor([0.0 if p.grad is None else 1.0 for p in grads], dtype=dtype,
-                                      device=dev))
+            tail = [0.0 if p.grad is None else 1.0 for p in grads] + (list(extra) if gi == 0 else [])
+            parts.append(torch.tensor(tail, dtype=dtype, device=dev))
             flat = torch.cat(parts)
             self.dist.all_reduce(flat)
             o = 0
@@ -393,8 +398,11 @@ class DistReducer:
                 elif t.grad is not None:
                     t.grad.copy_(piece)
                 else:
-                    t.grad = piece.clone()          # set below to None again if no rank had one
-            fresh = flat[o:o + len(grads)]
-            for p, f in zip(grads, fresh.tolist()):
+                    t.grad = piece.clone()          # set back to None below if no rank had one
+            tail_out = flat[o:].tolist()
+            for p, f in zip(grads, tail_out):
                 if f <= 0:
                     p.grad = None
+            if gi == 0:
+                out = tail_out[len(grads):]
+        return out
