@@ -11,12 +11,13 @@ Run directly without ``--launch`` it prints these commands and trains as one pro
 
 The model is a write-once ``dl.nn`` MLP classifier; every process starts from the same weights
 (drawn with numpy, so both backends start equal), reads its shard of each epoch's shuffled
-permutation (``ddist.shard``) and trains with SGD + momentum. The one rule of
-``docs/distributed.md``: the batch size and learning rate are those of the **global** batch.
-PyTorch's DDP averages gradients over ranks, so each rank backpropagates the mean loss of its
-local batch; MXNet's parameter server sums them, so each worker backpropagates per-sample losses
-and calls ``trainer.step(ddist.global_batch_size(local_batch))``. Rank 0 writes the final weights
-once (``ddist.save_on_main``, atomic).
+permutation (``ddist.shard``) and trains with SGD + momentum through ``dl.Trainer``, the same
+loop on both backends and in one process. The one rule of ``docs/distributed.md``: the batch
+size and learning rate are those of the **global** batch. After ``ddist.init()`` the Trainer
+weights each process's samples by their share of the global batch and sums gradients over the
+processes (gloo all-reduce on PyTorch, the ``dist_sync`` kvstore on MXNet): the update of one
+process given the whole global batch. Rank 0 writes the final weights once
+(``ddist.save_on_main``, atomic).
 """
 from __future__ import annotations
 
@@ -73,30 +74,14 @@ def train(backend: str, args) -> dict:
     with dl.use(backend):
         net = MLP(args.hidden)
         dl.load_state_dict(net, initial_weights(net, args.seed))
-        loss_fn = dl.losses.CrossEntropyLoss(reduction="mean" if backend == "torch" else "none")
-        if backend == "torch":
-            model = ddist.wrap_model(net)                        # DDP (identity in one process)
-            opt = dl.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-        else:
-            from mxnet import gluon
-            model = net
-            opt = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": 0.9},
-                                kvstore=ddist.kvstore())      # dist_sync; "device" in one process
+        opt = dl.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+        trainer = dl.Trainer(net, opt, dl.losses.CrossEntropyLoss())  # across processes after init()
         losses, t0 = [], time.perf_counter()
         for epoch in range(args.epochs):
             idx = ddist.shard(len(x), shuffle=True, seed=args.seed, epoch=epoch, drop_last=True)
             for i in range(0, len(idx) - local_bs + 1, local_bs):
                 b = idx[i:i + local_bs]
-                xb, yb = dl.from_numpy(x[b]), dl.from_numpy(y[b])
-                net.zero_grad()                                  # MXNet: gradients accumulate
-                with dl.autograd.record(net):
-                    loss = loss_fn(model(xb), yb)                # torch: local mean; MXNet: per sample
-                dl.autograd.backward(loss)                       # (MXNet: backward of the sum)
-                if backend == "torch":
-                    opt.step()                                   # DDP averaged over ranks
-                else:
-                    opt.step(ddist.global_batch_size(len(b)))   # server summed over workers
-                losses.append(float(dl.to_numpy(loss).mean()))
+                losses.append(trainer.train_step(x[b], y[b]))   # the loss of the global batch
         seconds = time.perf_counter() - t0
         net.eval()
         scores = dl.to_numpy(net(dl.from_numpy(x)))
