@@ -32,7 +32,8 @@ FINDINGS = os.path.join(HERE, "findings.md")
 
 def load_cases() -> None:
     """Import the modules that register cases (in report order)."""
-    from . import train_step, keras_peer, parallel, startup, checkpoint, port, proposals  # noqa: F401
+    from . import (train_step, breakdown, keras_peer, parallel, startup, checkpoint, port,  # noqa: F401
+                   proposals)
 
 
 def select(only: Sequence[str]):

@@ -25,9 +25,11 @@ __all__ = ["Config", "Row", "Case", "case", "CASES", "compare", "time_interleave
 class Config:
     """How hard to measure. ``quick`` shrinks models and repeats (smoke test / --quick)."""
     quick: bool = False
-    repeats: int = 25            # timed rounds per comparison
+    repeats: int = 41            # timed rounds per comparison
     warmup: int = 5              # untimed calls of each competitor before timing
-    min_sample_s: float = 0.05   # each timed sample repeats the call until it lasts about this long
+    min_sample_s: float = 0.01   # each timed sample repeats the call until it lasts about this long
+    # (short samples, many rounds: the two sides of a pair run close together, so load from other
+    # processes on a shared machine hits both)
     keras: bool = True           # run the Keras peer (needs its own venv)
     workdir: str = ""            # scratch directory for checkpoints
     backends: tuple = ("torch", "mxnet", "mxnet-hybrid")   # training-step variants to run
@@ -54,6 +56,7 @@ class Row:
     ratio: Optional[float] = None
     ratio_p25: Optional[float] = None
     ratio_p75: Optional[float] = None
+    ratio_of_min: Optional[float] = None    # min(A) / min(B): the best case of each, robust to added load
     target: Optional[float] = None
     ok: Optional[bool] = None
     rounds: int = 0
@@ -132,7 +135,8 @@ def ratio_row(group: str, name: str, times: Dict[str, List[float]], label: str, 
     ok = None if target is None or math.isnan(ratio) else bool(ratio <= target)
     return Row(group=group, name=name, value=statistics.median(a), unit="s", baseline=baseline,
                baseline_value=statistics.median(b), ratio=ratio, ratio_p25=quantile(ratios, 0.25),
-               ratio_p75=quantile(ratios, 0.75), target=target, ok=ok, rounds=len(ratios), note=note,
+               ratio_p75=quantile(ratios, 0.75), ratio_of_min=min(a) / min(b) if a and b and min(b) > 0 else None,
+               target=target, ok=ok, rounds=len(ratios), note=note,
                extra=dict(extra))
 
 

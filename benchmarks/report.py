@@ -10,6 +10,7 @@ from .harness import Row
 
 GROUP_TITLES = {
     "train_step": "Training step: dualdl vs hand-written native code",
+    "breakdown": "Where the time goes: dualdl pieces added one at a time (rest native)",
     "peer": "Peer: Keras 3 (torch backend) vs native torch",
     "data_parallel": "Single-node data parallel (dl.Trainer)",
     "startup": "Start-up",
@@ -43,6 +44,10 @@ def _fmt_ratio(r: Row) -> str:
     return f"{r.ratio:.3f}{spread}"
 
 
+def _fmt_min(r: Row) -> str:
+    return "-" if r.ratio_of_min is None or math.isnan(r.ratio_of_min) else f"{r.ratio_of_min:.3f}"
+
+
 def _verdict(r: Row) -> str:
     if r.ok is None:
         return ""
@@ -51,10 +56,11 @@ def _verdict(r: Row) -> str:
 
 def columns(r: Row) -> List[str]:
     base = "-" if r.baseline is None else f"{r.baseline}: {_fmt_value(r.baseline_value, r.unit)}"
-    return [r.name, _fmt_value(r.value, r.unit), base, _fmt_ratio(r), _verdict(r), r.note]
+    return [r.name, _fmt_value(r.value, r.unit), base, _fmt_ratio(r), _fmt_min(r), _verdict(r), r.note]
 
 
-HEADER = ["case", "value (median)", "baseline (median)", "ratio (median [p25-p75])", "target", "note"]
+HEADER = ["case", "value (median)", "baseline (median)", "ratio (median [p25-p75])", "ratio of minima", "target",
+          "note"]
 
 
 def console_table(rows: List[Row]) -> str:
@@ -128,7 +134,9 @@ def markdown(rows: List[Row], machine: Dict[str, Any], config: Dict[str, Any], e
         "",
         "**Method.** Every ratio divides two things timed in the same run, interleaved (A B A B ..., "
         "order rotated each round), after warm-up; the ratio is the median over rounds of the "
-        "per-round ratio, with its 25th-75th percentile in brackets. Values are medians. "
+        "per-round ratio, with its 25th-75th percentile in brackets; the target verdict uses that "
+        "median. *Ratio of minima* divides the best sample of each side (load from other processes "
+        "only adds time, so it is the steadiest estimate of intrinsic cost). Values are medians. "
         "Every training step ends synchronised (`mx.nd.waitall()` on MXNet). One thread per "
         "framework (`OMP_NUM_THREADS=1`, `torch.set_num_threads(1)`), as the machine is shared.",
         "",
