@@ -352,7 +352,8 @@ class DistReducer:
         self.params = [p for _, p in named]
         self.buffers = [b for b in model.buffers() if b.is_floating_point()]
         nccl = dist.get_backend() == "nccl"
-        self.scalar_device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+        self.scalar_device = (torch.device("cuda", torch.cuda.current_device()) if nccl
+                              else torch.device("cpu"))
 
     def sum_scalars(self, values: Sequence[float]) -> List[float]:
         t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.scalar_device)

@@ -4,8 +4,8 @@ of the global batch, take the update of 1 process given the whole global batch.
 Per backend: the script ``dist_scripts/trainer_run.py`` runs as one process (A), then under
 ``dualdl launch --nproc 2`` resuming A's checkpoint too (B), then as one process resuming B's
 checkpoint (C). Scenarios: MLP + SGD(momentum, weight decay), MLP + Adam (weight decay, gradient
-clipping, a layer that never gets a gradient), gradient accumulation, uneven local batches (5 + 3)
-and a CNN with BatchNorm.
+clipping, a layer that never gets a gradient), gradient accumulation, uneven local batches (5 + 3),
+two devices in each process (vs one process on one device) and a CNN with BatchNorm.
 """
 import json
 import os
@@ -17,11 +17,18 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
 from launchutil import launch, run_single  # noqa: E402
 
-pytestmark = pytest.mark.distributed
 SCRIPT = "trainer_run.py"
+
+
+def launched(f):
+    """Tests that read the results of `dualdl launch` runs (~15-20 s per backend, shared)."""
+    return pytest.mark.distributed(pytest.mark.slow(f))
+
+
 TOL = 1e-6              # 2 processes vs 1 process, same backend
 CROSS_TOL = 1e-5        # torch vs MXNet
-SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "cnn_bn")
+SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "mlp_2dev", "cnn_bn")
+REFERENCE = {"cnn_bn": "cnn_bn_2dev", "mlp_2dev": "mlp_sgd"}    # the one-process run to equal
 _RUNS = {}
 
 
@@ -62,6 +69,7 @@ def _maxdiff(a, b):
     return max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
 
 
+@launched
 def test_ranks_bitwise_equal_and_equal_to_one_process(runs):
     engine, single, dist, _ = runs
     (m0, w0), (m1, w1), (ms, ws) = _load(dist, 0), _load(dist, 1), _load(single, 0)
@@ -71,7 +79,7 @@ def test_ranks_bitwise_equal_and_equal_to_one_process(runs):
         g0, g1 = _group(w0, name), _group(w1, name)
         for k in g0:
             np.testing.assert_array_equal(g0[k], g1[k], err_msg=f"{engine} {name}: ranks differ in {k}")
-        ref = _group(ws, "cnn_bn_2dev" if name == "cnn_bn" else name)
+        ref = _group(ws, REFERENCE.get(name, name))
         diffs[name] = _maxdiff(g0, ref)
         moved = _maxdiff(g0, _group(ws, f"{name}/init"))
         assert moved > 1e-3, f"{name}: training did not move the weights"
@@ -84,6 +92,7 @@ def test_ranks_bitwise_equal_and_equal_to_one_process(runs):
     np.testing.assert_allclose(m0["losses"]["cnn_bn"], ms["losses"]["cnn_bn_2dev"], rtol=1e-6, atol=0)
 
 
+@launched
 def test_initial_parameters_and_buffers_come_from_rank_0(runs):
     """Ranks > 0 start from other weights (and BatchNorm running stats) until the Trainer broadcasts."""
     engine, single, dist, _ = runs
@@ -95,6 +104,7 @@ def test_initial_parameters_and_buffers_come_from_rank_0(runs):
     assert "bn.running_mean" in _group(w0, "cnn_bn/init")
 
 
+@launched
 def test_batchnorm_running_stats_are_rank_0s_like_device_0s(runs):
     """Buffer rule: rank 0's running statistics are kept and sent to every rank each step, as one
     process keeps device 0's: 2 processes equal 1 process on 2 devices fed the same pieces."""
@@ -106,6 +116,7 @@ def test_batchnorm_running_stats_are_rank_0s_like_device_0s(runs):
         assert not np.array_equal(w0[f"cnn_bn/{k}"], w0[f"cnn_bn/init/{k}"])
 
 
+@launched
 def test_parameter_without_gradient_is_skipped_on_every_rank(runs):
     engine, _, dist, _ = runs
     for r in (0, 1):
@@ -114,6 +125,7 @@ def test_parameter_without_gradient_is_skipped_on_every_rank(runs):
             np.testing.assert_array_equal(w[f"mlp_adam/{k}"], w[f"mlp_adam/init/{k}"])
 
 
+@launched
 def test_checkpoint_on_rank_0_resumes_on_any_world_size(runs):
     engine, single, dist, resume1 = runs
     (m0, w0), (m1, w1) = _load(dist, 0), _load(dist, 1)
@@ -136,6 +148,7 @@ def test_checkpoint_on_rank_0_resumes_on_any_world_size(runs):
     assert m0["losses"]["resume_own"] == m0["losses"]["mlp_sgd"][3:]
 
 
+@launched
 def test_torch_and_mxnet_distributed_trainers_agree(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     w = {e: _load(_runs(e, base)[1], 0)[1] for e in ("torch", "mxnet")}

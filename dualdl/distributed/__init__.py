@@ -1,9 +1,11 @@
 """Multi-process training on each framework's own engine, with one API and one batch-size rule.
 
 Start N copies of a script with ``dualdl launch --nproc N [--backend torch|mxnet] script.py``;
-in the script call :func:`init` once, read your shard with :func:`shard`, and use
-:func:`wrap_model` (PyTorch: ``DistributedDataParallel``) and :func:`kvstore` (MXNet: the
-``dist_sync`` kvstore for ``gluon.Trainer``). Unlaunched, the same script runs as one process
+in the script call :func:`init` once and read your shard with :func:`shard`. A ``dl.Trainer``
+created after :func:`init` then combines gradients over the processes by itself (the same loop
+as in one process). Hand-written loops use :func:`wrap_model` (PyTorch:
+``DistributedDataParallel``) and :func:`kvstore` (MXNet: the ``dist_sync`` kvstore for
+``gluon.Trainer``). Unlaunched, the same script runs as one process
 (``world_size() == 1``) and every function here is a no-op or the identity.
 
 Hides: DDP *averages* gradients over ranks while MXNet's parameter server *sums* them. The one

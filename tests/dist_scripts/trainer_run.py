@@ -1,8 +1,9 @@
 """dl.Trainer written once, run unchanged as one process or under `dualdl launch --nproc N`.
 
 Scenarios (each from the same numpy initial weights, perturbed on ranks > 0 so that the
-Trainer's broadcast from rank 0 is exercised): a dl.nn MLP with SGD (momentum, weight decay) and
-with Adam, and a small CNN with BatchNorm. The MLP/SGD run saves a checkpoint (Trainer.save:
+Trainer's broadcast from rank 0 is exercised): a dl.nn MLP with SGD (momentum, weight decay),
+with Adam (clipping, an unused layer), with accumulation, with uneven local batches, on two
+devices per process, and a small CNN with BatchNorm. The MLP/SGD run saves a checkpoint (Trainer.save:
 rank 0 writes, atomically) after SPLIT steps and is then resumed from it in this process.
 ``--resume CKPT`` also resumes from a checkpoint another run wrote (any world size).
 Each rank writes its results to OUT/rank<r>.npz and OUT/rank<r>.json.
@@ -118,6 +119,7 @@ results, meta = {}, {"rank": rank, "world": world, "losses": {}}
 mine = batches(world, rank)
 SCENARIOS = (("mlp_sgd", "mlp", "sgd", {}), ("mlp_adam", "mlp", "adam", {"clip_grad_norm": 0.5}),
              ("mlp_accum", "mlp", "sgd", {"accumulate_steps": 2}), ("mlp_uneven", "mlp", "sgd", {}),
+             ("mlp_2dev", "mlp", "sgd", {"devices": [dl.cpu(0), dl.cpu(1)]}),
              ("cnn_bn", "cnn", "sgd", {}))
 for name, kind, opt_name, kw in SCENARIOS:
     model, tr = build(kind, opt_name, **kw)
