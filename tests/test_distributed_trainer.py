@@ -27,7 +27,7 @@ def launched(f):
 
 TOL = 1e-6              # 2 processes vs 1 process, same backend
 CROSS_TOL = 1e-5        # torch vs MXNet
-SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "mlp_2dev", "cnn_bn")
+SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "mlp_2dev", "mlp_nan", "cnn_bn")
 REFERENCE = {"cnn_bn": "cnn_bn_2dev", "mlp_2dev": "mlp_sgd"}    # the one-process run to equal
 _RUNS = {}
 
@@ -123,6 +123,18 @@ def test_parameter_without_gradient_is_skipped_on_every_rank(runs):
         _, w = _load(dist, r)
         for k in ("spare.weight", "spare.bias"):       # Adam with weight decay would move them
             np.testing.assert_array_equal(w[f"mlp_adam/{k}"], w[f"mlp_adam/init/{k}"])
+
+
+@launched
+def test_nan_on_one_rank_skips_the_step_on_every_rank(runs):
+    """One sample of global batch 1 is NaN; it is on rank 1 only. nonfinite="skip": every rank
+    drops that step (the global loss is NaN) and stays equal to the one-process run."""
+    engine, single, dist, _ = runs
+    (m0, _), (m1, _), (ms, _) = _load(dist, 0), _load(dist, 1), _load(single, 0)
+    assert (m0["nan_in_my_batch_1"], m1["nan_in_my_batch_1"]) == (False, True)
+    assert m0["skipped"] == m1["skipped"] == ms["skipped"] == [{"step": 1, "finite": False}]
+    for m in (m0, m1, ms):
+        assert np.isnan(m["losses"]["mlp_nan"][1]) and np.isfinite(m["losses"]["mlp_nan"][2])
 
 
 @launched

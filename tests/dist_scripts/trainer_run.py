@@ -120,12 +120,22 @@ mine = batches(world, rank)
 SCENARIOS = (("mlp_sgd", "mlp", "sgd", {}), ("mlp_adam", "mlp", "adam", {"clip_grad_norm": 0.5}),
              ("mlp_accum", "mlp", "sgd", {"accumulate_steps": 2}), ("mlp_uneven", "mlp", "sgd", {}),
              ("mlp_2dev", "mlp", "sgd", {"devices": [dl.cpu(0), dl.cpu(1)]}),
+             ("mlp_nan", "mlp", "sgd", {"nonfinite": "skip"}),
              ("cnn_bn", "cnn", "sgd", {}))
 for name, kind, opt_name, kw in SCENARIOS:
     model, tr = build(kind, opt_name, **kw)
     results.update(weights(model, f"{name}/init"))    # after the Trainer's broadcast
     if name == "mlp_uneven":
         meta["losses"][name], _ = train(tr, kind, batches(world, rank, uneven=True))
+        results.update(weights(model, name))
+        continue
+    if name == "mlp_nan":                  # a NaN in one sample of global batch 1 (rank 1's share)
+        X, Y = DATA["mlp"]
+        X = X.copy()
+        X[batches(1, 0)[1][1]] = np.nan
+        meta["losses"][name] = [tr.train_step(X[idx], Y[idx]) for idx in mine]
+        meta["nan_in_my_batch_1"] = bool(np.isnan(X[mine[1]]).any())
+        meta["skipped"] = [{"step": e["step"], "finite": bool(np.isfinite(e["loss"]))} for e in tr.skipped_steps]
         results.update(weights(model, name))
         continue
     ckpt = os.path.join(args.out, "ckpt.npz") if name == "mlp_sgd" else None
