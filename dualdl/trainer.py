@@ -151,8 +151,8 @@ class Trainer:
         if distributed is False:
             return None
         if not ddist.is_initialized():
-            launched = launched_backend() or os.environ.get("DMLC_ROLE") or \
-                int(os.environ.get("WORLD_SIZE", "1") or "1") > 1
+            world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
+            launched = launched_backend() or os.environ.get("DMLC_ROLE") or world != "1"
             if distributed or launched:
                 raise RuntimeError("this process is part of a multi-process job (or distributed=True) "
                                    "but dl.distributed.init() was not called: call it before creating "
