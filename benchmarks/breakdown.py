@@ -117,3 +117,42 @@ def batchnorm(cfg: Config) -> List[Row]:
                         note="vs gluon.nn.BatchNorm (same outputs; dualdl keeps torch's running stats)",
                         backend="mxnet", hybridized=hybrid)
     return rows
+
+
+@case("breakdown", "ctc")
+def ctc(cfg: Config) -> List[Row]:
+    """The demo's PackedCTCLoss (dl.losses.CTCLoss inside) vs native CTC, forward+backward, per backend."""
+    import numpy as np
+    import torch
+    from mxnet import autograd, nd
+    from dualdl.demo.model import PackedCTCLoss
+    s = models.sizes(cfg.quick)["crnn"]
+    _, y_np = models.batch("crnn", s)
+    T = s["width"] // 4
+    scores = np.random.default_rng(0).standard_normal((s["batch"], T, 11)).astype(np.float32)
+    loss = PackedCTCLoss()
+    ts, ty = torch.from_numpy(scores).requires_grad_(), torch.from_numpy(y_np)
+    ms, my = nd.array(scores), nd.array(y_np, dtype="float32")
+    ms.attach_grad()
+    with dl.use("mxnet"):
+        dy = dl.from_numpy(y_np)
+
+    def torch_fb(fn):
+        def f():
+            fn(ts, ty).backward()
+        return f
+
+    def mx_fb(fn, y):
+        def f():
+            with autograd.record():
+                v = fn(ms, y)
+            v.backward()
+            nd.waitall()
+        return f
+    rows = compare("breakdown", {"native": torch_fb(models.torch_loss("crnn")), "dualdl": torch_fb(loss)}, "native",
+                   cfg, names={"dualdl": f"PackedCTCLoss / torch / fwd+bwd, scores {scores.shape}"},
+                   note="vs F.ctc_loss (same math)", backend="torch")
+    rows += compare("breakdown", {"native": mx_fb(models.gluon_loss("crnn"), my), "dualdl": mx_fb(loss, dy)}, "native",
+                    cfg, names={"dualdl": f"PackedCTCLoss / mxnet / fwd+bwd, scores {scores.shape}"},
+                    note="vs nd.CTCLoss(blank_label='first') / length", backend="mxnet")
+    return rows
