@@ -28,12 +28,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_JSON = os.path.join(HERE, "results.json")
 DEFAULT_MD = os.path.join(os.path.dirname(HERE), "docs", "benchmarks.md")
 FINDINGS = os.path.join(HERE, "findings.md")
+CASE_MODULES = ("train_step", "breakdown", "keras_peer", "parallel", "startup", "checkpoint", "port", "proposals")
 
 
 def load_cases() -> None:
     """Import the modules that register cases (in report order)."""
-    from . import (train_step, breakdown, keras_peer, parallel, startup, checkpoint, port,  # noqa: F401
-                   proposals)
+    import importlib
+    for mod in CASE_MODULES:
+        importlib.import_module(f"{__package__ or 'benchmarks'}.{mod}")
 
 
 def select(only: Sequence[str]):
@@ -117,7 +119,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return render(a.json or DEFAULT_JSON, a.markdown or DEFAULT_MD)
     if a.list:
         for c in CASES:
-            print(f"{c.group}:{c.name:16s} {c.doc}")
+            print(f"{c.group + ':' + c.name:30s} {c.doc}")
         return 0
     kw = {"keras": not a.no_keras}
     if a.repeats is not None:

@@ -163,7 +163,6 @@ def torch_loss(kind: str):
 # ---- hand-written Gluon ---------------------------------------------------------------------------
 def gluon_model(kind: str, s: Dict[str, Any]):
     import mxnet as mx
-    from mxnet import gluon
     from mxnet.gluon import nn as gnn
 
     if kind == "mlp":
