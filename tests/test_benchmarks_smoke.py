@@ -56,8 +56,8 @@ def test_make_bench_entry_point_quick(tmp_path):
     cfg = harness.Config.make(quick=True, repeats=3, warmup=1, min_sample_s=0.0, keras=False,
                               backends=("torch", "mxnet"), workdir=str(tmp_path))
     js, md = tmp_path / "results.json", tmp_path / "bench.md"
-    rows = run(cfg, only=["train_step:mlp", "startup:import"], json_path=str(js), md_path=str(md),
-               log=lambda *a, **k: None)
+    rows = run(cfg, only=["train_step:mlp", "startup:import", "port:gluon_to_torch", "data_parallel:cuda"],
+               json_path=str(js), md_path=str(md), log=lambda *a, **k: None)
     assert not [r for r in rows if r.group == "errors"], [r.note for r in rows if r.group == "errors"]
 
     data = json.loads(js.read_text())
@@ -75,6 +75,12 @@ def test_make_bench_entry_point_quick(tmp_path):
     assert imp["import dualdl (numpy already imported)"]["extra"] == {}
     assert imp["import dualdl (incl. numpy)"]["extra"]["frameworks_imported"] == []
     assert 0 < imp["import dualdl (incl. numpy)"]["value"] < 10
+
+    port = [r for r in data["rows"] if r["group"] == "port"]
+    assert len(port) == 2 and all(r["baseline"] == "by hand" and r["value"] > 0 for r in port)
+    assert port[0]["extra"]["max_abs_diff"] < 1e-5
+    cuda = [r for r in data["rows"] if r["group"] == "data_parallel"]
+    assert cuda and (cuda[0]["note"].startswith("skipped") or cuda[0]["extra"].get("gpus", 0) >= 1)
 
     text = md.read_text()
     assert "## Machine" in text and m["cpu"] in text
