@@ -53,6 +53,32 @@ def _index_target(target: Any, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(_host(target).astype(np.int64), device=device)
 
 
+def _check_class_indices(name: str, target: Any, num_classes: int, ignore_index: Optional[int] = None) -> None:
+    """``ck.check_class_indices`` for a torch tensor, computed where the tensor lives: one
+    ``aminmax`` (plus an integrality test for float targets) and one host read of two scalars,
+    instead of a host copy of the targets each call. Only when a value is out of range (or an
+    ``ignore_index`` is present) does it look further, and only on failure does it build the
+    shared error message from a host copy."""
+    if not isinstance(target, torch.Tensor) or target.dtype == torch.bool or target.is_complex():
+        ck.check_class_indices(name, _host(target), num_classes, ignore_index)
+        return
+    t = target.detach()
+    if t.numel() == 0:
+        return
+    if t.is_floating_point() and not torch.equal(t, t.trunc()):      # NaN != NaN: caught here too
+        ck.check_class_indices(name, _host(t), num_classes, ignore_index)   # raises ValueError
+    lo, hi = torch.aminmax(t)
+    lo, hi = torch.stack((lo, hi)).tolist() if t.device.type != "cpu" else (lo.item(), hi.item())
+    if lo >= 0 and hi < num_classes:
+        return
+    bad = (t < 0) | (t >= num_classes)
+    if ignore_index is not None:
+        bad &= t != ignore_index
+    if bool(bad.any()):
+        ck.check_class_indices(name, _host(t), num_classes, ignore_index)   # raises IndexError/ValueError
+        raise IndexError(f"{name}: target class indices must lie in [0, {num_classes})")   # not reached
+
+
 def reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
     """PyTorch's reduction: 'mean' over all elements, 'sum', or 'none' (unchanged)."""
     ck.check_reduction("reduce", reduction)
@@ -123,7 +149,7 @@ def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
         ck.check_class_weight(name, tuple(weight.shape), C)
     if kind == "prob":
         return kind, _native(target, input), weight
-    ck.check_class_indices(name, _host(target), C, ignore_index)
+    _check_class_indices(name, target, C, ignore_index)
     t = _index_target(target, input.device)
     if input.dim() == 1:
         t = t.reshape(())
@@ -255,7 +281,7 @@ def gluon_softmax_ce_loss(pred, label, sample_weight=None, axis=-1, sparse_label
         if _shape(label) not in (want, keep):
             raise ValueError(f"{name}: sparse labels for pred of shape {tuple(pred.shape)} (axis={axis}) "
                              f"must have shape {want}; got {_shape(label)}")
-        ck.check_class_indices(name, _host(label), pred.shape[ax])
+        _check_class_indices(name, label, pred.shape[ax])
         idx = _index_target(label, pred.device).reshape(keep)
         loss = -torch.gather(logp, ax, idx)
     else:
