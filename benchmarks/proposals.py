@@ -217,3 +217,64 @@ def mxnet_optim_loss(cfg: Config) -> List[Row]:
                         note=f"max |w| diff fused vs current after 5 steps (lr change): {wdiff:.1e}; "
                              f"loss diff {ldiff:.1e}", model=kind, weight_diff=wdiff, loss_diff=ldiff)
     return rows
+
+
+# ---- torch loss and optimizer ---------------------------------------------------------------------
+def unwrapped_sgd_class():
+    import torch
+    from dualdl_torch import optim as to
+
+    class UnwrappedSGD(to.SGD):
+        """dl.optim.SGD whose ``step`` override calls torch's step once, not through a second
+        profiling/hook wrapper (torch wraps the step of every Optimizer subclass)."""
+
+        def step(self, closure=None, batch_size=None):
+            if batch_size is not None:
+                with torch.no_grad():
+                    for g in self.param_groups:
+                        for p in g["params"]:
+                            if p.grad is not None:
+                                p.grad.div_(batch_size)
+            return torch.optim.SGD.step.__wrapped__(self, closure)
+    return UnwrappedSGD
+
+
+def cross_entropy_torch_device_check(x, t):
+    """torch cross-entropy with dualdl's range check done by torch ops (no numpy copy of targets)."""
+    import torch
+    C = x.shape[1]
+    bad = (t < 0) | (t >= C)
+    if bool(bad.any()):
+        raise IndexError(f"CrossEntropyLoss: target class indices must lie in [0, {C}); found "
+                         f"{t[bad].unique()[:5].tolist()}")
+    return torch.nn.functional.cross_entropy(x, t)
+
+
+@case("proposals", "torch_optim_loss")
+def torch_optim_loss(cfg: Config) -> List[Row]:
+    """torch MLP/LeNet step: current dl.optim / dl.losses vs the unwrapped-step and device-check prototypes."""
+    import torch
+    Unwrapped = unwrapped_sgd_class()
+    rows: List[Row] = []
+    for kind in ("mlp", "lenet"):
+        s = models.sizes(cfg.quick)[kind]
+        x_np, y_np = models.batch(kind, s)
+        x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
+
+        def make(dl_model, opt_cls, loss):
+            with dl.use("torch"):
+                dl.seed(0)
+                m = models.dl_model(kind, s) if dl_model else models.torch_model(kind, s)
+            o = opt_cls(m.parameters(), lr=1e-3, momentum=0.9)
+
+            def f():
+                o.zero_grad()
+                loss(m(x), y).backward()
+                o.step()
+            return f
+        fns = {"native": make(False, torch.optim.SGD, torch.nn.functional.cross_entropy),
+               "current": make(True, dl.optim.SGD, dl.losses.CrossEntropyLoss()),
+               "unwrapped step + device check": make(True, Unwrapped, cross_entropy_torch_device_check)}
+        rows += compare("proposals", fns, "native", cfg, names={k: f"{kind} / torch / dualdl step, {k}" for k in fns},
+                        targets={k: 1.03 for k in fns}, note="benchmarks/proposals.py", model=kind)
+    return rows
