@@ -6,6 +6,11 @@ previous file intact. ``dl.load(model, path)`` reads dualdl's safetensors, torch
 state dicts (``torch.load(weights_only=True)``: never unpickles arbitrary objects) and Gluon
 ``save_parameters`` files, normalises DataParallel/DDP ``module.`` prefixes in both directions,
 and loads all-or-nothing (:func:`dualdl.load_state_dict`).
+
+Memory: saving streams each tensor to the file from a zero-copy view (torch) or a one-tensor
+``asnumpy()`` (MXNet), so the peak growth is at most the largest tensor; loading reads each
+tensor straight into its own array (peak: the model's size once), validates them all against
+the model, then assigns.
 """
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ from typing import Any, Dict, Optional, Union
 
 from . import formats
 from .state import LoadResult, StateDictError, backend_of_model, load_state_dict, state_dict
-from .tensor import to_numpy
 
 __all__ = ["save", "load"]
 
@@ -26,7 +30,8 @@ def save(model: Any, path: PathLike, metadata: Optional[Dict[str, str]] = None,
     """Write ``model``'s state dict to ``path``. The format comes from ``format`` or the extension
     (``.safetensors`` (default for unknown extensions), ``.pt``/``.pth``, ``.params``); returns it."""
     import dualdl
-    tensors = {k: to_numpy(v) for k, v in state_dict(model).items()}
+    # native tensors (views, no copies): the writers turn one tensor at a time into bytes
+    tensors = state_dict(model)
     meta = {"format": "dualdl", "dualdl_version": dualdl.__version__,
             "backend": backend_of_model(model).name, "model": type(model).__name__}
     meta.update(metadata or {})

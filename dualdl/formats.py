@@ -19,7 +19,7 @@ import os
 import re
 import struct
 import warnings
-from typing import Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -129,46 +129,125 @@ def read_metadata(path: PathLike) -> Dict[str, str]:
     """The string metadata of a safetensors file ({} for other formats or none stored)."""
     if detect_format(path) != "safetensors":
         return {}
-    header = _safetensors_header(os.fspath(path))
-    return dict(header.get("__metadata__", {}) or {})
+    return _parse_safetensors(os.fspath(path))[1]
 
 
-def _safetensors_header(path: str) -> dict:
+# safetensors dtype codes <-> numpy. BF16 has no numpy dtype: it is read as float32 (exact).
+_ST_CODES = {"F16": "float16", "F32": "float32", "F64": "float64", "I8": "int8", "I16": "int16",
+             "I32": "int32", "I64": "int64", "U8": "uint8", "U16": "uint16", "U32": "uint32",
+             "U64": "uint64", "BOOL": "bool", "BF16": "uint16"}
+_ST_NAMES = {np.dtype(v): k for k, v in _ST_CODES.items() if k != "BF16"}
+_ST_MAX_HEADER = 100_000_000  # what the safetensors library accepts
+
+
+class _STEntry(NamedTuple):
+    name: str
+    code: str
+    shape: Tuple[int, ...]
+    start: int
+    end: int
+
+
+def _parse_safetensors(path: str) -> Tuple[List[_STEntry], Dict[str, str], int]:
+    """Validate a safetensors header strictly against the file; return its entries (in file
+    order), its metadata and the byte offset where the data starts.
+
+    Offsets must lie in the file, match dtype x shape, and tile the data without overlaps, gaps
+    or trailing bytes (the format's rule); dtypes must be known. Anything else is a FormatError.
+    """
     size = os.path.getsize(path)
     with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
+        first = f.read(8)
+        if len(first) < 8:
+            raise FormatError(path, f"truncated safetensors file ({size} bytes)", "a complete safetensors file")
+        n = struct.unpack("<Q", first)[0]
         if n > size - 8:
-            raise FormatError(path, "truncated safetensors header", "a complete safetensors file")
+            raise FormatError(path, f"truncated safetensors file: header says {n} bytes, file has "
+                              f"{size - 8} after the length field", "a complete safetensors file")
+        if n > _ST_MAX_HEADER:
+            raise FormatError(path, f"corrupt safetensors header (length {n} bytes)",
+                              f"a header under {_ST_MAX_HEADER} bytes")
         raw = f.read(n)
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) != len(keys):
+            dup = sorted({k for k in keys if keys.count(k) > 1})
+            raise FormatError(path, f"corrupt safetensors header (duplicate names {dup[:5]})")
+        return dict(pairs)
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise FormatError(path, f"corrupt safetensors header ({e})", "a JSON header") from None
     if not isinstance(header, dict):
         raise FormatError(path, "corrupt safetensors header (not a JSON object)")
-    end = 0
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise FormatError(path, "corrupt safetensors header (__metadata__ is not a dict of strings)")
+    entries: List[_STEntry] = []
     for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        try:
-            end = max(end, int(v["data_offsets"][1]))
-        except (TypeError, KeyError, IndexError, ValueError):
-            raise FormatError(path, f"corrupt safetensors header entry {k!r}") from None
-    if 8 + n + end > size:
-        raise FormatError(path, f"truncated safetensors file: tensors need {8 + n + end} bytes, "
+        def bad(why: str) -> FormatError:
+            return FormatError(path, f"corrupt safetensors header entry {k!r}: {why}",
+                               "{'dtype': code, 'shape': [ints], 'data_offsets': [start, end]}")
+        if not isinstance(v, dict):
+            raise bad("not an object")
+        code, shape, offs = v.get("dtype"), v.get("shape"), v.get("data_offsets")
+        if code not in _ST_CODES:
+            raise bad(f"unknown dtype {code!r} (known: {', '.join(_ST_CODES)})")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise bad(f"shape {shape!r} is not a list of non-negative integers")
+        if (not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs)
+                or not 0 <= offs[0] <= offs[1]):
+            raise bad(f"data_offsets {offs!r} is not [start, end] with 0 <= start <= end")
+        nbytes = int(np.prod(shape, dtype=object)) * np.dtype(_ST_CODES[code]).itemsize
+        if offs[1] - offs[0] != nbytes:
+            raise bad(f"data_offsets {offs} hold {offs[1] - offs[0]} bytes; dtype {code} x shape "
+                      f"{shape} needs {nbytes}")
+        entries.append(_STEntry(k, code, tuple(shape), offs[0], offs[1]))
+    data = size - 8 - n
+    pos, prev = 0, None
+    for e in sorted(entries, key=lambda e: (e.start, e.end)):
+        if e.start < pos:
+            raise FormatError(path, f"corrupt safetensors header: tensor {e.name!r} (bytes "
+                              f"{e.start}-{e.end}) overlaps {prev!r}", "non-overlapping tensors")
+        if e.start > pos:
+            raise FormatError(path, f"corrupt safetensors header: {e.start - pos} unindexed bytes "
+                              f"before tensor {e.name!r}", "tensors that tile the data")
+        pos, prev = e.end, e.name
+    if pos > data:
+        raise FormatError(path, f"truncated safetensors file: tensors need {8 + n + pos} bytes, "
                           f"the file has {size}", "a complete safetensors file")
-    return header
+    if pos < data:
+        raise FormatError(path, f"corrupt safetensors file: {data - pos} trailing bytes after the "
+                          f"last tensor", "tensors that tile the data")
+    return sorted(entries, key=lambda e: e.start), dict(meta), 8 + n
 
 
 def _read_safetensors(path: str) -> Tensors:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    _safetensors_header(path)  # clear errors for truncation before the library's
-    try:
-        out = load_file(path)
-    except (SafetensorError, OSError, ValueError) as e:
-        raise FormatError(path, f"corrupt safetensors file ({e})", "a valid safetensors file") from None
-    return dict(out)
+    """Each tensor is read with ``readinto`` straight into a fresh array: peak memory is the
+    tensors themselves (``safetensors.numpy.load_file`` holds the file's bytes as well)."""
+    entries, _, base = _parse_safetensors(path)
+    out: Tensors = {}
+    with open(path, "rb", buffering=0) as f:
+        for e in entries:
+            a = np.empty(e.shape, _ST_CODES[e.code])
+            f.seek(base + e.start)
+            _readinto(f, a, path, e.name)
+            if e.code == "BF16":  # bfloat16 is the top half of a float32
+                a = (a.astype("<u4") << 16).view("<f4")
+            out[e.name] = a
+    return out
+
+
+def _readinto(f, a: np.ndarray, path: str, name: str) -> None:
+    view = memoryview(a.reshape(-1)).cast("B")
+    got = 0
+    while got < len(view):
+        r = f.readinto(view[got:])
+        if not r:
+            raise FormatError(path, f"truncated safetensors file while reading tensor {name!r} "
+                              f"({got} of {len(view)} bytes)", "a complete safetensors file")
+        got += r
 
 
 _NESTED_KEYS = ("state_dict", "model_state_dict", "model", "net", "module", "params")
@@ -296,72 +375,157 @@ def atomic_write(path: PathLike, write: Callable[[object], None]) -> None:
     atomic_write_file(path, write)
 
 
-def _checked(tensors: Mapping[str, object], what: str) -> Tensors:
+class _Plan(NamedTuple):
+    name: str
+    value: Any
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+
+
+def _plan(tensors: Mapping[str, object], what: str, allowed: Iterable[np.dtype]) -> List[_Plan]:
+    """Names, shapes and dtypes of ``tensors`` without copying any data (native tensors are
+    described from their attributes), with every problem found before anything is written."""
     if not isinstance(tensors, Mapping):
         raise TypeError(f"{what}: expected a dict of name -> array, got {type(tensors).__name__}")
-    out: Tensors = {}
+    allowed = tuple(allowed)
+    out: List[_Plan] = []
     for k, v in tensors.items():
         if not isinstance(k, str):
             raise TypeError(f"{what}: key {k!r} is not a string")
-        a = _to_numpy(v)
-        if a.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(f"{what}: tensor {k!r} has dtype {a.dtype}; supported: "
-                            f"{', '.join(map(str, SUPPORTED_DTYPES))}")
-        out[k] = a if a.flags.c_contiguous else a.copy(order="C")  # keeps 0-d arrays 0-d
+        if not _is_native(v) and not isinstance(v, np.ndarray):
+            v = np.asarray(v)
+        shape, dtype = _describe(v, f"{what}: tensor {k!r}")
+        if dtype not in allowed:
+            raise TypeError(f"{what}: tensor {k!r} has dtype {dtype}; supported: "
+                            f"{', '.join(map(str, allowed))}")
+        out.append(_Plan(k, v, shape, dtype))
     return out
 
 
-def _to_numpy(v) -> np.ndarray:
+def _is_native(v) -> bool:
+    return type(v).__module__.startswith(("torch", "mxnet"))
+
+
+def _describe(v, what: str) -> Tuple[Tuple[int, ...], np.dtype]:
     if isinstance(v, np.ndarray):
-        return v
-    mod = type(v).__module__
-    if mod.startswith("torch"):
-        return v.detach().cpu().numpy()
-    if mod.startswith("mxnet"):
-        return v.asnumpy()
-    return np.asarray(v)
+        return tuple(v.shape), v.dtype.newbyteorder("=")
+    if type(v).__module__.startswith("torch"):
+        name = str(v.dtype).replace("torch.", "")
+        try:
+            return tuple(int(d) for d in v.shape), np.dtype(name)
+        except TypeError:
+            raise TypeError(f"{what} has dtype {v.dtype}, which numpy cannot hold; convert it "
+                            f"(e.g. .float()) before saving") from None
+    return tuple(int(d) for d in v.shape), np.dtype(v.dtype)
 
 
-def write_safetensors(path: PathLike, tensors: Mapping[str, np.ndarray],
+def _host(v, plan: _Plan, what: str) -> np.ndarray:
+    """One tensor as a C-contiguous little-endian numpy array: a view of a CPU torch tensor
+    (no copy), one ``asnumpy()`` for MXNet."""
+    if isinstance(v, np.ndarray):
+        a = v
+    elif type(v).__module__.startswith("torch"):
+        a = v.detach().cpu().resolve_conj().resolve_neg().numpy()
+    elif type(v).__module__.startswith("mxnet"):
+        a = v.asnumpy()
+    else:
+        a = np.asarray(v)
+    if a.dtype.str[0] == ">":  # the files are little-endian
+        a = a.astype(a.dtype.newbyteorder("<"))
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")  # np.ascontiguousarray would turn 0-d into 1-d
+    if tuple(a.shape) != plan.shape or a.dtype.newbyteorder("=") != plan.dtype:
+        raise RuntimeError(f"{what}: tensor {plan.name!r} changed while it was being saved "
+                           f"({plan.shape} {plan.dtype} -> {a.shape} {a.dtype})")
+    return a
+
+
+def _bytes_of(a: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array, as a uint8 view (no copy; 0-d and empty arrays too)."""
+    return a.reshape(-1).view(np.uint8)
+
+
+def _safetensors_head(tensors: Mapping[str, object], metadata: Optional[Dict[str, str]] = None,
+                       what: str = "safetensors") -> Tuple[bytes, List[_Plan]]:
+    """The length field plus JSON header of a safetensors file holding ``tensors`` (padded so
+    the data starts 8-byte aligned), and the plan to write their data in that order."""
+    if metadata is not None and not (isinstance(metadata, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise TypeError(f"{what}: safetensors metadata must be a dict of str -> str")
+    plans = _plan(tensors, what, _ST_NAMES)
+    header: Dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    off = 0
+    for p in plans:
+        if p.name == "__metadata__":
+            raise ValueError(f"{what}: '__metadata__' is reserved by safetensors; rename the tensor")
+        n = int(np.prod(p.shape, dtype=object)) * p.dtype.itemsize
+        header[p.name] = {"dtype": _ST_NAMES[p.dtype], "shape": list(p.shape), "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h, plans
+
+
+def write_safetensors(path: PathLike, tensors: Mapping[str, object],
                       metadata: Optional[Dict[str, str]] = None) -> None:
-    """Write ``tensors`` as safetensors, atomically and dtype-exact (the neutral format)."""
-    from safetensors.numpy import save
-    arrays = _checked(tensors, os.fspath(path))
-    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str)
-                                        for k, v in metadata.items()):
-        raise TypeError(f"{os.fspath(path)}: safetensors metadata must be a dict of str -> str")
-    data = save(arrays, metadata=dict(metadata) if metadata else None)
-    atomic_write(path, lambda f: f.write(data))
+    """Write ``tensors`` (numpy arrays, torch or MXNet tensors) as safetensors, atomically and
+    dtype-exact, streaming: the header, then each tensor's bytes from a zero-copy view (torch
+    CPU) or a one-tensor ``asnumpy()`` (MXNet). Peak memory: the largest MXNet tensor; none on torch."""
+    what = os.fspath(path)
+    head, plans = _safetensors_head(tensors, metadata, what)
+
+    def write(f):
+        f.write(head)
+        for p in plans:
+            a = _host(p.value, p, what)
+            if a.size:
+                f.write(_bytes_of(a))
+            del a
+    atomic_write(path, write)
 
 
-def write_torch(path: PathLike, tensors: Mapping[str, np.ndarray]) -> None:
-    """Write a torch state dict (``torch.save`` of an ordered dict of tensors), atomically."""
+def write_torch(path: PathLike, tensors: Mapping[str, object]) -> None:
+    """Write a torch state dict (``torch.save`` of an ordered dict of tensors), atomically.
+    torch tensors are saved as they are (no copy); others are converted."""
     import collections
     import torch
-    arrays = _checked(tensors, os.fspath(path))
-    sd = collections.OrderedDict((k, torch.from_numpy(a.copy())) for k, a in arrays.items())
+    plans = _plan(tensors, os.fspath(path), SUPPORTED_DTYPES)
+    sd = collections.OrderedDict()
+    for p in plans:
+        if type(p.value).__module__.startswith("torch"):
+            sd[p.name] = p.value.detach().cpu()
+        else:
+            a = _host(p.value, p, os.fspath(path))
+            sd[p.name] = torch.from_numpy(a if a.flags.writeable else a.copy())
     atomic_write(path, lambda f: torch.save(sd, f))
 
 
-def write_gluon(path: PathLike, tensors: Mapping[str, np.ndarray]) -> None:
+def write_gluon(path: PathLike, tensors: Mapping[str, object]) -> None:
     """Write an MXNet NDArray dict file (what ``save_parameters``/``mx.nd.save`` write), atomically,
-    without importing mxnet. 0-d arrays are refused: MXNet's format cannot hold them."""
-    arrays = _checked(tensors, os.fspath(path))
-    for k, a in arrays.items():
-        if a.ndim == 0:
-            raise ValueError(f"{os.fspath(path)}: tensor {k!r} is 0-d; MXNet's NDArray file format "
+    one tensor at a time, without importing mxnet. 0-d arrays are refused: MXNet's format cannot
+    hold them."""
+    what = os.fspath(path)
+    plans = _plan(tensors, what, SUPPORTED_DTYPES)
+    for p in plans:
+        if len(p.shape) == 0:
+            raise ValueError(f"{what}: tensor {p.name!r} is 0-d; MXNet's NDArray file format "
                              f"cannot store 0-d arrays (reshape it to (1,))")
 
     def write(f):
-        f.write(struct.pack("<QQQ", _MX_LIST_MAGIC, 0, len(arrays)))
-        for a in arrays.values():
+        f.write(struct.pack("<QQQ", _MX_LIST_MAGIC, 0, len(plans)))
+        for p in plans:
+            a = _host(p.value, p, what)
             f.write(struct.pack("<Iii", _MX_V2_MAGIC, 0, a.ndim))
             f.write(struct.pack("<" + "q" * a.ndim, *a.shape))
-            f.write(struct.pack("<iii", 1, 0, _MX_FLAGS[a.dtype]))  # cpu(0), dtype
-            f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
-        f.write(struct.pack("<Q", len(arrays)))
-        for k in arrays:
-            b = k.encode("utf-8")
+            f.write(struct.pack("<iii", 1, 0, _MX_FLAGS[p.dtype]))  # cpu(0), dtype
+            if a.size:
+                f.write(_bytes_of(a))
+            del a
+        f.write(struct.pack("<Q", len(plans)))
+        for p in plans:
+            b = p.name.encode("utf-8")
             f.write(struct.pack("<Q", len(b)))
             f.write(b)
     atomic_write(path, write)
