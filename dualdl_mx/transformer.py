@@ -207,25 +207,25 @@ class MultiheadAttention(_MaskedBlock):
                        in_proj_weight=None, in_proj_bias=None):
         need_weights, average, self_attention = self._dl_fmt[0]
         E, H, D = self.embed_dim, self.num_heads, self.head_dim
-        if not self.batch_first:                                   # work in (N, L, E)
-            query, key, value = (None if t is None else F.transpose(t, axes=(1, 0, 2))
-                                 for t in (query, key, value))
+        # Inputs stay in their layout ((L, N, E), or (N, L, E) if batch_first): the projections take
+        # any leading axes, and one transpose per projection (one in all for self-attention) moves
+        # the heads out; one more puts them back. Same values as torch (heads = contiguous slices).
+        tn = 0 if self.batch_first else 1                          # axis of N in the input layout
         if self_attention:                                         # one GEMM, as torch's packed path
             proj = F.FullyConnected(query, in_proj_weight, in_proj_bias, num_hidden=3 * E,
                                     no_bias=in_proj_bias is None, flatten=False)
-            q, k, v = F.split(proj, num_outputs=3, axis=-1)
+            qkv = F.transpose(F.reshape(proj, shape=(0, 0, 3, H, D)), axes=(2, tn, 3, 1 - tn, 4))
+            q, k, v = F.split(F.reshape(qkv, shape=(0, -3, -2)), num_outputs=3, axis=0, squeeze_axis=True)
         else:
-            def part(x, i):
+            def part(x, i):                                        # -> (N*H, L, D)
                 w = F.slice_axis(in_proj_weight, axis=0, begin=i * E, end=(i + 1) * E)
                 b = None if in_proj_bias is None else F.slice_axis(in_proj_bias, axis=0, begin=i * E,
                                                                    end=(i + 1) * E)
-                return F.FullyConnected(x, w, b, num_hidden=E, no_bias=b is None, flatten=False)
+                t = F.FullyConnected(x, w, b, num_hidden=E, no_bias=b is None, flatten=False)
+                t = F.transpose(F.reshape(t, shape=(0, 0, H, D)), axes=(tn, 2, 1 - tn, 3))
+                return F.reshape(t, shape=(-3, -2))
             q, k, v = part(query, 0), part(key, 1), part(value, 2)
-
-        def heads(t):                                              # (N, L, E) -> (N*H, L, D)
-            t = F.transpose(F.reshape(t, shape=(0, 0, -4, H, -1)), axes=(0, 2, 1, 3))
-            return F.reshape(t, shape=(-3, -2))
-        q, k, v = heads(q * math.sqrt(1.0 / D)), heads(k), heads(v)
+        q = q * math.sqrt(1.0 / D)
         scores = F.batch_dot(q, k, transpose_b=True)               # (N*H, L, S)
         if attn_mask is not None:
             scores = F.broadcast_add(scores, F.maximum(attn_mask, T.MASK_FILL))
@@ -237,10 +237,9 @@ class MultiheadAttention(_MaskedBlock):
         if self.training and self.dropout > 0:
             w = F.Dropout(w, p=self.dropout, mode="always")
         out = F.batch_dot(w, v)                                    # (N*H, L, D)
-        out = F.transpose(F.reshape(out, shape=(-4, -1, H, -2)), axes=(0, 2, 1, 3))
-        out = self.out_proj(F.reshape(out, shape=(0, 0, -3)))
-        if not self.batch_first:
-            out = F.transpose(out, axes=(1, 0, 2))
+        out = F.reshape(out, shape=(-4, -1, H, -2))                # (N, H, L, D)
+        out = F.transpose(out, axes=(0, 2, 1, 3) if self.batch_first else (2, 0, 1, 3))
+        out = self.out_proj(F.reshape(out, shape=(0, 0, -3)))     # input layout, (.., .., E)
         if not need_weights:
             return out
         w4 = F.reshape(w, shape=(-4, -1, H, -2))                   # (N, H, L, S)
