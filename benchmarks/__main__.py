@@ -104,6 +104,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="run only this group or case (repeatable); see --list")
     p.add_argument("--repeats", type=int, default=None, help="timed rounds per comparison")
     p.add_argument("--no-keras", action="store_true", help="skip the Keras peer (and its venv)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="in-process comparisons: wall time (default; what a step costs) or the process's "
+                        "CPU time (all threads; ignores time spent waiting for a core on a busy machine)")
     p.add_argument("--json", default=None,
                    help="results JSON path ('' to skip; default benchmarks/results.json for a full run, "
                         "results-quick.json / results-partial.json for --quick / --only)")
@@ -121,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for c in CASES:
             print(f"{c.group + ':' + c.name:30s} {c.doc}")
         return 0
-    kw = {"keras": not a.no_keras}
+    kw = {"keras": not a.no_keras, "clock": a.clock}
     if a.repeats is not None:
         if a.repeats < 1:
             p.error("--repeats must be >= 1")

@@ -33,6 +33,7 @@ class Config:
     keras: bool = True           # run the Keras peer (needs its own venv)
     workdir: str = ""            # scratch directory for checkpoints
     backends: tuple = ("torch", "mxnet", "mxnet-hybrid")   # training-step variants to run
+    clock: str = "wall"          # in-process comparisons: "wall" (step time) or "cpu" (process CPU time)
 
     @classmethod
     def make(cls, quick: bool = False, **kw: Any) -> "Config":
@@ -102,13 +103,22 @@ def _calibrate(fn: Callable[[], Any], min_sample_s: float) -> int:
     return max(1, int(math.ceil(min_sample_s / max(dt, 1e-9))))
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def time_interleaved(fns: Dict[str, Callable[[], Any]], repeats: int = 15, warmup: int = 3,
-                     min_sample_s: float = 0.02) -> Dict[str, List[float]]:
+                     min_sample_s: float = 0.02, clock: str = "wall") -> Dict[str, List[float]]:
     """Per-call seconds of each function, ``repeats`` samples each, interleaved.
 
     Each function is warmed up ``warmup`` times, then called ``number`` times per sample, with
     ``number`` chosen so one sample lasts about ``min_sample_s`` (the same ``number`` for all, from
-    the slowest, so they see the same conditions). Rounds rotate the order of the functions."""
+    the slowest, so they see the same conditions). Rounds rotate the order of the functions.
+    ``clock="cpu"`` counts the CPU time of the whole process (all threads, MXNet's engine
+    included) instead of wall time: time spent waiting for a core that another process holds is
+    not counted, which makes single-device comparisons stable on a shared machine."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    now = CLOCKS[clock]
     labels = list(fns)
     for _ in range(warmup):
         for k in labels:
@@ -119,10 +129,10 @@ def time_interleaved(fns: Dict[str, Callable[[], Any]], repeats: int = 15, warmu
         order = labels[r % len(labels):] + labels[:r % len(labels)]
         for k in order:
             fn = fns[k]
-            t0 = time.perf_counter()
+            t0 = now()
             for _ in range(number):
                 fn()
-            times[k].append((time.perf_counter() - t0) / number)
+            times[k].append((now() - t0) / number)
     return times
 
 
@@ -142,9 +152,11 @@ def ratio_row(group: str, name: str, times: Dict[str, List[float]], label: str, 
 
 def compare(group: str, fns: Dict[str, Callable[[], Any]], baseline: str, cfg: Config,
             names: Optional[Dict[str, str]] = None, targets: Optional[Dict[str, float]] = None,
-            note: str = "", **extra: Any) -> List[Row]:
+            note: str = "", clock: Optional[str] = None, **extra: Any) -> List[Row]:
     """Time ``fns`` interleaved and return one row per non-baseline function (ratio to ``baseline``)."""
-    times = time_interleaved(fns, cfg.repeats, cfg.warmup, cfg.min_sample_s)
+    clock = clock or cfg.clock
+    times = time_interleaved(fns, cfg.repeats, cfg.warmup, cfg.min_sample_s, clock)
+    extra["clock"] = clock
     names = names or {}
     targets = targets or {}
     return [ratio_row(group, names.get(k, k), times, k, baseline, targets.get(k), note, **extra)

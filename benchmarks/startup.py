@@ -127,7 +127,7 @@ def interleave_subprocesses(snippets: Dict[str, str], repeats: int) -> Dict[str,
 @case("startup", "import")
 def import_time(cfg: Config) -> List[Row]:
     """``import dualdl`` in fresh interpreters (no framework may be imported)."""
-    n = 3 if cfg.quick else 15
+    n = 2 if cfg.quick else 15
     res = interleave_subprocesses({"dualdl": _IMPORT.format(mod="dualdl"), "numpy": _IMPORT.format(mod="numpy"),
                                    "dualdl-after-numpy": _IMPORT_AFTER_NUMPY}, n)
     fw = sorted({f for d in res["dualdl"] + res["dualdl-after-numpy"] for f in d["frameworks"]})
