@@ -150,7 +150,7 @@ def markdown(rows: List[Row], machine: Dict[str, Any], config: Dict[str, Any], e
         f"mxnet {v.get('mxnet')}, numpy {v.get('numpy')}, gluonnlp {v.get('gluonnlp')}, "
         f"safetensors {v.get('safetensors')}",
         f"- threads: {machine.get('threads')}; run: {'--quick' if config.get('quick') else 'full'}, "
-        f"{config.get('repeats')} rounds, {elapsed_s:.0f} s in all",
+        f"{config.get('repeats')} rounds, {config.get('clock', 'wall')} clock, {elapsed_s:.0f} s in all",
         "",
     ]
     if findings:
