@@ -327,3 +327,184 @@ def test_legacy_torch_pickle_format(tmp_path):
     got = F.read_tensors(tmp_path / "legacy.pt")
     assert got["w"].dtype == np.int32 and got["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
     assert got["b"].dtype == np.float16
+
+
+# ---------------------------------------------------------------- streaming safetensors
+ST_DTYPES = DTYPES + ["int16", "uint16", "uint32", "uint64"]
+
+
+def _st_tensors():
+    rng = np.random.default_rng(1)
+    out = {}
+    for dt in ST_DTYPES:
+        a = rng.standard_normal((3, 5)) * 100
+        out[f"m.{dt}"] = (a > 0) if dt == "bool" else np.abs(a).astype(dt) if dt[0] == "u" else a.astype(dt)
+        out[f"s.{dt}"] = np.array(out[f"m.{dt}"][0, 0], dtype=dt)              # 0-d
+        out[f"e.{dt}"] = np.zeros((2, 0, 3), dt)                           # empty
+    out["t.transposed"] = rng.standard_normal((4, 6)).astype(np.float32).T  # not C-contiguous
+    out["b.bigendian"] = np.arange(7, dtype=">i4")                          # byte-swapped input
+    return out
+
+
+def test_streaming_writer_round_trips_every_dtype_0d_and_empty(tmp_path):
+    from safetensors.numpy import load_file
+    t = _st_tensors()
+    meta = {"note": "ünïcode ok", "step": "12"}
+    path = tmp_path / "all.safetensors"
+    F.write_safetensors(path, t, metadata=meta)
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    assert (8 + n) % 8 == 0                               # data starts 8-byte aligned
+    ours, theirs = F.read_tensors(path), load_file(str(path))
+    assert list(ours) == list(t)                           # file order = the order given
+    for got in (ours, theirs):
+        assert set(got) == set(t)
+        for k, a in t.items():
+            assert got[k].dtype == a.dtype.newbyteorder("="), k
+            assert got[k].shape == a.shape, k
+            assert np.array_equal(got[k], a), k
+    assert ours["s.float64"].shape == () and ours["e.int8"].shape == (2, 0, 3)
+    assert F.read_metadata(path) == meta
+    from safetensors import safe_open
+    with safe_open(str(path), framework="numpy") as f:
+        assert f.metadata() == meta
+
+
+def test_streaming_writer_takes_native_tensors_and_torch_reads_the_file(tmp_path):
+    torch = pytest.importorskip("torch")
+    mx = pytest.importorskip("mxnet")
+    from safetensors.torch import load_file
+    tt = {"f": torch.randn(3, 4), "i": torch.arange(6, dtype=torch.int64).reshape(2, 3),
+          "h": torch.randn(5).half(), "b": torch.tensor([True, False]), "z": torch.tensor(2.5),
+          "v": torch.randn(4, 6).t(), "e": torch.zeros(0, 2)}
+    mt = {"mf": mx.nd.random.uniform(shape=(2, 3)), "mi": mx.nd.array([1, 2, 3], dtype="int32")}
+    F.write_safetensors(tmp_path / "n.safetensors", {**tt, **mt}, metadata={"a": "b"})
+    got = load_file(str(tmp_path / "n.safetensors"))
+    for k, v in tt.items():
+        assert got[k].dtype == v.dtype and torch.equal(got[k], v), k
+    for k, v in mt.items():
+        assert np.array_equal(got[k].numpy(), v.asnumpy()) and got[k].numpy().dtype == v.dtype
+    ours = F.read_tensors(tmp_path / "n.safetensors")
+    assert np.array_equal(ours["v"], tt["v"].numpy()) and ours["z"].shape == ()
+    with pytest.raises(TypeError, match="bfloat16"):
+        F.write_safetensors(tmp_path / "bf.safetensors", {"w": torch.ones(2, dtype=torch.bfloat16)})
+    with pytest.raises(ValueError, match="reserved"):
+        F.write_safetensors(tmp_path / "r.safetensors", {"__metadata__": np.ones(1)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.safetensors"]
+
+
+def test_reader_takes_files_from_safetensors_own_writers(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import save_file
+    from safetensors.torch import save_file as torch_save_file
+    t = {k: v for k, v in _st_tensors().items() if not k.startswith("b.")}
+    t["t.transposed"] = np.ascontiguousarray(t["t.transposed"])
+    save_file(t, str(tmp_path / "np.safetensors"), metadata={"x": "y"})
+    got = F.read_tensors(tmp_path / "np.safetensors")
+    assert set(got) == set(t) and F.read_metadata(tmp_path / "np.safetensors") == {"x": "y"}
+    for k in t:
+        assert got[k].dtype == t[k].dtype and got[k].shape == t[k].shape and np.array_equal(got[k], t[k]), k
+    bf = torch.tensor([1.0, -2.5, 3.140625, 0.0, 65280.0], dtype=torch.bfloat16)
+    torch_save_file({"bf": bf, "w": torch.ones(2)}, str(tmp_path / "bf.safetensors"))
+    got = F.read_tensors(tmp_path / "bf.safetensors")
+    assert got["bf"].dtype == np.float32                            # numpy has no bfloat16
+    assert np.array_equal(got["bf"], bf.float().numpy())            # widened exactly
+
+
+def _raw_st(header: dict, data: bytes, pad: bool = True) -> bytes:
+    import json
+    h = json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return len(h).to_bytes(8, "little") + h + data
+
+
+BAD_HEADERS = {
+    "overlap": ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                 "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, 12, "overlaps"),
+    "gap": ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, 8, "unindexed"),
+    "trailing": ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, 8, "trailing"),
+    "out_of_range": ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, 8, "truncated"),
+    "size_mismatch": ({"a": {"dtype": "F64", "shape": [2], "data_offsets": [0, 8]}}, 8, "needs 16"),
+    "dtype": ({"a": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}, 8, "unknown dtype"),
+    "neg_shape": ({"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}}, 0, "non-negative"),
+    "float_shape": ({"a": {"dtype": "U8", "shape": [1.0], "data_offsets": [0, 1]}}, 1, "non-negative"),
+    "reversed": ({"a": {"dtype": "U8", "shape": [0], "data_offsets": [4, 0]}}, 4, "start <= end"),
+    "no_offsets": ({"a": {"dtype": "U8", "shape": [1]}}, 1, "data_offsets"),
+    "entry_not_dict": ({"a": [1, 2]}, 0, "not an object"),
+    "meta": ({"__metadata__": {"n": 1}}, 0, "dict of strings"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HEADERS))
+def test_reader_validates_the_header_strictly(tmp_path, case):
+    header, nbytes, why = BAD_HEADERS[case]
+    path = tmp_path / f"{case}.safetensors"
+    path.write_bytes(_raw_st(header, bytes(range(nbytes))))
+    with pytest.raises(FormatError, match=why) as e:
+        F.read_tensors(path)
+    assert str(path) in str(e.value)
+
+
+def test_reader_refuses_duplicate_names_and_non_object_headers(tmp_path):
+    ent = '{"dtype":"U8","shape":[1],"data_offsets":[0,1]}'
+    raw = ('{"a":' + ent + ',"a":' + ent + '}').encode()
+    (tmp_path / "dup.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + b"\x01")
+    with pytest.raises(FormatError, match="duplicate"):
+        F.read_tensors(tmp_path / "dup.safetensors")
+    raw = b"{" + b"[" * 100000
+    (tmp_path / "deep.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw)
+    with pytest.raises(FormatError, match="corrupt safetensors header"):
+        F.read_tensors(tmp_path / "deep.safetensors")
+
+
+def test_every_truncation_and_header_corruption_is_a_format_error(tmp_path):
+    """Cut a small valid file at every length and flip bytes in its header: each read either
+    succeeds with the right shapes or raises FormatError - nothing else, never a crash."""
+    t = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array(7, np.int64),
+         "c": np.zeros((0,), np.uint8), "d": np.array([True, False])}
+    F.write_safetensors(tmp_path / "ok.safetensors", t, metadata={"k": "v"})
+    data = (tmp_path / "ok.safetensors").read_bytes()
+    bad = tmp_path / "bad.safetensors"
+    for cut in range(len(data)):
+        bad.write_bytes(data[:cut])
+        with pytest.raises(FormatError):
+            F.read_tensors(bad)
+    hlen = 8 + int.from_bytes(data[:8], "little")
+    rng = np.random.default_rng(0)
+    outcomes = {"ok": 0, "error": 0}
+    for _ in range(400):
+        b = bytearray(data)
+        for i in rng.integers(0, hlen, size=rng.integers(1, 4)):
+            b[i] = int(rng.integers(0, 256))
+        bad.write_bytes(bytes(b))
+        try:
+            got = F.read_tensors(bad)
+        except FormatError:
+            outcomes["error"] += 1
+            continue
+        outcomes["ok"] += 1
+        assert all(isinstance(v, np.ndarray) for v in got.values())
+    assert outcomes["error"] > 300
+
+
+def test_stream_failing_midway_keeps_the_previous_file(tmp_path, monkeypatch):
+    """The writer dies after some tensors reached the temporary file: the old file stays."""
+    path = tmp_path / "m.safetensors"
+    old = {"w": np.arange(4, dtype=np.float32)}
+    F.write_safetensors(path, old)
+    before = path.read_bytes()
+    calls = []
+    real = F._bytes_of
+
+    def fail_on_third(a):
+        calls.append(a.nbytes)
+        if len(calls) == 3:
+            raise OSError("No space left on device (simulated)")
+        return real(a)
+    monkeypatch.setattr(F, "_bytes_of", fail_on_third)
+    with pytest.raises(OSError, match="simulated"):
+        F.write_safetensors(path, {f"t{i}": np.full(1000, i, np.float64) for i in range(5)})
+    monkeypatch.undo()
+    assert len(calls) == 3 and path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
