@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from typing import Callable, TypeVar
 
 __all__ = ["atomic_write", "atomic_write_file"]
@@ -13,14 +14,16 @@ def atomic_write(path: "os.PathLike[str] | str", write_fn: Callable[[str], T]) -
     """Call ``write_fn(tmp_path)``, fsync, then ``os.replace(tmp_path, path)``.
 
     The temporary file sits in the same directory (same filesystem, so the rename is atomic) and
-    keeps ``path``'s suffix (``np.savez`` and friends append one otherwise). On any error the
+    keeps ``path``'s suffix (``np.savez`` and friends append one otherwise), and its name is unique
+    per call (concurrent saves of one path do not collide; the last rename wins). On any error the
     temporary file is removed and ``path`` is left untouched.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     stem, suffix = os.path.splitext(base)
-    tmp = os.path.join(directory, f".{stem}.tmp-{os.getpid()}{suffix}")
+    # pid + random token: two threads or processes saving the same path never share a temp file
+    tmp = os.path.join(directory, f".{stem}.tmp-{os.getpid()}-{secrets.token_hex(4)}{suffix}")
     try:
         result = write_fn(tmp)
         if not os.path.exists(tmp):

@@ -508,3 +508,28 @@ def test_stream_failing_midway_keeps_the_previous_file(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert len(calls) == 3 and path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+def test_concurrent_saves_of_one_path_never_mix(tmp_path):
+    """Two threads saving the same path: each uses its own temporary file, so the result is one
+    of the two complete files (the last rename wins), never a mixture or an error."""
+    import threading
+    path = tmp_path / "c.safetensors"
+    payloads = [{"w": np.full(300_000, i, np.float32)} for i in range(2)]
+    errors = []
+
+    def save(t):
+        try:
+            for _ in range(5):
+                F.write_safetensors(path, t)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=save, args=(p,)) for p in payloads]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors
+    w = F.read_tensors(path)["w"]
+    assert w.shape == (300_000,) and (np.all(w == 0) or np.all(w == 1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.safetensors"]
