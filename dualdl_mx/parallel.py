@@ -393,9 +393,12 @@ class DistReducer:
         self.ctx0 = self.params[0].list_ctx()[0] if self.params else mx.cpu()
         self.keys = _dist_keys(len(self.groups) + 1)
         self.scalar_key = self.keys[-1]
-        self.n_extra = 2
+        self.n_extra = 2         # [samples, loss sum], carried in the widest dtype's buffer
+        self.extra_group = max(range(len(self.groups)), key=lambda i: np.dtype(self.groups[i][0]).itemsize,
+                               default=0)
         sizes = [sum(p.data().size for _, p in items) + sum(k == "g" for k, _ in items)
-                 + (self.n_extra if i == 0 else 0) for i, (_, items) in enumerate(self.groups)]
+                 + (self.n_extra if i == self.extra_group else 0)
+                 for i, (_, items) in enumerate(self.groups)]
         inits = [nd.zeros((n,), ctx=mx.cpu(), dtype=dt) for n, (dt, _) in zip(sizes, self.groups)]
         self.kv.init(self.keys, inits + [nd.zeros((4,), ctx=mx.cpu(), dtype="float64")])
         nd.waitall()
@@ -433,7 +436,7 @@ class DistReducer:
                 else:
                     src = d if self.rank == 0 else nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                     parts.append(src.reshape((-1,)).as_in_context(mx.cpu()))
-            tail = [1.0 if _fresh(p) else 0.0 for p in grads] + (list(extra) if gi == 0 else [])
+            tail = [1.0 if _fresh(p) else 0.0 for p in grads] + (list(extra) if gi == self.extra_group else [])
             parts.append(nd.array(tail, ctx=mx.cpu(), dtype=dt))
             send = nd.concat(*parts, dim=0)                 # a fresh array: never aliases a gradient
             recv = nd.zeros(send.shape, ctx=mx.cpu(), dtype=dt)
@@ -455,7 +458,7 @@ class DistReducer:
             for p, f in zip(grads, tail):
                 for d in p.list_data():
                     d._fresh_grad = bool(f > 0)
-            if gi == 0:
+            if gi == self.extra_group:
                 out = tail[len(grads):]
         nd.waitall()
         return out

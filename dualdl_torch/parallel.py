@@ -377,6 +377,8 @@ class DistReducer:
         if not groups:
             return self.sum_scalars(extra)
         out: List[float] = []
+        keys = list(groups)
+        xi = max(range(len(keys)), key=lambda i: keys[i][0].itemsize)   # extras in the widest dtype
         for gi, ((dtype, dev), items) in enumerate(groups.items()):
             parts = []
             for kind, t in items:
@@ -385,7 +387,7 @@ class DistReducer:
                 else:
                     parts.append(t.reshape(-1) if self.rank == 0 else torch.zeros_like(t).reshape(-1))
             grads = [t for kind, t in items if kind == "g"]
-            tail = [0.0 if p.grad is None else 1.0 for p in grads] + (list(extra) if gi == 0 else [])
+            tail = [0.0 if p.grad is None else 1.0 for p in grads] + (list(extra) if gi == xi else [])
             parts.append(torch.tensor(tail, dtype=dtype, device=dev))
             flat = torch.cat(parts)
             self.dist.all_reduce(flat)
@@ -404,6 +406,6 @@ class DistReducer:
             for p, f in zip(grads, tail_out):
                 if f <= 0:
                     p.grad = None
-            if gi == 0:
+            if gi == xi:
                 out = tail_out[len(grads):]
         return out
