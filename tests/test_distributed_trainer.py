@@ -221,3 +221,24 @@ def test_save_load_file_resumes_exactly_and_never_unpickles(backend, tmp_path):
         tr2.load(cut)
     for k, v in dl.state_dict(m2).items():
         np.testing.assert_array_equal(dl.to_numpy(v), before[k])
+
+
+def test_trainer_state_file_keeps_types(tmp_path):
+    from dualdl import trainer_io
+    state = {"state": {0: {"step": np.float32(3), "buf": np.arange(4, dtype=np.float64)}},
+             "groups": [{"betas": (0.9, 0.999), "params": [0, 1], "nesterov": False, "fused": None}],
+             "rng": ("MT19937", np.arange(3, dtype=np.uint32), 2 ** 70, -1, float("nan"), float("-inf")),
+             "name": "x", (1, 2): "tuple key"}
+    path = str(tmp_path / "s.npz")
+    trainer_io.write(state, path)
+    back = trainer_io.read(path)
+    assert set(back) == set(state) and set(back["state"]) == {0}
+    assert back["state"][0]["step"] == np.float32(3) and back["state"][0]["step"].dtype == np.float32
+    np.testing.assert_array_equal(back["state"][0]["buf"], state["state"][0]["buf"])
+    assert back["groups"] == state["groups"] and isinstance(back["groups"][0]["betas"], tuple)
+    r = back["rng"]
+    assert r[0] == "MT19937" and r[2] == 2 ** 70 and r[3] == -1 and np.isnan(r[4]) and r[5] == float("-inf")
+    assert r[1].dtype == np.uint32 and back[(1, 2)] == "tuple key"
+    with pytest.raises(TypeError, match="cannot save a object"):
+        trainer_io.write({"bad": object()}, str(tmp_path / "t.npz"))
+    assert not (tmp_path / "t.npz").exists()
