@@ -17,9 +17,10 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import inspect  # noqa: E402
 import traceback  # noqa: E402
 from dataclasses import asdict  # noqa: E402
-from typing import List, Optional, Sequence  # noqa: E402
+from typing import Iterator, List, Optional, Sequence  # noqa: E402
 
 from . import harness, report  # noqa: E402
 from .harness import CASES, Config, Row  # noqa: E402
@@ -49,9 +50,67 @@ def select(only: Sequence[str]):
     return chosen
 
 
+CASE_TIMEOUT_S = 300.0      # per case; a full run of a case takes 5-120 s here
+
+
+def _error_row(name: str, why: str) -> Row:
+    return Row(group="errors", name=name, value=float("nan"), note=why[:300])
+
+
+def run_isolated(c, cfg: Config, timeout: float = CASE_TIMEOUT_S) -> List[Row]:
+    """Run one case in a fresh interpreter with a time limit: a case that hangs (an MXNet engine
+    deadlock, say) or crashes becomes an 'errors' row and the run goes on."""
+    import subprocess
+    import tempfile
+    fd, out = tempfile.mkstemp(prefix="dualdl-bench-case-", suffix=".json")
+    os.close(fd)
+    name = f"{c.group}:{c.name}"
+    cmd = [sys.executable, "-m", "benchmarks", "--case-worker", name, "--config", json.dumps(asdict(cfg)),
+           "--case-out", out]
+
+    def partial() -> List[Row]:          # rows the case finished before it stopped
+        try:
+            with open(out) as f:
+                return [Row(**d) for d in json.load(f)]
+        except (OSError, ValueError):
+            return []
+    try:
+        r = subprocess.run(cmd, timeout=timeout, cwd=os.path.dirname(HERE))
+        if r.returncode != 0:
+            return partial() + [_error_row(name, f"case process exited with {r.returncode} (traceback above)")]
+        return partial()
+    except subprocess.TimeoutExpired:
+        return partial() + [_error_row(name, f"did not finish within {timeout:.0f} s (hang?); killed")]
+    finally:
+        os.unlink(out)
+
+
+def _batches(result) -> Iterator[List[Row]]:
+    """A case returns a list of rows, or yields lists of rows as it goes."""
+    if inspect.isgenerator(result):
+        yield from result
+    else:
+        yield result
+
+
+def _case_worker(name: str, config: str, out: str) -> int:
+    cfg = Config(**json.loads(config))
+    (c,) = select([name])
+    rows: List[Row] = []
+    for batch in _batches(c.fn(cfg)):
+        rows += batch
+        tmp = out + ".tmp"
+        with open(tmp, "w") as f:           # rewritten after each batch: a hang keeps what is done
+            json.dump([r.to_dict() for r in rows], f, default=report._json_default)
+        os.replace(tmp, out)
+    return 0
+
+
 def run(cfg: Config, only: Sequence[str] = (), json_path: Optional[str] = DEFAULT_JSON,
-        md_path: Optional[str] = DEFAULT_MD, log=print) -> List[Row]:
-    """Run the selected cases; a failing case becomes an 'errors' row (the others still run)."""
+        md_path: Optional[str] = DEFAULT_MD, log=print, isolate: bool = False,
+        timeout: float = CASE_TIMEOUT_S) -> List[Row]:
+    """Run the selected cases; a failing case becomes an 'errors' row (the others still run).
+    ``isolate``: each case in its own interpreter with a time limit (the command line does this)."""
     load_cases()
     try:
         import torch
@@ -65,11 +124,11 @@ def run(cfg: Config, only: Sequence[str] = (), json_path: Optional[str] = DEFAUL
         t0 = time.perf_counter()
         log(f"[bench] {c.group}:{c.name} - {c.doc}", flush=True)
         try:
-            got = c.fn(cfg)
+            got = run_isolated(c, cfg, timeout) if isolate else [r for b in _batches(c.fn(cfg)) for r in b]
         except Exception as e:
             traceback.print_exc()
-            got = [Row(group="errors", name=f"{c.group}:{c.name}", value=float("nan"),
-                       note=f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")]
+            got = [_error_row(f"{c.group}:{c.name}",
+                              f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")]
         rows += got
         log(f"[bench]   {len(got)} row(s) in {time.perf_counter() - t0:.1f} s", flush=True)
     elapsed = time.perf_counter() - t_all
@@ -114,10 +173,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help=f"Markdown summary path ('' to skip; default {os.path.relpath(DEFAULT_MD)} "
                         f"for a full run of every case, skipped otherwise)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--in-process", action="store_true",
+                   help="run every case in this interpreter (default: each in its own, with a time limit)")
+    p.add_argument("--case-timeout", type=float, default=CASE_TIMEOUT_S,
+                   help=f"seconds a case may take before it is killed and reported (default {CASE_TIMEOUT_S:.0f})")
+    p.add_argument("--case-worker", help=argparse.SUPPRESS)
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--case-out", help=argparse.SUPPRESS)
     p.add_argument("--render", action="store_true",
                    help="only rewrite the Markdown from an existing results JSON (after editing findings.md)")
     a = p.parse_args(argv)
     load_cases()
+    if a.case_worker:
+        return _case_worker(a.case_worker, a.config, a.case_out)
     if a.render:
         return render(a.json or DEFAULT_JSON, a.markdown or DEFAULT_MD)
     if a.list:
@@ -137,7 +205,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if js is None:
         js = DEFAULT_JSON if not a.quick and not a.only else os.path.join(
             HERE, "results-quick.json" if a.quick else "results-partial.json")
-    rows = run(cfg, a.only, js or None, md or None)
+    rows = run(cfg, a.only, js or None, md or None, isolate=not a.in_process, timeout=a.case_timeout)
     return 1 if any(r.group == "errors" for r in rows) else 0
 
 

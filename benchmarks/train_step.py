@@ -13,7 +13,7 @@ momentum buffer; the cost is the same).
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterator, List
 
 import dualdl as dl
 
@@ -114,40 +114,39 @@ def mxnet_steps(kind: str, s: dict, hybridize: bool) -> Dict[str, Callable[[], N
     return {"native": native, "dualdl": dualdl, "dl.Trainer": dl_trainer}
 
 
-def run_kind(kind: str, cfg: Config) -> List[Row]:
+def run_kind(kind: str, cfg: Config) -> Iterator[List[Row]]:
+    """Yields the rows of each backend as soon as they are measured."""
     s = models.sizes(cfg.quick)[kind]
-    rows: List[Row] = []
     for be in cfg.backends:
         if be == "torch":
             fns = torch_steps(kind, s)
         else:
             fns = mxnet_steps(kind, s, hybridize=be.endswith("hybrid"))
         names = {k: f"{kind} / {be} / {k}" for k in fns}
-        rows += compare("train_step", fns, "native", cfg, names=names,
-                        targets={"dualdl": TARGET, "dl.Trainer": TARGET},
-                        note=f"batch {s['batch']}", model=kind, backend=be)
-    return rows
+        yield compare("train_step", fns, "native", cfg, names=names,
+                      targets={"dualdl": TARGET, "dl.Trainer": TARGET},
+                      note=f"batch {s['batch']}", model=kind, backend=be)
 
 
 @case("train_step", "mlp")
-def mlp(cfg: Config) -> List[Row]:
+def mlp(cfg: Config) -> Iterator[List[Row]]:
     """3-layer MLP, batch 32: per-step overhead dominates."""
     return run_kind("mlp", cfg)
 
 
 @case("train_step", "lenet")
-def lenet(cfg: Config) -> List[Row]:
+def lenet(cfg: Config) -> Iterator[List[Row]]:
     """LeNet-5 on 28x28."""
     return run_kind("lenet", cfg)
 
 
 @case("train_step", "crnn")
-def crnn(cfg: Config) -> List[Row]:
+def crnn(cfg: Config) -> Iterator[List[Row]]:
     """The demo CRNN + PackedCTCLoss (CNN, 2-layer BiLSTM, CTC)."""
     return run_kind("crnn", cfg)
 
 
 @case("train_step", "transformer")
-def transformer(cfg: Config) -> List[Row]:
+def transformer(cfg: Config) -> Iterator[List[Row]]:
     """2-layer Transformer encoder (d_model 64), MSE on the outputs."""
     return run_kind("transformer", cfg)
