@@ -340,128 +340,6 @@ class AdaptiveAvgPool2d(Layer):
 # ---------------------------------------------------------------------------------------------
 # Normalisation, dropout, embedding
 # ---------------------------------------------------------------------------------------------
-def _global_bn(x, w, b, mean, var, eps: float):
-    """MXNet's fused BatchNorm with given statistics: one pass, ``(x - mean) / sqrt(var + eps) * w + b``
-    per channel (axis 1); exact enough (it subtracts first, like torch), unlike its batch statistics."""
-    return mx.nd.BatchNorm(x, w, b, mean, var, eps=eps, fix_gamma=False, use_global_stats=True, axis=1)
-
-
-class _ChannelSum:
-    """Per-channel sums of an (N, C, ...) NDArray as two GEMVs with ones vectors (each over a
-    contiguous axis): MXNet's ``sum`` over axes (0, 2, ...) is ~10x slower on CPU and no more precise."""
-
-    def __init__(self, shape: Tuple[int, ...], ctx) -> None:
-        self.N, self.C = shape[0], shape[1]
-        self.L = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
-        self.ones_l = mx.nd.ones((self.L,), ctx=ctx) if self.L > 1 else None
-        self.ones_n = mx.nd.ones((self.N,), ctx=ctx)
-
-    def __call__(self, t):
-        nc = t.reshape((self.N * self.C, self.L))
-        per_row = nc.reshape((self.N, self.C)) if self.L == 1 else mx.nd.dot(nc, self.ones_l).reshape((self.N, self.C))
-        return mx.nd.dot(self.ones_n, per_row)                      # (C,)
-
-
-class _Function(autograd.Function):
-    """``mx.autograd.Function`` with MXNet 1.9.1's gradient write-back fixed: its ``backward_entry``
-    stops at the first input whose gradient is not requested (a frozen weight loses the input
-    gradient after it) and compares ``grad_req='add'`` (3) with the string ``'add'``, so a
-    parameter with ``grad_req='add'`` (all of dualdl's) silently gets no gradient."""
-
-    def __call__(self, *inputs):
-        import ctypes
-        from mxnet import autograd as ag
-        assert not self._used, "each Function instance can only be called once"
-        self._used = True
-        prev = ag.set_recording(False)
-        try:
-            outputs = self.forward(*inputs)
-        finally:
-            ag.set_recording(prev)
-        if not prev:
-            return outputs
-        ret, outs = outputs, ((outputs,) if isinstance(outputs, mx.nd.NDArray) else outputs)
-        key = ag.Function._registry.inc()
-
-        def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
-            try:
-                ograds = [mx.nd.NDArray(ctypes.cast(i, ag.NDArrayHandle), writable=False)
-                          for i in ptrs[:num_ograds]]
-                igrads = [mx.nd.NDArray(ctypes.cast(i, ag.NDArrayHandle), writable=True)
-                          for i in ptrs[num_ograds:num_ograds + num_igrads]]
-                rets = self.backward(*ograds)
-                rets = (rets,) if isinstance(rets, mx.nd.NDArray) else rets
-                for igrad, r, req in zip(igrads, rets, [reqs[i] for i in range(num_igrads)]):
-                    if req in (1, 2):                          # kWriteTo, kWriteInplace
-                        igrad[:] = r
-                    elif req == 3:                             # kAddTo
-                        igrad[:] += r
-            except Exception:                                  # pylint: disable=broad-except
-                import traceback
-                print(f"Error in {type(self).__name__}.backward: {traceback.format_exc()}")
-                return False
-            return True
-
-        def delete_entry(_):
-            ag.Function._registry.ref_holder.pop(key, None)
-            return True
-
-        cbs = [ag.Function._bwd_functype(backward_entry), ag.Function._del_functype(delete_entry)]
-        cbs = [ag.cast(c, ag.CFUNCTYPE(ag.c_int)) for c in cbs]
-        context = ag.MXCallbackList(ag.c_int(len(cbs)),
-                                    ag.cast(ag.c_array(ag.CFUNCTYPE(ag.c_int), cbs), ag.POINTER(ag.CFUNCTYPE(ag.c_int))),
-                                    ag.cast(ag.c_array(ag.c_void_p, [None] * len(cbs)), ag.POINTER(ag.c_void_p)))
-        ag.Function._registry.ref_holder[key] = context
-        ag.check_call(ag._LIB.MXCustomFunctionRecord(ag.c_int(len(inputs)), ag.c_handle_array(inputs),
-                                                     ag.c_int(len(outs)), ag.c_handle_array(outs),
-                                                     ctypes.byref(context)))
-        return ret
-
-
-class _BatchNormFn(_Function):
-    """Eager BatchNorm with a hand-written backward (closed form, a few contiguous passes):
-    train: dx = (w / std) * (dy - mean(dy) - xhat * mean(dy * xhat)); with given (running)
-    statistics: dx = dy * w / std. dw = sum(dy * xhat), db = sum(dy) in both. Statistics are
-    two-pass (mean, then the mean square of the centred data), in float32 like torch's."""
-
-    def __init__(self, eps: float, stats=None) -> None:
-        super().__init__()
-        self.eps, self.stats = eps, stats                     # stats: (mean, var) NDArrays or None (batch)
-        self.mean = self.var = None
-
-    def forward(self, x, w, b):
-        nd, c, ctx, eps = mx.nd, x.shape[1], x.context, self.eps
-        csum = _ChannelSum(x.shape, ctx)
-        n = csum.N * csum.L
-        one = nd.full((c,), np.float32(1.0) - np.float32(eps), ctx=ctx)   # var + eps == 1: no scaling
-        ones, zeros = nd.ones((c,), ctx=ctx), nd.zeros((c,), ctx=ctx)
-        if self.stats is None:
-            mean = csum(x) / n
-            xc = _global_bn(x, ones, zeros, mean, one, eps)                 # x - mean, exactly
-            var = csum(nd.square(xc)) / n                                   # biased batch variance
-        else:
-            mean, var = self.stats
-            xc = _global_bn(x, ones, zeros, mean, one, eps)
-        self.mean, self.var = mean, var
-        invstd = nd.rsqrt(var + eps)
-        self.save_for_backward(xc, w, invstd)
-        self._aux = (csum, n, one, zeros)
-        return _global_bn(x, w, b, mean, var, eps)
-
-    def backward(self, dy):
-        xc, w, invstd = self.saved_tensors
-        csum, n, one, zeros = self._aux
-        db = csum(dy)
-        dw = csum(dy * xc) * invstd                                   # sum(dy * xhat)
-        a = w * invstd
-        if self.stats is not None:
-            dx = _global_bn(dy, a, zeros, zeros, one, self.eps)
-        else:                                                         # a*dy - a*mean(dy) - a*xhat*mean(dy*xhat)
-            dx = (_global_bn(dy, a, -a * db / n, zeros, one, self.eps)
-                  - _global_bn(xc, a * invstd * dw / n, zeros, zeros, one, self.eps))
-        return dx, dw, db
-
-
 class _BatchNorm(Layer):
     """torch's BatchNorm on MXNet.
 
@@ -521,19 +399,17 @@ class _BatchNorm(Layer):
         ``DUALDL_MX_FUSED_BATCHNORM=1`` to trade that precision for speed."""
         if _FUSED_BATCHNORM:
             return self._imperative_fused(x, weight, bias, running_mean, running_var)
-        ctx, c = x.context, (self.num_features,)
-        w = weight if weight is not None else mx.nd.ones(c, ctx=ctx)
-        b = bias if bias is not None else mx.nd.zeros(c, ctx=ctx)
+        nd = mx.nd
         if self.training or not self.track_running_stats:
-            fn = _BatchNormFn(self.eps)
-            y = fn(x, w, b)
+            y, mean, var = self._gemm_form(nd, x, weight, bias)
             if self.training and self.track_running_stats:
                 n, m = x.size // self.num_features, self.momentum
                 with autograd.pause():
-                    running_mean[:] = (1 - m) * running_mean + m * fn.mean
-                    running_var[:] = (1 - m) * running_var + m * fn.var * (n / (n - 1))
+                    running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
+                    running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
             return y
-        return _BatchNormFn(self.eps, (running_mean, running_var))(x, w, b)
+        c = (self.num_features, 1)
+        return self._gemm_form(nd, x, weight, bias, running_mean.reshape(c), running_var.reshape(c))[0]
 
     def _imperative_fused(self, x, weight, bias, running_mean, running_var):
         """MXNet's fused operator (opt-in, see :meth:`_imperative`): output and gradient from the
@@ -570,32 +446,46 @@ class _BatchNorm(Layer):
             return self._fused(F, x, weight, bias, running_mean, running_var, True)
         return self._symbolic(F, x, weight, bias, running_mean, running_var)
 
-    def _symbolic(self, F, x, weight, bias, running_mean, running_var):
-        """Hybridized, batch statistics. x is viewed as (C, n) and every per-channel reduction or
-        broadcast is a GEMM with a ones row (the backward of MXNet's broadcast ops reduces, ~8x
-        slower than a GEMV even over a contiguous axis). The running statistics need an assignment
-        a graph cannot make: MXNet's fused op updates them (its output x 0), fed the 2 rows
-        ``mean -/+ std`` whose biased variance is the batch's unbiased one (the op uses the biased)."""
+    def _gemm_form(self, F, x, weight, bias, mean=None, var=None, update=None):
+        """BatchNorm on the (C, n) view of x (``F`` = nd or sym) with every per-channel reduction and
+        broadcast written as a GEMM with a ones row: MXNet's reductions (and the backward of its
+        broadcast ops, which reduces) are 4-10x slower than a GEMV on CPU, even over a contiguous
+        axis. Batch statistics (two-pass: mean, then the mean square of the centred data) unless
+        ``mean``/``var`` (C, 1) are given; ``update(F, mean, var, n)`` may return a (C, 1) zero that
+        ties a running-statistics op into the graph. Returns (y, mean, biased var)."""
         moved = F.swapaxes(x, 0, 1)
         flat = F.reshape(moved, shape=(0, -1))                              # (C, n)
         ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))    # (1, n)
-        n_ = F.reshape(F.sum(ones), shape=(1, 1))
-        mean = F.broadcast_div(F.dot(flat, ones, transpose_b=True), n_)    # (C, 1)
-        xc = flat - F.dot(mean, ones)
-        var = F.broadcast_div(F.dot(F.square(xc), ones, transpose_b=True), n_)
+        if mean is None:
+            n_ = F.reshape(F.sum(ones), shape=(1, 1))
+            mean = F.broadcast_div(F.dot(flat, ones, transpose_b=True), n_)
+            xc = flat - F.dot(mean, ones)
+            var = F.broadcast_div(F.dot(F.square(xc), ones, transpose_b=True), n_)
+        else:
+            xc = flat - F.dot(mean, ones)
         scale = F.rsqrt(var + self.eps)
         if weight is not None:
             scale = scale * F.reshape(weight, shape=(-1, 1))
-        if self.training and self.track_running_stats:
-            bessel = n_ / (F.relu(n_ - 2.0) + 1.0)                         # n/(n-1); 1 when n == 1, not inf
-            std = F.sqrt(F.broadcast_mul(var, bessel))
-            rows = F.transpose(F.concat(mean - std, mean + std, dim=1))     # (2, C)
-            fused = self._fused(F, rows, weight, bias, running_mean, running_var, False)
-            scale = scale + F.reshape(F.sum(fused, axis=0), shape=(-1, 1)) * 0.0
+        if update is not None:
+            scale = scale + update(F, mean, var, n_)
         y = xc * F.dot(scale, ones)
         if bias is not None:
             y = y + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
-        return F.swapaxes(F.reshape_like(y, moved), 0, 1)
+        return F.swapaxes(F.reshape_like(y, moved), 0, 1), mean, var
+
+    def _symbolic(self, F, x, weight, bias, running_mean, running_var):
+        """Hybridized, batch statistics (:meth:`_gemm_form`). The running statistics need an
+        assignment a graph cannot make: MXNet's fused op updates them (its output x 0), fed the 2
+        rows ``mean -/+ std`` whose biased variance is the batch's unbiased one (the op uses the
+        biased); so they change only when backward runs inside ``record()`` (Gluon's rule)."""
+        def update(F, mean, var, n_):
+            bessel = n_ / (F.relu(n_ - 2.0) + 1.0)                          # n/(n-1); 1 when n == 1, not inf
+            std = F.sqrt(F.broadcast_mul(var, bessel))
+            rows = F.transpose(F.concat(mean - std, mean + std, dim=1))     # (2, C)
+            fused = self._fused(F, rows, weight, bias, running_mean, running_var, False)
+            return F.reshape(F.sum(fused, axis=0), shape=(-1, 1)) * 0.0
+        track = self.training and self.track_running_stats
+        return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
