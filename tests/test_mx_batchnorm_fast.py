@@ -1,6 +1,8 @@
-"""MXNet BatchNorm's fast (C, n) GEMM form, eager and hybridized, keeps torch's precision: outputs
+"""MXNet BatchNorm's fast paths (eager: an autograd.Function with BN's closed-form backward;
+hybridized: a (C, n) GEMM form) keep torch's precision: outputs
 and gradients against a float64 reference, next to torch's own error; gradients reach every input
-whatever the others' grad_req; repeated train/eval steps run to completion."""
+whatever the others' grad_req (MXNet 1.9.1's autograd.Function drops them: dualdl's copy fixes
+that); repeated train/eval steps with optimizer updates run to completion."""
 import numpy as np
 import pytest
 import torch
@@ -115,24 +117,31 @@ class Net(dl.nn.Module):
     def __init__(self):
         super().__init__()
         self.conv, self.bn = dl.nn.Conv2d(2, 4, 3, padding=1), dl.nn.BatchNorm2d(4)
+        self.pool, self.flat, self.fc = dl.nn.MaxPool2d(2), dl.nn.Flatten(), dl.nn.Linear(64, 3)
     def forward(self, x):
-        return self.bn(self.conv(x))
+        return self.fc(self.flat(self.pool(dl.ops.relu(self.bn(self.conv(x))))))
 with dl.use("mxnet"):
     m = Net()
-x = nd.array(np.random.default_rng(0).standard_normal((10, 2, 8, 8)).astype("float32"))
+    opt = dl.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+rng = np.random.default_rng(0)
 for train in (True, True, True, False, False, True):
     m.train(train)
+    x = nd.array(rng.standard_normal((10, 2, 8, 8)).astype("float32"))
+    y = nd.array(rng.standard_normal((10, 3)).astype("float32"))
+    opt.zero_grad()
     with autograd.record():
-        loss = (m(x) ** 2).mean()
+        loss = ((m(x) - y) ** 2).mean()
     autograd.backward([loss])
+    opt.step()                               # updates the weights before anything waits
     loss.asnumpy()
 print("ok")
 """
 
 
 def test_repeated_steps_do_not_deadlock_the_engine():
-    """Train and eval steps back to back finish (an autograd.Function variant of the eager path
-    deadlocked MXNet's threaded engine at the second step; this guards whatever replaces it)."""
+    """Train and eval steps with optimizer updates back to back finish: an autograd.Function whose
+    backward reads a parameter deadlocks MXNet's threaded engine at the second step
+    (apache/mxnet#15844; checked: this test fails, timed out, when the eager BatchNorm does)."""
     import os
     import subprocess
     import sys
