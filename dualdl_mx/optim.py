@@ -4,11 +4,23 @@ Gradients are read from each parameter's first context (the data-parallel code s
 copies there first); the updated value is written to every context, so replicas never drift
 (a Gluon ``Trainer`` without a kvstore over two contexts diverges silently).
 A parameter with no backward since ``zero_grad()`` is skipped, as torch skips ``grad is None``.
+
+Where one of MXNet's fused update ops can compute torch's formula, the step runs that op (one per
+parameter) instead of ~5-8 NDArray ops (``fused=False`` forces the reference formulas):
+- SGD with momentum (also nesterov, dampening) keeps ``mom = -lr * buf`` (MXNet's layout) and
+  rescales it when lr changes, so an lr change mid-run still follows torch;
+- Adam/AdamW fold torch's bias corrections into ``adam_update``'s lr and epsilon
+  (``lr*sqrt(bc2)/bc1``, ``eps*sqrt(bc2)``), and correct for the op's float32 ``1 - beta``
+  constants (``1 - 0.999f`` is 1.3e-5 off torch's 0.001): see ``_adam_constants``;
+- amsgrad, RMSprop and non-float32/64 parameters use the reference NDArray formulas.
+``state_dict()`` always holds torch's state (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``,
+``step``); SGD's fused layout keeps ``-momentum_buffer`` (an exact negation, so save/load resumes
+bit for bit); loaded state is converted at the next step.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 from mxnet import autograd, gluon, nd
@@ -16,6 +28,13 @@ from mxnet import autograd, gluon, nd
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
 
 _REQUIRED = object()
+_FUSED_DTYPES = (np.float32, np.float64)
+
+
+def _rescale(group: Dict[str, Any], batch_size: Optional[float]) -> float:
+    """The fused ops' ``rescale_grad``: 1/B for ``step(batch_size=B)``, negated for ``maximize``."""
+    r = 1.0 if batch_size is None else 1.0 / batch_size
+    return -r if group.get("maximize") else r
 
 
 def _fresh(p: gluon.Parameter) -> bool:
@@ -28,7 +47,8 @@ class Optimizer:
 
     _dl_optimizer = ""
 
-    def __init__(self, params: Iterable[Any], defaults: Dict[str, Any]) -> None:
+    def __init__(self, params: Iterable[Any], defaults: Dict[str, Any], fused: Optional[bool] = None) -> None:
+        self.fused = fused is not False
         self.defaults = dict(defaults)
         self.param_groups: List[Dict[str, Any]] = []
         self.state: Dict[gluon.Parameter, Dict[str, Any]] = {}
@@ -59,12 +79,22 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero every gradient with one ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad``
+        runs one ``zeros_like`` per array), and mark the parameters as having no fresh gradient."""
+        by_ctx: Dict[Any, List[nd.NDArray]] = {}
         for g in self.param_groups:
             for p in g["params"]:
-                if p.grad_req != "null":
-                    p.zero_grad()
-                    for d in p.list_data():
-                        d._fresh_grad = False
+                if p.grad_req == "null" or getattr(p, "_grad", None) is None:
+                    continue
+                for gr in p._grad:
+                    if gr.stype == "default":
+                        by_ctx.setdefault(gr.context, []).append(gr)
+                    else:
+                        nd.zeros_like(gr, out=gr)
+                for d in p.list_data():
+                    d._fresh_grad = False
+        for arrays in by_ctx.values():
+            nd.reset_arrays(*arrays, num_arrays=len(arrays))
 
     def step(self, closure=None, batch_size: Optional[float] = None):
         """One update of every parameter with a fresh gradient (torch's formula).
@@ -80,17 +110,55 @@ class Optimizer:
                 for p in group["params"]:
                     if not _fresh(p):
                         continue
-                    g = p.list_grad()[0]
+                    data = p.list_data()
+                    w, g = data[0], p.list_grad()[0]
+                    state = self.state.setdefault(p, {})
+                    if self.fused and w.dtype in _FUSED_DTYPES and w.stype == "default" \
+                            and self._fused_update(w, g, group, state, batch_size):
+                        for d in data[1:]:
+                            w.copyto(d)
+                        continue
+                    self._to_torch_state(state)
                     if batch_size is not None:
                         g = g / batch_size
-                    w = p.list_data()[0]
-                    new = self._update(p, w, g, group, self.state.setdefault(p, {}))
-                    for d in p.list_data():
+                    new = self._update(p, w, g, group, state)
+                    for d in data:
                         new.copyto(d)
         return loss
 
     def _update(self, p, w: nd.NDArray, g: nd.NDArray, group: Dict[str, Any], state: Dict[str, Any]) -> nd.NDArray:
+        """The reference formula: the new weight, from NDArray ops (state in torch's layout)."""
         raise NotImplementedError
+
+    def _fused_update(self, w: nd.NDArray, g: nd.NDArray, group: Dict[str, Any], state: Dict[str, Any],
+                      batch_size: Optional[float]) -> bool:
+        """Update ``w`` in place with a fused op computing torch's formula; False if none applies."""
+        return False
+
+    def _to_torch_state(self, state: Dict[str, Any]) -> None:
+        """Convert a parameter's state from the fused layout to torch's, in place."""
+
+    def _scratch_like(self, w: nd.NDArray, slot: int = 0) -> nd.NDArray:
+        """A temporary of ``w``'s shape: a view into one buffer per (slot, context, dtype), sized
+        to the largest parameter (fused ops always write a weight output)."""
+        key = (slot, w.context, np.dtype(w.dtype).name)
+        views = self.__dict__.setdefault("_scratch_views", {})
+        v = views.get(key + (w.shape,))
+        if v is None:
+            flats = self.__dict__.setdefault("_scratch_flat", {})
+            flat = flats.get(key)
+            if flat is None or flat.size < w.size:
+                flat = flats[key] = nd.empty((w.size,), ctx=w.context, dtype=w.dtype)
+                for k in [k for k in views if k[:3] == key]:
+                    del views[k]
+            v = views[key + (w.shape,)] = flat[:w.size].reshape(w.shape)
+        return v
+
+    def _torch_state(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """A copy of a parameter's state in torch's layout (for ``state_dict``)."""
+        s = dict(state)
+        self._to_torch_state(s)
+        return s
 
     # ---- serialisation in torch's layout: {"state": {index: {...}}, "param_groups": [...]} ----
     def state_dict(self) -> Dict[str, Any]:
@@ -102,7 +170,8 @@ class Optimizer:
                 index.setdefault(p, len(index))
                 ids.append(index[p])
             groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
-        state = {index[p]: {k: (v.asnumpy() if isinstance(v, nd.NDArray) else v) for k, v in s.items()}
+        state = {index[p]: {k: (v.asnumpy() if isinstance(v, nd.NDArray) else v)
+                            for k, v in self._torch_state(s).items()}
                  for p, s in self.state.items() if p in index}
         return {"state": state, "param_groups": groups}
 
@@ -140,13 +209,14 @@ class SGD(Optimizer):
     _dl_optimizer = "SGD"
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                 fused: Optional[bool] = None):
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"invalid SGD hyper-parameters: lr={lr}, momentum={momentum}, weight_decay={weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize), fused)
 
     def _update(self, p, w, g, group, state):
         d = -g if group["maximize"] else g
@@ -163,6 +233,55 @@ class SGD(Optimizer):
             d = d + mu * buf if group["nesterov"] else buf
         return w - group["lr"] * d
 
+    # fused layout: {"neg_momentum_buffer": -buf} (an exact negation of torch's buffer, so
+    # state_dict/load_state_dict round-trip bit for bit and lr changes need no rescaling)
+    def _to_torch_state(self, state):
+        if "neg_momentum_buffer" in state:
+            state["momentum_buffer"] = -state.pop("neg_momentum_buffer")
+
+    def _fused_update(self, w, g, group, state, batch_size):
+        lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+        rs = _rescale(group, batch_size)
+        if not mu:
+            if wd:       # sgd_update rounds (1 - lr*wd) to float32 (a drift of up to 3e-8 per step)
+                return False
+            nd.sgd_update(w, g, lr=lr, wd=0.0, rescale_grad=rs, out=w)      # w -= lr * rs*g
+            return True
+        c = 1 - group["dampening"]
+        if "neg_momentum_buffer" in state:
+            nb = state["neg_momentum_buffer"]
+        elif "momentum_buffer" in state:              # torch layout (loaded, or after a reference step)
+            nb = state["neg_momentum_buffer"] = -state.pop("momentum_buffer")
+        else:                                         # first step: buf = d (no dampening)
+            nb = state["neg_momentum_buffer"] = nd.zeros_like(w)
+            c = 1.0
+        src = w
+        if group["nesterov"]:
+            # w - lr*(d + mu*buf') with d = buf' - mu*buf: (w + lr*mu*buf) - lr*(1+mu)*buf'
+            src = self._scratch_like(w, 1)
+            nd.sgd_update(w, nb, lr=lr * mu, wd=0.0, rescale_grad=1.0, out=src)
+        # sgd_mom_update with lr=c: nb = mu*nb - c*(rs*g + wd*w), i.e. buf' = mu*buf + c*d (wd in
+        # the buffer as torch has it); its weight output (w - buf') goes to a scratch array.
+        # (sgd_update's own wd would round (1 - lr*wd) to float32: a drift of 3e-8 per step)
+        nd.sgd_mom_update(w, g, nb, lr=c, momentum=mu, wd=wd, rescale_grad=rs, out=self._scratch_like(w))
+        nd.sgd_update(src, nb, lr=lr * (1 + mu) if group["nesterov"] else lr, wd=0.0, rescale_grad=-1.0, out=w)
+        return True
+
+
+def _adam_constants(b1: float, b2: float) -> Optional[Tuple[float, float]]:
+    """(k, s) for ``adam_update``: the op weighs the gradient by ``1 - float32(beta)`` computed in
+    float32, torch by ``float32(1 - beta)`` (for beta2 = 0.999: 0.99998713e-3 vs 1e-3, which would
+    bias every update by 6.5e-6). Scaling the gradient by ``k`` makes the second moment torch's;
+    the first moment then comes out ``s`` times torch's, so it is scaled by ``s`` before the op
+    and by ``1/s`` after (both moments stay in torch's layout), and the op's lr is divided by ``s``."""
+    f = np.float32
+    c1, c1_op = float(f(1 - b1)), float(f(1) - f(b1))
+    c2, c2_op = float(f(1 - b2)), float(f(1) - f(b2))
+    if not (c1_op and c2_op):          # float32(beta) == 1: the op would never move; torch would
+        return None
+    k = math.sqrt(c2 / c2_op)
+    return k, k * c1_op / c1
+
 
 class Adam(Optimizer):
     """torch.optim.Adam (amsgrad too): ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)``;
@@ -171,12 +290,13 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
+                 fused: Optional[bool] = None):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
             raise ValueError(f"invalid Adam hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize), fused)
 
     def _update(self, p, w, g, group, state):
         b1, b2 = group["betas"]
@@ -203,6 +323,32 @@ class Adam(Optimizer):
         denom = nd.sqrt(v) / math.sqrt(bc2) + group["eps"]
         return w - (lr / bc1) * (m / denom)
 
+    def _fused_update(self, w, g, group, state, batch_size):
+        b1, b2 = group["betas"]
+        consts = _adam_constants(b1, b2)
+        if group["amsgrad"] or consts is None:
+            return False
+        k, s = consts
+        lr, wd = group["lr"], group["weight_decay"]
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = nd.zeros_like(w)
+            state["exp_avg_sq"] = nd.zeros_like(w)
+        state["step"] += 1
+        t = state["step"]
+        bc1, sbc2 = 1 - b1 ** t, math.sqrt(1 - b2 ** t)
+        m = state["exp_avg"]
+        if wd and self._decoupled:
+            w *= 1 - lr * wd
+        m *= s
+        # adam_update: d = rs*g + wd*w; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2;
+        # w -= lr' * m / (sqrt(v) + eps'), with torch's bias corrections folded into lr' and eps'
+        nd.adam_update(w, g, m, state["exp_avg_sq"], lr=lr * sbc2 / (bc1 * s), beta1=b1, beta2=b2,
+                       epsilon=group["eps"] * sbc2, wd=0.0 if self._decoupled else wd * k,
+                       rescale_grad=_rescale(group, batch_size) * k, out=w)
+        m *= 1.0 / s
+        return True
+
 
 class AdamW(Adam):
     """torch.optim.AdamW: decoupled weight decay ``w *= 1 - lr*wd`` then the Adam step."""
@@ -210,8 +356,9 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False,
+                 fused: Optional[bool] = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)
 
 
 class RMSprop(Optimizer):
@@ -221,11 +368,11 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
-                 maximize: bool = False):
+                 maximize: bool = False, fused: Optional[bool] = None):
         if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
             raise ValueError(f"invalid RMSprop hyper-parameters: lr={lr}, alpha={alpha}, eps={eps}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+                                      momentum=momentum, centered=centered, maximize=maximize), fused)
 
     def _update(self, p, w, g, group, state):
         a = group["alpha"]
