@@ -9,7 +9,11 @@ Hides three framework differences:
   pure numpy, so neither reading nor writing them imports mxnet.
 
 Every writer is atomic (temporary file in the same folder, fsync, ``os.replace``): a crash in
-the middle of a save leaves the previous file intact. Key helpers normalise DataParallel's
+the middle of a save leaves the previous file intact. Writers take numpy arrays or native torch /
+MXNet tensors and stream them one at a time (a zero-copy view of a CPU torch tensor, one
+``asnumpy()`` for MXNet), so saving never holds a second copy of the model. Safetensors files are
+read one tensor at a time with ``readinto`` after a strict check of the header against the file
+(a corrupt, truncated or foreign file is a :class:`FormatError`, never a crash). Key helpers normalise DataParallel's
 ``module.`` prefix and translate Gluon structural names to torch names and back.
 """
 from __future__ import annotations
