@@ -198,6 +198,7 @@ print(json.dumps({"size": size, "save": save / size, "load": load / size, "same"
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("be", ["torch", "mxnet"])
 def test_save_and_load_peak_memory_of_a_50mb_model(tmp_path, be):
     """Issue 8: dl.save peaked at 3.0x the model's size, dl.load at 2.0x (target 1.5x). Saving now
