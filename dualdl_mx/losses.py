@@ -161,32 +161,70 @@ def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
         return kind, x, _native(target, input), weight, C
     t = ck.check_class_indices(name, _host(target), C, ignore_index)
     t = t.reshape((1,)) if input.ndim == 1 else t
-    return kind, x, t, weight, C
+    return kind, x, _Targets(t, target, ignore_index, input), weight, C
 
 
-def _nll_parts(logp: nd.NDArray, t: np.ndarray, weight, ignore_index):
+class _Targets:
+    """Host-checked class indices, plus the device array to pick with: the caller's target
+    NDArray itself when it is on the input's context and nothing is ignored (no copy back to the
+    device each call), else the checked indices with ignored entries set to 0."""
+
+    def __init__(self, t: np.ndarray, target: Any, ignore_index: int, like: nd.NDArray):
+        self.host = t
+        self.valid = t != ignore_index
+        self.all_valid = bool(self.valid.all())
+        if self.all_valid and isinstance(target, nd.NDArray) and target.context == like.context \
+                and target.stype == "default":
+            self.index = target.reshape(t.shape) if target.shape != t.shape else target
+        else:
+            self.index = _const(np.where(self.valid, t, 0).astype(np.int32), like, "int32")
+
+    def mask(self, like: nd.NDArray) -> nd.NDArray:
+        return _const(self.valid.astype(np.float32), like)
+
+
+def _nll_parts(logp: nd.NDArray, t: _Targets, weight):
     """Per-element ``-w[t] * logp[t]`` (0 where ignored) and the per-element weights w[t] (0 where
-    ignored); class axis 1. Indices are host-checked, so ``pick`` never clips."""
-    valid = t != ignore_index
-    safe = np.where(valid, t, 0)
-    idx = _const(safe.astype(np.int32), logp, "int32")
-    w = _const(valid.astype(np.float32), logp)
+    ignored; None when every weight is 1), class axis 1. Indices are host-checked, so ``pick``
+    never clips."""
+    w = None if t.all_valid else t.mask(logp)
     if weight is not None:
-        w = w * nd.take(weight, idx)
-    picked = nd.pick(logp, idx, axis=1)
-    return -picked * w, w, valid
+        wt = nd.take(weight, t.index)
+        w = wt if w is None else w * wt
+    picked = nd.pick(logp, t.index, axis=1)
+    return (-picked if w is None else -picked * w), w
+
+
+_COUNTS: dict = {}
+
+
+def _count(n: int, like: nd.NDArray) -> nd.NDArray:
+    """``n`` as a cached (1,) NDArray: dividing by it is the op (and gradient) that dividing by
+    ``sum(ones)`` was, without building the ones each call."""
+    key = (n, like.context, np.dtype(like.dtype).name)
+    c = _COUNTS.get(key)
+    if c is None:
+        if len(_COUNTS) > 256:
+            _COUNTS.clear()
+        c = _COUNTS[key] = _const(np.array([n], dtype=like.dtype), like)
+    return c
+
+
+def _weighted_mean(el: nd.NDArray, w: Optional[nd.NDArray]) -> nd.NDArray:
+    """``sum(el) / sum(w)``; with unit weights, ``sum(el) / count`` (the same numbers and gradients)."""
+    return nd.sum(el) / (_count(el.size, el) if w is None else nd.sum(w))
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     name = "NLLLoss"
     ck.check_reduction(name, reduction)
     _, x, t, weight, _ = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
-    el, w, _ = _nll_parts(x, t, weight, ignore_index)
+    el, w = _nll_parts(x, t, weight)
     if reduction == "none":
         return el
     if reduction == "sum":
         return nd.sum(el)
-    return nd.sum(el) / nd.sum(w)
+    return _weighted_mean(el, w)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
@@ -212,21 +250,22 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return -nd.sum(prod, axis=cax)
         total = -nd.sum(prod)
         return total if reduction == "sum" else total / (x.size // C)
-    el, w, valid = _nll_parts(logp, t, weight, ignore_index)
+    el, w = _nll_parts(logp, t, weight)
     if reduction == "none":
         nll = el
     elif reduction == "sum":
         nll = nd.sum(el)
     else:
-        nll = nd.sum(el) / nd.sum(w)
+        nll = _weighted_mean(el, w)
     if label_smoothing <= 0:
         return nll
     smooth = -nd.sum(logp if wb is None else nd.broadcast_mul(logp, wb), axis=1)
-    smooth = smooth * _const(valid.astype(np.float32), logp)
+    if not t.all_valid:
+        smooth = smooth * t.mask(logp)
     if reduction == "sum":
         smooth = nd.sum(smooth)
     elif reduction == "mean":
-        smooth = nd.sum(smooth) / nd.sum(w)
+        smooth = _weighted_mean(smooth, w)
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / C)
 
 
