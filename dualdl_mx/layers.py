@@ -490,9 +490,9 @@ class _BatchNorm(Layer):
     Hybridized (Symbol), outputs and gradients are the same (batch statistics in train mode,
     inside ``autograd.record()`` or not), but a graph cannot assign to the running statistics, so
     MXNet's fused ``BatchNorm`` op (``momentum=1-m``, its output multiplied by 0) updates them,
-    fed a rescaled input whose biased variance is the unbiased one of the batch: the values are
-    torch's, but they are updated only inside ``autograd.record()``, when backward runs (Gluon's
-    rule), not by a forward alone. Eval mode uses the fused op on the running statistics.
+    fed 2 rows (mean -/+ std) whose biased variance is the unbiased one of the batch: the values
+    are torch's, but they are updated only inside ``autograd.record()``, when backward runs
+    (Gluon's rule), not by a forward alone. Eval mode uses the fused op on the running statistics.
     """
     _layouts = ("(N, C, H, W)",)
     _ndims: Tuple[int, ...] = (4,)
@@ -530,12 +530,13 @@ class _BatchNorm(Layer):
     def _imperative(self, x, weight, bias, running_mean, running_var):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
-        unbiased variance. The input is viewed as (C, everything else) so every reduction runs
-        over a contiguous axis: MXNet's reductions over non-contiguous axes (and the backward of
-        broadcasts over them) are several times slower. MXNet's fused ``BatchNorm`` operator is
-        faster still but 10-20x less precise (output error 5e-6..1e-5 against float64, torch's
-        4e-7; measured), which makes long training runs drift apart between backends; set
-        ``DUALDL_MX_FUSED_BATCHNORM=1`` to trade that precision for speed."""
+        unbiased variance. :class:`_BatchNormFn` computes it with contiguous GEMV reductions and
+        a hand-written backward: MXNet's reductions over non-contiguous axes (and the backward of
+        broadcasts, which reduces) are several times slower. Error against float64 is torch's
+        (~1e-7 of the largest value, tests/test_mx_batchnorm_fast.py). MXNet's fused ``BatchNorm``
+        operator with batch statistics is faster still but less precise (5e-7 there; 5e-6..1e-5
+        measured on other inputs, torch's 4e-7), which makes long training runs drift apart
+        between backends; set ``DUALDL_MX_FUSED_BATCHNORM=1`` to trade that precision for speed."""
         if _FUSED_BATCHNORM:
             return self._imperative_fused(x, weight, bias, running_mean, running_var)
         ctx, c = x.context, (self.num_features,)
