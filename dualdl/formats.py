@@ -294,21 +294,43 @@ def _read_torch(path: str) -> Tensors:
             t = v.detach().cpu()
             if t.dtype == torch.bfloat16:  # numpy has no bfloat16; float32 holds it exactly
                 t = t.float()
-            out[str(k)] = t.numpy().copy()
+            out[str(k)] = t.numpy()  # a view: torch.load made these tensors for us alone
     return out
 
 
 class _Reader:
-    def __init__(self, path: str, data: bytes):
-        self.path, self.data, self.pos = path, data, 0
+    """Sequential reads from an open file with bounds checks (truncation -> FormatError)."""
+
+    def __init__(self, path: str, f, size: int):
+        self.path, self.f, self.size, self.pos = path, f, size, 0
+
+    def _truncated(self, what: str) -> FormatError:
+        return FormatError(self.path, f"truncated Gluon/MXNet file while reading {what} at byte "
+                           f"{self.pos} (file has {self.size} bytes)", "a complete .params file")
+
+    def _check(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise self._truncated(what)
 
     def take(self, n: int, what: str) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise FormatError(self.path, f"truncated Gluon/MXNet file while reading {what} at byte "
-                              f"{self.pos} (file has {len(self.data)} bytes)", "a complete .params file")
-        b = self.data[self.pos:self.pos + n]
+        self._check(n, what)
+        b = self.f.read(n)
+        if len(b) != n:  # the file shrank while we read it
+            raise self._truncated(what)
         self.pos += n
         return b
+
+    def take_into(self, a: np.ndarray, what: str) -> None:
+        """Fill ``a`` with the next ``a.nbytes`` bytes, read straight into it (no extra copy)."""
+        self._check(a.nbytes, what)
+        view = memoryview(a.reshape(-1)).cast("B")
+        got = 0
+        while got < len(view):
+            r = self.f.readinto(view[got:])
+            if not r:
+                raise self._truncated(what)
+            got += r
+        self.pos += a.nbytes
 
     def unpack(self, fmt: str, what: str):
         return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt), what))
@@ -316,12 +338,16 @@ class _Reader:
 
 def _read_gluon(path: str) -> Tensors:
     with open(path, "rb") as f:
-        r = _Reader(path, f.read())
+        return _read_gluon_from(_Reader(path, f, os.fstat(f.fileno()).st_size))
+
+
+def _read_gluon_from(r: _Reader) -> Tensors:
+    path = r.path
     magic, _reserved = r.unpack("QQ", "the header")
     if magic != _MX_LIST_MAGIC:
         raise FormatError(path, f"bad magic {magic:#x}", f"MXNet NDArray list magic {_MX_LIST_MAGIC:#x}")
     (count,) = r.unpack("Q", "the array count")
-    if count > len(r.data):
+    if count > r.size:
         raise FormatError(path, f"corrupt array count {count}")
     arrays = [_read_mx_array(r, i) for i in range(count)]
     (n_names,) = r.unpack("Q", "the name count")
@@ -334,8 +360,8 @@ def _read_gluon(path: str) -> Tensors:
             names.append(r.take(ln, f"name {i}").decode("utf-8"))
         except UnicodeDecodeError:
             raise FormatError(path, f"name {i} is not UTF-8") from None
-    if r.pos != len(r.data):
-        raise FormatError(path, f"{len(r.data) - r.pos} unexpected trailing bytes")
+    if r.pos != r.size:
+        raise FormatError(path, f"{r.size - r.pos} unexpected trailing bytes")
     if not names:
         names = [str(i) for i in range(count)]
     out: Tensors = {}
@@ -366,8 +392,10 @@ def _read_mx_array(r: _Reader, i: int) -> np.ndarray:
     dtype = np.dtype(_MX_DTYPES[flag])
     if any(d < 0 for d in shape):
         raise FormatError(r.path, f"array {i} has a negative dimension {shape}")
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    return np.frombuffer(r.take(n, f"array {i}'s data"), dtype=dtype).reshape(shape).copy()
+    r._check(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"array {i}'s data")
+    a = np.empty(shape, dtype)
+    r.take_into(a, f"array {i}'s data")
+    return a
 
 
 # ----------------------------------------------------------------------------------------------
