@@ -6,7 +6,6 @@ only (a Symbol has no shape). What each one hides is listed in ``dualdl.nn.layer
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 from typing import Any, Optional, Sequence, Tuple, Union
@@ -341,144 +340,6 @@ class AdaptiveAvgPool2d(Layer):
 # ---------------------------------------------------------------------------------------------
 # Normalisation, dropout, embedding
 # ---------------------------------------------------------------------------------------------
-def _global_bn(x, w, b, mean, var, eps: float):
-    """MXNet's fused BatchNorm with given statistics: one pass, ``(x - mean) / sqrt(var + eps) * w + b``
-    per channel (axis 1); exact enough (it subtracts first, like torch), unlike its batch statistics.
-    ``mean``/``var`` are the op's mutable auxiliary inputs: never pass an array shared with another
-    call or with ``w``/``b`` (the engine then orders writes on it and can deadlock)."""
-    return mx.nd.BatchNorm(x, w, b, mean, var, eps=eps, fix_gamma=False, use_global_stats=True, axis=1)
-
-
-class _ChannelSum:
-    """Per-channel sums (and means) of an (N, C, ...) NDArray as two GEMVs with ones vectors (each
-    over a contiguous axis): MXNet's ``sum`` over axes (0, 2, ...) is ~10x slower on CPU and no
-    more precise. Also holds BatchNorm's per-shape constants (built once, see :func:`_bn_consts`)."""
-
-    def __init__(self, shape: Tuple[int, ...], ctx, eps: float) -> None:
-        nd = mx.nd
-        self.N, self.C = shape[0], shape[1]
-        self.L = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
-        self.n = self.N * self.L
-        self.ones_l = nd.ones((self.L,), ctx=ctx) if self.L > 1 else None
-        self.ones_n = nd.ones((self.N,), ctx=ctx)
-        self.inv_n = nd.full((self.N,), 1.0 / self.n, ctx=ctx)              # sum -> mean in the GEMV
-        self.ones, self.zeros = nd.ones((self.C,), ctx=ctx), nd.zeros((self.C,), ctx=ctx)   # read only
-        self.ctx, self.unit = ctx, float(np.float32(1.0) - np.float32(eps))   # unit + eps == 1: no scaling
-
-    def aux(self):
-        """Fresh (zero mean, unit variance) auxiliary inputs for :func:`_global_bn` (not shareable)."""
-        return mx.nd.zeros((self.C,), ctx=self.ctx), mx.nd.full((self.C,), self.unit, ctx=self.ctx)
-
-    def __call__(self, t, mean: bool = False):
-        nc = t.reshape((self.N * self.C, self.L))
-        rows = nc.reshape((self.N, self.C)) if self.L == 1 else mx.nd.dot(nc, self.ones_l).reshape((self.N, self.C))
-        return mx.nd.dot(self.inv_n if mean else self.ones_n, rows)        # (C,)
-
-
-@functools.lru_cache(maxsize=64)
-def _bn_consts(shape: Tuple[int, ...], ctx, eps: float) -> _ChannelSum:
-    return _ChannelSum(shape, ctx, eps)
-
-
-class _Function(autograd.Function):
-    """``mx.autograd.Function`` with MXNet 1.9.1's gradient write-back fixed: its ``backward_entry``
-    stops at the first input whose gradient is not requested (a frozen weight loses the input
-    gradient after it) and compares ``grad_req='add'`` (3) with the string ``'add'``, so a
-    parameter with ``grad_req='add'`` (all of dualdl's) silently gets no gradient."""
-
-    def __call__(self, *inputs):
-        import ctypes
-        from mxnet import autograd as ag
-        assert not self._used, "each Function instance can only be called once"
-        self._used = True
-        prev = ag.set_recording(False)
-        try:
-            outputs = self.forward(*inputs)
-        finally:
-            ag.set_recording(prev)
-        if not prev:
-            return outputs
-        ret, outs = outputs, ((outputs,) if isinstance(outputs, mx.nd.NDArray) else outputs)
-        key = ag.Function._registry.inc()
-
-        def backward_entry(num_ograds, num_igrads, ptrs, reqs, is_train, _):
-            try:
-                ograds = [mx.nd.NDArray(ctypes.cast(i, ag.NDArrayHandle), writable=False)
-                          for i in ptrs[:num_ograds]]
-                igrads = [mx.nd.NDArray(ctypes.cast(i, ag.NDArrayHandle), writable=True)
-                          for i in ptrs[num_ograds:num_ograds + num_igrads]]
-                rets = self.backward(*ograds)
-                rets = (rets,) if isinstance(rets, mx.nd.NDArray) else rets
-                for igrad, r, req in zip(igrads, rets, [reqs[i] for i in range(num_igrads)]):
-                    if req in (1, 2):                          # kWriteTo, kWriteInplace
-                        igrad[:] = r
-                    elif req == 3:                             # kAddTo
-                        mx.nd.elemwise_add(igrad, r, out=igrad)
-            except Exception:                                  # pylint: disable=broad-except
-                import traceback
-                print(f"Error in {type(self).__name__}.backward: {traceback.format_exc()}")
-                return False
-            return True
-
-        def delete_entry(_):
-            ag.Function._registry.ref_holder.pop(key, None)
-            return True
-
-        cbs = [ag.Function._bwd_functype(backward_entry), ag.Function._del_functype(delete_entry)]
-        cbs = [ag.cast(c, ag.CFUNCTYPE(ag.c_int)) for c in cbs]
-        context = ag.MXCallbackList(ag.c_int(len(cbs)),
-                                    ag.cast(ag.c_array(ag.CFUNCTYPE(ag.c_int), cbs), ag.POINTER(ag.CFUNCTYPE(ag.c_int))),
-                                    ag.cast(ag.c_array(ag.c_void_p, [None] * len(cbs)), ag.POINTER(ag.c_void_p)))
-        ag.Function._registry.ref_holder[key] = context
-        ag.check_call(ag._LIB.MXCustomFunctionRecord(ag.c_int(len(inputs)), ag.c_handle_array(inputs),
-                                                     ag.c_int(len(outs)), ag.c_handle_array(outs),
-                                                     ctypes.byref(context)))
-        return ret
-
-
-class _BatchNormFn(_Function):
-    """Eager BatchNorm with a hand-written backward (closed form, a few contiguous passes):
-    train: dx = (w / std) * (dy - mean(dy) - xhat * mean(dy * xhat)); with given (running)
-    statistics: dx = dy * w / std. dw = sum(dy * xhat), db = sum(dy) in both. Statistics are
-    two-pass (mean, then the mean square of the centred data), in float32 like torch's."""
-
-    def __init__(self, eps: float, stats=None) -> None:
-        super().__init__()
-        self.eps, self.stats = eps, stats                     # stats: (mean, var) NDArrays or None (batch)
-        self.mean = self.var = None
-
-    def forward(self, x, w, b):
-        nd, eps = mx.nd, self.eps
-        k = self._k = _bn_consts(tuple(x.shape), x.context, eps)
-        self._aux = zero, unit = k.aux()
-        if self.stats is None:
-            mean = k(x, mean=True)
-            xc = _global_bn(x, k.ones, k.zeros, mean, unit, eps)            # x - mean, exactly
-            var = k(nd.square(xc), mean=True)                               # biased batch variance
-        else:                                   # running statistics: not kept past forward
-            (mean, var), self.stats = self.stats, True
-            xc = _global_bn(x, k.ones, k.zeros, mean, unit, eps)
-        if self.stats is None:
-            self.mean, self.var = mean, var
-        invstd = nd.rsqrt(var + eps)
-        # backward reads w * invstd, never w: a Function backward reading a parameter hangs MXNet's
-        # engine once an optimizer updates it (apache/mxnet#15844; reproduced with dl.Trainer)
-        self.save_for_backward(xc, invstd, w * invstd)
-        return _global_bn(x, w, b, mean, var, eps)
-
-    def backward(self, dy):
-        xc, invstd, a = self.saved_tensors                            # a = w / std
-        (k, eps), (zero, unit) = (self._k, self.eps), self._aux
-        db = k(dy)
-        dw = k(dy * xc) * invstd                                      # sum(dy * xhat)
-        if self.stats:                                                # given statistics
-            dx = _global_bn(dy, a, k.zeros, zero, unit, eps)
-        else:                                                         # a*dy - a*mean(dy) - a*xhat*mean(dy*xhat)
-            dx = (_global_bn(dy, a, a * db * (-1.0 / k.n), zero, unit, eps)
-                  - _global_bn(xc, a * dw * invstd * (1.0 / k.n), k.zeros, zero, unit, eps))
-        return dx, dw, db
-
-
 class _BatchNorm(Layer):
     """torch's BatchNorm on MXNet.
 
@@ -530,28 +391,28 @@ class _BatchNorm(Layer):
     def _imperative(self, x, weight, bias, running_mean, running_var):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
-        unbiased variance. :class:`_BatchNormFn` computes it with contiguous GEMV reductions and
-        a hand-written backward: MXNet's reductions over non-contiguous axes (and the backward of
-        broadcasts, which reduces) are several times slower. Error against float64 is torch's
+        unbiased variance, computed by :meth:`_gemm_form` (contiguous GEMMs with a ones row: MXNet's
+        reductions, and the backward of broadcasts, which reduces, are several times slower). An
+        ``autograd.Function`` with BN's closed-form backward was 2x faster but hung MXNet's
+        threaded engine intermittently after optimizer steps (apache/mxnet#15844), so it is not
+        used. Error against float64 is torch's
         (~1e-7 of the largest value, tests/test_mx_batchnorm_fast.py). MXNet's fused ``BatchNorm``
         operator with batch statistics is faster still but less precise (5e-7 there; 5e-6..1e-5
         measured on other inputs, torch's 4e-7), which makes long training runs drift apart
         between backends; set ``DUALDL_MX_FUSED_BATCHNORM=1`` to trade that precision for speed."""
         if _FUSED_BATCHNORM:
             return self._imperative_fused(x, weight, bias, running_mean, running_var)
-        ctx, c = x.context, (self.num_features,)
-        w = weight if weight is not None else mx.nd.ones(c, ctx=ctx)
-        b = bias if bias is not None else mx.nd.zeros(c, ctx=ctx)
+        nd = mx.nd
         if self.training or not self.track_running_stats:
-            fn = _BatchNormFn(self.eps)
-            y = fn(x, w, b)
+            y, mean, var = self._gemm_form(nd, x, weight, bias)
             if self.training and self.track_running_stats:
                 n, m = x.size // self.num_features, self.momentum
                 with autograd.pause():
-                    running_mean[:] = (1 - m) * running_mean + m * fn.mean
-                    running_var[:] = (1 - m) * running_var + m * fn.var * (n / (n - 1))
+                    running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
+                    running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
             return y
-        return _BatchNormFn(self.eps, (running_mean, running_var))(x, w, b)
+        c = (self.num_features, 1)
+        return self._gemm_form(nd, x, weight, bias, running_mean.reshape(c), running_var.reshape(c))[0]
 
     def _imperative_fused(self, x, weight, bias, running_mean, running_var):
         """MXNet's fused operator (opt-in, see :meth:`_imperative`): output and gradient from the

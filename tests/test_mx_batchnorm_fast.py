@@ -1,8 +1,6 @@
-"""MXNet BatchNorm's fast paths (eager: an autograd.Function with BN's closed-form backward;
-hybridized: a (C, n) GEMM form) keep torch's precision: outputs
+"""MXNet BatchNorm's fast (C, n) GEMM form, eager and hybridized, keeps torch's precision: outputs
 and gradients against a float64 reference, next to torch's own error; gradients reach every input
-whatever the others' grad_req (MXNet 1.9.1's autograd.Function drops them: dualdl's copy fixes
-that); repeated train/eval steps with optimizer updates run to completion."""
+whatever the others' grad_req; repeated train/eval steps with optimizer updates run to completion."""
 import numpy as np
 import pytest
 import torch
@@ -139,9 +137,9 @@ print("ok")
 
 
 def test_repeated_steps_do_not_deadlock_the_engine():
-    """Train and eval steps with optimizer updates back to back finish: an autograd.Function whose
-    backward reads a parameter deadlocks MXNet's threaded engine at the second step
-    (apache/mxnet#15844; checked: this test fails, timed out, when the eager BatchNorm does)."""
+    """Train and eval steps with optimizer updates back to back finish. An autograd.Function
+    version of the eager path hung MXNet's threaded engine here (apache/mxnet#15844), sometimes
+    at the second step, sometimes not: this test failed on it (timed out)."""
     import os
     import subprocess
     import sys
