@@ -191,6 +191,7 @@ class DistributedSampler(_EpochSampler):
     ``drop_last=False`` pads the order by wrap-around (its first indices repeated) to a multiple
     of ``num_replicas``, like torch's DistributedSampler, so every rank gets the same count;
     ``drop_last=True`` drops the tail instead. ``num_replicas``/``rank`` default to the
+    job joined with ``dualdl.distributed.init()`` (MXNet's kvstore rank included), else the
     ``WORLD_SIZE``/``RANK`` environment variables (set by torchrun and dualdl's launcher).
     ``seed`` defaults to ``dualdl.random.initial_seed()``, else 0 (the same on every rank).
 
@@ -204,6 +205,11 @@ class DistributedSampler(_EpochSampler):
         super().__init__(seed)
         import os
         self.dataset_len = _length(dataset_len, "dataset_len")
+        if num_replicas is None or rank is None:
+            from .. import distributed as ddist      # framework-free until a job was joined
+            if ddist.is_initialized():               # MXNet workers get their rank from the scheduler
+                num_replicas = ddist.world_size() if num_replicas is None else num_replicas
+                rank = ddist.rank() if rank is None else rank
         if num_replicas is None:
             num_replicas = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
         if rank is None:
