@@ -44,7 +44,22 @@ else:
     rank = ddist.rank()
 print(f"rank {rank} pid {os.getpid()} ready", flush=True)
 
+def wait_for_peers():
+    """Without an engine nothing synchronises the ranks: let the peers record their pids (and
+    spawn their grandchild) before failing, so the test can check that the launcher ends them."""
+    if args.engine != "none" or not args.piddir:
+        return
+    peers = int(os.environ.get("WORLD_SIZE", "1")) - 1
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if sum(n.startswith("grandchild-") for n in os.listdir(args.piddir)) >= peers:
+            return
+        time.sleep(0.02)
+
+
 if rank == args.bad_rank:
+    if args.fault in ("exit1", "signal"):
+        wait_for_peers()
     if args.fault == "exit1":
         raise RuntimeError(f"boom: rank {rank} fails on purpose")
     if args.fault == "hang":
