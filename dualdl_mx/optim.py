@@ -12,7 +12,8 @@ parameter) instead of ~5-8 NDArray ops (``fused=False`` forces the reference for
 - Adam/AdamW fold torch's bias corrections into ``adam_update``'s lr and epsilon
   (``lr*sqrt(bc2)/bc1``, ``eps*sqrt(bc2)``), and correct for the op's float32 ``1 - beta``
   constants (``1 - 0.999f`` is 1.3e-5 off torch's 0.001): see ``_adam_constants``;
-- amsgrad, RMSprop and non-float32/64 parameters use the reference NDArray formulas.
+- amsgrad, RMSprop and non-float32 parameters use the reference NDArray formulas (the ops take
+  their hyper-parameters as float32, 1e-7 off a float64 formula).
 ``state_dict()`` always holds torch's state (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``,
 ``step``); SGD's fused layout keeps ``-momentum_buffer`` (an exact negation, so save/load resumes
 bit for bit); loaded state is converted at the next step.
@@ -28,7 +29,7 @@ from mxnet import autograd, gluon, nd
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
 
 _REQUIRED = object()
-_FUSED_DTYPES = (np.float32, np.float64)
+_FUSED_DTYPES = (np.float32,)    # the ops take lr/wd/betas as float32: float64 weights keep the formulas
 
 
 def _rescale(group: Dict[str, Any], batch_size: Optional[float]) -> float:

@@ -178,6 +178,28 @@ def test_fused_step_writes_every_context_and_zero_grad_resets_all():
     np.testing.assert_array_equal(w.data(ctxs[0]).asnumpy(), before)
 
 
+def test_float64_parameters_keep_the_reference_formula():
+    """The fused ops take lr/wd/betas as float32: float64 weights must not go through them."""
+    import mxnet as mx
+    from mxnet import autograd, gluon, nd
+    from dualdl_mx.optim import SGD, Adam
+    for cls, kw in ((SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)), (Adam, dict(lr=0.01))):
+        res = []
+        for fused in (True, False):
+            w = gluon.Parameter("w", shape=(5,), dtype="float64")
+            w.initialize(mx.init.Constant(0.3))
+            opt = cls([w], fused=fused, **kw)
+            for _ in range(5):
+                opt.zero_grad()
+                with autograd.record():
+                    loss = (w.data() ** 3 * nd.arange(5, dtype="float64")).sum()
+                loss.backward()
+                opt.step()
+            res.append(w.data().asnumpy())
+        assert res[0].dtype == np.float64
+        np.testing.assert_array_equal(res[0], res[1])
+
+
 # ---- torch: hooks fire once ------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop"])
 def test_torch_step_hooks_fire_once_and_schedulers_do_not_warn(name):
