@@ -118,7 +118,9 @@ def test_lost_free_port_race_is_retried_once(engine, tmp_path, monkeypatch, caps
     assert rc == 0, err
     assert len(picks) == 2 and picks[0] == taken
     assert f"port {taken} was taken before the job could bind it; retrying" in err
-    assert_all_dead(tmp_path, 4 if engine == "torch" else 8)   # both attempts' processes
+    # every process that started is gone; the first attempt's may be stopped before they record
+    # their pid (under load), so only the second, successful attempt's count is certain
+    assert_all_dead(tmp_path, 2 if engine == "torch" else 4)
 
 
 def test_world_size_mismatch_is_a_clear_error(tmp_path):
