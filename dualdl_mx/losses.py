@@ -280,10 +280,7 @@ def _check_log_probs(name: str, lp: nd.NDArray, input_lengths: np.ndarray) -> No
         mask = np.arange(lp.shape[0])[:, None] < input_lengths[None, :]
         dev = nd.where(_const(mask.astype(np.float32), lse), nd.abs(lse), nd.zeros_like(lse))
         worst = float(dev.max().asscalar()) if lse.size else 0.0
-    tol = 1e-2 if lp.dtype == np.float16 else 1e-3
-    if not worst <= tol:
-        raise ValueError(f"{name}: log_probs must be log-probabilities over the class axis (apply "
-                         f"log_softmax(dim=-1) first); logsumexp deviates from 0 by {worst:.3g}")
+    ck.check_log_probs_deviation(name, worst, lp.dtype == np.float16)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",

@@ -32,7 +32,7 @@ from mxnet.gluon import HybridBlock
 
 from .nn import Layer, is_ndarray
 
-from dualdl.nn.layout import resolve_batch_first
+from dualdl.nn.layout import check_rnn_state, resolve_batch_first
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
@@ -117,14 +117,7 @@ class _RNNBase(Layer):
         states = self._split_state(state)
         for label, s in zip(self._state_labels(), states):
             got = _tuple(s.shape) if hasattr(s, "shape") else type(s).__name__
-            if got != want:
-                hint = ""
-                if batched and isinstance(got, tuple) and len(got) == 3 and got[1] == shape[1 if self.batch_first else 0] \
-                        and shape[0] != shape[1]:
-                    other = "batch_first=False / layout='TNC'" if self.batch_first else "batch_first=True / layout='NTC'"
-                    hint = f"; the input looks like the other layout: construct the layer with {other}"
-                raise ValueError(f"{self._desc()}: expected state {label} of shape {want} for input of "
-                                 f"shape {shape} (layout {self.layout}), got {got}{hint}")
+            check_rnn_state(self._desc(), label, got, want, shape, self.batch_first)
 
     def _state_labels(self) -> Sequence[str]:
         return ("h",)

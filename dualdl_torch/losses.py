@@ -185,10 +185,7 @@ def _check_log_probs(name: str, lp: torch.Tensor, input_lengths: np.ndarray) -> 
         lengths = torch.as_tensor(input_lengths, device=lp.device)
         mask = torch.arange(T, device=lp.device)[:, None] < lengths[None, :]
         worst = float(lse.abs().masked_fill(~mask, 0).max()) if lse.numel() else 0.0
-    tol = 1e-2 if lp.dtype == torch.float16 else 1e-3
-    if not worst <= tol:
-        raise ValueError(f"{name}: log_probs must be log-probabilities over the class axis (apply "
-                         f"log_softmax(dim=-1) first); logsumexp deviates from 0 by {worst:.3g}")
+    ck.check_log_probs_deviation(name, worst, lp.dtype == torch.float16)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",

@@ -231,3 +231,13 @@ def gluon_ctc_lengths(name: str, label: np.ndarray, label_lengths: Optional[np.n
         raise IndexError(f"{name}: labels must lie in [0, {C - 1}) (blank is the last class, {C - 1}); "
                          f"found {np.unique(li[bad])[:5].tolist()}")
     return np.where(valid, li, 0), pl, ll
+
+
+def check_log_probs_deviation(name: str, worst: float, half: bool) -> None:
+    """CTC inputs must be log-probabilities (MXNet's op applies softmax itself, torch's does not,
+    so raw scores would silently give different numbers): ``worst`` is the largest |logsumexp|
+    over the valid frames."""
+    tol = 1e-2 if half else 1e-3
+    if not worst <= tol:
+        raise ValueError(f"{name}: log_probs must be log-probabilities over the class axis (apply "
+                         f"log_softmax(dim=-1) first); logsumexp deviates from 0 by {worst:.3g}")

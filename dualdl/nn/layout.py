@@ -19,3 +19,20 @@ def resolve_batch_first(batch_first: Optional[bool], layout: Optional[str], who:
                              f"(layout 'NTC' is batch_first=True, 'TNC' is batch_first=False)")
         return from_layout
     return bool(batch_first) if batch_first is not None else False
+
+
+def check_rnn_state(desc: str, label: str, got, want: tuple, input_shape: tuple, batch_first: bool) -> None:
+    """Raise the same ValueError on both backends when an RNN state ``label`` has shape ``got``
+    instead of ``want``; hints at a swapped layout when the state's batch size matches the
+    input's other axis."""
+    if got == want:
+        return
+    hint = ""
+    batched = len(input_shape) == 3
+    if batched and isinstance(got, tuple) and len(got) == 3 and got[1] == input_shape[1 if batch_first else 0] \
+            and input_shape[0] != input_shape[1]:
+        other = "batch_first=False / layout='TNC'" if batch_first else "batch_first=True / layout='NTC'"
+        hint = f"; the input looks like the other layout: construct the layer with {other}"
+    layout = "NTC" if batch_first else "TNC"
+    raise ValueError(f"{desc}: expected state {label} of shape {want} for input of "
+                     f"shape {input_shape} (layout {layout}), got {got}{hint}")
