@@ -32,7 +32,7 @@ from mxnet.gluon import HybridBlock
 
 from .nn import Layer, is_ndarray
 
-from dualdl.nn.layout import check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import RNNChecks, check_rnn_state, resolve_batch_first
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
@@ -45,7 +45,7 @@ def _tuple(shape) -> Tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-class _RNNBase(Layer):
+class _RNNBase(RNNChecks, Layer):
     """Multi-layer fused recurrent layer over MXNet's ``RNN`` operator."""
     _gates = 1
     _kind = "RNN"
@@ -86,25 +86,13 @@ class _RNNBase(Layer):
                         self._bias_names.append(pname)
 
     # ---- description and checks --------------------------------------------------------------
-    @property
-    def layout(self) -> str:
-        return "NTC" if self.batch_first else "TNC"
-
-    def _desc(self) -> str:
-        return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
-                f"num_layers={self.num_layers}, layout={self.layout!r})")
-
     def _state_shape(self, batch: int, batched: bool) -> Tuple[int, ...]:
         n = self.num_layers * self._dirs
         return (n, batch, self.hidden_size) if batched else (n, self.hidden_size)
 
     def _check(self, x: nd.NDArray, state: Any) -> None:
         shape = _tuple(x.shape)
-        seq = "(N, T, {c})" if self.batch_first else "(T, N, {c})"
-        expected = f"{seq.format(c=self.input_size)} or unbatched (T, {self.input_size})"
-        if len(shape) not in (2, 3) or shape[-1] != self.input_size:
-            raise ValueError(f"{self._desc()}: expected input of shape {expected} "
-                             f"(layout {self.layout}), got {shape}")
+        self._check_input_shape(shape)
         w = self.weight_ih_l0.dtype
         if np.dtype(x.dtype) != np.dtype(w):
             raise ValueError(f"{self._desc()}: input dtype {np.dtype(x.dtype)} does not match the weights' "

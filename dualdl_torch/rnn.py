@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from dualdl.nn.layout import check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import RNNChecks, check_rnn_state, resolve_batch_first
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
@@ -21,17 +21,9 @@ def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]
     return resolve_batch_first(batch_first, layout, name)
 
 
-class _Checked:
+class _Checked(RNNChecks):
     """Input and state checks shared by LSTM/GRU/RNN (mixed in before the torch class)."""
     _state_labels: Tuple[str, ...] = ("h",)
-
-    @property
-    def layout(self) -> str:
-        return "NTC" if self.batch_first else "TNC"
-
-    def _desc(self) -> str:
-        return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
-                f"num_layers={self.num_layers}, layout={self.layout!r})")
 
     def _states(self, state: Any) -> list:
         n = len(self._state_labels)
@@ -48,11 +40,7 @@ class _Checked:
 
     def _check(self, x: torch.Tensor, state: Any) -> Any:
         shape = tuple(x.shape)
-        seq = "(N, T, {c})" if self.batch_first else "(T, N, {c})"
-        expected = f"{seq.format(c=self.input_size)} or unbatched (T, {self.input_size})"
-        if len(shape) not in (2, 3) or shape[-1] != self.input_size:
-            raise ValueError(f"{self._desc()}: expected input of shape {expected} "
-                             f"(layout {self.layout}), got {shape}")
+        self._check_input_shape(shape)
         if state is None:
             return None
         batched = len(shape) == 3

@@ -36,3 +36,23 @@ def check_rnn_state(desc: str, label: str, got, want: tuple, input_shape: tuple,
     layout = "NTC" if batch_first else "TNC"
     raise ValueError(f"{desc}: expected state {label} of shape {want} for input of "
                      f"shape {input_shape} (layout {layout}), got {got}{hint}")
+
+
+class RNNChecks:
+    """Description and input-shape check shared by both backends' LSTM/GRU/RNN (mixed in before
+    the framework class; needs ``batch_first``, ``input_size``, ``hidden_size``, ``num_layers``)."""
+
+    @property
+    def layout(self) -> str:
+        return "NTC" if self.batch_first else "TNC"
+
+    def _desc(self) -> str:
+        return (f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size}, "
+                f"num_layers={self.num_layers}, layout={self.layout!r})")
+
+    def _check_input_shape(self, shape: tuple) -> None:
+        seq = "(N, T, {c})" if self.batch_first else "(T, N, {c})"
+        expected = f"{seq.format(c=self.input_size)} or unbatched (T, {self.input_size})"
+        if len(shape) not in (2, 3) or shape[-1] != self.input_size:
+            raise ValueError(f"{self._desc()}: expected input of shape {expected} "
+                             f"(layout {self.layout}), got {shape}")
