@@ -22,7 +22,6 @@ taken as additive float. Masked scores are -1e18 on both backends (finite, no Na
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -362,15 +361,8 @@ class TransformerEncoder(_MaskedBlock):
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Optional[HybridBlock] = None,
                  enable_nested_tensor: bool = False, mask_check: bool = True) -> None:
         super().__init__()
-        if not isinstance(encoder_layer, TransformerEncoderLayer):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a dl.nn.TransformerEncoderLayer built "
-                            f"on mxnet, got {type(encoder_layer).__name__}")
-        if int(num_layers) < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
-        if enable_nested_tensor:
-            warnings.warn("dualdl TransformerEncoder has no nested-tensor path (torch's changes padded "
-                          "outputs); enable_nested_tensor=True is ignored", stacklevel=2)
-        self.num_layers = int(num_layers)
+        self.num_layers = T.check_encoder_args("mxnet", isinstance(encoder_layer, TransformerEncoderLayer),
+                                               encoder_layer, num_layers, enable_nested_tensor)
         self.layers = ModuleList([_clone_layer(encoder_layer) for _ in range(self.num_layers)])
         self.norm = norm
         self.enable_nested_tensor, self.mask_check = False, mask_check

@@ -14,7 +14,6 @@ What these subclasses change relative to plain torch (and why):
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Optional, Tuple
 
 import torch
@@ -199,16 +198,10 @@ class TransformerEncoder(torch.nn.TransformerEncoder):
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
                  norm: Optional[torch.nn.Module] = None, enable_nested_tensor: bool = False,
                  mask_check: bool = True) -> None:
-        if getattr(type(encoder_layer), "_dl_layer", None) != "TransformerEncoderLayer" or \
-                not isinstance(encoder_layer, torch.nn.Module):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a dl.nn.TransformerEncoderLayer built "
-                            f"on torch, got {type(encoder_layer).__name__}")
-        if int(num_layers) < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
-        if enable_nested_tensor:
-            warnings.warn("dualdl TransformerEncoder never uses torch's nested-tensor fast path "
-                          "(it changes padded outputs); enable_nested_tensor=True is ignored", stacklevel=2)
-        super().__init__(encoder_layer, int(num_layers), norm=norm, enable_nested_tensor=False,
+        ok = getattr(type(encoder_layer), "_dl_layer", None) == "TransformerEncoderLayer" and \
+            isinstance(encoder_layer, torch.nn.Module)
+        num_layers = T.check_encoder_args("torch", ok, encoder_layer, num_layers, enable_nested_tensor)
+        super().__init__(encoder_layer, num_layers, norm=norm, enable_nested_tensor=False,
                          mask_check=mask_check)
 
     def forward(self, src: torch.Tensor, mask: Optional[torch.Tensor] = None,

@@ -125,3 +125,19 @@ def check_pe_length(who: str, t: int, max_len: int) -> None:
 def dims_ok(d_model: int, nhead: int, who: str) -> None:
     if d_model <= 0 or nhead <= 0 or d_model % nhead:
         raise ValueError(f"{who}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")
+
+
+def check_encoder_args(backend: str, layer_ok: bool, encoder_layer, num_layers, enable_nested_tensor: bool) -> int:
+    """TransformerEncoder's argument checks, the same on both backends; returns ``num_layers``.
+    ``enable_nested_tensor=True`` is ignored with a warning: torch's nested-tensor fast path changes
+    padded outputs, and dualdl gives the same padded outputs (zeros) on both backends."""
+    import warnings
+    if not layer_ok:
+        raise TypeError(f"TransformerEncoder: encoder_layer must be a dl.nn.TransformerEncoderLayer built "
+                        f"on {backend}, got {type(encoder_layer).__name__}")
+    if int(num_layers) < 1:
+        raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
+    if enable_nested_tensor:
+        warnings.warn("dualdl TransformerEncoder never uses torch's nested-tensor fast path (it changes "
+                      "padded outputs); enable_nested_tensor=True is ignored", stacklevel=3)
+    return int(num_layers)
