@@ -51,20 +51,34 @@ def _numpy(t: Any) -> np.ndarray:
     return t.detach().cpu().numpy().copy()
 
 
+class _CallCounter:
+    """``(structural name, call number)`` of a sub-module call; None for modules outside ``model``."""
+
+    def __init__(self, model: Any) -> None:
+        self.names = {id(m): n for n, m in model.named_modules()}
+        self.counts: Dict[str, int] = {}
+
+    def __call__(self, mod: Any) -> Optional[Tuple[str, int]]:
+        name = self.names.get(id(mod))
+        if name is None:
+            return None
+        k = self.counts.get(name, 0)
+        self.counts[name] = k + 1
+        return name, k
+
+
 def capture(model: Any, backend: str, inputs: Sequence[Any], forward: Optional[Callable] = None,
             train: bool = False) -> Tuple[List[LayerCall], List[np.ndarray]]:
     """Run ``model`` once (no gradients) with a hook on every sub-module; returns the layer calls in
     the order they finished and the model's flattened outputs. ``inputs`` are native tensors."""
     calls: List[LayerCall] = []
-    counts: Dict[str, int] = {}
-    names = {id(m): n for n, m in model.named_modules()}
+    call_key = _CallCounter(model)
 
     def hook(mod, args, out):
-        name = names.get(id(mod))
-        if name is None:
+        key = call_key(mod)
+        if key is None:
             return
-        k = counts.get(name, 0)
-        counts[name] = k + 1
+        name, k = key
         calls.append(LayerCall(name, k, type(mod).__name__, [_numpy(a) for a in flatten(list(args))],
                                [_numpy(o) for o in flatten(out)]))
 
@@ -119,15 +133,13 @@ def capture_grads(model: Any, run_step: Callable[[], Any]) -> List[LayerCall]:
     """Torch only: run ``run_step()`` (forward, loss, backward) with hooks that keep every layer
     call's inputs and the gradient arriving at each of its outputs (zeros for unused outputs)."""
     calls: List[LayerCall] = []
-    counts: Dict[str, int] = {}
-    names = {id(m): n for n, m in model.named_modules()}
+    call_key = _CallCounter(model)
 
     def hook(mod, args, out):
-        name = names.get(id(mod))
-        if name is None:
+        key = call_key(mod)
+        if key is None:
             return
-        k = counts.get(name, 0)
-        counts[name] = k + 1
+        name, k = key
         flat_in, flat_out = flatten(list(args)), flatten(out)
         call = LayerCall(name, k, type(mod).__name__, [_numpy(a) for a in flat_in], [_numpy(o) for o in flat_out],
                          [None] * len(flat_out), replayable=len(flat_in) == len(args))
