@@ -13,13 +13,15 @@ Only NDArrays are accepted (checks need values); a Symbol (hybridized forward) g
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
 
 from dualdl.losses import _checks as ck
+
+from . import compiled
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
@@ -150,18 +152,19 @@ def kl_div(input, target, reduction="mean", log_target=False):
 # ---- classification -----------------------------------------------------------------------------
 def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
     _require_nd(name, input)
+    ishape = input.shape
     tshape = tuple(target.shape) if hasattr(target, "shape") else np.shape(target)
-    kind = ck.class_target_kind(name, input.shape, tshape, allow_prob)
-    C = input.shape[0 if input.ndim == 1 else 1]
+    kind = ck.class_target_kind(name, ishape, tshape, allow_prob)
+    C = ishape[0 if len(ishape) == 1 else 1]
     if weight is not None:
         weight = _native(weight, input)
         ck.check_class_weight(name, weight.shape, C)
-    x = input.reshape((1, C)) if input.ndim == 1 and kind == "index" else input
     if kind == "prob":
-        return kind, x, _native(target, input), weight, C
+        return kind, input, _native(target, input), weight, C
+    x = input.reshape((1, C)) if len(ishape) == 1 else input
     t = ck.check_class_indices(name, _host(target), C, ignore_index)
-    t = t.reshape((1,)) if input.ndim == 1 else t
-    return kind, x, _Targets(t, target, ignore_index, input), weight, C
+    t = t.reshape((1,)) if len(ishape) == 1 else t
+    return kind, x, _Targets(t, target, tshape, ignore_index, input), weight, C
 
 
 class _Targets:
@@ -169,104 +172,93 @@ class _Targets:
     NDArray itself when it is on the input's context and nothing is ignored (no copy back to the
     device each call), else the checked indices with ignored entries set to 0."""
 
-    def __init__(self, t: np.ndarray, target: Any, ignore_index: int, like: nd.NDArray):
+    def __init__(self, t: np.ndarray, target: Any, tshape: Tuple[int, ...], ignore_index: int,
+                 like: nd.NDArray):
         self.host = t
         self.valid = t != ignore_index
         self.all_valid = bool(self.valid.all())
         if self.all_valid and isinstance(target, nd.NDArray) and target.context == like.context \
                 and target.stype == "default":
-            self.index = target.reshape(t.shape) if target.shape != t.shape else target
+            self.index = target.reshape(t.shape) if tshape != t.shape else target
         else:
             self.index = _const(np.where(self.valid, t, 0).astype(np.int32), like, "int32")
 
-    def mask(self, like: nd.NDArray) -> nd.NDArray:
-        return _const(self.valid.astype(np.float32), like)
+    def mask(self, like: nd.NDArray) -> Optional[nd.NDArray]:
+        """1 where the target counts, 0 where it is ``ignore_index``; None when all count."""
+        return None if self.all_valid else _const(self.valid.astype(np.float32), like)
 
 
-def _nll_parts(logp: nd.NDArray, t: _Targets, weight):
-    """Per-element ``-w[t] * logp[t]`` (0 where ignored) and the per-element weights w[t] (0 where
-    ignored; None when every weight is 1), class axis 1. Indices are host-checked, so ``pick``
-    never clips."""
-    w = None if t.all_valid else t.mask(logp)
+def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, from_logits: bool,
+                        reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int):
+    """PyTorch's ``cross_entropy`` / ``nll_loss`` (aten LossNLL.cpp), term by term, class axis 1
+    (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call)."""
+    if from_logits:
+        # From its formula, as the LogSoftmax layer: MXNet's log_softmax op is off by up to 3.5e-6
+        # (torch 2e-7, with a bias of +1e-6 on average), which biases every step of a classifier.
+        xs = F.broadcast_sub(x, F.max(x, axis=1, keepdims=True))
+        logp = F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=1, keepdims=True)))
+    else:
+        logp = x
+    C = wshape[1]
+    wb = None if weight is None else F.reshape(weight, shape=wshape)
+    if prob is not None:
+        t = prob * (1 - smoothing) + smoothing / C if smoothing > 0 else prob
+        prod = logp * t if wb is None else F.broadcast_mul(logp * t, wb)
+        if reduction == "none":
+            return -F.sum(prod, axis=1)
+        total = -F.sum(prod)
+        return total if reduction == "sum" else total / count
+    # per-element weights w[t] (0 where ignored); None when every weight is 1
+    w = mask
     if weight is not None:
-        wt = nd.take(weight, t.index)
+        wt = F.take(weight, index)
         w = wt if w is None else w * wt
-    picked = nd.pick(logp, t.index, axis=1)
-    return (-picked if w is None else -picked * w), w
+    picked = F.pick(logp, index, axis=1)
+    el = -picked if w is None else -picked * w
+    nll = _reduce_weighted(F, el, w, reduction, count)
+    if smoothing <= 0:
+        return nll
+    smooth = -F.sum(logp if wb is None else F.broadcast_mul(logp, wb), axis=1)
+    if mask is not None:
+        smooth = smooth * mask
+    smooth = _reduce_weighted(F, smooth, w, reduction, count)
+    return (1 - smoothing) * nll + smooth * (smoothing / C)
 
 
-_COUNTS: dict = {}
-
-
-def _count(n: int, like: nd.NDArray) -> nd.NDArray:
-    """``n`` as a cached (1,) NDArray: dividing by it is the op (and gradient) that dividing by
-    ``sum(ones)`` was, without building the ones each call."""
-    key = (n, like.context, np.dtype(like.dtype).name)
-    c = _COUNTS.get(key)
-    if c is None:
-        if len(_COUNTS) > 256:
-            _COUNTS.clear()
-        c = _COUNTS[key] = _const(np.array([n], dtype=like.dtype), like)
-    return c
-
-
-def _weighted_mean(el: nd.NDArray, w: Optional[nd.NDArray]) -> nd.NDArray:
-    """``sum(el) / sum(w)``; with unit weights, ``sum(el) / count`` (the same numbers and gradients)."""
-    return nd.sum(el) / (_count(el.size, el) if w is None else nd.sum(w))
-
-
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
-    name = "NLLLoss"
-    ck.check_reduction(name, reduction)
-    _, x, t, weight, _ = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
-    el, w = _nll_parts(x, t, weight)
+def _reduce_weighted(F, el, w, reduction: str, count: int):
+    """'none' / 'sum' / torch's weighted 'mean': ``sum(el) / sum(w)``, or ``/ count`` for unit weights."""
     if reduction == "none":
         return el
     if reduction == "sum":
-        return nd.sum(el)
-    return _weighted_mean(el, w)
+        return F.sum(el)
+    return F.sum(el) / count if w is None else F.broadcast_div(F.sum(el), F.sum(w))
+
+
+def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoothing, from_logits):
+    ck.check_reduction(name, reduction)
+    kind, x, t, weight, C = _class_setup(name, input, target, weight, ignore_index, allow_prob=from_logits)
+    if len(x.shape) == 1:                # one sample's probabilities (indices were reshaped already)
+        x, t = x.reshape((1, C)), t.reshape((1, C))
+    shape = x.shape
+    wshape = (1, C) + (1,) * (len(shape) - 2)
+    inputs = dict(x=x, weight=weight)
+    if kind == "prob":
+        inputs["prob"] = t
+    else:
+        inputs.update(index=t.index, mask=t.mask(x))
+    return compiled.run(_class_loss_formula, inputs, from_logits=from_logits, reduction=reduction,
+                        smoothing=float(smoothing), wshape=wshape,
+                        count=int(np.prod(shape)) // C if reduction == "mean" else 0)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    return _class_loss("NLLLoss", input, target, weight, ignore_index, reduction, 0.0, from_logits=False)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-    """PyTorch's ``cross_entropy`` (aten LossNLL.cpp), term by term, on NDArrays."""
-    name = "CrossEntropyLoss"
-    ck.check_reduction(name, reduction)
-    kind, x, t, weight, C = _class_setup(name, input, target, weight, ignore_index)
-    cax = 0 if x.ndim == 1 else 1
-    # From its formula, as the LogSoftmax layer: MXNet's log_softmax op is off by up to 3.5e-6
-    # (torch 2e-7), which biases every gradient step of a classifier.
-    xs = nd.broadcast_sub(x, nd.max(x, axis=cax, keepdims=True))
-    logp = nd.broadcast_sub(xs, nd.log(nd.sum(nd.exp(xs), axis=cax, keepdims=True)))
-    wb = None
-    if weight is not None:
-        shape = [1] * x.ndim
-        shape[cax] = C
-        wb = weight.reshape(tuple(shape))
-    if kind == "prob":
-        if label_smoothing > 0:
-            t = t * (1 - label_smoothing) + label_smoothing / C
-        prod = logp * t if wb is None else nd.broadcast_mul(logp * t, wb)
-        if reduction == "none":
-            return -nd.sum(prod, axis=cax)
-        total = -nd.sum(prod)
-        return total if reduction == "sum" else total / (x.size // C)
-    el, w = _nll_parts(logp, t, weight)
-    if reduction == "none":
-        nll = el
-    elif reduction == "sum":
-        nll = nd.sum(el)
-    else:
-        nll = _weighted_mean(el, w)
-    if label_smoothing <= 0:
-        return nll
-    smooth = -nd.sum(logp if wb is None else nd.broadcast_mul(logp, wb), axis=1)
-    if not t.all_valid:
-        smooth = smooth * t.mask(logp)
-    if reduction == "sum":
-        smooth = nd.sum(smooth)
-    elif reduction == "mean":
-        smooth = _weighted_mean(smooth, w)
-    return (1 - label_smoothing) * nll + smooth * (label_smoothing / C)
+    """PyTorch's ``cross_entropy`` on NDArrays: log-softmax from its formula, then the NLL terms."""
+    return _class_loss("CrossEntropyLoss", input, target, weight, ignore_index, reduction,
+                       label_smoothing, from_logits=True)
 
 
 # ---- CTC --------------------------------------------------------------------------------------------

@@ -58,6 +58,9 @@ def _axis(dim: int, ndim: int, what: str = "dim") -> int:
 
 # ---- activations -----------------------------------------------------------------------------
 def relu(x):
+    """The ``relu`` op, which keeps NaN as torch does. ``Activation(act_type='relu')`` (MKLDNN) is
+    8-12% faster on LeNet forward+backward (no layout reorder after a Convolution) but maps NaN to
+    0, hiding a diverged step from the non-finite-loss check (measured, MXNet 1.9.1)."""
     return _F(x).relu(x)
 
 

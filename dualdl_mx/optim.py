@@ -42,6 +42,35 @@ def _fresh(p: gluon.Parameter) -> bool:
     return p.grad_req != "null" and bool(getattr(p.list_data()[0], "_fresh_grad", False))
 
 
+def _broadcast(data: List[nd.NDArray]) -> None:
+    """Copy the updated first-context value to the parameter's other contexts."""
+    for d in data[1:]:
+        data[0].copyto(d)
+
+
+# MXNet's multi-tensor update kernels run one thread per element of the *largest* tensor of a
+# call and test every tensor at each element, and take at most 60 tensors (61 crashes the
+# process: measured, MXNet 1.9.1). A chunk therefore holds tensors of similar size.
+_MULTI_MAX = 60
+_MULTI_SLACK = 1 << 16      # wasted element tests allowed beyond the chunk's real work
+
+
+def _size_chunks(items: List[Tuple[int, Any]]) -> List[List[Any]]:
+    """Group ``(size, item)`` pairs into chunks for a multi-tensor op, largest first, so that the
+    kernel's wasted tests (``count * max_size - sum``) stay below the real work plus 64k."""
+    chunks: List[List[Any]] = []
+    top = total = 0
+    for size, item in sorted(items, key=lambda si: -si[0]):
+        if chunks and len(chunks[-1]) < _MULTI_MAX and \
+                (len(chunks[-1]) + 1) * top - (total + size) <= max(_MULTI_SLACK, total + size):
+            chunks[-1].append(item)
+            total += size
+        else:
+            chunks.append([item])
+            top = total = size
+    return chunks
+
+
 class Optimizer:
     """torch.optim.Optimizer's protocol on Gluon Parameters: ``param_groups``, ``state``,
     ``step``, ``zero_grad``, ``state_dict``/``load_state_dict``, ``add_param_group``."""
@@ -82,20 +111,37 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient with one ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad``
         runs one ``zeros_like`` per array), and mark the parameters as having no fresh gradient."""
-        by_ctx: Dict[Any, List[nd.NDArray]] = {}
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad_req == "null" or getattr(p, "_grad", None) is None:
-                    continue
-                for gr in p._grad:
-                    if gr.stype == "default":
-                        by_ctx.setdefault(gr.context, []).append(gr)
-                    else:
-                        nd.zeros_like(gr, out=gr)
-                for d in p.list_data():
-                    d._fresh_grad = False
-        for arrays in by_ctx.values():
+        dense, sparse, datas = self._zero_plan()
+        for arrays in dense:
             nd.reset_arrays(*arrays, num_arrays=len(arrays))
+        for gr in sparse:
+            nd.zeros_like(gr, out=gr)
+        for d in datas:
+            d._fresh_grad = False
+
+    def _zero_plan(self) -> Tuple[List[List[nd.NDArray]], List[nd.NDArray], List[nd.NDArray]]:
+        """The gradient arrays grouped by context (cached until a parameter's arrays change)."""
+        params = [p for g in self.param_groups for p in g["params"]]
+        key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
+        cached = self.__dict__.get("_zero_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        by_ctx: Dict[Any, List[nd.NDArray]] = {}
+        sparse: List[nd.NDArray] = []
+        datas: List[nd.NDArray] = []
+        for p in params:
+            if p.grad_req == "null" or getattr(p, "_grad", None) is None:
+                continue
+            for gr in p._grad:
+                if gr.stype == "default":
+                    by_ctx.setdefault(gr.context, []).append(gr)
+                else:
+                    sparse.append(gr)
+            datas.extend(p.list_data())
+        plan = (list(by_ctx.values()), sparse, datas)
+        # the cache holds the keyed lists, so their ids cannot be reused while it is kept
+        self.__dict__["_zero_cache"] = (key, plan, [(p._grad, p._data) for p in params])
+        return plan
 
     def step(self, closure=None, batch_size: Optional[float] = None):
         """One update of every parameter with a fresh gradient (torch's formula).
@@ -108,16 +154,16 @@ class Optimizer:
                 loss = closure()
         with autograd.pause():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if not _fresh(p):
-                        continue
+                params = [p for p in group["params"] if _fresh(p)]
+                if self.fused:
+                    params = self._multi_update(params, group, batch_size)
+                for p in params:
                     data = p.list_data()
                     w, g = data[0], p.list_grad()[0]
                     state = self.state.setdefault(p, {})
                     if self.fused and w.dtype in _FUSED_DTYPES and w.stype == "default" \
                             and self._fused_update(w, g, group, state, batch_size):
-                        for d in data[1:]:
-                            w.copyto(d)
+                        _broadcast(data)
                         continue
                     self._to_torch_state(state)
                     if batch_size is not None:
@@ -126,6 +172,12 @@ class Optimizer:
                     for d in data:
                         new.copyto(d)
         return loss
+
+    def _multi_update(self, params: List[gluon.Parameter], group: Dict[str, Any],
+                      batch_size: Optional[float]) -> List[gluon.Parameter]:
+        """Update the parameters of ``group`` that a multi-tensor op can take (several per call);
+        return the others, for the per-parameter path."""
+        return params
 
     def _update(self, p, w: nd.NDArray, g: nd.NDArray, group: Dict[str, Any], state: Dict[str, Any]) -> nd.NDArray:
         """The reference formula: the new weight, from NDArray ops (state in torch's layout)."""
@@ -163,6 +215,8 @@ class Optimizer:
 
     # ---- serialisation in torch's layout: {"state": {index: {...}}, "param_groups": [...]} ----
     def state_dict(self) -> Dict[str, Any]:
+        for st in self.state.values():       # live state to torch's layout (see SGD): exact resumes
+            self._to_torch_state(st)
         index = {}
         groups = []
         for g in self.param_groups:
@@ -234,11 +288,56 @@ class SGD(Optimizer):
             d = d + mu * buf if group["nesterov"] else buf
         return w - group["lr"] * d
 
-    # fused layout: {"neg_momentum_buffer": -buf} (an exact negation of torch's buffer, so
-    # state_dict/load_state_dict round-trip bit for bit and lr changes need no rescaling)
+    # Fused layouts, converted on demand (``_to_torch_state``, and at the next step):
+    # - multi-tensor (momentum, no nesterov/dampening, lr > 0): {"mx_mom": -lr*buf, "mx_lr": lr},
+    #   MXNet's own layout, one ``multi_sgd_mom_update`` call per chunk of parameters (Gluon's
+    #   Trainer makes one per 4). torch keeps buf; an lr change from lr0 to lr1 scales the
+    #   layout by lr1/lr0, folded into the call's momentum (mu*lr1/lr0), so it costs nothing;
+    # - per parameter: {"neg_momentum_buffer": -buf}, an exact negation of torch's buffer.
+    # ``state_dict()`` returns torch's layout and switches the live state to it too, so a run
+    # resumed from a checkpoint continues bit for bit like the run that wrote it.
     def _to_torch_state(self, state):
         if "neg_momentum_buffer" in state:
             state["momentum_buffer"] = -state.pop("neg_momentum_buffer")
+        elif "mx_mom" in state:
+            state["momentum_buffer"] = state.pop("mx_mom") / -state.pop("mx_lr")
+
+    def _multi_update(self, params, group, batch_size):
+        lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+        if not (mu and lr > 0) or group["nesterov"] or group["dampening"] or not params:
+            return params
+        rest, by_lr = [], {}
+        for p in params:
+            data = p.list_data()
+            w = data[0]
+            if w.dtype not in _FUSED_DTYPES or w.stype != "default" or p.list_grad()[0].stype != "default":
+                rest.append(p)
+                continue
+            state = self.state.setdefault(p, {})
+            mom = state.get("mx_mom")
+            if mom is None:
+                if "neg_momentum_buffer" in state:          # -buf -> -lr*buf
+                    mom = state.pop("neg_momentum_buffer") * lr
+                elif "momentum_buffer" in state:            # torch layout (loaded, or a checkpoint)
+                    mom = state.pop("momentum_buffer") * -lr
+                else:                                       # first step: buf = d
+                    mom = nd.zeros_like(w)
+                state["mx_mom"], state["mx_lr"] = mom, lr
+            by_lr.setdefault(state["mx_lr"], []).append((w.size, (p, data, w, mom, state)))
+        rs = _rescale(group, batch_size)
+        for old_lr, items in by_lr.items():
+            for chunk in _size_chunks(items):
+                args = []
+                for p, data, w, mom, _ in chunk:
+                    args += (w, p.list_grad()[0], mom)
+                n = len(chunk)
+                # mom' = (mu*lr/old_lr)*mom - lr*(rs*g + wd*w) = -lr*(mu*buf + d); w' = w + mom'
+                nd.multi_sgd_mom_update(*args, lrs=(lr,) * n, wds=(wd,) * n, momentum=mu * lr / old_lr,
+                                        rescale_grad=rs, num_weights=n, out=[c[2] for c in chunk])
+                for _, data, _, _, state in chunk:
+                    state["mx_lr"] = lr
+                    _broadcast(data)
+        return rest
 
     def _fused_update(self, w, g, group, state, batch_size):
         lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
@@ -249,6 +348,8 @@ class SGD(Optimizer):
             nd.sgd_update(w, g, lr=lr, wd=0.0, rescale_grad=rs, out=w)      # w -= lr * rs*g
             return True
         c = 1 - group["dampening"]
+        if "mx_mom" in state:
+            self._to_torch_state(state)
         if "neg_momentum_buffer" in state:
             nb = state["neg_momentum_buffer"]
         elif "momentum_buffer" in state:              # torch layout (loaded, or after a reference step)

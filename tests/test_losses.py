@@ -621,3 +621,68 @@ def test_functional_forms_match_classes(backend, rng):
     assert abs(dl.item(pairs[0][0]) - ref) < 1e-5 * abs(ref)
     with pytest.raises(ValueError, match="deprecated"):
         LF.cross_entropy(x, t, size_average=False)
+
+
+# ---- MXNet: the class losses run as one compiled graph (dualdl_mx.compiled) ---------------------
+@pytest.mark.parametrize("kw", [{}, dict(reduction="sum"), dict(reduction="none"), dict(label_smoothing=0.2),
+                                dict(ignore_index=1), dict(weight=[0.5, 1.0, 2.0, 0.1]),
+                                dict(weight=[0.5, 1.0, 2.0, 0.1], ignore_index=2, label_smoothing=0.1)])
+def test_mxnet_compiled_class_loss_equals_its_eager_formula_bit_for_bit(kw):
+    """The same formula run op by op on NDArrays (MXNet's eager mode) and as one CachedOp: the
+    values and gradients are identical, also with two forward passes before one backward."""
+    from mxnet import autograd, nd
+    from dualdl_mx import losses as ml
+    rng = np.random.default_rng(0)
+    x_np = rng.normal(size=(6, 4, 3)).astype(np.float32) * 3
+    t_np = rng.integers(0, 4, (6, 3))
+    w = None if "weight" not in kw else nd.array(kw["weight"])
+    ignore, red, ls = kw.get("ignore_index", -100), kw.get("reduction", "mean"), kw.get("label_smoothing", 0.0)
+
+    def eager(x):
+        _, xx, t, ww, C = ml._class_setup("CrossEntropyLoss", x, nd.array(t_np), w, ignore)
+        return ml._class_loss_formula(nd, xx, index=t.index, mask=t.mask(xx), weight=ww, from_logits=True,
+                                      reduction=red, smoothing=ls, wshape=(1, C, 1),
+                                      count=x.size // C if red == "mean" else 0)
+
+    def compiled(x):
+        return dl.losses.CrossEntropyLoss(weight=w, **{k: v for k, v in kw.items() if k != "weight"})(
+            x, nd.array(t_np))
+
+    res = []
+    for fn in (eager, compiled):
+        x = nd.array(x_np)
+        x.attach_grad()
+        with autograd.record():
+            a = fn(x)
+            b = fn(x * 2)                               # second graph before the first backward
+            total = (a.sum() + b.sum()) if red == "none" else a + b
+        total.backward()
+        res.append((a.asnumpy(), b.asnumpy(), x.grad.asnumpy()))
+    for u, v in zip(*res):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_mxnet_compiled_loss_handles_new_batch_sizes_and_threads():
+    import threading
+    import torch
+    from mxnet import nd
+    rng = np.random.default_rng(1)
+    errors = []
+
+    def check(n):
+        try:
+            for _ in range(20):
+                x = rng.normal(size=(n, 5)).astype(np.float32)
+                t = rng.integers(0, 5, n)
+                got = float(dl.losses.CrossEntropyLoss()(nd.array(x), nd.array(t)).asscalar())
+                want = float(torch.nn.functional.cross_entropy(torch.from_numpy(x), torch.from_numpy(t)))
+                assert abs(got - want) <= 2e-6 * max(1.0, abs(want)), (n, got, want)
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=check, args=(n,)) for n in (3, 8, 17)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors

@@ -274,3 +274,74 @@ def test_mxnet_pick_with_the_target_array_is_bit_identical():
             np.testing.assert_array_equal(res[0][1], r[1])
     with pytest.raises(IndexError, match="MXNet would silently clip"):
         dl.losses.CrossEntropyLoss()(nd.array(rng.normal(size=(3, 5))), nd.array([0, 5, 1]))
+
+
+# ---- MXNet multi-tensor SGD (one multi_sgd_mom_update per chunk of parameters) ------------------
+def test_size_chunks_bound_the_kernels_wasted_work_and_its_60_tensor_limit():
+    from dualdl_mx.optim import _MULTI_MAX, _MULTI_SLACK, _size_chunks
+    rng = np.random.default_rng(0)
+    for sizes in ([16384, 8192, 1280, 128, 128, 10], [1 << 20] + [10] * 9, [7] * 130,
+                  rng.integers(1, 300000, 200).tolist()):
+        chunks = _size_chunks([(s, i) for i, s in enumerate(sizes)])
+        assert sorted(i for c in chunks for i in c) == list(range(len(sizes)))   # each once
+        for c in chunks:
+            cs = [sizes[i] for i in c]
+            assert len(c) <= _MULTI_MAX
+            assert len(c) * max(cs) - sum(cs) <= max(_MULTI_SLACK, sum(cs))
+    assert [len(c) for c in _size_chunks([(7, i) for i in range(130)])] == [60, 60, 10]
+    assert len(_size_chunks([(1 << 20, 0)] + [(10, i) for i in range(1, 10)])) == 2   # big one alone
+
+
+def test_multi_tensor_sgd_over_many_parameters_matches_torch():
+    """130 parameters (more than one multi-op call takes) of very different sizes, weight decay,
+    an lr change every step (folded into the op's momentum) and a step at lr = 0 (per-parameter
+    path, torch's layout) and back."""
+    rng = np.random.default_rng(3)
+    shapes = [(int(rng.integers(1, 40)), int(rng.integers(1, 40))) for _ in range(128)] + [(300, 200), (3,)]
+    init = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    xs = [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(8)]
+    lrs = [0.1, 0.05, 0.05, 0.0, 0.2, 0.07, 0.07, 0.01]
+    out = {}
+    for backend in ("mxnet", "torch"):
+        with dl.use(backend):
+            if backend == "torch":
+                import torch
+                ps = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in init]
+            else:
+                import mxnet as mx
+                from mxnet import gluon
+                ps = []
+                for i, a in enumerate(init):
+                    p = gluon.Parameter(f"p{i}", shape=a.shape)
+                    p.initialize(mx.init.Constant(0), ctx=mx.cpu())
+                    p.set_data(mx.nd.array(a))
+                    ps.append(p)
+            opt = dl.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01)
+            for step, lr in enumerate(lrs):
+                opt.param_groups[0]["lr"] = lr
+                opt.zero_grad()
+                if backend == "torch":
+                    sum(((p * torch.from_numpy(x)) ** 2).sum() for p, x in zip(ps, xs[step])).backward()
+                else:
+                    from mxnet import autograd
+                    with autograd.record():
+                        loss = mx.nd.add_n(*[((p.data() * mx.nd.array(x)) ** 2).sum()
+                                             for p, x in zip(ps, xs[step])])
+                    loss.backward()
+                opt.step()
+            out[backend] = [dl.to_numpy(p.data() if backend == "mxnet" else p.detach()) for p in ps]
+    d = max(float(np.abs(a - b).max() / max(1.0, np.abs(b).max())) for a, b in zip(out["mxnet"], out["torch"]))
+    assert d <= 1e-6, f"multi-tensor SGD vs torch: {d:.2e}"
+    assert max(float(np.abs(a - b).max()) for a, b in zip(out["mxnet"], init)) > 1e-2     # it trained
+
+
+def test_state_dict_brings_the_live_sgd_state_to_torchs_layout():
+    m = _model("mxnet")
+    opt = dl.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    _train(m, opt, "mxnet", 2)
+    assert all("mx_mom" in s for s in opt.state.values())          # MXNet's -lr*buf layout
+    sd = opt.state_dict()
+    assert all(set(s) == {"momentum_buffer"} for s in opt.state.values())
+    assert all(set(s) == {"momentum_buffer"} for s in sd["state"].values())
+    _train(m, opt, "mxnet", 1, start=2)                               # and back at the next step
+    assert all("mx_mom" in s for s in opt.state.values())

@@ -1,0 +1,64 @@
+"""Run a multi-op NDArray formula as one MXNet ``CachedOp`` call (what ``hybridize()`` does for a
+Block), so an eager step pays MXNet's per-op dispatch cost (~25 us on CPU) once, not per op.
+
+MXNet difference hidden here: every eager NDArray op goes through Python, ctypes and the engine,
+and its backward node is recorded op by op; torch's per-op cost is a few microseconds. A loss
+written from its formula (e.g. log-softmax in 5 ops, for torch's precision) would cost 2-3x
+Gluon's fused loss op in eager code. Compiled, it runs the same ops (the same numbers, bit for
+bit) in one call forward and one backward.
+
+A formula is ``f(F, **inputs, **static)`` written with ``F`` = ``mx.nd`` or ``mx.sym`` ops; inputs
+are NDArrays (``None`` for an absent optional input), ``static`` are hashable settings baked into
+the graph. One CachedOp is kept per (formula, static settings, input names, dtypes, thread):
+CachedOp is not thread-safe, and shapes may change between calls (it re-plans, as a hybridized
+Block does).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+import mxnet as mx
+from mxnet import nd
+
+__all__ = ["run", "clear_cache"]
+
+_MAX_OPS = 512
+_CACHE: "OrderedDict[Tuple, Tuple[Any, Tuple[str, ...]]]" = OrderedDict()
+_LOCK = threading.Lock()
+# static_alloc: MXNet reuses the op's memory plan between calls; every call still returns new
+# output arrays and, while recording, keeps its own forward state until backward (tested).
+_FLAGS = [("static_alloc", "true")]
+
+
+def _build(formula: Callable, names: Tuple[str, ...], static: Dict[str, Any]):
+    syms = {n: mx.sym.var(n) for n in names}
+    out = formula(mx.sym, **syms, **static)
+    if isinstance(out, (list, tuple)):
+        out = mx.sym.Group(list(out))
+    return mx.ndarray.CachedOp(out, _FLAGS), tuple(out.list_inputs())
+
+
+def run(formula: Callable, inputs: Dict[str, Optional[nd.NDArray]], **static: Any):
+    """``formula(mx.nd, **inputs, **static)``'s value, computed by one cached graph call."""
+    present = {k: v for k, v in inputs.items() if v is not None}
+    names = tuple(sorted(present))
+    key = (formula, names, tuple(present[n].dtype for n in names),
+           tuple(sorted(static.items())), threading.get_ident())
+    entry = _CACHE.get(key)
+    if entry is None:
+        entry = _build(formula, names, static)
+        with _LOCK:
+            _CACHE[key] = entry
+            while len(_CACHE) > _MAX_OPS:
+                _CACHE.popitem(last=False)
+    op, order = entry
+    return op(*[present[n] for n in order])
+
+
+def clear_cache() -> None:
+    """Drop every cached graph (they are rebuilt on the next call)."""
+    with _LOCK:
+        _CACHE.clear()
