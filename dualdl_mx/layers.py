@@ -14,6 +14,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
+from . import compiled
 from .nn import Layer, is_ndarray, shape_error
 
 # opt-in: MXNet's fused BatchNorm operator in NDArray mode (faster, less precise; see _BatchNorm)
@@ -88,17 +89,17 @@ class _ConvNd(Layer):
         self.bias = self._dl_new_param("bias", (self.out_channels,), init=self._uniform(bound)) if bias else None
 
     def _check(self, x) -> None:
-        n = self._n
-        if x.ndim != n + 2 or x.shape[1] != self.in_channels:
+        n, shape = self._n, x.shape                  # (each .shape is a ctypes call on MXNet)
+        if len(shape) != n + 2 or shape[1] != self.in_channels:
             raise shape_error(f"{type(self).__name__}(in_channels={self.in_channels})",
                               self._layout.replace("C_in", str(self.in_channels)), x)
         for i in range(n):
             eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
-            if x.shape[2 + i] + sum(self._sides[i]) < eff:
+            if shape[2 + i] + sum(self._sides[i]) < eff:
                 raise ValueError(f"{type(self).__name__}: input spatial size {tuple(x.shape[2:])} (padded "
                                  f"by {self._sides}) is smaller than the kernel {self.kernel_size} "
                                  f"(dilation {self.dilation})")
-            if self.padding_mode == "reflect" and max(self._sides[i]) >= x.shape[2 + i]:
+            if self.padding_mode == "reflect" and max(self._sides[i]) >= shape[2 + i]:
                 raise ValueError(f"{type(self).__name__}: padding_mode='reflect' needs padding < input "
                                  f"size, got padding {self._sides} for input {tuple(x.shape[2:])}")
 
@@ -183,10 +184,10 @@ class _PoolNd(Layer):
         return (size + 2 * p - k) // s + 1
 
     def _check(self, x) -> None:
-        name = type(self).__name__
-        if x.ndim != self._n + 2:
+        name, shape = type(self).__name__, x.shape
+        if len(shape) != self._n + 2:
             raise shape_error(f"{name}(kernel_size={self.kernel_size})", self._layout, x)
-        sizes = [self._torch_size(x.shape[2 + i], i) for i in range(self._n)]
+        sizes = [self._torch_size(shape[2 + i], i) for i in range(self._n)]
         if any(o <= 0 for o in sizes):
             raise ValueError(f"{name}(kernel_size={self.kernel_size}): input spatial size "
                              f"{tuple(x.shape[2:])} is too small (output would be {tuple(sizes)})")
@@ -391,28 +392,37 @@ class _BatchNorm(Layer):
     def _imperative(self, x, weight, bias, running_mean, running_var):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
-        unbiased variance, computed by :meth:`_gemm_form` (contiguous GEMMs with a ones row: MXNet's
-        reductions, and the backward of broadcasts, which reduces, are several times slower). An
-        ``autograd.Function`` with BN's closed-form backward was 2x faster but hung MXNet's
-        threaded engine intermittently after optimizer steps (apache/mxnet#15844), so it is not
-        used. Error against float64 is torch's
-        (~1e-7 of the largest value, tests/test_mx_batchnorm_fast.py). MXNet's fused ``BatchNorm``
-        operator with batch statistics is faster still but less precise (5e-7 there; 5e-6..1e-5
-        measured on other inputs, torch's 4e-7), which makes long training runs drift apart
-        between backends; set ``DUALDL_MX_FUSED_BATCHNORM=1`` to trade that precision for speed."""
+        unbiased variance. Batch statistics run MXNet's fused ``BatchNorm`` operator in float64
+        (:func:`_batchnorm_f64_formula`): in float32 the operator (MKLDNN) is 10x less precise than
+        torch (5e-7..1e-5 measured, torch 1e-7; its float32 sums), which makes long runs drift
+        apart between backends; in float64 it is exact to float32 rounding (<= 6e-8 of the largest
+        value, torch's <= 1.1e-7 on well-conditioned inputs and 1e-4 at mean/std = 1e4), and at
+        1.0 ms against 0.82 ms float32 on (16, 16, 8, 32) costs 1.2x, where the GEMM form
+        (:func:`_gemm_batchnorm`, kept for running statistics) cost 2.9x. An ``autograd.Function``
+        with BN's closed-form backward hung MXNet's threaded engine (apache/mxnet#15844) and is
+        not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the float32 operator instead (faster,
+        less precise)."""
         if _FUSED_BATCHNORM:
             return self._imperative_fused(x, weight, bias, running_mean, running_var)
-        nd = mx.nd
+        track = self.training and self.track_running_stats
         if self.training or not self.track_running_stats:
-            y, mean, var = self._gemm_form(nd, x, weight, bias)
-            if self.training and self.track_running_stats:
-                n, m = x.size // self.num_features, self.momentum
-                with autograd.pause():
-                    running_mean[:] = (1 - m) * running_mean + m * mean.reshape((-1,))
-                    running_var[:] = (1 - m) * running_var + m * var.reshape((-1,)) * (n / (n - 1))
+            n = x.size // self.num_features
+            aux_mean, aux_var = _f64_scratch(self.num_features, x.context)
+            with autograd.train_mode():                 # batch statistics whatever record() says
+                out = compiled.run(_batchnorm_f64_formula, dict(
+                    x=x, weight=weight, bias=bias, aux_mean=aux_mean, aux_var=aux_var,
+                    running_mean=running_mean if track else None, running_var=running_var if track else None),
+                    eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=np.dtype(x.dtype).name)
+            if not track:
+                return out
+            y, new_mean, new_var = out
+            with autograd.pause():
+                new_mean.copyto(running_mean)
+                new_var.copyto(running_var)
             return y
-        c = (self.num_features, 1)
-        return self._gemm_form(nd, x, weight, bias, running_mean.reshape(c), running_var.reshape(c))[0]
+        return compiled.run(_batchnorm_formula, dict(x=x, weight=weight, bias=bias, running_mean=running_mean,
+                                                     running_var=running_var),
+                            eps=self.eps, momentum=self.momentum, bessel=1.0, stats="running")
 
     def _imperative_fused(self, x, weight, bias, running_mean, running_var):
         """MXNet's fused operator (opt-in, see :meth:`_imperative`): output and gradient from the
@@ -450,31 +460,7 @@ class _BatchNorm(Layer):
         return self._symbolic(F, x, weight, bias, running_mean, running_var)
 
     def _gemm_form(self, F, x, weight, bias, mean=None, var=None, update=None):
-        """BatchNorm on the (C, n) view of x (``F`` = nd or sym) with every per-channel reduction and
-        broadcast written as a GEMM with a ones row: MXNet's reductions (and the backward of its
-        broadcast ops, which reduces) are 4-10x slower than a GEMV on CPU, even over a contiguous
-        axis. Batch statistics (two-pass: mean, then the mean square of the centred data) unless
-        ``mean``/``var`` (C, 1) are given; ``update(F, mean, var, n)`` may return a (C, 1) zero that
-        ties a running-statistics op into the graph. Returns (y, mean, biased var)."""
-        moved = F.swapaxes(x, 0, 1)
-        flat = F.reshape(moved, shape=(0, -1))                              # (C, n)
-        ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))    # (1, n)
-        if mean is None:
-            n_ = F.reshape(F.sum(ones), shape=(1, 1))
-            mean = F.broadcast_div(F.dot(flat, ones, transpose_b=True), n_)
-            xc = flat - F.dot(mean, ones)
-            var = F.broadcast_div(F.dot(F.square(xc), ones, transpose_b=True), n_)
-        else:
-            xc = flat - F.dot(mean, ones)
-        scale = F.rsqrt(var + self.eps)
-        if weight is not None:
-            scale = scale * F.reshape(weight, shape=(-1, 1))
-        if update is not None:
-            scale = scale + update(F, mean, var, n_)
-        y = xc * F.dot(scale, ones)
-        if bias is not None:
-            y = y + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
-        return F.swapaxes(F.reshape_like(y, moved), 0, 1), mean, var
+        return _gemm_batchnorm(F, x, weight, bias, self.eps, mean, var, update)
 
     def _symbolic(self, F, x, weight, bias, running_mean, running_var):
         """Hybridized, batch statistics (:meth:`_gemm_form`). The running statistics need an
@@ -493,6 +479,89 @@ class _BatchNorm(Layer):
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"track_running_stats={self.track_running_stats}")
+
+
+def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=None):
+    """BatchNorm on the (C, n) view of x (``F`` = nd or sym) with every per-channel reduction and
+    broadcast written as a GEMM with a ones row: MXNet's reductions (and the backward of its
+    broadcast ops, which reduces) are 4-10x slower than a GEMV on CPU, even over a contiguous
+    axis. Batch statistics (two-pass: mean, then the mean square of the centred data) unless
+    ``mean``/``var`` (C, 1) are given; ``update(F, mean, var, n)`` may return a (C, 1) zero that
+    ties a running-statistics op into the graph. Returns (y, mean, biased var)."""
+    moved = F.swapaxes(x, 0, 1)
+    flat = F.reshape(moved, shape=(0, -1))                              # (C, n)
+    ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))    # (1, n)
+    if mean is None:
+        n_ = F.reshape(F.sum(ones), shape=(1, 1))
+        mean = F.broadcast_div(F.dot(flat, ones, transpose_b=True), n_)
+        xc = flat - F.dot(mean, ones)
+        var = F.broadcast_div(F.dot(F.square(xc), ones, transpose_b=True), n_)
+    else:
+        xc = flat - F.dot(mean, ones)
+    scale = F.rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * F.reshape(weight, shape=(-1, 1))
+    if update is not None:
+        scale = scale + update(F, mean, var, n_)
+    y = xc * F.dot(scale, ones)
+    if bias is not None:
+        y = y + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
+    return F.swapaxes(F.reshape_like(y, moved), 0, 1), mean, var
+
+
+def _batchnorm_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
+                       eps: float, momentum: float, bessel: float, stats: str):
+    """Eager BatchNorm as one compiled graph (dualdl_mx.compiled; ~25 NDArray ops otherwise):
+    ``stats="running"`` normalises with the running statistics; ``"batch"`` with the batch's and,
+    given the running statistics, also returns their torch update (momentum-weighted, unbiased
+    variance ``var * bessel``) for the caller to copy in (a graph cannot assign)."""
+    if stats == "running":
+        c = (-1, 1)
+        return _gemm_batchnorm(F, x, weight, bias, eps, F.reshape(running_mean, shape=c),
+                               F.reshape(running_var, shape=c))[0]
+    y, mean, var = _gemm_batchnorm(F, x, weight, bias, eps)
+    if running_mean is None:
+        return y
+    m = momentum
+    new_mean = (1 - m) * running_mean + m * F.reshape(mean, shape=(-1,))
+    new_var = (1 - m) * running_var + m * F.reshape(var, shape=(-1,)) * bessel
+    return [y, F.BlockGrad(new_mean), F.BlockGrad(new_var)]
+
+
+_F64_SCRATCH: dict = {}
+
+
+def _f64_scratch(c: int, ctx) -> Tuple[Any, Any]:
+    """Float64 (C,) arrays for the operator's moving statistics, which it updates in train mode:
+    dualdl keeps torch's running statistics itself, so these only absorb the writes."""
+    key = (c, ctx)
+    pair = _F64_SCRATCH.get(key)
+    if pair is None:
+        pair = _F64_SCRATCH[key] = (mx.nd.zeros((c,), ctx=ctx, dtype="float64"),
+                                    mx.nd.ones((c,), ctx=ctx, dtype="float64"))
+    return pair
+
+
+def _batchnorm_f64_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
+                           running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str):
+    """BatchNorm with batch statistics: MXNet's fused operator in float64 (run under train_mode,
+    moving statistics into the scratch ``aux_*``), cast back to ``dtype``. Given the running
+    statistics, also returns torch's update of them (momentum-weighted, unbiased variance
+    ``var * bessel``, computed in float64 as torch does on CPU) for the caller to copy in."""
+    c = (-1,)
+    w = F.cast(weight, dtype="float64") if weight is not None else F.ones_like(aux_var)
+    b = F.cast(bias, dtype="float64") if bias is not None else F.zeros_like(aux_mean)
+    y, mean, inv_std = F.BatchNorm(F.cast(x, dtype="float64"), w, b, aux_mean, aux_var, eps=eps,
+                                   fix_gamma=False, use_global_stats=False, output_mean_var=True, axis=1)
+    y = F.cast(y, dtype=dtype)
+    if running_mean is None:
+        return y
+    var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
+    m = momentum
+    new_mean = (1 - m) * F.cast(running_mean, dtype="float64") + m * mean
+    new_var = (1 - m) * F.cast(running_var, dtype="float64") + m * (var * bessel)
+    return [y, F.BlockGrad(F.cast(F.reshape(new_mean, shape=c), dtype=dtype)),
+            F.BlockGrad(F.cast(F.reshape(new_var, shape=c), dtype=dtype))]
 
 
 class BatchNorm1d(_BatchNorm):

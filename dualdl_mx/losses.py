@@ -276,14 +276,15 @@ def _check_log_probs(name: str, lp: nd.NDArray, input_lengths: np.ndarray) -> No
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
-             zero_infinity=False):
+             zero_infinity=False, check_log_probs=True):
     name = "CTCLoss"
     _require_nd(name, log_probs)
     ck.check_reduction(name, reduction)
     plan = ck.plan_ctc(name, log_probs.shape, _host(targets), _host(input_lengths),
                        _host(target_lengths), blank)
     lp = log_probs if plan.batched else log_probs.expand_dims(1)
-    _check_log_probs(name, lp, plan.input_lengths)
+    if check_log_probs:
+        _check_log_probs(name, lp, plan.input_lengths)
     T, N, C = lp.shape
     labels, tl, feas = plan.labels, plan.target_lengths.copy(), plan.feasible
     # MXNet's op knows blank 'first' (0) or 'last' (C-1): move any other blank to the front.
@@ -300,20 +301,45 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     lab = np.where(np.arange(labels.shape[1])[None, :] < tl[:, None], labels, 0)[:, :width]
     # MXNet's CTC op computes in float32 only (float64 fails): cast there and back (grads flow)
     data = data if data.dtype == np.float32 else data.astype("float32")
-    per = nd.CTCLoss(data, _const(lab.astype(np.float32), data),
-                     _const(plan.input_lengths.astype(np.float32), data), _const(tl.astype(np.float32), data),
-                     use_data_lengths=True, use_label_lengths=True, blank_label=mode)
-    if per.dtype != lp.dtype:
-        per = per.astype(lp.dtype)
-    if not feas.all():
-        per = per * _const(feas.astype(np.float32), per)
-        if not zero_infinity:
-            per = per + _const(np.where(feas, 0.0, np.inf).astype(np.float32), per)
+    # every host-made array in one (copied to the device once), sliced inside the compiled graph
+    aux = np.concatenate([lab.astype(np.float32).ravel(), plan.input_lengths.astype(np.float32),
+                          tl.astype(np.float32), feas.astype(np.float32),
+                          np.where(feas, 0.0, np.inf).astype(np.float32),
+                          np.maximum(plan.target_lengths, 1).astype(np.float32)])
+    per = compiled.run(_ctc_formula, dict(data=data, aux=_const(aux, data, "float32")), n=N, width=width,
+                       mode=mode, masked=not bool(feas.all()), zero_infinity=bool(zero_infinity),
+                       reduction=reduction if lp.dtype == np.float32 else "none")
+    if lp.dtype == np.float32:
+        return per
+    per = per.astype(lp.dtype)
     if reduction == "none":
         return per
     if reduction == "sum":
         return nd.sum(per)
     return nd.mean(per / _const(np.maximum(plan.target_lengths, 1).astype(np.float32), per))
+
+
+def _ctc_formula(F, data, aux, *, n: int, width: int, mode: str, masked: bool, zero_infinity: bool,
+                 reduction: str):
+    """MXNet's CTC op on (T, N, C) log-probabilities, infeasible samples masked to 0 (and inf unless
+    ``zero_infinity``), torch's reduction ('mean': each loss / its target length, then the mean).
+    ``aux`` holds, flattened: labels (N, width), then (N,) each: input lengths, target lengths,
+    feasible (0/1), the inf to add, the mean's divisors."""
+    def part(i):
+        begin = n * width + n * i
+        return F.slice_axis(aux, axis=0, begin=begin, end=begin + n)
+    labels = F.reshape(F.slice_axis(aux, axis=0, begin=0, end=n * width), shape=(n, width))
+    per = F.CTCLoss(data, labels, part(0), part(1), use_data_lengths=True, use_label_lengths=True,
+                    blank_label=mode)
+    if masked:
+        per = per * part(2)
+        if not zero_infinity:
+            per = per + part(3)
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return F.sum(per)
+    return F.mean(per / part(4))
 
 
 # ---- Gluon's per-sample losses: the real gluon.loss classes, after dualdl's checks -------------

@@ -267,7 +267,7 @@ class Linear(Layer):
                      if bias else None)
 
     def hybrid_forward(self, F, x, weight, bias=None):
-        if is_ndarray(x) and (x.ndim == 0 or x.shape[-1] != self.in_features):
+        if is_ndarray(x) and (not x.shape or x.shape[-1] != self.in_features):
             raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
                               f"(*, {self.in_features})", x)
         return F.FullyConnected(x, weight, bias, num_hidden=self.out_features,

@@ -187,15 +187,23 @@ class CTCLoss(Loss):
     ``log_probs`` (T, N, C) log-probabilities (checked), ``blank=0`` by default (any class may be
     the blank), targets padded (N, S) or concatenated 1-D, lengths per sample. 'mean' divides each
     loss by its target length, then averages. Infeasible alignments give inf, or 0 with
-    ``zero_infinity=True`` (MXNet's op gives 0). For Gluon's convention see ``gluon.GluonCTCLoss``."""
+    ``zero_infinity=True`` (MXNet's op gives 0). For Gluon's convention see ``gluon.GluonCTCLoss``.
 
-    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> None:
+    The log-probability check exists because MXNet's CTC op applies softmax to its input: on
+    log-probabilities that is the identity, on unnormalised scores it silently gives other values
+    and gradients than PyTorch. It costs a logsumexp and a device-to-host sync per call (on the
+    CPU demo CRNN, about a third of the loss's time); ``check_log_probs=False`` skips it when the
+    input comes straight from ``log_softmax``."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False,
+                 check_log_probs: bool = True) -> None:
         super().__init__(reduction)
         self.blank, self.zero_infinity = int(blank), bool(zero_infinity)
+        self.check_log_probs = bool(check_log_probs)
 
     def __call__(self, log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any) -> Any:
         return _impl(log_probs).ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
-                                         self.reduction, self.zero_infinity)
+                                         self.reduction, self.zero_infinity, self.check_log_probs)
 
 
 from . import functional, gluon  # noqa: E402,F401  (framework-free)

@@ -75,7 +75,8 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, size_average=None
 
 
 def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: Any, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False) -> Any:
+             reduction: str = "mean", zero_infinity: bool = False, check_log_probs: bool = True) -> Any:
+    """See :class:`dualdl.losses.CTCLoss` (``check_log_probs=False`` skips the normalisation check)."""
     return _impl(log_probs).ctc_loss(log_probs, targets, input_lengths, target_lengths, int(blank),
-                                     reduction, bool(zero_infinity))
+                                     reduction, bool(zero_infinity), bool(check_log_probs))
 
