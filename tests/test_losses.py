@@ -318,6 +318,26 @@ def test_ctc_errors(rng):
             L.CTCLoss()(mk(lp), mk(np.array([1, 2, 3])), [5, 5], [2, 2])
 
 
+def test_ctc_check_log_probs_false_skips_only_the_normalisation_check(rng):
+    """Unnormalised scores: rejected by default on both backends; with check_log_probs=False the
+    call goes through (the caller vouches for log_softmax), and on real log-probabilities the
+    numbers are those of the checked call."""
+    T, N, C = 5, 2, 4
+    raw = rng.standard_normal((T, N, C)).astype(np.float32)
+    lp = torch.log_softmax(torch.tensor(raw), -1).numpy()
+    tg, il, tl = np.array([[1, 2], [3, 1]]), [5, 5], [2, 2]
+    for mk in (torch.tensor, nd.array):
+        with pytest.raises(ValueError, match="log_softmax"):
+            L.CTCLoss()(mk(raw), mk(tg), il, tl)
+        assert np.all(np.isfinite(dl.to_numpy(L.CTCLoss(check_log_probs=False)(mk(raw), mk(tg), il, tl))))
+        a = dl.to_numpy(L.CTCLoss(reduction="none")(mk(lp), mk(tg), il, tl))
+        b = dl.to_numpy(L.CTCLoss(reduction="none", check_log_probs=False)(mk(lp), mk(tg), il, tl))
+        np.testing.assert_array_equal(a, b)
+        c = dl.to_numpy(dl.losses.functional.ctc_loss(mk(lp), mk(tg), il, tl, reduction="none",
+                                                      check_log_probs=False))
+        np.testing.assert_array_equal(a, c)
+
+
 # ---- Gluon variants: the real gluon.loss on MXNet; the torch version must give the same numbers ----
 def _gluon_vs_ours(key, gluon_block, ours, x, *rest, gtol=2e-6, **kw):
     """gluon_block(...) on MXNet is the reference for ours(...) on MXNet and on torch."""
