@@ -1,7 +1,6 @@
 """One checkpoint operation in a fresh interpreter: time and peak RSS growth (Linux).
 
-argv[1]: JSON {"backend": "torch"|"mxnet", "ops": ["dl.save", "native.save", "dl.load", "native.load",
-"proto.save", "proto.load" (benchmarks/proposals.py)]
+argv[1]: JSON {"backend": "torch"|"mxnet", "ops": ["dl.save", "native.save", "dl.load", "native.load"]
 in the order to run them (a load reads what the save before it wrote), "dir": scratch dir,
 "layers": n, "width": w}. Prints one JSON line {"model_bytes": bytes, "<op>": {"t": seconds,
 "peak_growth": bytes}, ...}. The caller sets ``MALLOC_MMAP_THRESHOLD_`` so that large buffers are
@@ -56,7 +55,7 @@ def _reset_peak() -> bool:
 
 
 def paths(d: str, backend: str) -> dict:
-    return {"dl": os.path.join(d, f"{backend}.safetensors"), "proto": os.path.join(d, f"{backend}.proto.safetensors"),
+    return {"dl": os.path.join(d, f"{backend}.safetensors"),
             "native": os.path.join(d, f"{backend}.pt" if backend == "torch" else f"{backend}.params")}
 
 
@@ -87,11 +86,8 @@ def main() -> None:
             model.load_parameters(p["native"])
             mx.nd.waitall()
 
-    from benchmarks import proposals
     ops = {"dl.save": lambda: dl.save(model, p["dl"]), "native.save": native_save,
-           "dl.load": lambda: dl.load(model, p["dl"]), "native.load": native_load,
-           "proto.save": lambda: proposals.save_streaming(model, p["proto"]),
-           "proto.load": lambda: proposals.load_readinto(model, p["proto"])}
+           "dl.load": lambda: dl.load(model, p["dl"]), "native.load": native_load}
     out = {"model_bytes": model_bytes}
     for op in cfg["ops"]:
         gc.collect()

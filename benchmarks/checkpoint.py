@@ -48,7 +48,7 @@ def save_load(cfg: Config) -> List[Row]:
             res: Dict[str, List[dict]] = {}
             model_bytes = 0
             for r in range(repeats):
-                saves, loads = ["dl.save", "native.save", "proto.save"], ["dl.load", "native.load", "proto.load"]
+                saves, loads = ["dl.save", "native.save"], ["dl.load", "native.load"]
                 k = r % 3                                  # rotate who goes first
                 order = saves[k:] + saves[:k] + loads[k:] + loads[:k]
                 out = _run({"backend": be, "dir": tmp, "layers": layers, "width": width, "ops": order})
@@ -71,14 +71,6 @@ def save_load(cfg: Config) -> List[Row]:
                                      f"{model_bytes / 1e6:.0f} MB",
                                 extra={"backend": be, "model_bytes": model_bytes,
                                        "exact_peak": all(d.get("exact_peak") for v in res.values() for d in v)}))
-                c = f"proto.{kind}"
-                times[c] = [d["t"] for d in res[c]]
-                peak_c = max(d["peak_growth"] for d in res[c]) / model_bytes
-                what = "streaming save" if kind == "save" else "readinto load"
-                rows.append(ratio_row("proposals", f"{what} prototype / {be} (vs {native})", times, c, b,
-                                      target=TIME_TARGET, note=f"peak RSS growth {peak_c:.2f}x model "
-                                      f"(dl.{kind} now: {peak[a]:.2f}x); benchmarks/proposals.py",
-                                      backend=be, model_bytes=model_bytes, peak_growth_x_model=peak_c))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows

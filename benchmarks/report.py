@@ -16,7 +16,6 @@ GROUP_TITLES = {
     "startup": "Start-up",
     "checkpoint": "Checkpoints (~100M parameters)",
     "port": "Porting (~100M parameters)",
-    "proposals": "Prototyped fixes (benchmarks/proposals.py), measured next to the current code",
     "errors": "Cases that failed",
 }
 

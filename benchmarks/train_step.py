@@ -111,7 +111,21 @@ def mxnet_steps(kind: str, s: dict, hybridize: bool) -> Dict[str, Callable[[], N
         trainer.train_step(dx, dy)
         nd.waitall()
 
-    return {"native": native, "dualdl": dualdl, "dl.Trainer": dl_trainer}
+    fns = {"native": native, "dualdl": dualdl, "dl.Trainer": dl_trainer}
+    if kind == "crnn" and not hybridize:
+        # what BatchNorm's float64 precision costs: the same step with MXNet's float32 operator
+        # (DUALDL_MX_FUSED_BATCHNORM=1, read at each call); the first call moves dnet's running
+        # statistics a little further, which does not change the cost
+        import dualdl_mx.layers as mx_layers
+
+        def dualdl_fused_bn():
+            mx_layers._FUSED_BATCHNORM = True
+            try:
+                dualdl()
+            finally:
+                mx_layers._FUSED_BATCHNORM = False
+        fns["dualdl, float32 BatchNorm"] = dualdl_fused_bn
+    return fns
 
 
 def run_kind(kind: str, cfg: Config) -> Iterator[List[Row]]:

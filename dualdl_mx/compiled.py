@@ -19,7 +19,6 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Optional, Tuple
 
-import numpy as np
 import mxnet as mx
 from mxnet import nd
 

@@ -393,26 +393,29 @@ class _BatchNorm(Layer):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
         unbiased variance. Batch statistics run MXNet's fused ``BatchNorm`` operator in float64
-        (:func:`_batchnorm_f64_formula`): in float32 the operator (MKLDNN) is 10x less precise than
+        (:func:`_batchnorm_op_formula`): in float32 the operator (MKLDNN) is 10x less precise than
         torch (5e-7..1e-5 measured, torch 1e-7; its float32 sums), which makes long runs drift
         apart between backends; in float64 it is exact to float32 rounding (<= 6e-8 of the largest
         value, torch's <= 1.1e-7 on well-conditioned inputs and 1e-4 at mean/std = 1e4), and at
         1.0 ms against 0.82 ms float32 on (16, 16, 8, 32) costs 1.2x, where the GEMM form
         (:func:`_gemm_batchnorm`, kept for running statistics) cost 2.9x. An ``autograd.Function``
         with BN's closed-form backward hung MXNet's threaded engine (apache/mxnet#15844) and is
-        not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the float32 operator instead (faster,
-        less precise)."""
-        if _FUSED_BATCHNORM:
-            return self._imperative_fused(x, weight, bias, running_mean, running_var)
+        not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the operator in the input's dtype instead
+        (faster, less precise; eval mode then uses the operator with the running statistics)."""
+        dtype = np.dtype(x.dtype).name
+        compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"
+        if _FUSED_BATCHNORM and self.track_running_stats and not self.training:
+            return mx.nd.BatchNorm(x, *self._affine(weight, bias, x.context), running_mean, running_var,
+                                   eps=self.eps, fix_gamma=False, use_global_stats=True, axis=1)
         track = self.training and self.track_running_stats
         if self.training or not self.track_running_stats:
             n = x.size // self.num_features
-            aux_mean, aux_var = _f64_scratch(self.num_features, x.context)
+            aux_mean, aux_var = _aux_scratch(self.num_features, x.context, compute)
             with autograd.train_mode():                 # batch statistics whatever record() says
-                out = compiled.run(_batchnorm_f64_formula, dict(
+                out = compiled.run(_batchnorm_op_formula, dict(
                     x=x, weight=weight, bias=bias, aux_mean=aux_mean, aux_var=aux_var,
                     running_mean=running_mean if track else None, running_var=running_var if track else None),
-                    eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=np.dtype(x.dtype).name)
+                    eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=dtype, compute=compute)
             if not track:
                 return out
             y, new_mean, new_var = out
@@ -424,28 +427,10 @@ class _BatchNorm(Layer):
                                                      running_var=running_var),
                             eps=self.eps, momentum=self.momentum, bessel=1.0, stats="running")
 
-    def _imperative_fused(self, x, weight, bias, running_mean, running_var):
-        """MXNet's fused operator (opt-in, see :meth:`_imperative`): output and gradient from the
-        operator with batch statistics forced by ``train_mode()``, its own running-statistics update
-        sent to throw-away arrays, torch's update applied from its batch mean and inverse std."""
-        nd, c, ctx = mx.nd, (self.num_features,), x.context
-        w = weight if weight is not None else nd.ones(c, ctx=ctx)
-        b = bias if bias is not None else nd.zeros(c, ctx=ctx)
-        if self.track_running_stats and not self.training:
-            return nd.BatchNorm(x, w, b, running_mean, running_var, eps=self.eps, fix_gamma=False,
-                                use_global_stats=True, axis=1)
-        with autograd.train_mode():
-            y, mean, inv_std = nd.BatchNorm(x, w, b, nd.zeros(c, ctx=ctx), nd.ones(c, ctx=ctx), eps=self.eps,
-                                            momentum=1.0 - self.momentum, fix_gamma=False,
-                                            use_global_stats=False, output_mean_var=True, axis=1)
-        if self.training and self.track_running_stats:
-            n = x.size // self.num_features
-            m = self.momentum
-            with autograd.pause():
-                var = 1.0 / nd.square(inv_std) - self.eps          # the biased batch variance
-                running_mean[:] = (1 - m) * running_mean + m * mean
-                running_var[:] = (1 - m) * running_var + m * var * (n / (n - 1))
-        return y
+    def _affine(self, weight, bias, ctx):
+        c = (self.num_features,)
+        return (weight if weight is not None else mx.nd.ones(c, ctx=ctx),
+                bias if bias is not None else mx.nd.zeros(c, ctx=ctx))
 
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
         if is_ndarray(x):
@@ -528,40 +513,43 @@ def _batchnorm_formula(F, x, weight=None, bias=None, running_mean=None, running_
     return [y, F.BlockGrad(new_mean), F.BlockGrad(new_var)]
 
 
-_F64_SCRATCH: dict = {}
+_AUX_SCRATCH: dict = {}
 
 
-def _f64_scratch(c: int, ctx) -> Tuple[Any, Any]:
-    """Float64 (C,) arrays for the operator's moving statistics, which it updates in train mode:
-    dualdl keeps torch's running statistics itself, so these only absorb the writes."""
-    key = (c, ctx)
-    pair = _F64_SCRATCH.get(key)
+def _aux_scratch(c: int, ctx, dtype: str) -> Tuple[Any, Any]:
+    """(C,) arrays for the operator's moving statistics, which it updates in train mode: dualdl
+    keeps torch's running statistics itself, so these only absorb the writes."""
+    key = (c, ctx, dtype)
+    pair = _AUX_SCRATCH.get(key)
     if pair is None:
-        pair = _F64_SCRATCH[key] = (mx.nd.zeros((c,), ctx=ctx, dtype="float64"),
-                                    mx.nd.ones((c,), ctx=ctx, dtype="float64"))
+        pair = _AUX_SCRATCH[key] = (mx.nd.zeros((c,), ctx=ctx, dtype=dtype),
+                                    mx.nd.ones((c,), ctx=ctx, dtype=dtype))
     return pair
 
 
-def _batchnorm_f64_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
-                           running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str):
-    """BatchNorm with batch statistics: MXNet's fused operator in float64 (run under train_mode,
-    moving statistics into the scratch ``aux_*``), cast back to ``dtype``. Given the running
-    statistics, also returns torch's update of them (momentum-weighted, unbiased variance
-    ``var * bessel``, computed in float64 as torch does on CPU) for the caller to copy in."""
-    c = (-1,)
-    w = F.cast(weight, dtype="float64") if weight is not None else F.ones_like(aux_var)
-    b = F.cast(bias, dtype="float64") if bias is not None else F.zeros_like(aux_mean)
-    y, mean, inv_std = F.BatchNorm(F.cast(x, dtype="float64"), w, b, aux_mean, aux_var, eps=eps,
-                                   fix_gamma=False, use_global_stats=False, output_mean_var=True, axis=1)
-    y = F.cast(y, dtype=dtype)
+def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
+                          running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str,
+                          compute: str):
+    """BatchNorm with batch statistics: MXNet's fused operator in the ``compute`` dtype (float64:
+    exact to float32 rounding; run under train_mode, moving statistics into the scratch ``aux_*``),
+    cast back to ``dtype``. Given the running statistics, also returns torch's update of them
+    (momentum-weighted, unbiased variance ``var * bessel``, computed in ``compute``; torch computes
+    it in float64 on CPU) for the caller to copy in."""
+    def cast(t, to):
+        return t if to == dtype and compute == dtype else F.cast(t, dtype=to)
+    w = cast(weight, compute) if weight is not None else F.ones_like(aux_var)
+    b = cast(bias, compute) if bias is not None else F.zeros_like(aux_mean)
+    y, mean, inv_std = F.BatchNorm(cast(x, compute), w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
+                                   use_global_stats=False, output_mean_var=True, axis=1)
+    y = cast(y, dtype)
     if running_mean is None:
         return y
     var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
     m = momentum
-    new_mean = (1 - m) * F.cast(running_mean, dtype="float64") + m * mean
-    new_var = (1 - m) * F.cast(running_var, dtype="float64") + m * (var * bessel)
-    return [y, F.BlockGrad(F.cast(F.reshape(new_mean, shape=c), dtype=dtype)),
-            F.BlockGrad(F.cast(F.reshape(new_var, shape=c), dtype=dtype))]
+    new_mean = (1 - m) * cast(running_mean, compute) + m * mean
+    new_var = (1 - m) * cast(running_var, compute) + m * (var * bessel)
+    return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
+            F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
 
 
 class BatchNorm1d(_BatchNorm):

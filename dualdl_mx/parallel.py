@@ -95,13 +95,21 @@ def _fresh(p: gluon.Parameter) -> bool:
 
 
 def zero_grad(params: Sequence[gluon.Parameter]) -> None:
-    """Zero every context's gradient and mark it not fresh (torch's ``grad = None``)."""
+    """Zero every context's gradient and mark it not fresh (torch's ``grad = None``): one
+    ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad`` runs a ``zeros_like`` per array)."""
+    by_ctx: dict = {}
     for p in params:
-        if not _ready(p):
+        if not _ready(p) or p.grad_req == "null":
             continue
-        p.zero_grad()
+        for g in p.list_grad():
+            if g.stype == "default":
+                by_ctx.setdefault(g.context, []).append(g)
+            else:
+                nd.zeros_like(g, out=g)
         for d in p.list_data():
             d._fresh_grad = False
+    for arrays in by_ctx.values():
+        nd.reset_arrays(*arrays, num_arrays=len(arrays))
 
 
 def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:

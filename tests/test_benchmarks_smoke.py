@@ -91,31 +91,12 @@ def test_checkpoint_worker_tiny(tmp_path):
     """The subprocess that times dl.save/dl.load and torch.save/load and measures peak RSS."""
     from benchmarks.checkpoint import _run
     out = _run({"backend": "torch", "dir": str(tmp_path), "layers": 1, "width": 8,
-                "ops": ["dl.save", "native.save", "proto.save", "dl.load", "native.load", "proto.load"]},
+                "ops": ["dl.save", "native.save", "dl.load", "native.load"]},
                timeout=120)
     assert out["model_bytes"] == (8 * 8 + 8) * 4
-    for op in ("dl.save", "native.save", "proto.save", "dl.load", "native.load", "proto.load"):
+    for op in ("dl.save", "native.save", "dl.load", "native.load"):
         assert out[op]["t"] > 0 and out[op]["peak_growth"] >= 0
     assert (tmp_path / "torch.safetensors").exists() and (tmp_path / "torch.pt").exists()
-
-
-def test_streaming_safetensors_prototype_writes_dl_save_files(tmp_path):
-    """The proposed streaming writer produces a file dualdl reads back to the same tensors."""
-    import numpy as np
-    import dualdl as dl
-    from benchmarks import models, proposals
-    for be in ("torch", "mxnet"):
-        with dl.use(be):
-            m = models.dl_model("lenet", {})
-        proposals.save_streaming(m, str(tmp_path / f"{be}.safetensors"), {"format": "dualdl"})
-        dl.save(m, str(tmp_path / f"{be}.ref.safetensors"))
-        a = dl.formats.read_tensors(str(tmp_path / f"{be}.safetensors"))
-        b = dl.formats.read_tensors(str(tmp_path / f"{be}.ref.safetensors"))
-        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
-        with dl.use(be):
-            m2 = models.dl_model("lenet", {})
-        proposals.load_readinto(m2, str(tmp_path / f"{be}.safetensors"))
-        assert all(np.array_equal(dl.to_numpy(v), b[k]) for k, v in dl.state_dict(m2).items())
 
 
 @pytest.mark.parametrize("quick", [True, False])

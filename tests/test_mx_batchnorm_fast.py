@@ -153,3 +153,37 @@ def test_repeated_steps_do_not_deadlock_the_engine():
     except subprocess.TimeoutExpired:
         pytest.fail("6 BatchNorm train/eval steps did not finish in 90 s (engine deadlock)")
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+
+
+def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
+    """DUALDL_MX_FUSED_BATCHNORM=1 (the module flag): MXNet's float32 operator, compiled. Less
+    precise than the default, but the same semantics: batch statistics in train mode whatever
+    record() says, torch's running-statistics update, running statistics in eval mode."""
+    import dualdl_mx.layers as mx_layers
+    x, w, b, g = make((8, 6, 5, 5), 3)
+    outs = {}
+    for fused in (False, True):
+        monkeypatch.setattr(mx_layers, "_FUSED_BATCHNORM", fused)
+        with dl.use("mxnet"):
+            bn = dl.nn.BatchNorm2d(6, momentum=0.3)
+        bn.weight.set_data(nd.array(w))
+        bn.bias.set_data(nd.array(b))
+        xm = nd.array(x)
+        xm.attach_grad()
+        with autograd.record(train_mode=False):          # train() decides, not record()
+            y = bn(xm)
+        y.backward(nd.array(g))
+        y2 = bn(nd.array(x))                              # no record at all: batch statistics too
+        bn.eval()
+        ye = bn(nd.array(x))
+        outs[fused] = [y.asnumpy(), xm.grad.asnumpy(), bn.weight.grad().asnumpy(), y2.asnumpy(),
+                       bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy(), ye.asnumpy()]
+    for name, a, c in zip(("out", "dx", "dw", "out2", "running_mean", "running_var", "eval"), outs[False], outs[True]):
+        d = float(np.abs(a - c).max() / max(1.0, np.abs(a).max()))
+        assert d <= 2e-5, f"{name}: fused vs default {d:.1e}"
+    r = ref64(x, w, b, g)
+    n = x.size // 6
+    rm = 0.7 * (0.7 * 0 + 0.3 * r[4]) + 0.3 * r[4]                      # two train-mode forwards
+    np.testing.assert_allclose(outs[True][4], rm, rtol=1e-5, atol=1e-6)
+    rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
+    np.testing.assert_allclose(outs[True][5], rv, rtol=1e-5, atol=1e-6)
