@@ -106,10 +106,15 @@ class Backend(abc.ABC):
 
     # ---- adapter modules -------------------------------------------------------------------
     def module(self, name: str):
-        """The adapter module ``name`` (one of ``ADAPTER_MODULES``), imported on first use."""
-        if name not in ADAPTER_MODULES:
-            raise ValueError(f"unknown adapter module {name!r}; expected one of {ADAPTER_MODULES}")
-        return importlib.import_module(f"{self.adapter}.{name}")
+        """The adapter module ``name`` (one of ``ADAPTER_MODULES``), imported on first use (this is
+        on every loss/op call's path: cached per backend object after the first import)."""
+        cache = self.__dict__.setdefault("_dl_modules", {})
+        mod = cache.get(name)
+        if mod is None:
+            if name not in ADAPTER_MODULES:
+                raise ValueError(f"unknown adapter module {name!r}; expected one of {ADAPTER_MODULES}")
+            mod = cache[name] = importlib.import_module(f"{self.adapter}.{name}")
+        return mod
 
     def __repr__(self) -> str:
         return f"<dualdl backend {self.name!r}>"
