@@ -398,7 +398,9 @@ class _BatchNorm(Layer):
         apart between backends; in float64 it is exact to float32 rounding (<= 6e-8 of the largest
         value, torch's <= 1.1e-7 on well-conditioned inputs and 1e-4 at mean/std = 1e4), and at
         1.0 ms against 0.82 ms float32 on (16, 16, 8, 32) costs 1.2x, where the GEMM form
-        (:func:`_gemm_batchnorm`, kept for running statistics) cost 2.9x. An ``autograd.Function``
+        (:func:`_gemm_batchnorm`, kept for running statistics) cost 2.9x. The price is memory:
+        backward keeps the float64 copy of the input (2x a float32 input's bytes; the GEMM form
+        kept several float32 intermediates). An ``autograd.Function``
         with BN's closed-form backward hung MXNet's threaded engine (apache/mxnet#15844) and is
         not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the operator in the input's dtype instead
         (faster, less precise; eval mode then uses the operator with the running statistics)."""

@@ -246,8 +246,8 @@ def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoot
         inputs["prob"] = t
     else:
         inputs.update(index=t.index, mask=t.mask(x))
-    return compiled.run(_class_loss_formula, inputs, from_logits=from_logits, reduction=reduction,
-                        smoothing=float(smoothing), wshape=wshape,
+    return compiled.run(_class_loss_formula, inputs, static_alloc=True, from_logits=from_logits,
+                        reduction=reduction, smoothing=float(smoothing), wshape=wshape,
                         count=int(np.prod(shape)) // C if reduction == "mean" else 0)
 
 
@@ -306,8 +306,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
                           tl.astype(np.float32), feas.astype(np.float32),
                           np.where(feas, 0.0, np.inf).astype(np.float32),
                           np.maximum(plan.target_lengths, 1).astype(np.float32)])
-    per = compiled.run(_ctc_formula, dict(data=data, aux=_const(aux, data, "float32")), n=N, width=width,
-                       mode=mode, masked=not bool(feas.all()), zero_infinity=bool(zero_infinity),
+    per = compiled.run(_ctc_formula, dict(data=data, aux=_const(aux, data, "float32")), static_alloc=True,
+                       n=N, width=width, mode=mode, masked=not bool(feas.all()), zero_infinity=bool(zero_infinity),
                        reduction=reduction if lp.dtype == np.float32 else "none")
     if lp.dtype == np.float32:
         return per
