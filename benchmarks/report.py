@@ -128,7 +128,7 @@ def markdown(rows: List[Row], machine: Dict[str, Any], config: Dict[str, Any], e
         "# Benchmarks",
         "",
         "What dualdl costs next to hand-written native code, and next to a peer. Regenerate with "
-        "`make bench` (about 10 minutes; `make bench ARGS=--quick` for tiny sizes); raw numbers in "
+        "`make bench` (about 5 minutes on 2 cores; `make bench ARGS=--quick` for tiny sizes); raw numbers in "
         "`benchmarks/results.json`.",
         "",
         "**Method.** Every ratio divides two things timed in the same run, interleaved (A B A B ..., "
