@@ -425,9 +425,9 @@ class _BatchNorm(Layer):
                 new_mean.copyto(running_mean)
                 new_var.copyto(running_var)
             return y
-        return compiled.run(_batchnorm_formula, dict(x=x, weight=weight, bias=bias, running_mean=running_mean,
-                                                     running_var=running_var),
-                            eps=self.eps, momentum=self.momentum, bessel=1.0, stats="running")
+        return compiled.run(_batchnorm_running_formula, dict(x=x, weight=weight, bias=bias,
+                                                             running_mean=running_mean, running_var=running_var),
+                            eps=self.eps)
 
     def _affine(self, weight, bias, ctx):
         c = (self.num_features,)
@@ -496,23 +496,12 @@ def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=
     return F.swapaxes(F.reshape_like(y, moved), 0, 1), mean, var
 
 
-def _batchnorm_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
-                       eps: float, momentum: float, bessel: float, stats: str):
-    """Eager BatchNorm as one compiled graph (dualdl_mx.compiled; ~25 NDArray ops otherwise):
-    ``stats="running"`` normalises with the running statistics; ``"batch"`` with the batch's and,
-    given the running statistics, also returns their torch update (momentum-weighted, unbiased
-    variance ``var * bessel``) for the caller to copy in (a graph cannot assign)."""
-    if stats == "running":
-        c = (-1, 1)
-        return _gemm_batchnorm(F, x, weight, bias, eps, F.reshape(running_mean, shape=c),
-                               F.reshape(running_var, shape=c))[0]
-    y, mean, var = _gemm_batchnorm(F, x, weight, bias, eps)
-    if running_mean is None:
-        return y
-    m = momentum
-    new_mean = (1 - m) * running_mean + m * F.reshape(mean, shape=(-1,))
-    new_var = (1 - m) * running_var + m * F.reshape(var, shape=(-1,)) * bessel
-    return [y, F.BlockGrad(new_mean), F.BlockGrad(new_var)]
+def _batchnorm_running_formula(F, x, running_mean, running_var, weight=None, bias=None, *, eps: float):
+    """Eager BatchNorm with the running statistics (eval mode) as one compiled graph: the GEMM
+    form, which keeps gradients precise when an eval-mode BatchNorm is fine-tuned through."""
+    c = (-1, 1)
+    return _gemm_batchnorm(F, x, weight, bias, eps, F.reshape(running_mean, shape=c),
+                           F.reshape(running_var, shape=c))[0]
 
 
 _AUX_SCRATCH: dict = {}

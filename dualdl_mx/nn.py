@@ -26,6 +26,7 @@ from mxnet.gluon import HybridBlock
 
 from dualdl.devices import device as _parse_device
 from .core import native_device
+from .parallel import zero_grad as _zero_grads
 
 __all__ = ["Module", "Layer", "make_parameter", "Linear"]
 
@@ -215,11 +216,7 @@ class Module(HybridBlock):
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero the gradients and mark them stale (torch's ``None``): an optimizer step skips a
         parameter with no backward since the last ``zero_grad``."""
-        for p in self.parameters():
-            if p.grad_req != "null":
-                p.zero_grad()
-                for d in p.list_data():
-                    d._fresh_grad = False
+        _zero_grads(list(self.parameters()))
 
     def extra_repr(self) -> str:
         return ""

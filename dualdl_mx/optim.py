@@ -26,6 +26,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mxnet import autograd, gluon, nd
 
+from .parallel import zero_grad as zero_grads
+
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
 
 _REQUIRED = object()
@@ -111,37 +113,8 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient with one ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad``
         runs one ``zeros_like`` per array), and mark the parameters as having no fresh gradient."""
-        dense, sparse, datas = self._zero_plan()
-        for arrays in dense:
-            nd.reset_arrays(*arrays, num_arrays=len(arrays))
-        for gr in sparse:
-            nd.zeros_like(gr, out=gr)
-        for d in datas:
-            d._fresh_grad = False
-
-    def _zero_plan(self) -> Tuple[List[List[nd.NDArray]], List[nd.NDArray], List[nd.NDArray]]:
-        """The gradient arrays grouped by context (cached until a parameter's arrays change)."""
-        params = [p for g in self.param_groups for p in g["params"]]
-        key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
-        cached = self.__dict__.get("_zero_cache")
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        by_ctx: Dict[Any, List[nd.NDArray]] = {}
-        sparse: List[nd.NDArray] = []
-        datas: List[nd.NDArray] = []
-        for p in params:
-            if p.grad_req == "null" or getattr(p, "_grad", None) is None:
-                continue
-            for gr in p._grad:
-                if gr.stype == "default":
-                    by_ctx.setdefault(gr.context, []).append(gr)
-                else:
-                    sparse.append(gr)
-            datas.extend(p.list_data())
-        plan = (list(by_ctx.values()), sparse, datas)
-        # the cache holds the keyed lists, so their ids cannot be reused while it is kept
-        self.__dict__["_zero_cache"] = (key, plan, [(p._grad, p._data) for p in params])
-        return plan
+        zero_grads([p for g in self.param_groups for p in g["params"]],
+                   self.__dict__.setdefault("_zero_cache", {}))
 
     def step(self, closure=None, batch_size: Optional[float] = None):
         """One update of every parameter with a fresh gradient (torch's formula).
@@ -309,8 +282,8 @@ class SGD(Optimizer):
         rest, by_lr = [], {}
         for p in params:
             data = p.list_data()
-            w = data[0]
-            if w.dtype not in _FUSED_DTYPES or w.stype != "default" or p.list_grad()[0].stype != "default":
+            w, g = data[0], p.list_grad()[0]
+            if w.dtype not in _FUSED_DTYPES or w.stype != "default" or g.stype != "default":
                 rest.append(p)
                 continue
             state = self.state.setdefault(p, {})
@@ -323,18 +296,18 @@ class SGD(Optimizer):
                 else:                                       # first step: buf = d
                     mom = nd.zeros_like(w)
                 state["mx_mom"], state["mx_lr"] = mom, lr
-            by_lr.setdefault(state["mx_lr"], []).append((w.size, (p, data, w, mom, state)))
+            by_lr.setdefault(state["mx_lr"], []).append((w.size, (data, w, g, mom, state)))
         rs = _rescale(group, batch_size)
         for old_lr, items in by_lr.items():
             for chunk in _size_chunks(items):
                 args = []
-                for p, data, w, mom, _ in chunk:
-                    args += (w, p.list_grad()[0], mom)
+                for _, w, g, mom, _ in chunk:
+                    args += (w, g, mom)
                 n = len(chunk)
                 # mom' = (mu*lr/old_lr)*mom - lr*(rs*g + wd*w) = -lr*(mu*buf + d); w' = w + mom'
                 nd.multi_sgd_mom_update(*args, lrs=(lr,) * n, wds=(wd,) * n, momentum=mu * lr / old_lr,
-                                        rescale_grad=rs, num_weights=n, out=[c[2] for c in chunk])
-                for _, data, _, _, state in chunk:
+                                        rescale_grad=rs, num_weights=n, out=[c[1] for c in chunk])
+                for data, _, _, _, state in chunk:
                     state["mx_lr"] = lr
                     _broadcast(data)
         return rest

@@ -94,22 +94,44 @@ def _fresh(p: gluon.Parameter) -> bool:
     return _ready(p) and bool(getattr(p.list_data()[0], "_fresh_grad", False))
 
 
-def zero_grad(params: Sequence[gluon.Parameter]) -> None:
+def zero_grad(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> None:
     """Zero every context's gradient and mark it not fresh (torch's ``grad = None``): one
-    ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad`` runs a ``zeros_like`` per array)."""
-    by_ctx: dict = {}
+    ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad`` runs a ``zeros_like`` per array).
+    ``cache``: a dict the caller keeps (an optimizer's), holding the grouping by context until a
+    parameter's arrays change."""
+    dense, sparse, datas = _zero_plan(params, cache)
+    for arrays in dense:
+        nd.reset_arrays(*arrays, num_arrays=len(arrays))
+    for g in sparse:
+        nd.zeros_like(g, out=g)
+    for d in datas:
+        d._fresh_grad = False
+
+
+def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]):
+    """(dense gradients grouped by context, sparse gradients, data arrays) of ``params``."""
+    key = None
+    if cache is not None:
+        key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
+        hit = cache.get("zero_plan")
+        if hit is not None and hit[0] == key:
+            return hit[1]
+    by_ctx: Dict[Any, List[nd.NDArray]] = {}
+    sparse: List[nd.NDArray] = []
+    datas: List[nd.NDArray] = []
     for p in params:
-        if not _ready(p) or p.grad_req == "null":
+        if not _ready(p) or p.grad_req == "null" or p._grad is None:
             continue
-        for g in p.list_grad():
+        for g in p._grad:
             if g.stype == "default":
                 by_ctx.setdefault(g.context, []).append(g)
             else:
-                nd.zeros_like(g, out=g)
-        for d in p.list_data():
-            d._fresh_grad = False
-    for arrays in by_ctx.values():
-        nd.reset_arrays(*arrays, num_arrays=len(arrays))
+                sparse.append(g)
+        datas.extend(p.list_data())
+    plan = (list(by_ctx.values()), sparse, datas)
+    if cache is not None:     # the entry holds the keyed lists, so their ids cannot be reused
+        cache["zero_plan"] = (key, plan, [(p._grad, p._data) for p in params])
+    return plan
 
 
 def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:
