@@ -62,6 +62,7 @@ FUSED = [
     ("SGD", dict(lr=0.05)),
     ("SGD", dict(lr=0.05, momentum=0.9)),
     ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01)),
+    ("SGD", dict(lr=0.002, momentum=0.9, weight_decay=0.01, maximize=True)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
     ("SGD", dict(lr=0.002, momentum=0.8, dampening=0.3, maximize=True)),
     ("Adam", dict(lr=0.01)),
