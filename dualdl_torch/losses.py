@@ -142,18 +142,37 @@ def kl_div(input, target, reduction="mean", log_target=False):
 
 # ---- classification -----------------------------------------------------------------------------
 def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
+    """(kind, target to pass to torch, weight, C, checked). ``checked`` is False when torch's own
+    CPU kernel will range-check the indices (int64 CPU targets): it raises IndexError
+    synchronously there, and :func:`_kernel_checked` rewords it as the shared error, saving the
+    separate ``aminmax`` pass. CUDA kernels would assert on the device instead, so CUDA targets
+    are checked first."""
     kind = ck.class_target_kind(name, tuple(input.shape), tuple(_shape(target)), allow_prob)
     C = input.shape[0 if input.dim() == 1 else 1]
     if weight is not None:
         weight = _native(weight, input)
         ck.check_class_weight(name, tuple(weight.shape), C)
     if kind == "prob":
-        return kind, _native(target, input), weight
-    _check_class_indices(name, target, C, ignore_index)
+        return kind, _native(target, input), weight, C, True
+    checked = not (isinstance(target, torch.Tensor) and target.dtype == torch.int64
+                   and target.device.type == "cpu" and input.device.type == "cpu")
+    if checked:
+        _check_class_indices(name, target, C, ignore_index)
     t = _index_target(target, input.device)
     if input.dim() == 1:
         t = t.reshape(())
-    return kind, t, weight
+    return kind, t, weight, C, checked
+
+
+def _kernel_checked(name, fn, target, C, ignore_index, checked: bool):
+    """``fn()``; an IndexError from torch's kernel on unchecked targets becomes the shared error."""
+    if checked:
+        return fn()
+    try:
+        return fn()
+    except IndexError:
+        _check_class_indices(name, target, C, ignore_index)     # raises the shared IndexError
+        raise
 
 
 def _shape(x):
@@ -163,16 +182,18 @@ def _shape(x):
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     name = "NLLLoss"
     ck.check_reduction(name, reduction)
-    _, t, weight = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
-    return F.nll_loss(input, t, weight=weight, ignore_index=ignore_index, reduction=reduction)
+    _, t, weight, C, checked = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
+    return _kernel_checked(name, lambda: F.nll_loss(input, t, weight=weight, ignore_index=ignore_index,
+                                                    reduction=reduction), target, C, ignore_index, checked)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     name = "CrossEntropyLoss"
     ck.check_reduction(name, reduction)
-    _, t, weight = _class_setup(name, input, target, weight, ignore_index)
-    return F.cross_entropy(input, t, weight=weight, ignore_index=ignore_index, reduction=reduction,
-                           label_smoothing=label_smoothing)
+    _, t, weight, C, checked = _class_setup(name, input, target, weight, ignore_index)
+    return _kernel_checked(name, lambda: F.cross_entropy(input, t, weight=weight, ignore_index=ignore_index,
+                                                         reduction=reduction, label_smoothing=label_smoothing),
+                           target, C, ignore_index, checked)
 
 
 # ---- CTC --------------------------------------------------------------------------------------------

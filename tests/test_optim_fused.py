@@ -252,6 +252,13 @@ def test_torch_device_index_check_raises_the_shared_errors():
                                float(torch.nn.functional.cross_entropy(x, ok)), rtol=0, atol=0)
     np.testing.assert_allclose(float(ce(x, ok.float())),
                                float(torch.nn.functional.cross_entropy(x, ok)), rtol=0, atol=0)
+    # int64 CPU targets are range-checked by torch's own kernel; its error becomes the shared one
+    for loss, xx, t in ((dl.losses.NLLLoss(), torch.randn(2, 3, 4).log_softmax(1),
+                         torch.tensor([[0, 1, 3, 0], [1, 1, 1, 1]])),
+                        (dl.losses.CrossEntropyLoss(label_smoothing=0.1, reduction="none"), x,
+                         torch.tensor([0, 3, 1, 1]))):
+        with pytest.raises(IndexError, match=r"found \[3\] \(1 bad entries\)\. MXNet would silently clip"):
+            loss(xx, t)
 
 
 def test_mxnet_pick_with_the_target_array_is_bit_identical():
