@@ -264,11 +264,14 @@ class Linear(Layer):
                      if bias else None)
 
     def hybrid_forward(self, F, x, weight, bias=None):
-        if is_ndarray(x) and (not x.shape or x.shape[-1] != self.in_features):
-            raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
-                              f"(*, {self.in_features})", x)
-        return F.FullyConnected(x, weight, bias, num_hidden=self.out_features,
-                                no_bias=bias is None, flatten=False)
+        try:
+            return F.FullyConnected(x, weight, bias, num_hidden=self.out_features,
+                                    no_bias=bias is None, flatten=False)
+        except mx.base.MXNetError:      # NDArrays: shape inference raises at the call (synchronously)
+            if is_ndarray(x) and (not x.shape or x.shape[-1] != self.in_features):
+                raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                  f"(*, {self.in_features})", x) from None
+            raise
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -46,10 +46,13 @@ class Linear(torch.nn.Linear):
     _dl_layer = "Linear"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 0 or x.shape[-1] != self.in_features:
-            raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
-                              f"(*, {self.in_features})", x)
-        return torch.nn.functional.linear(x, self.weight, self.bias)
+        try:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        except RuntimeError:            # explained only on failure: the check is on the hot path
+            if x.dim() == 0 or x.shape[-1] != self.in_features:
+                raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                  f"(*, {self.in_features})", x) from None
+            raise
 
 
 from .layers import *  # noqa: F401,F403,E402  (core layers and containers)

@@ -178,6 +178,8 @@ def test_embedding_lookup_and_padding(backend):
     (lambda: nn.MaxPool2d(5), (1, 1, 3, 3), r"MaxPool2d.*too small"),
     (lambda: nn.AdaptiveAvgPool2d(1), (2, 3, 4), r"AdaptiveAvgPool2d.*\(N, C, H, W\)"),
     (lambda: nn.Flatten(2), (4, 5), r"Flatten\(start_dim=2"),
+    (lambda: nn.Linear(4, 3), (2, 5), r"Linear\(in_features=4, out_features=3\).*\(\*, 4\).*\(2, 5\)"),
+    (lambda: nn.Linear(4, 3), (2, 4, 3), r"Linear\(in_features=4.*\(2, 4, 3\)"),
 ])
 def test_bad_input_shape_raises_value_error(backend, make, shape, match):
     layer = make()
