@@ -22,6 +22,7 @@ from mxnet import autograd, gluon, nd
 from dualdl.losses import _checks as ck
 
 from . import compiled
+from .ops import _log_softmax_formula
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
@@ -192,13 +193,8 @@ def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, 
                         reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int):
     """PyTorch's ``cross_entropy`` / ``nll_loss`` (aten LossNLL.cpp), term by term, class axis 1
     (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call)."""
-    if from_logits:
-        # From its formula, as the LogSoftmax layer: MXNet's log_softmax op is off by up to 3.5e-6
-        # (torch 2e-7, with a bias of +1e-6 on average), which biases every step of a classifier.
-        xs = F.broadcast_sub(x, F.max(x, axis=1, keepdims=True))
-        logp = F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=1, keepdims=True)))
-    else:
-        logp = x
+    # log-softmax from its formula (dualdl.ops.log_softmax's): MXNet's op is biased (see there)
+    logp = _log_softmax_formula(F, x, dim=1) if from_logits else x
     C = wshape[1]
     wb = None if weight is None else F.reshape(weight, shape=wshape)
     if prob is not None:

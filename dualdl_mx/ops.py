@@ -101,6 +101,7 @@ def softmax(x, dim: int):
 
 
 def _log_softmax_formula(F, x, *, dim: int):
+    """``x - max - log(sum(exp(x - max)))`` along ``dim`` (F = nd or sym); also the losses'."""
     xs = F.broadcast_sub(x, F.max(x, axis=dim, keepdims=True))
     return F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=dim, keepdims=True)))
 
