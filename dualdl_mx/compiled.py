@@ -53,7 +53,10 @@ def run(formula: Callable, inputs: Dict[str, Optional[nd.NDArray]], *, static_al
            tuple(sorted(static.items())), static_alloc, threading.get_ident())
     entry = _CACHE.get(key)
     if entry is not None:
-        _CACHE.move_to_end(key)
+        try:
+            _CACHE.move_to_end(key)
+        except KeyError:                # evicted by another thread in between: still usable
+            pass
     else:
         entry = _build(formula, names, static, static_alloc)
         with _LOCK:
