@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import dualdl as dl
 from dualdl import nn, ops
 
@@ -50,7 +52,9 @@ class PackedCTCLoss:
 
     def __call__(self, scores: Any, packed: Any) -> Any:
         log_probs = ops.permute(ops.log_softmax(scores, dim=2), (1, 0, 2))   # (T, N, C)
-        lengths = packed[:, 0]
-        input_lengths = ops.ones_like(lengths) * int(log_probs.shape[0])
-        loss = self.ctc(log_probs, packed[:, 1:], input_lengths, lengths)
+        # the CTC loss checks labels and lengths on the host anyway: one copy here, not a device
+        # slice and a host copy for each of labels, lengths and input lengths
+        p = dl.to_numpy(packed)
+        input_lengths = np.full(p.shape[0], int(log_probs.shape[0]), dtype=np.int64)
+        loss = self.ctc(log_probs, p[:, 1:], input_lengths, p[:, 0])
         return dl.losses.reduce(loss, self.reduction)
