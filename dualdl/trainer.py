@@ -121,6 +121,7 @@ class Trainer:
         self.seed = seed
         self._named = self._impl.trainable(model)
         self._params = [p for _, p in self._named]
+        self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
         self._check_optimizer()
         default = self._impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
@@ -263,7 +264,7 @@ class Trainer:
         sizes = split_sizes(B, len(self.devices))
         impl = self._impl
         if self._micro == 0:
-            impl.zero_grad(self._params)
+            impl.zero_grad(self._params, self._zero_cache)
         if self.seed is not None:
             r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
@@ -334,7 +335,7 @@ class Trainer:
 
     def _discard(self, snap) -> None:
         self._impl.restore_buffers(self.model, snap)
-        self._impl.zero_grad(self._params)
+        self._impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
     def _apply(self) -> Optional[float]:
@@ -450,7 +451,7 @@ class Trainer:
         self.global_step = int(state["step"])
         self.skipped_steps = list(state.get("skipped_steps", []))
         self._micro = self._samples = 0
-        self._impl.zero_grad(self._params)
+        self._impl.zero_grad(self._params, self._zero_cache)
 
     def save(self, path: "os.PathLike[str] | str") -> bool:
         """Write :meth:`state_dict` to ``path`` (an ``.npz`` read without unpickling), atomically.

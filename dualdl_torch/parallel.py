@@ -72,8 +72,9 @@ def trainable(model: torch.nn.Module) -> List[Tuple[str, torch.nn.Parameter]]:
 
 
 # ---- gradients -------------------------------------------------------------------------------
-def zero_grad(params: Sequence[torch.Tensor]) -> None:
-    """``grad = None`` (torch's default ``set_to_none=True``): an unused parameter stays None."""
+def zero_grad(params: Sequence[torch.Tensor], cache: Optional[Dict[str, Any]] = None) -> None:
+    """``grad = None`` (torch's default ``set_to_none=True``): an unused parameter stays None.
+    ``cache`` (the contract's: an adapter may keep state there between calls) is not needed here."""
     for p in params:
         p.grad = None
 
