@@ -21,6 +21,19 @@ class MLP(nn.Module):
         return self.fc2(self.drop(ops.tanh(self.fc1(x))))
 
 
+class LinearMLP(nn.Module):
+    """Two Linear layers and nothing between: gradients are exact polynomials of the inputs
+    (the optimizer tests compare update formulas, not activations)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(5, 7)
+        self.fc2 = nn.Linear(7, 3)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x))
+
+
 class CNN(nn.Module):
     """NCHW (N, 2, 8, 8) -> (N, 3)."""
 

@@ -11,17 +11,8 @@ import numpy as np
 import pytest
 
 import dualdl as dl
-from dualdl import nn
 
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(5, 7)
-        self.fc2 = nn.Linear(7, 3)
-
-    def forward(self, x):
-        return self.fc2(self.fc1(x))
+from _trainer_models import LinearMLP as MLP
 
 
 def _weights(m):
