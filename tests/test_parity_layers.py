@@ -13,6 +13,7 @@ import pytest
 
 import dualdl as dl
 from dualdl import nn
+from dualdl.testing.parity import randomize_state
 
 torch = pytest.importorskip("torch")
 mx = pytest.importorskip("mxnet")
@@ -39,26 +40,6 @@ def build(factory):
         m, h = factory(), factory()
     h.hybridize()
     return t, m, h
-
-
-def randomise(t, rng):
-    """Random values of order 1 for every float tensor of the torch build (norm scales around 1,
-    positive running variances)."""
-    state = {}
-    for k, v in dl.state_dict(t).items():
-        shape = tuple(v.shape)
-        if not v.dtype.is_floating_point:
-            continue
-        if k.endswith("running_var"):
-            a = 0.5 + rng.random(shape)
-        elif len(shape) >= 2:
-            a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))
-        elif k.endswith("weight") or k.endswith("scale"):
-            a = 1.0 + 0.3 * rng.standard_normal(shape)
-        else:
-            a = 0.3 * rng.standard_normal(shape)
-        state[k] = a.astype(np.float32)
-    dl.load_state_dict(t, state)
 
 
 def copy_to(t, *mx_models):
@@ -111,7 +92,7 @@ def compare(case, factory, make_input, steps=3, seed=0):
     """Run ``steps`` train-mode steps then one eval step on torch, MXNet and hybridized MXNet."""
     rng = np.random.default_rng(seed)
     t, m, h = build(factory)
-    randomise(t, rng)
+    randomize_state(t, rng)
     copy_to(t, m, h)
     r = {}
 
