@@ -32,7 +32,7 @@ from mxnet.gluon import HybridBlock
 
 from .nn import Layer, is_ndarray
 
-from dualdl.nn.layout import RNNChecks, check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import RNNCellChecks, RNNChecks, check_rnn_state, resolve_batch_first
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
@@ -267,7 +267,7 @@ class RNN(_RNNBase):
 
 
 # ---- cells: one time step, torch's parameter names (weight_ih, weight_hh, bias_ih, bias_hh) ----
-class _CellBase(Layer):
+class _CellBase(RNNCellChecks, Layer):
     _gates = 1
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True) -> None:
@@ -280,28 +280,6 @@ class _CellBase(Layer):
             self._dl_new_param("bias_ih", (gh,), init=self._uniform(bound))
             self._dl_new_param("bias_hh", (gh,), init=self._uniform(bound))
 
-    def _desc(self) -> str:
-        return f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size})"
-
-    def _n_states(self) -> int:
-        return 1
-
-    def _check(self, x, state) -> None:
-        shape = _tuple(x.shape)
-        if len(shape) not in (1, 2) or shape[-1] != self.input_size:
-            raise ValueError(f"{self._desc()}: expected input of shape (N, {self.input_size}) or "
-                             f"unbatched ({self.input_size},), got {shape}")
-        if state is None:
-            return
-        states = list(state) if isinstance(state, (list, tuple)) else [state]
-        if len(states) != self._n_states():
-            raise ValueError(f"{self._desc()}: expected {self._n_states()} state tensor(s), got {len(states)}")
-        want = (shape[0], self.hidden_size) if len(shape) == 2 else (self.hidden_size,)
-        for s in states:
-            if _tuple(s.shape) != want:
-                raise ValueError(f"{self._desc()}: expected state of shape {want} for input of shape "
-                                 f"{shape}, got {_tuple(s.shape)}")
-
     def forward(self, x, state=None):
         squeeze = False
         if is_ndarray(x):
@@ -312,13 +290,13 @@ class _CellBase(Layer):
                     state = [s.expand_dims(0) for s in (state if isinstance(state, (list, tuple)) else [state])]
             if state is None:
                 z = nd.zeros((x.shape[0], self.hidden_size), ctx=x.context, dtype=x.dtype)
-                state = [z] * self._n_states()
+                state = [z] * self._n_states
         states = list(state) if isinstance(state, (list, tuple)) else ([state] if state is not None else None)
         new = HybridBlock.forward(self, x, states)
         new = list(new) if isinstance(new, (list, tuple)) else [new]
         if squeeze:
             new = [s.squeeze(axis=0) for s in new]
-        return tuple(new) if self._n_states() == 2 else new[0]
+        return tuple(new) if self._n_states == 2 else new[0]
 
     def _gates_of(self, F, x, h, params):
         gi = F.FullyConnected(x, params["weight_ih"], params.get("bias_ih"), num_hidden=self._gates * self.hidden_size,
@@ -340,8 +318,7 @@ class LSTMCell(_CellBase):
     _dl_layer = "LSTMCell"
     _gates = 4
 
-    def _n_states(self) -> int:
-        return 2
+    _n_states = 2
 
     def hybrid_forward(self, F, x, states=None, **params):
         if states is None:

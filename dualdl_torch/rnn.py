@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from dualdl.nn.layout import RNNChecks, check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import RNNCellChecks, RNNChecks, check_rnn_state, resolve_batch_first
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 
@@ -114,30 +114,7 @@ class RNN(_Checked, torch.nn.RNN):
         return super().forward(input, hx)
 
 
-class _CellChecked:
-    _n_states = 1
-
-    def _desc(self) -> str:
-        return f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size})"
-
-    def _check(self, x: torch.Tensor, state: Any) -> None:
-        shape = tuple(x.shape)
-        if len(shape) not in (1, 2) or shape[-1] != self.input_size:
-            raise ValueError(f"{self._desc()}: expected input of shape (N, {self.input_size}) or "
-                             f"unbatched ({self.input_size},), got {shape}")
-        if state is None:
-            return
-        states = list(state) if isinstance(state, (list, tuple)) else [state]
-        if len(states) != self._n_states:
-            raise ValueError(f"{self._desc()}: expected {self._n_states} state tensor(s), got {len(states)}")
-        want = (shape[0], self.hidden_size) if len(shape) == 2 else (self.hidden_size,)
-        for s in states:
-            if tuple(s.shape) != want:
-                raise ValueError(f"{self._desc()}: expected state of shape {want} for input of shape "
-                                 f"{shape}, got {tuple(s.shape)}")
-
-
-class LSTMCell(_CellChecked, torch.nn.LSTMCell):
+class LSTMCell(RNNCellChecks, torch.nn.LSTMCell):
     """``torch.nn.LSTMCell``: ``forward(x, (h, c)) -> (h', c')``."""
     _dl_layer = "LSTMCell"
     _n_states = 2
@@ -147,7 +124,7 @@ class LSTMCell(_CellChecked, torch.nn.LSTMCell):
         return super().forward(input, tuple(hx) if hx is not None else None)
 
 
-class GRUCell(_CellChecked, torch.nn.GRUCell):
+class GRUCell(RNNCellChecks, torch.nn.GRUCell):
     """``torch.nn.GRUCell``: ``forward(x, h) -> h'``."""
     _dl_layer = "GRUCell"
 
@@ -156,7 +133,7 @@ class GRUCell(_CellChecked, torch.nn.GRUCell):
         return super().forward(input, hx)
 
 
-class RNNCell(_CellChecked, torch.nn.RNNCell):
+class RNNCell(RNNCellChecks, torch.nn.RNNCell):
     """``torch.nn.RNNCell``: ``forward(x, h) -> h'``."""
     _dl_layer = "RNNCell"
 

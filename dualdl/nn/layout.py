@@ -1,7 +1,7 @@
 """Sequence layouts: Gluon's ``layout="TNC"|"NTC"`` and torch's ``batch_first`` mean the same thing."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["resolve_batch_first"]
 
@@ -56,3 +56,30 @@ class RNNChecks:
         if len(shape) not in (2, 3) or shape[-1] != self.input_size:
             raise ValueError(f"{self._desc()}: expected input of shape {expected} "
                              f"(layout {self.layout}), got {shape}")
+
+
+class RNNCellChecks:
+    """Description and input/state check shared by both backends' LSTMCell/GRUCell/RNNCell (mixed
+    in before the framework class; needs ``input_size`` and ``hidden_size``; ``_n_states`` is 2
+    for an LSTM cell's (h, c))."""
+    _n_states = 1
+
+    def _desc(self) -> str:
+        return f"{type(self).__name__}(input_size={self.input_size}, hidden_size={self.hidden_size})"
+
+    def _check(self, x: Any, state: Any) -> None:
+        shape = tuple(int(d) for d in x.shape)
+        if len(shape) not in (1, 2) or shape[-1] != self.input_size:
+            raise ValueError(f"{self._desc()}: expected input of shape (N, {self.input_size}) or "
+                             f"unbatched ({self.input_size},), got {shape}")
+        if state is None:
+            return
+        states = list(state) if isinstance(state, (list, tuple)) else [state]
+        if len(states) != self._n_states:
+            raise ValueError(f"{self._desc()}: expected {self._n_states} state tensor(s), got {len(states)}")
+        want = (shape[0], self.hidden_size) if len(shape) == 2 else (self.hidden_size,)
+        for s in states:
+            got = tuple(int(d) for d in s.shape)
+            if got != want:
+                raise ValueError(f"{self._desc()}: expected state of shape {want} for input of shape "
+                                 f"{shape}, got {got}")
