@@ -295,6 +295,9 @@ def test_cells(backend, kind):
     bad = _t(np.zeros((2, 6)))
     with pytest.raises(ValueError, match=rf"{kind}.*expected state of shape \(3, 6\)"):
         m(_t(x), (bad, bad) if base == "LSTM" else bad)
+    n = 2 if base == "LSTM" else 1
+    with pytest.raises(ValueError, match=rf"{kind}.*expected {n} state tensor\(s\), got 3"):
+        m(_t(x), (_t(h0),) * 3)
 
 
 # ---- backend specifics -----------------------------------------------------------------------
