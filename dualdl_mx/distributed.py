@@ -6,6 +6,8 @@ order, and MXNet has no public barrier (``kv._barrier``) nor broadcast (kvstore 
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import os
 import sys
 from typing import Any, List, Optional
@@ -49,6 +51,7 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
                                   f"DMLC_NUM_WORKER={expected_env}")
     _state["kv"] = kv
     _exit_at_once_on_uncaught_exception()
+    _release_at_exit()
     path = os.environ.get(RANK_FILE)
     if path:   # tells `dualdl launch` which kvstore rank this launch slot received
         try:
@@ -76,6 +79,36 @@ def _exit_at_once_on_uncaught_exception() -> None:
 
     hook._dualdl_exit_at_once = True       # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+def _release_at_exit() -> None:
+    """A worker that ends without :func:`shutdown` (``sys.exit(3)``, the end of the script) would
+    keep its kvstore until C++ static destruction, where ps-lite's still-running threads make
+    ``std::terminate`` abort the process: the launcher would see SIGABRT instead of the exit code.
+    At interpreter exit, free a kvstore still held here, without the final barrier (the peers may
+    be gone or busy, which would hang this process), so that the process exits with its own code.
+    """
+    if _state.get("atexit"):
+        return
+    _state["atexit"] = True
+
+    def release() -> None:
+        kv = _state["kv"]
+        if kv is None or getattr(kv, "handle", None) is None:
+            return                                  # shutdown() ran: the normal teardown
+        _state["kv"] = None
+        try:
+            mx.nd.waitall()
+        except Exception:                           # noqa: BLE001 - exiting anyway
+            pass
+        lib = mx.base._LIB
+        lib.MXKVStoreSetBarrierBeforeExit(kv.handle, ctypes.c_int(0))
+        lib.MXKVStoreFree(kv.handle)
+        kv.handle = None        # KVStore.__del__ then frees NULL, a no-op
+        print("dualdl.distributed: this MXNet worker exits without dualdl.distributed.shutdown(); "
+              "it left the job without the final barrier", file=sys.stderr, flush=True)
+
+    atexit.register(release)
 
 
 def is_distributed() -> bool:

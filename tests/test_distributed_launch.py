@@ -10,7 +10,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
-from launchutil import (PYTHON, assert_all_dead, clean_env, launch, script,  # noqa: E402
+from launchutil import (PYTHON, alive, assert_all_dead, clean_env, launch, script,  # noqa: E402
                         stop_launcher)
 
 from dualdl.distributed import launch as launcher  # noqa: E402
@@ -233,3 +233,65 @@ def test_terminating_the_launcher_stops_every_process(tmp_path):
     assert p.returncode == 128 + 15, err
     assert "interrupted" in err and time.monotonic() - t0 < 10
     assert_all_dead(tmp_path, 4)
+
+
+@pytest.mark.parametrize("engine", ["torch", "mxnet"])
+def test_sigkilled_launcher_takes_every_process_with_it(engine, tmp_path):
+    """SIGKILL leaves the launcher no chance to stop its children: the kernel's PDEATHSIG must
+    (torch ranks; MXNet scheduler, server and workers, connected through ps-lite)."""
+    cmd = [PYTHON, "-m", "dualdl", "launch", "--backend", engine, "--nproc", "2",
+           "--timeout", "120", script("faulty.py"), "--engine", engine, "--fault", "sleep",
+           "--piddir", str(tmp_path)]
+    p = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        ready = 0
+        deadline = time.monotonic() + 60
+        while ready < 2 and time.monotonic() < deadline:     # both workers past init()
+            line = p.stdout.readline()
+            if not line:
+                break
+            ready += line.rstrip().endswith("ready")
+        assert ready == 2, p.stderr.read() if p.poll() is not None else "the job did not start"
+        p.kill()                                             # the launcher only, not its group
+        p.wait(timeout=10)
+    finally:
+        stop_launcher(p)
+    assert p.returncode == -9
+    assert_all_dead(tmp_path, 2 if engine == "torch" else 4)
+
+
+def test_lifeline_thread_ends_a_worker_whose_launcher_died(tmp_path):
+    """The fallback where the kernel has no PDEATHSIG: a child started without it, watching
+    its parent through dualdl.distributed.lifeline, ends itself once the parent is SIGKILLed."""
+    child = ("import os,sys,time; from dualdl.distributed.lifeline import watch_launcher; "
+             "assert watch_launcher(interval=0.1); print(os.getpid(), flush=True); time.sleep(60)")
+    parent = ("import os,subprocess,sys,time; "
+              f"c = subprocess.Popen([sys.executable, '-c', {child!r}], "
+              "env=dict(os.environ, DUALDL_LAUNCHER_PID=str(os.getpid())), "
+              "start_new_session=True); time.sleep(60)")
+    p = subprocess.Popen([PYTHON, "-c", parent], env=clean_env(), stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        pid = int(p.stdout.readline())
+        (tmp_path / "child.pid").write_text(str(pid))
+        assert alive(pid)
+        p.kill()
+        p.wait(timeout=10)
+    finally:
+        stop_launcher(p)
+    assert_all_dead(tmp_path, 1)
+
+
+@pytest.mark.parametrize("engine", ["torch", "mxnet"])
+def test_rank_exit_code_is_reported_as_is(engine, tmp_path):
+    """sys.exit(3) without shutdown(): MXNet used to abort in ps-lite's exit-time teardown
+    (reported as SIGABRT); the launcher must report the rank's own code."""
+    rc, out, err, secs = launch(["--backend", engine, "--nproc", "2", "--timeout", "60"],
+                                "faulty.py", ["--engine", engine, "--fault", "exit3",
+                                              "--piddir", str(tmp_path)])
+    assert rc == 1, err
+    assert "rank1 (" in err and "exited with code 3  <- first failure" in err, err
+    assert "SIGABRT" not in err and "terminate called" not in err, err
+    assert secs < 30, secs
+    assert_all_dead(tmp_path, 2 if engine == "torch" else 4)

@@ -24,6 +24,7 @@ import numpy as np
 from ..atomic import atomic_write
 from .env import (DistributedEnvError, check_mxnet_node_env, check_torch_env, int_env,
                   launched_backend)
+from .lifeline import watch_launcher
 from .sharding import shard_indices
 
 __all__ = [
@@ -83,6 +84,7 @@ def init(backend: Optional[str] = None, *, world_size: Optional[int] = None,
     if world_size is not None and (isinstance(world_size, bool) or int(world_size) < 1):
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     check_environment(name)                 # before the framework is imported
+    watch_launcher()                        # die with `dualdl launch` where PDEATHSIG is missing
     _check_expected_world(name, world_size)
     impl = get_backend(name).module("distributed")
     impl.init(world_size=world_size, timeout=timeout)

@@ -14,12 +14,13 @@ import time
 from typing import Dict, Mapping, Optional
 
 __all__ = [
-    "DistributedEnvError", "LAUNCH_BACKEND", "RANK_FILE", "DMLC_REQUIRED", "dmlc_vars",
-    "int_env", "is_loopback", "check_no_dmlc", "check_mxnet_node_env", "launched_backend",
+    "DistributedEnvError", "LAUNCH_BACKEND", "LAUNCHER_PID", "RANK_FILE", "DMLC_REQUIRED",
+    "dmlc_vars", "int_env", "is_loopback", "check_no_dmlc", "check_mxnet_node_env", "launched_backend",
     "check_port_free", "check_torch_env",
 ]
 
 LAUNCH_BACKEND = "DUALDL_LAUNCH_BACKEND"   # set by `dualdl launch` in every child
+LAUNCHER_PID = "DUALDL_LAUNCHER_PID"       # the launcher's pid: children die with it
 RANK_FILE = "DUALDL_RANK_FILE"             # MXNet workers write their kvstore rank here
 CONNECT_TIMEOUT = "DUALDL_DMLC_CONNECT_TIMEOUT"  # seconds a worker waits for its scheduler
 DMLC_REQUIRED = ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER")

@@ -5,8 +5,9 @@ MXNet: a ps-lite scheduler, ``--num-servers`` servers and N workers with ``DMLC_
 script runs in every role; ``import mxnet`` turns scheduler and server into nodes). Our own
 supervisor replaces MXNet's bundled launcher (which crashes on Python 3.11 and orphans nodes)
 and hardens both engines: loopback by default, each child in its own process group, fail fast
-when any process dies (a dead ps-lite node hangs the rest forever), a deadline after which every
-process group is killed, a report naming the failed rank with its exit code or signal and last
+when any process dies (a dead ps-lite node hangs the rest forever), children that die with the
+launcher even when it is SIGKILLed (``lifeline.py``), a deadline after which every process group
+is killed, a report naming the failed rank with its exit code or signal and last
 stderr lines, one retry when the free port it picked was taken. POSIX only.
 """
 from __future__ import annotations
@@ -27,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence
 
-from .env import LAUNCH_BACKEND, RANK_FILE, dmlc_vars, is_loopback
+from .env import LAUNCH_BACKEND, LAUNCHER_PID, RANK_FILE, dmlc_vars, is_loopback
+from .lifeline import die_with_parent
 
 __all__ = ["add_arguments", "run", "LaunchError"]
 
@@ -213,6 +215,7 @@ def _base_env(backend: str) -> Dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["DUALDL_BACKEND"] = backend
     env[LAUNCH_BACKEND] = backend
+    env[LAUNCHER_PID] = str(os.getpid())      # the workers' parent-watch (lifeline.py)
     return env
 
 
@@ -326,7 +329,8 @@ class _Output:
 def _start(proc: _Proc, out: _Output, tail: int) -> None:
     proc.popen = subprocess.Popen(proc.argv, env=proc.env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  start_new_session=True)   # own process group: pgid == pid
+                                  start_new_session=True,   # own process group: pgid == pid
+                                  preexec_fn=die_with_parent())   # SIGKILLed if we die
     for pipe, err in ((proc.popen.stdout, False), (proc.popen.stderr, True)):
         t = threading.Thread(target=out.pump, args=(proc, pipe, err, tail), daemon=True)
         t.start()

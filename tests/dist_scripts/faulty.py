@@ -1,7 +1,8 @@
 """A worker that misbehaves on one rank, for the launcher's fault tests.
 
 --engine none|torch|mxnet   (none: no framework, rank from $RANK; fastest)
---fault exit1|hang|signal|early0|solo|none   what rank --bad-rank does after init
+--fault exit1|exit3|hang|signal|early0|solo|sleep|none   what rank --bad-rank does after init
+    (exit3: sys.exit(3) without shutdown(); sleep: every rank sleeps, for killing the launcher)
 --piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
 --expect-world N   passed to dualdl.distributed.init(world_size=N)
 """
@@ -57,7 +58,12 @@ def wait_for_peers():
         time.sleep(0.02)
 
 
+if args.fault == "sleep":               # every process; the test kills the launcher
+    time.sleep(1000)
+
 if rank == args.bad_rank:
+    if args.fault == "exit3":
+        sys.exit(3)                      # without shutdown(): MXNet's kvstore is still alive
     if args.fault in ("exit1", "signal"):
         wait_for_peers()
     if args.fault == "exit1":
