@@ -23,7 +23,7 @@ import os
 import re
 import struct
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -401,10 +401,8 @@ def _read_mx_array(r: _Reader, i: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # writing (atomic)
 # ----------------------------------------------------------------------------------------------
-def atomic_write(path: PathLike, write: Callable[[object], None]) -> None:
-    """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it and rename it over
-    ``path``. If ``write`` raises (or the process dies), ``path`` is untouched."""
-    atomic_write_file(path, write)
+# the one atomic writer lives in dualdl.atomic; this name (file-object form) is kept for callers
+atomic_write = atomic_write_file
 
 
 class _Plan(NamedTuple):
@@ -515,7 +513,7 @@ def write_safetensors(path: PathLike, tensors: Mapping[str, object],
             if a.size:
                 f.write(_bytes_of(a))
             del a
-    atomic_write(path, write)
+    atomic_write_file(path, write)
 
 
 def write_torch(path: PathLike, tensors: Mapping[str, object]) -> None:
@@ -531,7 +529,7 @@ def write_torch(path: PathLike, tensors: Mapping[str, object]) -> None:
         else:
             a = _host(p.value, p, os.fspath(path))
             sd[p.name] = torch.from_numpy(a if a.flags.writeable else a.copy())
-    atomic_write(path, lambda f: torch.save(sd, f))
+    atomic_write_file(path, lambda f: torch.save(sd, f))
 
 
 def write_gluon(path: PathLike, tensors: Mapping[str, object]) -> None:
@@ -560,7 +558,7 @@ def write_gluon(path: PathLike, tensors: Mapping[str, object]) -> None:
             b = p.name.encode("utf-8")
             f.write(struct.pack("<Q", len(b)))
             f.write(b)
-    atomic_write(path, write)
+    atomic_write_file(path, write)
 
 
 def write_tensors(path: PathLike, tensors: Mapping[str, np.ndarray], format: Optional[str] = None,

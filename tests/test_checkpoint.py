@@ -80,6 +80,28 @@ def test_crash_mid_save_keeps_previous_file(tmp_path, backend, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["net.safetensors"]   # no temp file left behind
 
 
+@pytest.mark.parametrize("ext", [".safetensors", ".pt", ".params"])
+def test_save_removes_temp_files_of_crashed_saves(tmp_path, backend, ext):
+    """Temp files left by saves whose process is gone (here: a real exited process) go with the
+    next complete save of the same file; the checkpoint then loads."""
+    import subprocess
+    import sys
+    from dualdl import atomic
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / (f".net.tmp-{dead.pid}-1-{atomic._host_tag()}-{atomic._boot_tag()}-"
+                        f"0123abcd{ext}")
+    stale.write_bytes(b"half a checkpoint")
+    m = Net()
+    _randomise(m, 4)
+    dl.save(m, tmp_path / f"net{ext}")
+    assert [p.name for p in tmp_path.iterdir()] == [f"net{ext}"]
+    fresh = Net()
+    dl.load(fresh, tmp_path / f"net{ext}")
+    for k, v in _sd(m).items():
+        np.testing.assert_array_equal(v, _sd(fresh)[k])
+
+
 def test_bad_files_give_clear_errors_and_change_nothing(tmp_path, backend):
     m = Net()
     _randomise(m, 3)
