@@ -126,3 +126,59 @@ def test_port_and_formats_import_no_framework():
             "assert not bad, bad")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def _one_line_error(capsys):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_destination_that_is_the_source_is_refused_and_the_original_kept(tmp_path, capsys,
+                                                                         monkeypatch):
+    """Same path, the same path spelled differently, a symbolic link and a hard link to it."""
+    src = tmp_path / "m.params"
+    F.write_gluon(src, {"0.weight": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    before = src.read_bytes()
+    os.symlink(src, tmp_path / "link.params")
+    os.link(src, tmp_path / "hard.params")
+    monkeypatch.chdir(tmp_path)
+    for dst in (str(src), "./m.params", "m.params", str(tmp_path / "sub" / ".." / "m.params"),
+                "link.params", "hard.params"):
+        if "sub" in dst:
+            (tmp_path / "sub").mkdir(exist_ok=True)
+        assert main(["convert", str(src), dst, "--to", "torch"]) == 2
+        err = _one_line_error(capsys)
+        assert "is the source file" in err and "--in-place" in err, err
+        assert src.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.params", "link.params",
+                                                          "m.params", "sub"]
+    from dualdl.port.cli_convert import SameFileError, convert
+    with pytest.raises(SameFileError, match="in_place=True"):
+        convert(str(src), "./m.params", to="torch")
+    assert src.read_bytes() == before
+
+
+def test_in_place_conversion_when_asked(tmp_path, capsys):
+    src = tmp_path / "m.params"
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    F.write_gluon(src, {"0.gamma": w[0], "0.beta": w[1]})
+    os.symlink(src, tmp_path / "link.params")
+    assert main(["convert", str(tmp_path / "link.params"), str(tmp_path / "link.params"),
+                 "--to", "torch", "--in-place", "--verify"]) == 0
+    assert "verified" in capsys.readouterr().out
+    assert os.path.islink(tmp_path / "link.params")     # the link is kept, its target replaced
+    assert F.detect_format(src) == "torch"
+    back = F.read_tensors(src)
+    assert sorted(back) == ["0.bias", "0.weight"]
+    np.testing.assert_array_equal(back["0.weight"], w[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.params", "m.params"]
+
+
+def test_missing_destination_folder_is_named(tmp_path, capsys):
+    src = tmp_path / "m.safetensors"
+    F.write_safetensors(src, {"w": np.ones(2, np.float32)})
+    assert main(["convert", str(src), str(tmp_path / "out" / "m.pt")]) == 2
+    err = _one_line_error(capsys)
+    assert f"its folder {tmp_path / 'out'} does not exist" in err and ".tmp-" not in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]

@@ -5,21 +5,35 @@ are removed (or added), and a port mapping from ``dualdl.port`` can be applied."
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .. import formats as F
+from ..atomic import check_destination
 
-__all__ = ["add_arguments", "run", "convert"]
+__all__ = ["add_arguments", "run", "convert", "SameFileError"]
+
+
+class SameFileError(ValueError):
+    """The destination is the source file (same path, a link to it, or the same file under
+    another name) and in-place conversion was not asked for."""
 
 
 def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str] = None,
             names: str = "auto", strip_prefixes: Sequence[str] = ("module.",),
-            add_prefix: Optional[str] = None, verify: bool = False) -> Dict[str, Any]:
+            add_prefix: Optional[str] = None, verify: bool = False,
+            in_place: bool = False) -> Dict[str, Any]:
     """Convert ``src`` to ``dst``; returns a summary dict. ``names``: ``auto`` (translate names
-    when going between Gluon and torch files), ``keep``, ``torch`` or ``gluon``."""
+    when going between Gluon and torch files), ``keep``, ``torch`` or ``gluon``.
+
+    A ``dst`` that is ``src`` (also through a symbolic or hard link) is refused unless
+    ``in_place``: the conversion would replace the original. In place, the file that ``dst``
+    names (a symbolic link's target) is replaced atomically once the new content is complete.
+    """
+    target = _destination(src, dst, in_place)
     src_fmt = F.detect_format(src)
     dst_fmt = to or F.format_for_path(dst)
     if dst_fmt not in F.FORMATS:
@@ -57,7 +71,7 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
     if add_prefix:
         tensors = F.add_prefix(tensors, add_prefix)
         actions.append(f"added prefix {add_prefix!r}")
-    F.write_tensors(dst, tensors, dst_fmt)
+    F.write_tensors(target, tensors, dst_fmt)
     summary: Dict[str, Any] = {
         "source": src, "source_format": src_fmt, "target": dst, "target_format": dst_fmt,
         "tensors_in": n_in, "tensors_out": len(tensors),
@@ -65,13 +79,29 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
         "dtypes": _dtype_counts(tensors), "actions": actions,
     }
     if verify:
-        back = F.read_tensors(dst)
+        back = F.read_tensors(target)
         bad = [k for k in tensors if k not in back or back[k].dtype != tensors[k].dtype
                or back[k].shape != tensors[k].shape or not np.array_equal(back[k], tensors[k])]
         bad += [k for k in back if k not in tensors]
         summary["verified"] = not bad
         summary["verify_failures"] = bad[:20]
     return summary
+
+
+def _destination(src: str, dst: str, in_place: bool) -> str:
+    """The path to write, after refusing what would destroy ``src`` or cannot be written."""
+    src, dst = os.fspath(src), os.fspath(dst)
+    check_destination(dst)
+    same = os.path.abspath(src) == os.path.abspath(dst)
+    if not same and os.path.exists(src) and os.path.exists(dst):
+        same = os.path.samefile(src, dst)
+    if not same:
+        return dst
+    if not in_place:
+        raise SameFileError(f"{dst} is the source file {src} itself; writing it would replace the "
+                            f"original checkpoint. Write to another file, or pass --in-place "
+                            f"(convert(..., in_place=True)) to replace it on purpose")
+    return os.path.realpath(dst)
 
 
 def _dtype_counts(tensors: Dict[str, np.ndarray]) -> Dict[str, int]:
@@ -96,13 +126,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prefix every key (e.g. 'module.' for a DataParallel model)")
     parser.add_argument("--verify", action="store_true",
                         help="read DST back and check every tensor is bit-exact with its dtype")
+    parser.add_argument("--in-place", action="store_true",
+                        help="allow DST to be SRC itself (replaced atomically once the new file "
+                             "is complete); without it that is refused")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         s = convert(args.src, args.dst, to=args.to, mapping=args.mapping, names=args.names,
                     strip_prefixes=() if args.keep_module_prefix else ("module.",),
-                    add_prefix=args.add_prefix, verify=args.verify)
+                    add_prefix=args.add_prefix, verify=args.verify,
+                    in_place=args.in_place)
     except (ValueError, KeyError, TypeError, OSError) as e:
         print(f"dualdl convert: error: {e}", file=sys.stderr)
         return 2
