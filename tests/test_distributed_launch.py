@@ -295,3 +295,18 @@ def test_rank_exit_code_is_reported_as_is(engine, tmp_path):
     assert "SIGABRT" not in err and "terminate called" not in err, err
     assert secs < 30, secs
     assert_all_dead(tmp_path, 2 if engine == "torch" else 4)
+
+
+def test_mxnet_workers_ending_without_shutdown_finish_the_job(tmp_path):
+    """Every worker exits 0 without shutdown(): no SIGABRT, and the scheduler and server, left
+    waiting for a goodbye that never comes, are stopped after --grace instead of failing the job
+    at --exit-timeout."""
+    rc, out, err, secs = launch(["--backend", "mxnet", "--nproc", "2", "--timeout", "60",
+                                 "--grace", "1"], "faulty.py",
+                                ["--engine", "mxnet", "--fault", "noshutdown",
+                                 "--piddir", str(tmp_path)])
+    assert rc == 0, err
+    assert out.count("done") == 2 and "SIGABRT" not in err
+    assert "every worker exited 0" in err and "without dualdl.distributed.shutdown()" in err
+    assert secs < 20, secs
+    assert_all_dead(tmp_path, 4)

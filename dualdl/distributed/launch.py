@@ -412,6 +412,7 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
         _log(f"started {len(procs)} processes ({cfg.backend}, port {port}): "
              + ", ".join(f"{p.name}={p.popen.pid}" for p in procs))
         worker_done_at: Optional[float] = None
+        services_wait: Optional[float] = None
         while True:
             now = time.monotonic()
             for p in procs:
@@ -424,6 +425,13 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
                 break
             if all(p.exit_time is not None for p in procs):
                 break
+            if all(p.exit_time is not None for p in procs if p.is_worker):
+                # MXNet: every worker is done; scheduler and servers leave by themselves once the
+                # workers' kvstores said goodbye, which workers without shutdown() never do
+                services_wait = services_wait or now
+                if now - services_wait > cfg.grace:
+                    reason = "services-left"
+                    break
             if worker_done_at is None and any(p.is_worker and p.exit_time for p in procs):
                 worker_done_at = now
             if (cfg.exit_timeout and worker_done_at is not None
@@ -449,6 +457,12 @@ def _run_once(cfg: _Config, port: int, auto_port: bool, last_try: bool) -> _Resu
     try:
         if reason is None:
             _log(f"all {len(procs)} processes exited 0 in {elapsed:.1f} s")
+            return _Result(0)
+        if reason == "services-left":
+            left = ", ".join(p.name for p in procs if p.killed_by_launcher)
+            _log(f"every worker exited 0 in {elapsed:.1f} s; stopped {left}, still running "
+                 f"{cfg.grace:g} s after the last worker (workers that end without "
+                 f"dualdl.distributed.shutdown() leave them waiting)")
             return _Result(0)
         conflict = (reason == "failed" and any(p.rendezvous for p in first) and
                     any(_PORT_CONFLICT.search(line) for p in first for line in p.stderr_tail))

@@ -1,8 +1,9 @@
 """A worker that misbehaves on one rank, for the launcher's fault tests.
 
 --engine none|torch|mxnet   (none: no framework, rank from $RANK; fastest)
---fault exit1|exit3|hang|signal|early0|solo|sleep|none   what rank --bad-rank does after init
-    (exit3: sys.exit(3) without shutdown(); sleep: every rank sleeps, for killing the launcher)
+--fault exit1|exit3|hang|signal|early0|solo|sleep|noshutdown|none   what rank --bad-rank does
+    after init (exit3: sys.exit(3) without shutdown(); sleep: every rank sleeps, for killing the
+    launcher; noshutdown: every rank ends after its barriers without shutdown())
 --piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
 --expect-world N   passed to dualdl.distributed.init(world_size=N)
 """
@@ -90,5 +91,6 @@ elif args.engine == "none":
 else:
     ddist.barrier()
     ddist.barrier()
-    ddist.shutdown()
+    if args.fault != "noshutdown":
+        ddist.shutdown()
 print(f"rank {rank} done", flush=True)
