@@ -11,7 +11,7 @@ without ``prctl``.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import signal
 import sys
@@ -26,12 +26,12 @@ __all__ = ["die_with_parent", "watch_launcher"]
 _PR_SET_PDEATHSIG = 1
 
 
+@functools.lru_cache(maxsize=None)
 def _prctl() -> Optional[Callable[..., int]]:
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        return libc.prctl
+    try:   # the process's own symbols include libc's (no ldconfig lookup)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
