@@ -70,7 +70,9 @@ class GluonOptimizer(torch.optim.Optimizer):
         raise NotImplementedError
 
     def _hyper(self, group: dict, batch_size: Optional[float]) -> dict:
-        rescale = group["rescale_grad"] if batch_size is None else group["rescale_grad"] / batch_size
+        rescale = group["rescale_grad"]
+        if batch_size is not None:
+            rescale = rescale / batch_size
         return {"lr": _f32(group["lr"]), "wd": _f32(group["weight_decay"]),
                 "rescale": _f32(rescale), "clip": _clip_bound(group["clip_gradient"])}
 
@@ -105,14 +107,8 @@ class GluonOptimizer(torch.optim.Optimizer):
         return loss
 
 
-class GluonSGD(GluonOptimizer):
-    """Gluon ``sgd`` (``multi_sgd[_mom]_update``): ``mom = momentum*mom - lr*wd*w - lr*clip(rescale*g);
-    w += mom``.
-
-    Differs from ``torch.optim.SGD(momentum=...)``: the buffer holds ``-lr * buf`` (the learning
-    rate is folded into it), so when the lr changes (a schedule, ``set_learning_rate``) old steps
-    keep their old lr; torch's buffer would rescale them with the new one (0.69 apart after one
-    lr change, see docs/porting-trainer.md). Clipping comes before ``wd`` is added."""
+class _GluonMomentum(GluonOptimizer):
+    """SGD and NAG share their hyper-parameters and their one state tensor."""
 
     def __init__(self, params, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0,
                  rescale_grad: float = 1.0, clip_gradient: Optional[float] = None,
@@ -123,6 +119,16 @@ class GluonSGD(GluonOptimizer):
 
     def _init_state(self, state, w, group):
         state["momentum_buffer"] = torch.zeros_like(w, memory_format=torch.preserve_format)
+
+
+class GluonSGD(_GluonMomentum):
+    """Gluon ``sgd`` (``multi_sgd[_mom]_update``): ``mom = momentum*mom - lr*wd*w - lr*clip(rescale*g);
+    w += mom``.
+
+    Differs from ``torch.optim.SGD(momentum=...)``: the buffer holds ``-lr * buf`` (the learning
+    rate is folded into it), so when the lr changes (a schedule, ``set_learning_rate``) old steps
+    keep their old lr; torch's buffer would rescale them with the new one (0.66 apart after two
+    lr halvings in 5 steps, see docs/porting-trainer.md). Clipping comes before ``wd`` is added."""
 
     def _update(self, w, g, state, group, hp):
         lr, mu = hp["lr"], _f32(group["momentum"])
@@ -139,7 +145,7 @@ class GluonSGD(GluonOptimizer):
             w.add_(decay.neg_().sub_(step))
 
 
-class GluonNAG(GluonOptimizer):
+class GluonNAG(_GluonMomentum):
     """Gluon ``nag`` (``nag_mom_update``, updated in place as ``Trainer`` does)::
 
         m = momentum*m;  G = clip(rescale*g) + wd*w
@@ -150,16 +156,6 @@ class GluonNAG(GluonOptimizer):
     and because the kernel writes the weight before the momentum, the weight decay term of the
     new momentum uses the *updated* weight. With ``momentum=0`` it is Gluon's ``sgd_update``
     kernel: ``w = (1 - lr*wd)*w - lr*clip(rescale*g)``."""
-
-    def __init__(self, params, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0,
-                 rescale_grad: float = 1.0, clip_gradient: Optional[float] = None,
-                 multi_precision: bool = False):
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
-                                      rescale_grad=rescale_grad, clip_gradient=clip_gradient,
-                                      multi_precision=multi_precision))
-
-    def _init_state(self, state, w, group):
-        state["momentum_buffer"] = torch.zeros_like(w, memory_format=torch.preserve_format)
 
     def _update(self, w, g, state, group, hp):
         lr, wd, mu = hp["lr"], hp["wd"], _f32(group["momentum"])
@@ -180,7 +176,24 @@ class GluonNAG(GluonOptimizer):
         m.sub_(sg.add_(w.mul(wd)).mul_(lr))
 
 
-class GluonAdam(GluonOptimizer):
+class _GluonAdamFamily(GluonOptimizer):
+    """Adam and BERTAdam share their hyper-parameters and their two moment tensors."""
+    _EPS = 1e-8
+
+    def __init__(self, params, lr: float = 0.001, betas: Sequence[float] = (0.9, 0.999),
+                 eps: Optional[float] = None, weight_decay: float = 0.0, rescale_grad: float = 1.0,
+                 clip_gradient: Optional[float] = None, multi_precision: bool = False):
+        eps = self._EPS if eps is None else eps
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, rescale_grad=rescale_grad,
+                                      clip_gradient=clip_gradient, multi_precision=multi_precision))
+
+    def _init_state(self, state, w, group):
+        state["exp_avg"] = torch.zeros_like(w, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(w, memory_format=torch.preserve_format)
+
+
+class GluonAdam(_GluonAdamFamily):
     """Gluon ``adam`` (``adam_update``)::
 
         G = clip(rescale*g + wd*w);  m = b1*m + (1-b1)*G;  v = b2*v + (1-b2)*G*G
@@ -191,17 +204,6 @@ class GluonAdam(GluonOptimizer):
     ``eps*sqrt(1-b2^t)`` smaller: 1e-2 apart with small gradients); ``clip_gradient`` clips
     *after* the L2 term is added (``torch.nn.utils.clip_grad_value_`` before the step clips the
     raw gradient only). ``wd`` is L2 in the gradient, not AdamW's decoupled decay."""
-
-    def __init__(self, params, lr: float = 0.001, betas: Sequence[float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, rescale_grad: float = 1.0,
-                 clip_gradient: Optional[float] = None, multi_precision: bool = False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, rescale_grad=rescale_grad,
-                                      clip_gradient=clip_gradient, multi_precision=multi_precision))
-
-    def _init_state(self, state, w, group):
-        state["exp_avg"] = torch.zeros_like(w, memory_format=torch.preserve_format)
-        state["exp_avg_sq"] = torch.zeros_like(w, memory_format=torch.preserve_format)
 
     def _update(self, w, g, state, group, hp):
         beta1, beta2 = group["betas"]
@@ -252,14 +254,15 @@ class GluonRMSProp(GluonOptimizer):
             s, d = state["grad_avg"], state["delta"]
             n.mul_(g1).add_(G.mul(1.0 - g1).mul_(G))
             s.mul_(g1).add_(G.mul(1.0 - g1))
-            d.mul_(_f32(group["gamma2"])).sub_(G.mul(hp["lr"]).div_(n.sub(s.mul(s)).add_(eps).sqrt_()))
+            rms = n.sub(s.mul(s)).add_(eps).sqrt_()
+            d.mul_(_f32(group["gamma2"])).sub_(G.mul(hp["lr"]).div_(rms))
             w.add_(d)
         bound = _clip_bound(group["clip_weights"])
         if bound is not None:
             w.clamp_(-bound, bound)
 
 
-class GluonBERTAdam(GluonOptimizer):
+class GluonBERTAdam(_GluonAdamFamily):
     """gluonnlp ``bertadam`` (``multi_adamw_update``; MXNet 1.9.1 registers no ``adamw``)::
 
         G = clip(rescale*g);  m = b1*(m - G) + G;  v = b2*(v - G*G) + G*G
@@ -268,14 +271,7 @@ class GluonBERTAdam(GluonOptimizer):
     Differs from ``torch.optim.AdamW``: no bias correction at all, and the decoupled decay is
     multiplied by the lr inside one expression (torch: ``w *= 1 - lr*wd`` first)."""
 
-    def __init__(self, params, lr: float = 0.001, betas: Sequence[float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.0, rescale_grad: float = 1.0,
-                 clip_gradient: Optional[float] = None, multi_precision: bool = False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, rescale_grad=rescale_grad,
-                                      clip_gradient=clip_gradient, multi_precision=multi_precision))
-
-    _init_state = GluonAdam._init_state
+    _EPS = 1e-6  # gluonnlp's default
 
     def _update(self, w, g, state, group, hp):
         if hp["rescale"] == 0 or not math.isfinite(hp["rescale"]):

@@ -314,3 +314,20 @@ def test_errors_name_what_is_wrong():
         translate_trainer(gluon.Trainer(net.collect_params(), "sgd"), tnet)
     with pytest.raises(TrainerTranslationError, match="Trainer"):
         translate_trainer(torch.optim.SGD(tnet.parameters(), lr=0.1), tnet)
+
+
+def test_gluon_parameter_folded_away_by_the_port_is_refused():
+    """A Gluon conv bias that the port folds into torch's BatchNorm running_mean has no torch
+    parameter to train: translate_trainer says so instead of silently not updating it."""
+    from mxnet import gluon
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Conv2D(4, 3, in_channels=2, use_bias=True), gluon.nn.BatchNorm(in_channels=4))
+    net.initialize()
+    tnet = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, bias=False), torch.nn.BatchNorm2d(4))
+    report = dl.port.port(net, tnet, np.zeros((1, 2, 5, 5), np.float32))
+    assert report.ok
+    with pytest.raises(TrainerTranslationError, match=r"conv0_bias has no torch twin"):
+        translate_trainer(gluon.Trainer(net.collect_params(), "sgd"), tnet, report)
+    net[0].bias.grad_req = "null"  # frozen in Gluon: then nothing is lost
+    res = translate_trainer(gluon.Trainer(net.collect_params(), "sgd"), tnet, report)
+    assert sorted(t for _, t in res.pairs) == ["0.weight", "1.bias", "1.weight"]

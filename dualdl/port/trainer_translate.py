@@ -85,15 +85,16 @@ def _pair_by_order(gparams, tparams) -> List[Tuple[Any, str]]:
     return [(g, t) for g, t in zip(gparams, tnames)]
 
 
-def _gluon_lookup(gparams, report, gluon_model) -> Dict[str, Any]:
-    """Every name a Gluon parameter may appear under: Parameter.name, save_parameters keys (from
-    ``gluon_model`` or from a live port report's pairs)."""
-    by_id = {id(p): p for p in gparams}
-    out = {p.name: p for p in gparams}
+def _gluon_lookup(trainer, report, gluon_model) -> Dict[str, Any]:
+    """Every name a Gluon parameter (trained or frozen) may appear under: Parameter.name, and
+    save_parameters keys from ``gluon_model`` or from a live port report's pairs."""
+    pool = list(trainer._params)
     if gluon_model is not None:
-        for k, p in gluon_model._collect_params_with_prefix().items():
-            if id(p) in by_id:
-                out[k] = p
+        pool += list(gluon_model.collect_params().values())
+    by_id = {id(p): p for p in pool}
+    out = {p.name: p for p in pool}
+    if gluon_model is not None:
+        out.update(gluon_model._collect_params_with_prefix())
     if report is not None:
         for pair in report.pairs:
             if pair.source.ident in by_id:
@@ -101,26 +102,29 @@ def _gluon_lookup(gparams, report, gluon_model) -> Dict[str, Any]:
     return out
 
 
-def _pair_by_mapping(mapping, gparams, tparams, report, gluon_model) -> List[Tuple[Any, str]]:
+def _pair_by_mapping(mapping, trainer, gparams, tparams, report,
+                     gluon_model) -> List[Tuple[Any, str]]:
     if mapping.source_framework and mapping.source_framework != "gluon":
         _fail(f"the mapping goes {mapping.source_framework} -> {mapping.target_framework}; "
               f"translate_trainer needs a Gluon -> torch one")
-    lookup = _gluon_lookup(gparams, report, gluon_model)
+    lookup = _gluon_lookup(trainer, report, gluon_model)
+    trained = {id(p) for p in gparams}
     pairs, fed = [], set()
     for e in mapping.entries:
+        if e.target not in tparams or e.transform not in _ELEMENTWISE:
+            continue  # a buffer, a frozen torch tensor, or computed (a zero-filled torch bias)
         keys = [s["key"] for s in e.sources]
-        if e.target not in tparams:
-            continue  # a buffer (running stats), or a frozen torch tensor
-        if e.transform not in _ELEMENTWISE:
-            continue  # computed, not copied (e.g. a zero-filled torch bias): no Gluon twin
         missing = [k for k in keys if k not in lookup]
         if missing:
-            if any(k.split(".")[-1] in ("running_mean", "running_var") for k in missing):
-                continue
             _fail(f"the mapping feeds torch {e.target} from Gluon {missing[0]!r}, which is not a "
-                  f"parameter this trainer updates" + ("" if gluon_model is not None else
+                  f"parameter of this trainer" + ("" if gluon_model is not None else
                   " (pass gluon_model= so that save_parameters keys like '0.weight' resolve)"))
-        for k in keys:
+        live = [k for k in keys if id(lookup[k]) in trained]
+        if live and len(live) != len(keys):
+            frozen = [k for k in keys if k not in live]
+            _fail(f"torch {e.target} is built from Gluon {live[0]} (trained) and {frozen[0]} "
+                  f"(grad_req='null'): the torch optimizer cannot update only part of it")
+        for k in live:
             pairs.append((lookup[k], e.target))
             fed.add(id(lookup[k]))
     for p in gparams:
@@ -130,8 +134,9 @@ def _pair_by_mapping(mapping, gparams, tparams, report, gluon_model) -> List[Tup
     return pairs
 
 
-def _pair_by_dict(d: Dict[Any, Any], gparams, tparams, gluon_model) -> List[Tuple[Any, str]]:
-    lookup = _gluon_lookup(gparams, None, gluon_model)
+def _pair_by_dict(d: Dict[Any, Any], trainer, gparams, tparams,
+                  gluon_model) -> List[Tuple[Any, str]]:
+    lookup = _gluon_lookup(trainer, None, gluon_model)
     tname_of = {id(p): n for n, p in tparams.items()}
     pairs = []
     for gk, tk in d.items():
@@ -143,6 +148,9 @@ def _pair_by_dict(d: Dict[Any, Any], gparams, tparams, gluon_model) -> List[Tupl
         if t is None:
             _fail(f"mapping value {tk!r} (for Gluon {g.name}) is not a trainable parameter of the "
                   f"torch model")
+        if _numel(g.shape) != tparams[t].numel():
+            _fail(f"mapping pairs Gluon {g.name} {tuple(g.shape)} with torch {t} "
+                  f"{tuple(tparams[t].shape)}: different sizes")
         pairs.append((g, t))
     fed = {id(g) for g, _ in pairs}
     for p in gparams:
@@ -151,7 +159,8 @@ def _pair_by_dict(d: Dict[Any, Any], gparams, tparams, gluon_model) -> List[Tupl
     return pairs
 
 
-def _pairs(trainer, torch_model, mapping, gluon_model) -> Tuple[List[Tuple[Any, str]], Dict[str, Any]]:
+def _pairs(trainer, torch_model, mapping,
+           gluon_model) -> Tuple[List[Tuple[Any, str]], Dict[str, Any]]:
     gparams, tparams = _gluon_params(trainer), _torch_params(torch_model)
     if mapping is None:
         if gluon_model is None:
@@ -165,7 +174,7 @@ def _pairs(trainer, torch_model, mapping, gluon_model) -> Tuple[List[Tuple[Any, 
                   f"trainer updates: pass the block the trainer was made from")
         pairs = _pair_by_order(declared, tparams)
     elif isinstance(mapping, dict):
-        pairs = _pair_by_dict(mapping, gparams, tparams, gluon_model)
+        pairs = _pair_by_dict(mapping, trainer, gparams, tparams, gluon_model)
     else:
         from .api import PortReport
         from .mapping import Mapping
@@ -177,8 +186,15 @@ def _pairs(trainer, torch_model, mapping, gluon_model) -> Tuple[List[Tuple[Any, 
         if not isinstance(mapping, Mapping):
             _fail(f"mapping must be None, a PortReport, a Mapping, a mapping/report JSON path or "
                   f"a dict gluon name -> torch name, not {type(mapping).__name__}")
-        pairs = _pair_by_mapping(mapping, gparams, tparams, report, gluon_model)
+        pairs = _pair_by_mapping(mapping, trainer, gparams, tparams, report, gluon_model)
     return pairs, tparams
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 # --------------------------------------------------------------------------- optimizer
@@ -293,9 +309,9 @@ def translate_trainer(gluon_trainer: Any, torch_model: Any,
     updates its Gluon twin. Call it before the trainer's first step.
 
     ``mapping`` pairs Gluon and torch parameters: ``None`` (same architecture: ``gluon_model``'s
-    parameters and ``torch_model``'s in declaration order, shapes checked), a ``dualdl.port`` report or ``Mapping`` (or the
-    path of a saved one; give ``gluon_model`` to resolve its save_parameters keys), or a dict
-    Gluon name/Parameter -> torch name/Parameter. ``lr_mult``/``wd_mult`` become param groups.
+    parameters and ``torch_model``'s in declaration order, shapes checked), a ``dualdl.port``
+    report or ``Mapping`` (or the path of a saved one; give ``gluon_model`` to resolve its
+    save_parameters keys), or a dict Gluon name/Parameter -> torch name/Parameter. ``lr_mult``/``wd_mult`` become param groups.
     ``optimizer.step()`` expects ``p.grad`` from a batch-mean loss (see ``.gradient``).
     Returns a :class:`TrainerTranslation` (``optimizer, scheduler = translate_trainer(...)``).
     """
