@@ -1,6 +1,8 @@
 """dl.port.translate_trainer: the returned torch optimizer/scheduler update a torch twin exactly as
 gluon.Trainer updates the Gluon model, compared after every one of 5 steps (float64 where Gluon
 supports it, so that a wrong formula cannot hide inside the tolerance)."""
+import io
+
 import numpy as np
 import pytest
 
@@ -331,3 +333,35 @@ def test_gluon_parameter_folded_away_by_the_port_is_refused():
     net[0].bias.grad_req = "null"  # frozen in Gluon: then nothing is lost
     res = translate_trainer(gluon.Trainer(net.collect_params(), "sgd"), tnet, report)
     assert sorted(t for _, t in res.pairs) == ["0.weight", "1.bias", "1.weight"]
+
+
+def test_state_dict_round_trip_resumes_identically():
+    """Optimizer and scheduler state_dicts (torch's own format) resume the Gluon recipe exactly."""
+    from mxnet import gluon
+    net, tnet = _models()
+    trainer = gluon.Trainer(net.collect_params(), "nag",
+                            dict(momentum=0.9, wd=0.01, lr_scheduler=_sched("factor")))
+    opt, sch = translate_trainer(trainer, tnet, gluon_model=net)
+    batches = _batches("float64")
+
+    def steps(model, o, s, bs):
+        for x, y in bs:
+            o.zero_grad()
+            ((model(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).sum(1).mean().backward()
+            o.step()
+            s.step()
+    steps(tnet, opt, sch, batches[:2])
+    _, clone = _models(mults=False)
+    clone.load_state_dict(tnet.state_dict())
+    opt2, sch2 = translate_trainer(gluon.Trainer(net.collect_params(), "nag", dict(
+        momentum=0.9, wd=0.01, lr_scheduler=_sched("factor"))), clone, gluon_model=net)
+    buf = io.BytesIO()
+    torch.save({"optimizer": opt.state_dict(), "scheduler": sch.state_dict()}, buf)
+    buf.seek(0)
+    saved = torch.load(buf)
+    opt2.load_state_dict(saved["optimizer"])
+    sch2.load_state_dict(saved["scheduler"])
+    steps(tnet, opt, sch, batches[2:])
+    steps(clone, opt2, sch2, batches[2:])
+    for a, b in zip(tnet.parameters(), clone.parameters()):
+        assert torch.equal(a, b)
