@@ -5,7 +5,7 @@ without keeping MXNet. Each class mirrors the C++ kernel ``gluon.Trainer.step`` 
 by operation, including what changes numbers compared with ``torch.optim``:
 
 - hyper-parameters reach the kernels as C++ ``float``: they are rounded to float32 first
-  (this is what makes float64 runs agree to ~1e-16 instead of ~1e-9);
+  (this is what makes float64 runs agree to ~1e-16 instead of ~1e-8);
 - ``rescale_grad`` multiplies the gradient inside the kernel, ``clip_gradient`` clips
   elementwise (before ``wd`` is added for SGD/NAG, after it for Adam/RMSProp);
 - ``step()`` uses ``p.grad`` as the gradient of a **batch-mean** loss times ``rescale_grad``

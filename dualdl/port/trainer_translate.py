@@ -317,6 +317,8 @@ def translate_trainer(gluon_trainer: Any, torch_model: Any,
     """
     opt = _check_trainer(gluon_trainer)
     pairs, tparams = _pairs(gluon_trainer, torch_model, mapping, gluon_model)
+    if not pairs:
+        _fail("the Gluon trainer updates no parameter (all have grad_req='null')")
     base_lr = opt.learning_rate if opt.lr_scheduler is None else opt.lr_scheduler.base_lr
     groups, names = _groups(pairs, tparams, base_lr, opt.wd)
     import torch
