@@ -365,3 +365,39 @@ def test_state_dict_round_trip_resumes_identically():
     steps(clone, opt2, sch2, batches[2:])
     for a, b in zip(tnet.parameters(), clone.parameters()):
         assert torch.equal(a, b)
+
+
+def test_conv_batchnorm_model_through_port_report():
+    """A conv-BN-ReLU-Dense model paired by dl.port.port, trained in train mode (batch statistics)
+    for 5 SGD-momentum steps with wd and clipping: the weights follow Gluon's."""
+    from mxnet import autograd, gluon
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Conv2D(4, 3, in_channels=2, use_bias=False), gluon.nn.BatchNorm(in_channels=4),
+            gluon.nn.Activation("relu"), gluon.nn.Dense(3, in_units=36))
+    net.initialize(mx.init.Xavier())
+    tnet = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, bias=False), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(36, 3))
+    rng = np.random.default_rng(0)
+    report = dl.port.port(net, tnet, rng.normal(size=(2, 2, 5, 5)).astype(np.float32))
+    assert report.ok, report
+    trainer = gluon.Trainer(net.collect_params(), "sgd",
+                            dict(learning_rate=0.1, momentum=0.9, wd=0.01, clip_gradient=0.5))
+    res = translate_trainer(trainer, tnet, report)
+    assert len(res.pairs) == 5 and not res.untrained
+    tnet.train()
+    gkeys = {k: p for k, p in net._collect_params_with_prefix().items() if p.grad_req != "null"}
+    for _ in range(STEPS):
+        x = rng.normal(size=(BATCH, 2, 5, 5)).astype(np.float32)
+        y = rng.normal(size=(BATCH, 3)).astype(np.float32)
+        with autograd.record():
+            loss = ((net(mx.nd.array(x)) - mx.nd.array(y)) ** 2).sum(axis=1)
+        loss.backward()
+        trainer.step(BATCH)
+        res.optimizer.zero_grad()
+        ((tnet(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).sum(1).mean().backward()
+        res.optimizer.step()
+        tparams = dict(tnet.named_parameters())
+        for gk, tk in zip(["0.weight", "1.gamma", "1.beta", "3.weight", "3.bias"],
+                          ["0.weight", "1.weight", "1.bias", "4.weight", "4.bias"]):
+            a, b = gkeys[gk].data().asnumpy(), tparams[tk].detach().numpy()
+            assert np.abs(a - b).max() <= 1e-5 * max(1.0, np.abs(a).max()), (gk, np.abs(a - b).max())
