@@ -199,13 +199,17 @@ def test_sum_loss_with_step_batch_size_is_gluon_recipe():
 
 
 def test_scheduler_lr_per_step_equals_gluon():
-    """Every step's lr (times lr_mult) equals what Gluon's scheduler object returns."""
+    """Every step's lr (times lr_mult) equals what the trainer's own scheduler object returns,
+    also when the optimizer's learning_rate overwrote the scheduler's base_lr (Gluon then still
+    decays poly/cosine from the original one) and past max_update."""
     from mxnet import gluon
-    for kind in ("factor", "multifactor", "poly", "cosine"):
+    for kind, lr in [(k, v) for k in ("factor", "multifactor", "poly", "cosine")
+                     for v in (None, 0.07)]:
         net, tnet = _models()
-        trainer = gluon.Trainer(net.collect_params(), "sgd", dict(lr_scheduler=_sched(kind)))
+        params = dict(lr_scheduler=_sched(kind), **({"learning_rate": lr} if lr else {}))
+        trainer = gluon.Trainer(net.collect_params(), "sgd", params)
         opt, sch = translate_trainer(trainer, tnet, gluon_model=net)
-        ref = _sched(kind)
+        ref = trainer._optimizer.lr_scheduler  # called in sequence, as Gluon does
         for n in range(1, 12):
             want = ref(n)
             assert [g["lr"] for g in opt.param_groups] == [want * g["lr_mult"]
