@@ -14,3 +14,5 @@ from .sides import PortWarning
 __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
            "ZeroMissingBias", "DEFAULT_RULES", "PortWarning"]
+from .trainer_translate import TrainerTranslation, TrainerTranslationError, translate_trainer  # noqa: E402
+__all__ += ["translate_trainer", "TrainerTranslation", "TrainerTranslationError"]
