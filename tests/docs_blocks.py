@@ -24,6 +24,7 @@ NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->\s*$")
 _NET = '''
 import numpy as np
 import dualdl as dl
+dl.seed(0)
 class Net(dl.nn.Module):
     def __init__(self):
         super().__init__()
@@ -139,6 +140,15 @@ def blocks(path):
         skip = NOT_RUN.search(before)
         out.append((text[:m.start()].count("\n") + 2, m.group(1), skip.group(1) if skip else None))
     return out
+
+
+def script(path, indices):
+    """One script: the page's context and its blocks number ``indices`` (to run as a file)."""
+    parts = [CONTEXT.get(path, "")]
+    for i, (_, code, _) in enumerate(blocks(path)):
+        if i in indices:
+            parts += [CONTEXT.get((path, i), ""), code]
+    return "\n".join(parts)
 
 
 def run_page(path, backend):

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from docs_blocks import ONE_BACKEND, ROOT, blocks
+import numpy as np
+
+from docs_blocks import ONE_BACKEND, ROOT, blocks, script
 
 PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 PAGES_WITH_CODE = [p for p in PAGES if blocks(p)]
@@ -22,12 +24,19 @@ CASES = [(p, b) for p in PAGES_WITH_CODE for b in BACKENDS if ONE_BACKEND.get(p,
 MAX_NOT_RUN = 2
 
 
+def _env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "DUALDL_BACKEND"):
+        env.pop(k, None)
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]))
+    return env
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """``{(page, backend): traceback or None}``: one subprocess per backend for all its pages."""
     out = {}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
-    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]))
+    env = _env()
     for b in BACKENDS:
         pages = [p for p, pb in CASES if pb == b]
         path = tmp_path_factory.mktemp("docs") / f"{b}.json"
@@ -59,3 +68,35 @@ def test_docs_cite_nothing_outside_the_repository():
     cited = [(p, i + 1) for p in PAGES for i, line in enumerate(open(os.path.join(ROOT, p)))
              if "shared/reference" in line]
     assert not cited, f"pages cite files the repository does not have: {cited}"
+
+
+# docs/distributed.md's scripts launched as 2 processes write the checkpoint one process writes:
+# the Trainer script (block 0) on torch (DDP), the native Gluon script (block 2) on MXNet dist_sync.
+# (One script per launch: a process joins one job. The in-process run above covers the others.)
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.parametrize("backend,block,ckpt", [("torch", 0, "ckpt.npz"), ("mxnet", 2, "ckpt.params")])
+def test_distributed_page_scripts_launched_on_2_processes_match_one_process(tmp_path, backend, block, ckpt):
+    code = script("docs/distributed.md", {block})
+    ckpts = {}
+    for run, cmd in [("launched", [sys.executable, "-m", "dualdl", "launch", "--nproc", "2", "--backend",
+                                   backend, "--timeout", "120"]), ("single", [sys.executable])]:
+        d = tmp_path / run
+        d.mkdir()
+        (d / "train.py").write_text(code)
+        env = dict(_env(), DUALDL_BACKEND=backend) if run == "single" else _env()
+        r = subprocess.run(cmd + ["train.py"], cwd=d, env=env, capture_output=True, text=True, timeout=240,
+                           start_new_session=True)
+        assert r.returncode == 0, f"{run}: {r.stderr[-3000:]}"
+        ckpts[run] = _load(d / ckpt)
+    floats = [k for k, v in ckpts["single"].items() if v.dtype.kind == "f"]
+    assert floats and sorted(ckpts["launched"]) == sorted(ckpts["single"])
+    diff = max(float(np.abs(ckpts["launched"][k] - ckpts["single"][k]).max()) for k in floats)
+    assert diff < 1e-5, f"{backend}: 2 processes vs 1: max abs {diff:.2e}"
+
+
+def _load(path):
+    if path.suffix == ".params":
+        import mxnet as mx
+        return {k: v.asnumpy() for k, v in mx.nd.load(str(path)).items()}
+    return dict(np.load(path, allow_pickle=True))
