@@ -113,6 +113,7 @@ x_val, y_val = X[:10], y[:10]
 loss_fn = dl.losses.CrossEntropyLoss()
 per_sample_loss = dl.losses.CrossEntropyLoss(reduction="none")
 ''',
+    ("docs/training.md", 1): "_step_loss = loss   # what trainer.train_step returned\n",
     "docs/transformer.md": '''
 import numpy as np
 import dualdl as dl
@@ -121,14 +122,19 @@ pad = dl.from_numpy(np.array([[False] * 5, [False] * 3 + [True] * 2]))
 lengths = dl.from_numpy(np.array([5, 3], "int64"))
 ''',
 }
-# Post-blocks checks that what a page claims happened (run after the page's blocks).
+# Checks, after a page's blocks, of what its comments claim.
+_NATIVE = "type(x).__module__.split('.')[0] == {'torch': 'torch', 'mxnet': 'mxnet'}[dl.backend()]"
 CHECKS = {
-    "docs/training.md": "assert np.isfinite(val_loss)\n",
+    "docs/data.md": f"assert {_NATIVE}\nassert set(state) == {{'epoch', 'batches', 'seed', 'sampler_seed'}}\n",
+    "docs/models.md": "import torch, mxnet\nassert isinstance(net_mx, mxnet.gluon.HybridBlock)\n"
+                      "assert isinstance(net, torch.nn.Module if dl.backend() == 'torch' else mxnet.gluon.HybridBlock)\n",
+    "docs/training.md": "assert isinstance(_step_loss, float) and np.isfinite(_step_loss + val_loss)\n",
+    "docs/transformer.md": "assert tuple(y.shape) == (2, 5, 256)\n",
 }
 
-
 # pages that run on one backend only (they use both themselves, or port Gluon -> torch)
-ONE_BACKEND = {"docs/differences.md": "torch", "docs/index.md": "torch", "docs/parity.md": "torch", "docs/porting.md": "torch"}
+ONE_BACKEND = {"docs/differences.md": "torch", "docs/index.md": "torch", "docs/parity.md": "torch",
+               "docs/porting.md": "torch"}
 
 
 def blocks(path):
