@@ -11,9 +11,8 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import numpy as np
+import pytest
 
 from docs_blocks import ONE_BACKEND, ROOT, blocks, script
 
