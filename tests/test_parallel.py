@@ -157,6 +157,17 @@ def test_torch_gpu_devices_without_cuda_are_a_clear_error():
             dl.Trainer(m, opt, dl.losses.MSELoss(), devices=[dl.gpu(0), dl.gpu(1)])
 
 
+def test_torch_model_to_several_gpus_is_a_clear_error_and_to_a_dualdl_device_works():
+    with dl.use("torch"):
+        m = make("mlp", "torch")
+    assert m.to(dl.cpu(1)) is m and m.to([dl.cpu(0), dl.cpu(1)]) is m
+    assert {str(p.device) for p in m.parameters()} == {"cpu"}
+    with pytest.raises(ValueError, match=r"one copy of its parameters.*dl.Trainer"):
+        m.to([dl.gpu(0), dl.gpu(1)])
+    import torch
+    assert m.to("cpu") is m and m.to(torch.float32) is m      # torch's own forms are unchanged
+
+
 def test_torch_real_data_parallel_on_gpus_matches_one_device():
     import torch
     if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
@@ -260,8 +271,7 @@ def test_hand_written_multi_device_loop_matches_the_trainer(backend):
     with dl.use(backend):
         m = make("mlp", backend)
         dl.load_state_dict(m, base_weights("mlp"))
-        if backend == "mxnet":
-            m.to(devs)
+        assert m.to(devs) is m                  # MXNet: one copy per context; torch: one CPU copy
         opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
         for s in range(5):
             x, y, _ = data("mlp", seed=s)

@@ -242,3 +242,6 @@ def test_fused_rule_is_required_for_packed_projections():
     report = dl.port.port_gluon_to_torch(g, t, _seq(), default_rules=False,
                                          rules=[Fused(r"in_proj_(weight|bias)$", parts=3)])
     assert report.ok, report.summary()
+    assert [n for n in report.notes if n.startswith("rule fused")] == [
+        f"rule fused (target): cells.{i}.attn.in_proj_{w} is 3 tensors along axis 0"
+        for i in (0, 1) for w in ("weight", "bias")]

@@ -44,6 +44,9 @@ def test_transposed_layout_needs_and_reports_the_rule():
     assert report.ok, report.summary()
     assert report.max_rel_diff < 1e-6
     assert [e.transpose for e in report.mapping.entries if e.target.endswith("kernel")] == [True, True]
+    assert [n for n in report.notes if n.startswith("rule transpose")] == [
+        "rule transpose (target): 0.kernel stored transposed",
+        "rule transpose (target): 2.kernel stored transposed"]
     assert np.array_equal(t[0].kernel.detach().numpy(), g[0].weight.data().asnumpy().T)
     # and back, with the same rule
     g2 = _mlp_gluon()
@@ -97,6 +100,7 @@ def test_user_transform_by_name_saved_in_the_mapping(tmp_path):
     assert report.ok, report.summary()
     assert np.allclose(t.log_gamma.detach().numpy(), np.log([0.5, 1, 2, 3, 4]))
     assert report.pairs[0].how == "rule rename (log)"
+    assert "rule rename (log): gamma -> log_gamma" in report.notes
     report.mapping.save(tmp_path / "m.json")
     fresh = TorchLogScale(5)
     Mapping.load(tmp_path / "m.json").apply(g, target=fresh)

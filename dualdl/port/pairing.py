@@ -44,8 +44,10 @@ def _expand(slots: List[Slot], rules: List[Rule], side: str, notes: List[str]) -
         if t is not None:
             s = copy.copy(s)
             s.shape, s.transposed = tuple(reversed(s.shape)), True
+            notes.append(f"rule transpose ({side}): {s.key} stored transposed")
         f = next((r for r in rules if isinstance(r, Fused) and r.matches(s.key)), None)
         if f is not None and s.shape and s.shape[f.axis] % f.parts == 0:
+            notes.append(f"rule fused ({side}): {s.key} is {f.parts} tensors along axis {f.axis}")
             for i in range(f.parts):
                 p = copy.copy(s)
                 shape = list(s.shape)
@@ -83,6 +85,7 @@ def pair_slots(src: List[Slot], dst: List[Slot], rules: List[Rule]) -> PairResul
                 continue
             src_used[i] = True
             match[j] = (i, f"rule rename ({rule.transform})")
+            notes.append(f"rule rename ({rule.transform}): {s.key} -> {key}")
 
     # 2. execution order, role, shape
     for j, d in enumerate(dst):
