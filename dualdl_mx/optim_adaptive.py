@@ -22,6 +22,19 @@ from .optim import Optimizer
 __all__ = ["Adagrad", "Adadelta", "Adamax", "NAdam"]
 
 
+def next_step(state, w: nd.NDArray, *zeros: str, **fills: float) -> int:
+    """Count a step in a parameter's state, creating it at the first one: ``step`` and the named
+    buffers (``zeros`` of ``w``'s shape, or filled with ``fills``' value); returns the step number."""
+    if "step" not in state:
+        state["step"] = 0
+        for name in zeros:
+            state[name] = nd.zeros_like(w)
+        for name, value in fills.items():
+            state[name] = nd.full(w.shape, value, ctx=w.context, dtype=w.dtype)
+    state["step"] += 1
+    return state["step"]
+
+
 def _grad(w: nd.NDArray, g: nd.NDArray, group) -> nd.NDArray:
     """torch's first lines: ``-g`` for maximize, then L2 decay ``g + wd*w``."""
     if group["maximize"]:
@@ -47,12 +60,9 @@ class Adagrad(Optimizer):
                                       maximize=maximize), fused)
 
     def _update(self, p, w, g, group, state):
-        if "step" not in state:
-            state["step"] = 0
-            state["sum"] = nd.full(w.shape, group["initial_accumulator_value"], ctx=w.context, dtype=w.dtype)
-        state["step"] += 1
+        t = next_step(state, w, sum=group["initial_accumulator_value"])
         g = _grad(w, g, group)
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        clr = group["lr"] / (1 + (t - 1) * group["lr_decay"])
         s = state["sum"] = state["sum"] + g * g
         return w - clr * (g / (nd.sqrt(s) + group["eps"]))
 
@@ -71,11 +81,7 @@ class Adadelta(Optimizer):
 
     def _update(self, p, w, g, group, state):
         rho, eps = group["rho"], group["eps"]
-        if "step" not in state:
-            state["step"] = 0
-            state["square_avg"] = nd.zeros_like(w)
-            state["acc_delta"] = nd.zeros_like(w)
-        state["step"] += 1
+        next_step(state, w, "square_avg", "acc_delta")
         g = _grad(w, g, group)
         sq = state["square_avg"] = state["square_avg"] * rho + (1 - rho) * g * g
         delta = nd.sqrt(state["acc_delta"] + eps) / nd.sqrt(sq + eps) * g
@@ -98,15 +104,11 @@ class Adamax(Optimizer):
 
     def _update(self, p, w, g, group, state):
         b1, b2 = group["betas"]
-        if "step" not in state:
-            state["step"] = 0
-            state["exp_avg"] = nd.zeros_like(w)
-            state["exp_inf"] = nd.zeros_like(w)
-        state["step"] += 1
+        t = next_step(state, w, "exp_avg", "exp_inf")
         g = _grad(w, g, group)
         m = state["exp_avg"] = state["exp_avg"] + (1 - b1) * (g - state["exp_avg"])
         u = state["exp_inf"] = nd.maximum(state["exp_inf"] * b2, nd.abs(g) + group["eps"])
-        return w - (group["lr"] / (1 - b1 ** state["step"])) * (m / u)
+        return w - (group["lr"] / (1 - b1 ** t)) * (m / u)
 
 
 class NAdam(Optimizer):
@@ -129,13 +131,8 @@ class NAdam(Optimizer):
     def _update(self, p, w, g, group, state):
         b1, b2 = group["betas"]
         lr, wd, psi = group["lr"], group["weight_decay"], group["momentum_decay"]
-        if "step" not in state:
-            state["step"] = 0
-            state["mu_product"] = 1.0
-            state["exp_avg"] = nd.zeros_like(w)
-            state["exp_avg_sq"] = nd.zeros_like(w)
-        state["step"] += 1
-        t = state["step"]
+        t = next_step(state, w, "exp_avg", "exp_avg_sq")
+        state.setdefault("mu_product", 1.0)
         if group["maximize"]:
             g = -g
         if wd and group["decoupled_weight_decay"]:

@@ -9,21 +9,14 @@ from .optim import _BatchSizeStep
 __all__ = ["Adagrad", "Adadelta", "Adamax", "NAdam"]
 
 
-class Adagrad(_BatchSizeStep, torch.optim.Adagrad):
-    _dl_optimizer = "Adagrad"
-    _torch_cls = torch.optim.Adagrad
+def _with_batch_size_step(torch_cls: type) -> type:
+    """``class Name(_BatchSizeStep, torch.optim.Name)``, as the classes of dualdl_torch.optim."""
+    name = torch_cls.__name__
+    return type(name, (_BatchSizeStep, torch_cls), {"_dl_optimizer": name, "_torch_cls": torch_cls,
+                                                    "__module__": __name__, "__doc__": torch_cls.__doc__})
 
 
-class Adadelta(_BatchSizeStep, torch.optim.Adadelta):
-    _dl_optimizer = "Adadelta"
-    _torch_cls = torch.optim.Adadelta
-
-
-class Adamax(_BatchSizeStep, torch.optim.Adamax):
-    _dl_optimizer = "Adamax"
-    _torch_cls = torch.optim.Adamax
-
-
-class NAdam(_BatchSizeStep, torch.optim.NAdam):
-    _dl_optimizer = "NAdam"
-    _torch_cls = torch.optim.NAdam
+Adagrad = _with_batch_size_step(torch.optim.Adagrad)
+Adadelta = _with_batch_size_step(torch.optim.Adadelta)
+Adamax = _with_batch_size_step(torch.optim.Adamax)
+NAdam = _with_batch_size_step(torch.optim.NAdam)

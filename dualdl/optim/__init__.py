@@ -106,7 +106,7 @@ class LAMB(_Factory):
     """LAMB(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, bias_correction=True,
     lower_bound=None, upper_bound=None, *, maximize=False): MXNet 1.9.1's ``mx.optimizer.LAMB``
     formula (gluonnlp's BERT recipe) on both backends; torch has no LAMB (formula in
-    ``dualdl_mx/optim_lamb.py``)."""
+    ``dualdl/optim/lamb.py``)."""
     _module = "optim_lamb"
 
 
