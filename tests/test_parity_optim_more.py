@@ -118,6 +118,27 @@ def test_adam_decoupled_weight_decay_is_adamw():
     assert all(np.array_equal(p.data().asnumpy(), q.data().asnumpy()) for p, q in zip(a, b))
 
 
+@pytest.mark.parametrize("n_params,low,high", [(1, 0.0, 1e-8), (3, 1e-2, 1.0)])
+def test_mxnet_nadam_shares_one_momentum_schedule_across_parameters(n_params, low, high):
+    """Why dualdl has its own NAdam: MXNet 1.9.1's ``Nadam`` advances one optimizer-wide
+    momentum-schedule product at every parameter's update; with one parameter it is torch's."""
+    import mxnet as mx
+    ws = _weights()[:n_params]
+    a, b = _mx_params(ws, "float64"), _mx_params(ws, "float64")
+    ours, theirs = dl.optim.NAdam(a, lr=0.05), mx.optimizer.Nadam(learning_rate=0.05)
+    states = [theirs.create_state(i, p.data()) for i, p in enumerate(b)]
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        gs = [rng.normal(size=w.shape) for w in ws]
+        ours.zero_grad()
+        _backward_mx(a, gs, cubic=0.0)
+        ours.step()
+        for i, (p, g) in enumerate(zip(b, gs)):
+            theirs.update(i, p.data(), mx.nd.array(g, dtype="float64"), states[i])
+    d = max(float(np.abs(p.data().asnumpy() - q.data().asnumpy()).max()) for p, q in zip(a, b))
+    assert low <= d < high, d
+
+
 # ---- LAMB against its reference formula (float64 numpy) and MXNet's own optimizer ----------
 
 def _lamb_reference(w, grads, lr, b1=0.9, b2=0.999, eps=1e-6, wd=0.0, bias_correction=True,
