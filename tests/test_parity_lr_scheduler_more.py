@@ -57,7 +57,7 @@ def _trace(optimizer, sched, steps=12, train=None):
     return out
 
 
-@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam", "LAMB"])
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 def test_same_lrs_momenta_and_weights_as_torch(name, opt_name):
     ws = _weights()

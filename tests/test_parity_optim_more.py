@@ -269,3 +269,10 @@ def test_step_batch_size_on_new_optimizers():
         oa.step(batch_size=4); ob.step()
         assert max(float(np.abs(read(x) - read(y)).max()) for x, y in zip(a, b)) < 1e-15
         assert max(float(np.abs(read(x) - w).max()) for x, w in zip(a, ws)) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam"])
+def test_torch_backend_returns_torch_optimizers(name):
+    opt = getattr(dl.optim, name)(_torch_params(_weights(), "float32"))
+    assert isinstance(opt, getattr(torch.optim, name)) and type(opt).__name__ == name
+    assert isinstance(dl.optim.LAMB(_torch_params(_weights(), "float32")), torch.optim.Optimizer)
