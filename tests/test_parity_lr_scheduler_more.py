@@ -135,3 +135,28 @@ def test_one_cycle_refuses_an_optimizer_without_momentum_and_too_many_steps():
     s.step(); s.step()
     with pytest.raises(ValueError, match="Tried to step 3 times"):
         s.step()
+
+
+@pytest.mark.parametrize("make", [lambda o: S.StepLR(o, step_size=2, gamma=0.5),
+                                  lambda o: S.MultiStepLR(o, milestones=[1, 3, 3], gamma=0.5),
+                                  lambda o: S.ExponentialLR(o, gamma=0.8),
+                                  lambda o: S.CosineAnnealingLR(o, T_max=6, eta_min=1e-3),
+                                  lambda o: S.LinearLR(o, start_factor=0.2, total_iters=4),
+                                  lambda o: S.PolynomialLR(o, total_iters=5, power=2.0),
+                                  lambda o: S.ReduceLROnPlateau(o, patience=0)],
+                         ids=["StepLR", "MultiStepLR", "ExponentialLR", "Cosine", "LinearLR", "PolynomialLR",
+                              "ReduceLROnPlateau"])
+def test_deprecated_step_epoch_jumps_through_the_closed_form_as_torch(make):
+    ws = _weights()
+    lrs = []
+    for params in (_torch_params(ws, "float64"), _mx_params(ws, "float64")):
+        o = dl.optim.SGD(params, lr=0.1)
+        s = make(o)
+        o.step()                                         # (torch warns about a scheduler step first)
+        seen = []
+        for epoch in (3, 1, 4, 7):
+            with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step\\(\\)`"):
+                s.step(1.0, epoch) if "Plateau" in type(s).__name__ else s.step(epoch)
+            seen.append((s.get_last_lr(), s.last_epoch))
+        lrs.append(seen)
+    assert lrs[0] == lrs[1]

@@ -8,12 +8,18 @@ attached to the optimizer and count *updates*, with different formulas (e.g. ``F
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from bisect import bisect_right
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 __all__ = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR", "PolynomialLR",
            "SequentialLR", "OneCycleLR", "ReduceLROnPlateau", "LRScheduler"]
+
+EPOCH_DEPRECATION_WARNING = (           # torch 2.13's wording
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
+    "Please use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different "
+    "from None, the closed form is used instead of the new chainable form, where available.")
 
 
 def _is_torch(optimizer: Any) -> bool:
@@ -57,9 +63,12 @@ class LRScheduler:
     def get_lr(self) -> List[float]:
         raise NotImplementedError
 
-    def step(self) -> None:
+    def step(self, epoch: Optional[int] = None) -> None:
+        """Next step; ``step(epoch)`` (deprecated in torch, warned as there) jumps to ``epoch``."""
         self._step_count += 1
-        self._update_lr()
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
 
     def _update_lr(self, epoch: Optional[int] = None) -> None:
         """One step (``epoch=None``), or a jump to ``epoch`` through the closed form where the

@@ -9,10 +9,11 @@ linear or constant), no one-cycle, no chaining and no plateau rule; Gluon code w
 from __future__ import annotations
 
 import math
+import warnings
 from bisect import bisect_right
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler
 
 
 def _per_group(name: str, optimizer: Any, value: Any) -> List[Any]:
@@ -269,9 +270,13 @@ class _ReduceLROnPlateau:
     def in_cooldown(self) -> bool:
         return self.cooldown_counter > 0
 
-    def step(self, metrics: Any) -> None:
+    def step(self, metrics: Any, epoch: Optional[int] = None) -> None:
         current = float(metrics)
-        self.last_epoch += 1
+        if epoch is None:
+            epoch = self.last_epoch + 1
+        else:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best, self.num_bad_epochs = current, 0
         else:
