@@ -26,6 +26,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mxnet import autograd, gluon, nd
 
+from dualdl.optim.arguments import check_torch_switches
+
 from . import compiled
 from .parallel import zero_grad as zero_grads
 
@@ -238,8 +240,9 @@ class SGD(Optimizer):
     _dl_optimizer = "SGD"
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
-                 fused: Optional[bool] = None):
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: Optional[bool] = None, differentiable: bool = False, fused: Optional[bool] = None):
+        check_torch_switches("SGD", differentiable)
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"invalid SGD hyper-parameters: lr={lr}, momentum={momentum}, weight_decay={weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
@@ -366,8 +369,12 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
-                 fused: Optional[bool] = None):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, foreach: Optional[bool] = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False,
+                 fused: Optional[bool] = None, decoupled_weight_decay: bool = False):
+        check_torch_switches(type(self).__name__, differentiable, capturable)
+        if decoupled_weight_decay:          # torch: Adam(decoupled_weight_decay=True) is AdamW
+            self._decoupled = True
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
             raise ValueError(f"invalid Adam hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
@@ -432,9 +439,11 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: Optional[bool] = None, capturable: bool = False, differentiable: bool = False,
                  fused: Optional[bool] = None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused)
 
 
 class RMSprop(Optimizer):
@@ -444,11 +453,13 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
-                 maximize: bool = False, fused: Optional[bool] = None):
+                 capturable: bool = False, foreach: Optional[bool] = None, maximize: bool = False,
+                 differentiable: bool = False):
+        check_torch_switches("RMSprop", differentiable, capturable)
         if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
             raise ValueError(f"invalid RMSprop hyper-parameters: lr={lr}, alpha={alpha}, eps={eps}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize), fused)
+                                      momentum=momentum, centered=centered, maximize=maximize))
 
     def _update(self, p, w, g, group, state):
         a = group["alpha"]

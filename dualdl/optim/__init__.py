@@ -16,13 +16,14 @@ What this hides (measured in shared/reference/mxnet-vs-torch.md §3):
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Iterable, List
 
 from ..backend import get_backend
 from .groups import BIASES_AND_NORMS, param_groups
 from . import lr_scheduler
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "param_groups", "BIASES_AND_NORMS",
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "LAMB", "param_groups", "BIASES_AND_NORMS",
            "clip_grad_norm_", "clip_grad_value_", "lr_scheduler", "backend_of_params"]
 
 
@@ -49,12 +50,14 @@ def backend_of_params(params: Iterable[Any]):
 
 
 class _Factory:
-    """Declared here, built by the backend that owns the parameters."""
+    """Declared here, built by the backend that owns the parameters (from its ``_module``)."""
+    _module = "optim"
 
     def __new__(cls, params, *args, **kwargs):
         params = list(params)
         be = backend_of_params(params)
-        return getattr(be.module("optim"), cls.__name__)(params, *args, **kwargs)
+        mod = be.module("optim") if cls._module == "optim" else importlib.import_module(f"{be.adapter}.{cls._module}")
+        return getattr(mod, cls.__name__)(params, *args, **kwargs)
 
 
 class SGD(_Factory):
@@ -74,6 +77,37 @@ class AdamW(_Factory):
 class RMSprop(_Factory):
     """RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False):
     torch's formula (eps outside the square root; MXNet's RMSProp puts it inside)."""
+
+
+class Adagrad(_Factory):
+    """Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10):
+    torch's formula (MXNet's AdaGrad puts eps inside the root and has no lr_decay)."""
+    _module = "optim_adaptive"
+
+
+class Adadelta(_Factory):
+    """Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0): torch's formula (MXNet's has no lr)."""
+    _module = "optim_adaptive"
+
+
+class Adamax(_Factory):
+    """Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0): torch's formula
+    (eps inside the infinity-norm max)."""
+    _module = "optim_adaptive"
+
+
+class NAdam(_Factory):
+    """NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
+    decoupled_weight_decay=False): torch's momentum schedule (MXNet's Nadam differs)."""
+    _module = "optim_adaptive"
+
+
+class LAMB(_Factory):
+    """LAMB(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, bias_correction=True,
+    lower_bound=None, upper_bound=None, *, maximize=False): MXNet 1.9.1's ``mx.optimizer.LAMB``
+    formula (gluonnlp's BERT recipe) on both backends; torch has no LAMB (formula in
+    ``dualdl/optim/lamb.py``)."""
+    _module = "optim_lamb"
 
 
 def clip_grad_norm_(parameters: Iterable[Any], max_norm: float, norm_type: float = 2.0) -> float:

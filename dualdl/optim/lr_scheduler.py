@@ -8,10 +8,18 @@ attached to the optimizer and count *updates*, with different formulas (e.g. ``F
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
-from typing import Any, Callable, Dict, List, Sequence, Union
+from bisect import bisect_right
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-__all__ = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LRScheduler"]
+__all__ = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR", "PolynomialLR",
+           "SequentialLR", "OneCycleLR", "ReduceLROnPlateau", "LRScheduler"]
+
+EPOCH_DEPRECATION_WARNING = (           # torch 2.13's wording
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
+    "Please use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different "
+    "from None, the closed form is used instead of the new chainable form, where available.")
 
 
 def _is_torch(optimizer: Any) -> bool:
@@ -41,18 +49,37 @@ class LRScheduler:
                                    f"when resuming a scheduler (last_epoch={last_epoch})")
         self.base_lrs: List[float] = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """The constructor's step (``_is_initial``), also run by SequentialLR at a milestone."""
         self._step_count = 0
         self._is_initial = True
-        self.step()
-        self._is_initial = False
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self) -> List[float]:
         raise NotImplementedError
 
-    def step(self) -> None:
+    def step(self, epoch: Optional[int] = None) -> None:
+        """Next step; ``step(epoch)`` (deprecated in torch, warned as there) jumps to ``epoch``."""
         self._step_count += 1
-        self.last_epoch += 1
-        values = self.get_lr()
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: Optional[int] = None) -> None:
+        """One step (``epoch=None``), or a jump to ``epoch`` through the closed form where the
+        schedule has one (torch's ``_update_lr``; SequentialLR uses ``epoch=0``)."""
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
         for g, lr in zip(self.optimizer.param_groups, values):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
@@ -80,6 +107,9 @@ class _StepLR(LRScheduler):
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
+    def _get_closed_form_lr(self):
+        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
+
 
 class _MultiStepLR(LRScheduler):
     def __init__(self, optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1):
@@ -91,6 +121,10 @@ class _MultiStepLR(LRScheduler):
             return self._lrs()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
 
+    def _get_closed_form_lr(self):
+        milestones = sorted(self.milestones.elements())
+        return [b * self.gamma ** bisect_right(milestones, self.last_epoch) for b in self.base_lrs]
+
 
 class _ExponentialLR(LRScheduler):
     def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
@@ -101,6 +135,9 @@ class _ExponentialLR(LRScheduler):
         if self.last_epoch == 0:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
 
 
 class _CosineAnnealingLR(LRScheduler):
@@ -120,6 +157,10 @@ class _CosineAnnealingLR(LRScheduler):
         return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
                 / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
                 * (lr - self.eta_min) + self.eta_min for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for b in self.base_lrs]
 
 
 class _LambdaLR(LRScheduler):
@@ -144,3 +185,21 @@ MultiStepLR = _declare("MultiStepLR", "MultiStepLR(optimizer, milestones, gamma=
 ExponentialLR = _declare("ExponentialLR", "ExponentialLR(optimizer, gamma).")
 CosineAnnealingLR = _declare("CosineAnnealingLR", "CosineAnnealingLR(optimizer, T_max, eta_min=0).")
 LambdaLR = _declare("LambdaLR", "LambdaLR(optimizer, lr_lambda): lr = initial_lr * lr_lambda(step).")
+
+
+# warm-up, one-cycle, sequential and plateau schedules: their own file, found by the factory here
+from .lr_scheduler_warmup import (_LinearLR, _OneCycleLR, _PolynomialLR,  # noqa: E402,F401
+                                  _ReduceLROnPlateau, _SequentialLR)
+
+LinearLR = _declare("LinearLR", "LinearLR(optimizer, start_factor=1/3, end_factor=1.0, total_iters=5): "
+                    "lr factor moving linearly from start_factor to end_factor (warm-up).")
+PolynomialLR = _declare("PolynomialLR", "PolynomialLR(optimizer, total_iters=5, power=1.0): "
+                        "lr = initial_lr * (1 - min(t, total_iters)/total_iters)^power.")
+SequentialLR = _declare("SequentialLR", "SequentialLR(optimizer, schedulers, milestones): each scheduler in "
+                        "turn (e.g. LinearLR warm-up, then PolynomialLR or CosineAnnealingLR decay).")
+OneCycleLR = _declare("OneCycleLR", "OneCycleLR(optimizer, max_lr, total_steps=None, epochs=None, "
+                      "steps_per_epoch=None, pct_start=0.3, anneal_strategy='cos', cycle_momentum=True, ...): "
+                      "one cycle of lr (and of SGD's momentum / Adam's beta1, inversely).")
+ReduceLROnPlateau = _declare("ReduceLROnPlateau", "ReduceLROnPlateau(optimizer, mode='min', factor=0.1, patience=10, "
+                             "threshold=1e-4, threshold_mode='rel', cooldown=0, min_lr=0, eps=1e-8): "
+                             "``step(metric)`` lowers lr when the metric stops improving.")
