@@ -3,12 +3,16 @@
 Hides: MXNet draws initialisers and dropout masks from its own RNG (fixed default seed, so it is
 reproducible even unseeded) and its Gluon DataLoader shuffles with numpy's global RNG; torch needs
 ``torch.manual_seed`` for init, dropout and its DataLoader. ``seed`` sets Python ``random``, numpy
-and every backend; a backend imported later is seeded when it is first used.
+and every backend: one whose framework is already imported is seeded now, and a framework imported
+later is seeded right after its import (a one-shot import hook), also when the user imports it
+directly instead of through dualdl.
 """
 from __future__ import annotations
 
+import importlib.abc
 import random as _pyrandom
-from typing import Optional
+import sys
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -34,14 +38,58 @@ def seed(n: int, deterministic: bool = False) -> None:
     _SEED, _DETERMINISTIC = int(n), bool(deterministic)
     _pyrandom.seed(_SEED)
     np.random.seed(_SEED)
-    from .backend import _instances
-    for be in list(_instances.values()):
-        be.seed(_SEED, _DETERMINISTIC)
+    from .backend import KNOWN_BACKENDS, _instances, get_backend
+    for key, (_, framework, _) in KNOWN_BACKENDS.items():
+        if key in _instances:
+            _instances[key].seed(_SEED, _DETERMINISTIC)
+        elif framework in sys.modules:
+            get_backend(key)            # seeds it (_apply_pending)
+        else:
+            _SEED_ON_IMPORT.pending[framework] = key
+    if _SEED_ON_IMPORT.pending and _SEED_ON_IMPORT not in sys.meta_path:
+        sys.meta_path.insert(0, _SEED_ON_IMPORT)
 
 
 def initial_seed() -> Optional[int]:
     """The seed last passed to :func:`seed` (``None`` if never called)."""
     return _SEED
+
+
+class _SeedOnImport(importlib.abc.MetaPathFinder):
+    """Seeds a framework right after its first import, once: ``dl.seed(0); import mxnet`` then
+    draws the seeded stream, as ``dl.seed(0)`` after the import would."""
+
+    def __init__(self) -> None:
+        self.pending: Dict[str, str] = {}     # framework module -> backend name
+
+    def find_spec(self, fullname, path=None, target=None):
+        key = self.pending.pop(fullname, None)
+        if key is None:
+            return None
+        if not self.pending and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = None
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_seed(module) -> None:
+            exec_module(module)
+            from .backend import KNOWN_BACKENDS, get_backend
+            # imported by its dualdl adapter: get_backend seeds it once the adapter is built
+            if KNOWN_BACKENDS[key][0] not in sys.modules and _SEED is not None:
+                get_backend(key)
+        loader.exec_module = exec_then_seed
+        return spec
+
+
+_SEED_ON_IMPORT = _SeedOnImport()
 
 
 def _apply_pending(be) -> None:

@@ -53,3 +53,30 @@ def test_seed_validates():
         dl.seed(-1)
     with pytest.raises(ValueError, match="seed must be an int"):
         dl.seed(1.5)
+
+
+IMPORTED_AFTER_SEED = r"""
+import sys, dualdl as dl
+framework = sys.argv[1]
+dl.seed(11)
+if framework == "torch":
+    import torch
+    first = torch.rand(3).tolist()
+    dl.seed(11)
+    again = torch.rand(3).tolist()
+else:
+    import mxnet as mx
+    first = mx.nd.random.uniform(shape=(3,)).asnumpy().tolist()
+    dl.seed(11)
+    again = mx.nd.random.uniform(shape=(3,)).asnumpy().tolist()
+print(first == again, first, again)
+"""
+
+
+@pytest.mark.parametrize("framework", ["torch", "mxnet"])
+def test_seed_reaches_a_framework_the_user_imports_directly_afterwards(framework):
+    """A fresh process: the framework is imported by the user, not by dualdl, after dl.seed."""
+    r = subprocess.run([sys.executable, "-c", IMPORTED_AFTER_SEED, framework], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("True"), r.stdout
