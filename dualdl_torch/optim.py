@@ -1,11 +1,12 @@
 """torch.optim optimizers, with ``step(batch_size=...)`` added (MXNet's ``trainer.step`` contract)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+import math
+from typing import Any, Callable, Iterable, List, Optional
 
 import torch
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima", "grads_finite"]
 
 
 def _unhooked_step(cls: type) -> Callable:
@@ -66,3 +67,50 @@ def clip_grad_norm_(params: Iterable[Any], max_norm: float, norm_type: float = 2
 
 def clip_grad_value_(params: Iterable[Any], clip_value: float) -> None:
     torch.nn.utils.clip_grad_value_(list(params), clip_value)
+
+
+@torch.no_grad()
+def grad_maxima(params: Iterable[Any]) -> List[float]:
+    """The largest ``|g|`` of the gradients of each (dtype, device): NaN if any element is NaN,
+    inf if any is infinite (``max`` propagates NaN; no sum, so finite gradients never overflow).
+    One ``_foreach_norm`` (ord inf) and one host read per (dtype, device): one for a usual model."""
+    by_kind: dict = {}
+    for p in params:
+        g = p.grad
+        if g is not None:
+            by_kind.setdefault((g.dtype, g.device, g.is_sparse), []).append(g)
+    maxima = []
+    for (_, _, sparse), gs in by_kind.items():
+        if sparse:
+            maxima += [float(g.coalesce().values().abs().amax()) if g._nnz() else 0.0 for g in gs]
+        else:
+            maxima.append(float(torch.stack(torch._foreach_norm(gs, float("inf"))).amax()))
+    return maxima
+
+
+_UNSCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@torch.no_grad()
+def grads_finite(params: Iterable[Any]) -> bool:
+    """Whether every gradient element is finite: torch's own multi-tensor check (the one
+    ``GradScaler`` runs, with an unscale factor of exactly 1, which leaves every value as it is),
+    one kernel per (dtype, device) and one host read. Measured on CPU: 7.5 us for the benchmark
+    MLP's 6 gradients, where ``_foreach_norm(ord=inf)`` took 84 us."""
+    by_kind: dict = {}
+    rest = []
+    for p in params:
+        g = p.grad
+        if g is None:
+            continue
+        if g.is_sparse or g.dtype not in _UNSCALE_DTYPES:
+            rest.append(p)
+        else:
+            by_kind.setdefault((g.dtype, g.device), []).append(g)
+    flags = []
+    for (_, dev), gs in by_kind.items():
+        found = torch.zeros(1, dtype=torch.float32, device=dev)
+        torch._amp_foreach_non_finite_check_and_unscale_(gs, found, torch.ones((), dtype=torch.float32, device=dev))
+        flags.append(found)
+    bad = float(torch.cat(flags).sum()) if len(flags) > 1 else float(flags[0]) if flags else 0.0
+    return bad == 0.0 and all(math.isfinite(v) for v in grad_maxima(rest))
