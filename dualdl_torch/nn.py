@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dualdl.nn.checks import empty_batch_error
+
 __all__ = ["Module", "make_parameter", "Linear"]
 
 
@@ -46,6 +48,9 @@ class Linear(torch.nn.Linear):
     _dl_layer = "Linear"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.numel():
+            raise empty_batch_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                    tuple(x.shape))
         try:
             return torch.nn.functional.linear(x, self.weight, self.bias)
         except RuntimeError:            # explained only on failure: the check is on the hot path
