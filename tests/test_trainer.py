@@ -336,15 +336,21 @@ def test_mxnet_model_on_other_contexts_is_a_clear_error():
         assert m.fc1.weight.list_ctx() == [mx.cpu(1)]
 
 
-def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
+def _zero_loss_nan_grad(out, y):
     """sqrt(mean(0 * out)) is 0 but its gradient is inf * 0 = NaN on both backends."""
-    def loss_fn(out, y):
-        return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
+    return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
+
+
+def _nan_grad_setup(backend):
     m = _mlp(backend)
     opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
     x, y, _ = data("mlp")
-    before = weights(m)
-    tr = dl.Trainer(m, opt, loss_fn, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
+    return m, opt, x, y, weights(m)
+
+
+def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
+    m, opt, x, y, before = _nan_grad_setup(backend)
+    tr = dl.Trainer(m, opt, _zero_loss_nan_grad, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
     with pytest.raises(NonFiniteLossError, match="non-finite gradient norm nan at step 0"):
         tr.train_step(x, y)
     assert tr.global_step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
@@ -357,14 +363,9 @@ def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
 
 @pytest.mark.parametrize("accumulate", [1, 2])
 def test_nan_gradient_with_a_finite_loss_is_never_applied(backend, accumulate):
-    """Without clip_grad_norm: sqrt(mean(0 * out)) = 0 is finite, its gradient NaN (issue 16.1)."""
-    def loss_fn(out, y):
-        return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
-    m = _mlp(backend)
-    opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    x, y, _ = data("mlp")
-    before = weights(m)
-    tr = dl.Trainer(m, opt, loss_fn, accumulate_steps=accumulate)
+    """Without clip_grad_norm: a finite loss (0) with a NaN gradient (issue 16.1)."""
+    m, opt, x, y, before = _nan_grad_setup(backend)
+    tr = dl.Trainer(m, opt, _zero_loss_nan_grad, accumulate_steps=accumulate)
     for _ in range(accumulate - 1):
         assert tr.train_step(x, y) == 0.0                   # inside the window: no step yet
     with pytest.raises(NonFiniteLossError, match=r"non-finite gradient \(largest \|g\|\) nan at step 0"):
