@@ -55,7 +55,10 @@ class Backend(_Contract):
         return Device("gpu" if c.device_type == "gpu" else "cpu", int(c.device_id))
 
     def to_device(self, t, device: Device):
-        return t.as_in_context(native_device(device))
+        ctx = native_device(device)
+        if t.context != ctx and _legacy_unshapeable(t.shape):     # _copyto cannot infer it either
+            return mx.nd.array(t.asnumpy(), ctx=ctx, dtype=t.dtype)
+        return t.as_in_context(ctx)
 
     def full(self, shape, value, dtype, device):
         if _legacy_unshapeable(shape):

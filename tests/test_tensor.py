@@ -116,6 +116,9 @@ def test_zero_dimensional_tensors_keep_shape_and_value(backend, make):
     assert tuple(t.shape) == () and a.shape == ()
     assert dl.item(t) == a.item() and dl.item(t) in (2.5, 0.0, 1)
     assert dl.to_numpy(dl.zeros_like(t)).shape == () and dl.to_numpy(dl.to_device(t, "cpu")).item() == a.item()
+    if backend == "mxnet":                                 # a real second device
+        moved = dl.to_device(t, dl.cpu(1))
+        assert dl.device_of(moved) == dl.cpu(1) and dl.to_numpy(moved).shape == () and dl.item(moved) == a.item()
 
 
 def test_from_numpy_of_a_0d_array_copies(backend):
@@ -134,5 +137,7 @@ def test_empty_tensors_reshape_like_torch(backend):
         dl.reshape(z, (-1, 0))                              # torch: the -1 is ambiguous
     for shape in ((0, 5), (5, 0), (0,)):
         assert dl.to_numpy(dl.zeros(shape)).shape == shape and dl.to_numpy(dl.full(shape, 1.0)).shape == shape
+    if backend == "mxnet":
+        assert dl.to_numpy(dl.to_device(z, dl.cpu(1))).shape == (0, 5)
     one = dl.from_numpy(np.full((1, 1), 4.0, np.float32))
     assert tuple(dl.reshape(one, ()).shape) == () and dl.item(dl.reshape(one, ())) == 4.0
