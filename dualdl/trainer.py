@@ -132,6 +132,8 @@ class Trainer:
         self._named = self._impl.trainable(model)
         self._params = [p for _, p in self._named]
         self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
+        self._optim_impl = self._be.module("optim")
+        self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
         self._check_optimizer()
         default = self._impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
@@ -371,7 +373,7 @@ class Trainer:
                               StaleGradientWarning, stacklevel=3)
         from . import optim
         if self.clip_grad_norm is None or self.clip_grad_value is not None:
-            if not optim.grads_finite(self._params):
+            if not self._optim_impl.grads_finite(self._params, self._check_cache):
                 return "gradient (largest |g|)", optim.grad_max_abs(self._params)
         if self.clip_grad_value is not None:
             optim.clip_grad_value_(self._params, self.clip_grad_value)
