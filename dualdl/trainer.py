@@ -86,8 +86,8 @@ class Trainer:
             ``output_batch_axis`` default to it (1-D arrays always split on axis 0).
         nonfinite: ``"raise"`` (:class:`NonFiniteLossError`) or ``"skip"`` (warn, drop the step
             and the current accumulation window, record it in ``skipped_steps``) for a NaN/Inf
-            loss or a NaN/Inf gradient (checked before every optimizer step: one fused max-|g|
-            reduction, or the gradient norm when ``clip_grad_norm`` computes it anyway).
+            loss or a NaN/Inf gradient (checked before every optimizer step: one fused check and
+            one host read, or the gradient norm when ``clip_grad_norm`` computes it anyway).
         clip_grad_norm / clip_grad_value: clip the final (summed, scaled) gradients before the step.
         accumulate_steps: micro-batches per optimizer step.
         scheduler: a ``dl.optim.lr_scheduler`` stepped after every optimizer step.

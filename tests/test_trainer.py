@@ -487,6 +487,8 @@ def test_optimizer_state_with_wrong_names_keys_or_shapes_is_refused(backend):
     st[1]["exp_avg"] = np.zeros((2, 2), "float32")
     with pytest.raises(TrainerStateError, match=r"the exp_avg of parameter 1 has shape \(2, 2\), the parameter \(8,\)"):
         tr.load_state_dict(dict(adam, optimizer={**adam["optimizer"], "state": st}))
+    with pytest.raises(TrainerStateError, match="is not an optimizer state_dict .* optimizer is Adam"):
+        tr.load_state_dict(dict(adam, optimizer=None))
     assert _same_opt_state(_opt_state(opt), ostate) and tr.global_step == 1
     tr.load_state_dict(old)                                # no type in the file: inferred (Adam)
 

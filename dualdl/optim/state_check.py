@@ -66,11 +66,11 @@ def check_optimizer_state(saved: Dict[str, Any], saved_name: Optional[str], opti
     does not fit. ``param_shapes[g]``: the shapes of group ``g``'s parameters (None: unknown yet)."""
     mine = optimizer.state_dict()
     name = optimizer_name(optimizer)
-    holds = saved_name or _guess(saved)
     if not isinstance(saved, dict) or not isinstance(saved.get("param_groups"), list) \
             or not isinstance(saved.get("state"), dict):
         raise ValueError(f"the optimizer state is not an optimizer state_dict (param_groups, state); "
                          f"this Trainer's optimizer is {_describe(name, mine)}")
+    holds = saved_name or _guess(saved)
     what = f"the file holds the state of {_describe(holds, saved)}, but this Trainer's optimizer is " \
            f"{_describe(name, mine)}"
     if holds != name and not (saved_name is None and name in holds.split(" or ")):
