@@ -6,7 +6,8 @@ from typing import Any, Callable, Iterable, List, Optional
 
 import torch
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima", "grads_finite"]
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima",
+           "grads_finite"]
 
 
 def _unhooked_step(cls: type) -> Callable:

@@ -485,7 +485,8 @@ def test_optimizer_state_with_wrong_names_keys_or_shapes_is_refused(backend):
         tr.load_state_dict(dict(adam, optimizer={**adam["optimizer"], "state": st}))
     st = {i: dict(s) for i, s in adam["optimizer"]["state"].items()}
     st[1]["exp_avg"] = np.zeros((2, 2), "float32")
-    with pytest.raises(TrainerStateError, match=r"the exp_avg of parameter 1 has shape \(2, 2\), the parameter \(8,\)"):
+    with pytest.raises(TrainerStateError,
+                       match=r"the exp_avg of parameter 1 has shape \(2, 2\), the parameter \(8,\)"):
         tr.load_state_dict(dict(adam, optimizer={**adam["optimizer"], "state": st}))
     with pytest.raises(TrainerStateError, match="is not an optimizer state_dict .* optimizer is Adam"):
         tr.load_state_dict(dict(adam, optimizer=None))

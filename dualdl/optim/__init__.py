@@ -24,7 +24,8 @@ from .groups import BIASES_AND_NORMS, param_groups
 from . import lr_scheduler
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop", "param_groups", "BIASES_AND_NORMS",
-           "clip_grad_norm_", "clip_grad_value_", "grad_max_abs", "grads_finite", "lr_scheduler", "backend_of_params"]
+           "clip_grad_norm_", "clip_grad_value_", "grad_max_abs", "grads_finite", "lr_scheduler",
+           "backend_of_params"]
 
 
 def _first_param(params: List[Any]):
@@ -95,7 +96,8 @@ def grad_max_abs(parameters: Iterable[Any]) -> float:
     """The largest ``|g|`` over all gradients (0.0 if none): ``nan`` if any gradient element is
     NaN, ``inf`` if any is infinite, so ``math.isfinite(grad_max_abs(ps))`` says whether a step
     is safe. Exact (a max, never a sum that could overflow), computed with one fused reduction
-    and one host read per device (``torch._foreach_norm`` / one compiled MXNet graph)."""
+    and one host read per device (``torch._foreach_norm`` / one compiled MXNet graph); slower
+    than :func:`grads_finite`, so the Trainer only uses it to report a failed check."""
     params = list(parameters)
     if not params:
         return 0.0
@@ -105,7 +107,8 @@ def grad_max_abs(parameters: Iterable[Any]) -> float:
 
 def grads_finite(parameters: Iterable[Any]) -> bool:
     """Whether every gradient element is finite (no NaN, no inf); exact, one fused check and one
-    host read per device (torch: the multi-tensor check of ``GradScaler``; MXNet: one compiled
-    max-|g| graph). ``dl.Trainer`` runs it before every optimizer step."""
+    host read per device (torch: the multi-tensor check of ``GradScaler``; MXNet: ``multi_sum_sq``,
+    confirmed by an exact max-|g| graph when a sum is not finite). ``dl.Trainer`` runs it (the
+    adapter's, with a cached plan) before every optimizer step."""
     params = list(parameters)
     return not params or backend_of_params(params).module("optim").grads_finite(params)
