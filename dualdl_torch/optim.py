@@ -110,9 +110,18 @@ def grads_finite(params: Iterable[Any], cache: Optional[dict] = None) -> bool:
     by_kind: dict = {}
     for g in gs:
         by_kind.setdefault((g.dtype, g.device, g.is_sparse or g.dtype not in _UNSCALE_DTYPES), []).append(g)
-    rest = [g for (_, _, other), group in by_kind.items() if other for g in group]
-    return all(_all_finite(group, dev) for (_, dev, other), group in by_kind.items() if not other) and \
-        all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in rest)
+    return all(_group_finite(group, dev, other) for (_, dev, other), group in by_kind.items())
+
+
+def _group_finite(gs: List[torch.Tensor], device: torch.device, other: bool) -> bool:
+    """One (dtype, device) group: the multi-tensor check, else (sparse, or a dtype the kernel
+    of this device does not take) one ``isfinite`` per tensor."""
+    if not other:
+        try:
+            return _all_finite(gs, device)
+        except (RuntimeError, TypeError):
+            pass
+    return all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in gs)
 
 
 _ONE: dict = {}        # the unscale factor 1.0, per device (read-only)

@@ -499,3 +499,18 @@ def test_gluon_style_trainer_step_call_explains_itself(backend):
     tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1), dl.losses.MSELoss())
     with pytest.raises(TypeError, match="has no step\\(\\): train_step"):
         tr.step(10)
+
+
+def test_grads_finite_with_sparse_and_mixed_dtype_gradients_on_torch():
+    """The multi-tensor check takes one dtype and dense tensors; other gradients are checked per
+    (dtype, device) group or one by one, with the same answer."""
+    torch = pytest.importorskip("torch")
+    emb, lin = torch.nn.Embedding(5, 3, sparse=True), torch.nn.Linear(3, 1).double()
+    lin(emb(torch.tensor([1, 2])).double()).sum().backward()
+    ps = list(emb.parameters()) + list(lin.parameters())
+    assert emb.weight.grad.is_sparse and dl.optim.grads_finite(ps)
+    lin.weight.grad[0, 1] = float("inf")
+    assert not dl.optim.grads_finite(ps) and dl.optim.grad_max_abs(ps) == float("inf")
+    lin.weight.grad[0, 1] = 0.0
+    emb.weight.grad = torch.sparse_coo_tensor([[3]], [[0.0, float("nan"), 0.0]], (5, 3), check_invariants=True)
+    assert not dl.optim.grads_finite(ps) and np.isnan(dl.optim.grad_max_abs(ps))
