@@ -61,7 +61,9 @@ def from_numpy(a: Any, device: DeviceLike = None, dtype: Any = None, backend: Op
     if arr.dtype not in SUPPORTED_DTYPES and dtype is None:
         raise TypeError(f"unsupported numpy dtype {arr.dtype}; pass dtype= one of "
                         f"{', '.join(map(str, SUPPORTED_DTYPES))}")
-    return get_backend(backend).from_numpy(arr, _parse_device(device), dt)
+    be, d = get_backend(backend), _parse_device(device)
+    _check_device(be, d)
+    return be.from_numpy(arr, d, dt)
 
 
 def is_tensor(x: Any) -> bool:

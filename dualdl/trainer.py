@@ -28,17 +28,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .backend import backend_for
+from .optim.state_check import check_optimizer_state, optimizer_name
 from .parallel import (batch_size_of, resolve_devices, resolve_strategy, split_sizes)
 
 __all__ = ["Trainer", "NonFiniteLossError", "StaleGradientWarning", "TrainerStateError"]
 
 _FORMAT = "dualdl.Trainer/1"
+# what was non-finite -> its key in ``Trainer.skipped_steps``
+_SKIP_KEYS = {"loss": "loss", "gradient norm": "grad_norm", "gradient (largest |g|)": "grad_max_abs"}
 _REDUCTIONS = ("mean", "sum", "none")
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss (or, with ``clip_grad_norm``, the gradient norm) was NaN or infinite; the step was
-    not applied (model and optimizer unchanged)."""
+    """The loss or a gradient was NaN or infinite; the step was not applied (model and optimizer
+    unchanged)."""
 
 
 class StaleGradientWarning(UserWarning):
@@ -47,6 +50,12 @@ class StaleGradientWarning(UserWarning):
 
 class TrainerStateError(ValueError):
     """A Trainer state dict does not fit this Trainer; nothing was changed."""
+
+
+def _known_shape(p: Any) -> Optional[Tuple[int, ...]]:
+    """A parameter's shape; None while Gluon's deferred initialisation leaves it unknown (0s)."""
+    shape = tuple(p.shape)
+    return None if 0 in shape else shape
 
 
 def _as_tuple(v: Any) -> Tuple[Any, ...]:
@@ -77,7 +86,8 @@ class Trainer:
             ``output_batch_axis`` default to it (1-D arrays always split on axis 0).
         nonfinite: ``"raise"`` (:class:`NonFiniteLossError`) or ``"skip"`` (warn, drop the step
             and the current accumulation window, record it in ``skipped_steps``) for a NaN/Inf
-            loss, or a NaN/Inf gradient norm when ``clip_grad_norm`` is set (it is computed then).
+            loss or a NaN/Inf gradient (checked before every optimizer step: one fused check and
+            one host read, or the gradient norm when ``clip_grad_norm`` computes it anyway).
         clip_grad_norm / clip_grad_value: clip the final (summed, scaled) gradients before the step.
         accumulate_steps: micro-batches per optimizer step.
         scheduler: a ``dl.optim.lr_scheduler`` stepped after every optimizer step.
@@ -122,6 +132,8 @@ class Trainer:
         self._named = self._impl.trainable(model)
         self._params = [p for _, p in self._named]
         self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
+        self._optim_impl = self._be.module("optim")
+        self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
         self._check_optimizer()
         default = self._impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
@@ -285,9 +297,9 @@ class Trainer:
         self._micro += 1
         self._samples += B
         if self._micro >= self.accumulate_steps:
-            norm = self._apply()
-            if norm is not None:
-                self._nonfinite(snap, norm, "gradient norm")
+            bad = self._apply()
+            if bad is not None:
+                self._nonfinite(snap, bad[1], bad[0])
         return value
 
     def _dist_step(self, snap, value: float, b: int) -> float:
@@ -310,15 +322,15 @@ class Trainer:
         self._micro += 1
         self._samples += int(round(n))
         if last:
-            norm = self._apply()
-            if norm is not None:
-                self._nonfinite(snap, norm, "gradient norm")
+            bad = self._apply()
+            if bad is not None:
+                self._nonfinite(snap, bad[1], bad[0])
         return value
 
     def _nonfinite(self, snap, value: float, what: str) -> float:
         """Drop the step (and the accumulation window); raise or warn as ``nonfinite`` says."""
         self._discard(snap)
-        self.skipped_steps.append({"step": self.global_step, "loss" if what == "loss" else "grad_norm": value})
+        self.skipped_steps.append({"step": self.global_step, _SKIP_KEYS[what]: value})
         msg = (f"non-finite {what} {value} at step {self.global_step}: the step was not applied "
                f"(model and optimizer unchanged; the accumulation window was dropped)")
         if self.nonfinite == "raise":
@@ -338,9 +350,12 @@ class Trainer:
         self._impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
-    def _apply(self) -> Optional[float]:
-        """All-reduce, scale, clip and step. Returns the gradient norm instead of stepping when
-        clipping by norm finds it non-finite."""
+    def _apply(self) -> Optional[Tuple[str, float]]:
+        """All-reduce, scale, check, clip and step. Returns ``(what, value)`` instead of stepping
+        when a gradient is non-finite: the largest ``|g|`` (found by one fused check and one host
+        read; every rank sees the same summed gradients, so all ranks decide alike), or the norm
+        when ``clip_grad_norm`` computes it anyway (without value clipping before it, which would
+        turn an inf into a finite value)."""
         impl = self._impl
         if self._dist is None:
             impl.allreduce_grads(self._params)
@@ -357,12 +372,15 @@ class Trainer:
                               f"not updated (torch skips grad=None; Gluon would raise)",
                               StaleGradientWarning, stacklevel=3)
         from . import optim
+        if self.clip_grad_norm is None or self.clip_grad_value is not None:
+            if not self._optim_impl.grads_finite(self._params, self._check_cache):
+                return "gradient (largest |g|)", optim.grad_max_abs(self._params)
         if self.clip_grad_value is not None:
             optim.clip_grad_value_(self._params, self.clip_grad_value)
         if self.clip_grad_norm is not None:
             norm = float(optim.clip_grad_norm_(self._params, self.clip_grad_norm))
             if not math.isfinite(norm):
-                return norm
+                return "gradient norm", norm
         self.optimizer.step()
         impl.sync_buffers(self.model)
         if self.scheduler is not None:
@@ -408,6 +426,7 @@ class Trainer:
             "backend": self._be.name,
             "model": {k: to_numpy(v) for k, v in _sd(self.model).items()},
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "optimizer_type": optimizer_name(self.optimizer),
             "scheduler": copy.deepcopy(self.scheduler.state_dict()) if self.scheduler is not None else None,
             "step": self.global_step,
             "skipped_steps": copy.deepcopy(self.skipped_steps),
@@ -425,6 +444,11 @@ class Trainer:
                                     f"with dl.load_state_dict(model, state['model']) instead")
         if (state.get("scheduler") is None) != (self.scheduler is None):
             raise TrainerStateError("the state and this Trainer disagree on having an lr scheduler")
+        try:
+            check_optimizer_state(state.get("optimizer"), state.get("optimizer_type"), self.optimizer,
+                                  [[_known_shape(p) for p in g["params"]] for g in self.optimizer.param_groups])
+        except ValueError as e:
+            raise TrainerStateError(f"{e} (nothing was changed)") from None
         from .state import load_state_dict as _load, state_dict as _sd
         from .tensor import to_numpy
         old_model = {k: to_numpy(v) for k, v in _sd(self.model).items()}

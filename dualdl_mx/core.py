@@ -15,6 +15,13 @@ def native_device(device: Device) -> mx.Context:
     return mx.gpu(device.index) if device.kind == "gpu" else mx.cpu(device.index)
 
 
+def _legacy_unshapeable(shape) -> bool:
+    """Shapes that legacy ``mx.nd`` operators cannot produce: ``()`` and any size 0 mean "unknown"
+    to their shape inference (``nd.zeros(())``, ``nd.full((5, 0), 1)`` and ``reshape((5, 0))``
+    raise), though ``nd.array`` holds such arrays; they are built from numpy instead."""
+    return len(shape) == 0 or 0 in shape
+
+
 class Backend(_Contract):
     name = "mxnet"
     framework = "mxnet"
@@ -39,6 +46,8 @@ class Backend(_Contract):
 
     def reshape(self, t, shape):
         # shape is fully resolved by dualdl (positive sizes only): MXNet's 0/-2/-3/-4 codes never apply
+        if _legacy_unshapeable(shape):        # no elements to keep a graph for: a new array
+            return mx.nd.array(t.asnumpy().reshape(shape), ctx=t.context, dtype=t.dtype)
         return t.reshape(shape)
 
     def device_of(self, t) -> Device:
@@ -46,9 +55,14 @@ class Backend(_Contract):
         return Device("gpu" if c.device_type == "gpu" else "cpu", int(c.device_id))
 
     def to_device(self, t, device: Device):
-        return t.as_in_context(native_device(device))
+        ctx = native_device(device)
+        if t.context != ctx and _legacy_unshapeable(t.shape):     # _copyto cannot infer it either
+            return mx.nd.array(t.asnumpy(), ctx=ctx, dtype=t.dtype)
+        return t.as_in_context(ctx)
 
     def full(self, shape, value, dtype, device):
+        if _legacy_unshapeable(shape):
+            return mx.nd.array(np.full(shape, value, dtype=dtype), ctx=native_device(device), dtype=dtype)
         return mx.nd.full(shape, value, ctx=native_device(device), dtype=dtype)
 
     def arange(self, start, stop, step, dtype, device):

@@ -14,6 +14,8 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
+from dualdl.nn.checks import check_not_empty
+
 from . import compiled
 from .nn import Layer, is_ndarray, shape_error
 
@@ -93,6 +95,7 @@ class _ConvNd(Layer):
         if len(shape) != n + 2 or shape[1] != self.in_channels:
             raise shape_error(f"{type(self).__name__}(in_channels={self.in_channels})",
                               self._layout.replace("C_in", str(self.in_channels)), x)
+        check_not_empty(f"{type(self).__name__}(in_channels={self.in_channels})", shape)
         for i in range(n):
             eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
             if shape[2 + i] + sum(self._sides[i]) < eff:

@@ -179,7 +179,7 @@ class _Targets:
         self.valid = t != ignore_index
         self.all_valid = bool(self.valid.all())
         if self.all_valid and isinstance(target, nd.NDArray) and target.context == like.context \
-                and target.stype == "default":
+                and target.stype == "default" and target.dtype != np.bool_:     # pick refuses bool
             self.index = target.reshape(t.shape) if tshape != t.shape else target
         else:
             self.index = _const(np.where(self.valid, t, 0).astype(np.int32), like, "int32")

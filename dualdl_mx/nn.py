@@ -25,6 +25,7 @@ from mxnet import autograd, gluon, nd
 from mxnet.gluon import HybridBlock
 
 from dualdl.devices import device as _parse_device
+from dualdl.nn.checks import empty_batch_error
 from .core import native_device
 from .parallel import zero_grad as _zero_grads
 
@@ -268,6 +269,9 @@ class Linear(Layer):
             return F.FullyConnected(x, weight, bias, num_hidden=self.out_features,
                                     no_bias=bias is None, flatten=False)
         except mx.base.MXNetError:      # NDArrays: shape inference raises at the call (synchronously)
+            if is_ndarray(x) and 0 in x.shape:
+                raise empty_batch_error(f"Linear(in_features={self.in_features}, "
+                                        f"out_features={self.out_features})", x.shape) from None
             if is_ndarray(x) and (not x.shape or x.shape[-1] != self.in_features):
                 raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
                                   f"(*, {self.in_features})", x) from None

@@ -31,7 +31,8 @@ from dualdl.optim.arguments import check_torch_switches
 from . import compiled
 from .parallel import zero_grad as zero_grads
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
+           "grad_maxima", "grads_finite"]
 
 _REQUIRED = object()
 _FUSED_DTYPES = (np.float32,)    # the ops take lr/wd/betas as float32: float64 weights keep the formulas
@@ -517,6 +518,61 @@ def _global_norm(grads: List[nd.NDArray], norm_type: float) -> float:
         terms = compiled.run(_norm_terms_formula, {f"g{i}": g for i, g in enumerate(gs)}, p=float(norm_type))
         vals.extend(float(v) for v in terms.asnumpy())
     return max(vals) if math.isinf(norm_type) else math.fsum(vals) ** (1.0 / norm_type)
+
+
+def _max_abs_formula(F, **grads):
+    """max |g| over every ``g<i>``, as one (1,) array (MXNet's max propagates NaN)."""
+    terms = _norm_terms_formula(F, p=math.inf, **grads)
+    return terms if len(grads) == 1 else F.max(terms, keepdims=True)
+
+
+def grad_maxima(params: Iterable[gluon.Parameter]) -> List[float]:
+    """The largest ``|g|`` of the first-context gradients (those the optimizer reads), per
+    context: NaN if any element is NaN, inf if any is infinite; no sum, so finite gradients never
+    overflow. One compiled graph and one device-to-host read per context (one usually)."""
+    by_ctx: Dict[Any, List[nd.NDArray]] = {}
+    for p in _grads(params):
+        g = p.list_grad()[0]
+        by_ctx.setdefault(g.context, []).append(g)
+    return [float(compiled.run(_max_abs_formula, {f"g{i}": g for i, g in enumerate(gs)}).asnumpy()[0])
+            for gs in by_ctx.values()]
+
+
+def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> bool:
+    """Whether every first-context gradient element is finite. Fast path: ``multi_sum_sq`` (one
+    op per 60 dense gradients of a context and dtype; 47 us on the benchmark MLP, where one compiled
+    max-|g| graph took 260 us and ``multi_all_finite``, which tests every tensor at each element
+    of the largest, 550 us). A sum of squares is also inf for huge finite gradients (|g| > 1.8e19
+    in float32), so only a non-finite sum asks the exact max-|g| graph (:func:`grad_maxima`).
+    ``cache``: a dict the caller keeps (the Trainer's), holding the grouping, whose ctypes reads
+    (context, dtype, storage type of each gradient) cost 30-45 us a step, until the arrays change."""
+    ps = [p for p in params if p.grad_req != "null" and p._data is not None and p._data[0]._fresh_grad]
+    key = tuple(id(p._grad) for p in ps)
+    hit = cache.get("finite_plan") if cache is not None else None
+    if hit is not None and hit[0] == key:
+        chunks = hit[1]
+    else:
+        chunks = _finite_plan(ps)
+        if cache is not None:         # the entry holds the gradients, so their ids cannot be reused
+            cache["finite_plan"] = (key, chunks, [p._grad for p in ps])
+    if chunks is None:
+        return all(math.isfinite(v) for v in grad_maxima(ps))
+    sums = [nd.multi_sum_sq(*c, num_arrays=len(c)) for c in chunks]
+    if all(np.isfinite(s.asnumpy()).all() for s in sums):
+        return True
+    return all(math.isfinite(v) for v in grad_maxima(ps))
+
+
+def _finite_plan(ps: List[gluon.Parameter]) -> Optional[List[List[nd.NDArray]]]:
+    """Chunks of first-context gradients for ``multi_sum_sq`` (same context and dtype, at most
+    60 each); None when a gradient is sparse."""
+    groups: Dict[Any, List[nd.NDArray]] = {}
+    for p in ps:
+        g = p.list_grad()[0]
+        if g.stype != "default":
+            return None
+        groups.setdefault((g.context, g.dtype), []).append(g)
+    return [gs[i:i + _MULTI_MAX] for gs in groups.values() for i in range(0, len(gs), _MULTI_MAX)]
 
 
 def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_type: float = 2.0) -> float:

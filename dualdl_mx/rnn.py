@@ -93,11 +93,9 @@ class _RNNBase(RNNChecks, Layer):
     def _check(self, x: nd.NDArray, state: Any) -> None:
         shape = _tuple(x.shape)
         self._check_input_shape(shape)
-        w = self.weight_ih_l0.dtype
-        if np.dtype(x.dtype) != np.dtype(w):
-            raise ValueError(f"{self._desc()}: input dtype {np.dtype(x.dtype)} does not match the weights' "
-                             f"dtype {np.dtype(w)}")
+        w = np.dtype(self.weight_ih_l0.dtype).name
         if state is None:
+            self._check_dtypes(w, np.dtype(x.dtype).name, ())
             return
         batched = len(shape) == 3
         n = shape[0 if self.batch_first else 1] if batched else 0
@@ -106,6 +104,8 @@ class _RNNBase(RNNChecks, Layer):
         for label, s in zip(self._state_labels(), states):
             got = _tuple(s.shape) if hasattr(s, "shape") else type(s).__name__
             check_rnn_state(self._desc(), label, got, want, shape, self.batch_first)
+        self._check_dtypes(w, np.dtype(x.dtype).name,
+                           [(label, np.dtype(s.dtype).name) for label, s in zip(self._state_labels(), states)])
 
     def _state_labels(self) -> Sequence[str]:
         return ("h",)

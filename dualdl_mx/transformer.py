@@ -114,10 +114,12 @@ class _MaskedBlock(Layer):
 
 
 def _nd_attn_mask(mask: Any, dtype) -> Any:
-    """NDArray attention mask -> additive float (bool/int nonzero -> -1e18; float clipped at -1e18)."""
+    """NDArray attention mask -> additive float (bool True -> -1e18; float clipped at -1e18; integer
+    masks refused, as torch does)."""
     if mask is None or not is_ndarray(mask):
         return mask
-    if np.dtype(mask.dtype).kind in "biu":
+    T.check_attn_mask_dtype(np.dtype(mask.dtype).name)
+    if np.dtype(mask.dtype).kind == "b":
         return (mask != 0).astype(dtype) * T.MASK_FILL
     return nd.maximum(mask.astype(dtype), T.MASK_FILL)
 

@@ -38,8 +38,8 @@ class Backend(_Contract):
 
     def from_numpy(self, a: np.ndarray, device: Device, dtype: np.dtype) -> torch.Tensor:
         # torch.from_numpy shares memory with `a`; dualdl always copies (as MXNet does).
-        arr = np.ascontiguousarray(a, dtype=dtype)
-        t = torch.from_numpy(arr.copy() if arr is a else arr)
+        # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+        t = torch.from_numpy(np.array(a, dtype=dtype, order="C"))
         return t.to(native_device(device)) if device.kind == "gpu" else t
 
     def to_numpy(self, t: torch.Tensor) -> np.ndarray:

@@ -13,6 +13,8 @@ from typing import Any, Optional, Tuple
 import torch
 from torch import nn
 
+from dualdl.nn.checks import empty_batch_error
+
 from .nn import shape_error
 
 __all__ = [
@@ -36,6 +38,8 @@ class _ConvCheck:
         if x.dim() != self._n + 2 or x.shape[1] != self.in_channels:
             raise shape_error(f"{type(self).__name__}(in_channels={self.in_channels})",
                               self._layout.replace("C_in", str(self.in_channels)), x)
+        if not x.numel():
+            raise empty_batch_error(f"{type(self).__name__}(in_channels={self.in_channels})", tuple(x.shape))
         for i in range(self._n):
             eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
             pad = eff - 1 if self.padding == "same" else 0 if self.padding == "valid" else 2 * self.padding[i]

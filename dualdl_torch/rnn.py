@@ -21,6 +21,10 @@ def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]
     return resolve_batch_first(batch_first, layout, name)
 
 
+def _dtype_name(d: torch.dtype) -> str:
+    return str(d).rsplit(".", 1)[-1]          # torch.float32 -> "float32", numpy's name
+
+
 class _Checked(RNNChecks):
     """Input and state checks shared by LSTM/GRU/RNN (mixed in before the torch class)."""
     _state_labels: Tuple[str, ...] = ("h",)
@@ -41,7 +45,10 @@ class _Checked(RNNChecks):
     def _check(self, x: torch.Tensor, state: Any) -> Any:
         shape = tuple(x.shape)
         self._check_input_shape(shape)
+        w = self.weight_ih_l0.dtype
         if state is None:
+            if x.dtype != w:
+                self._check_dtypes(_dtype_name(w), _dtype_name(x.dtype), ())
             return None
         batched = len(shape) == 3
         dirs = 2 if self.bidirectional else 1
@@ -51,6 +58,8 @@ class _Checked(RNNChecks):
         for label, s in zip(self._state_labels, states):
             got = tuple(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
             check_rnn_state(self._desc(), label, got, want, shape, self.batch_first)
+        self._check_dtypes(_dtype_name(w), _dtype_name(x.dtype),
+                           [(label, _dtype_name(s.dtype)) for label, s in zip(self._state_labels, states)])
         return tuple(states) if len(states) == 2 else states[0]
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):

@@ -31,8 +31,7 @@ def _attn_mask_additive(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Opt
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, T.MASK_FILL)
     if not mask.is_floating_point():
-        raise TypeError(f"attention mask must be bool (True = blocked) or float (added to the scores), "
-                        f"got {mask.dtype}")
+        T.check_attn_mask_dtype(str(mask.dtype).rsplit(".", 1)[-1])
     return mask.to(dtype).clamp(min=T.MASK_FILL)
 
 

@@ -27,7 +27,7 @@ def launched(f):
 
 TOL = 1e-6              # 2 processes vs 1 process, same backend
 CROSS_TOL = 1e-5        # torch vs MXNet
-SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "mlp_2dev", "mlp_nan", "cnn_bn")
+SCENARIOS = ("mlp_sgd", "mlp_adam", "mlp_accum", "mlp_uneven", "mlp_2dev", "mlp_nan", "mlp_nangrad", "cnn_bn")
 REFERENCE = {"cnn_bn": "cnn_bn_2dev", "mlp_2dev": "mlp_sgd"}    # the one-process run to equal
 _RUNS = {}
 
@@ -141,6 +141,19 @@ def test_nan_on_one_rank_skips_the_step_on_every_rank(runs):
     assert m0["skipped"] == m1["skipped"] == ms["skipped"] == [{"step": 1, "finite": False}]
     for m in (m0, m1, ms):
         assert np.isnan(m["losses"]["mlp_nan"][1]) and np.isfinite(m["losses"]["mlp_nan"][2])
+
+
+@launched
+def test_nan_gradient_on_one_rank_skips_the_step_on_every_rank(runs):
+    """A finite loss whose gradient is NaN for one sample of global batch 1, on rank 1 only: the
+    summed gradients are NaN on every rank, so every rank drops that step (issue 16.1)."""
+    engine, single, dist, _ = runs
+    (m0, _), (m1, _), (ms, _) = _load(dist, 0), _load(dist, 1), _load(single, 0)
+    assert (m0["nangrad_in_my_batch_1"], m1["nangrad_in_my_batch_1"]) == (False, True)
+    want = [{"step": 1, "keys": ["grad_max_abs", "step"], "nan": True}]
+    assert m0["skipped_grad"] == m1["skipped_grad"] == ms["skipped_grad"] == want
+    for m in (m0, m1, ms):
+        assert all(np.isfinite(m["losses"]["mlp_nangrad"]))
 
 
 @launched

@@ -102,3 +102,42 @@ def test_gpu_request_without_gpu_is_a_clear_error(backend):
         dl.to_device(t, dl.gpu(0))
     with pytest.raises(RuntimeError, match="no CUDA device"):
         dl.zeros(2, device="cuda:0")
+    with pytest.raises(RuntimeError, match=r"dualdl.gpu\(0\) requested on the .* backend, but it sees 0 GPU"):
+        dl.from_numpy(np.ones(3, np.float32), device=dl.gpu(0))
+
+
+# ---- 0-d and empty tensors (issue 16.6) ----------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda: dl.from_numpy(np.array(2.5, np.float64)),
+                                  lambda: dl.from_numpy(np.float32(2.5)), lambda: dl.full((), 2.5),
+                                  lambda: dl.zeros(()), lambda: dl.ones((), dtype="int64")])
+def test_zero_dimensional_tensors_keep_shape_and_value(backend, make):
+    t = make()
+    a = dl.to_numpy(t)
+    assert tuple(t.shape) == () and a.shape == ()
+    assert dl.item(t) == a.item() and dl.item(t) in (2.5, 0.0, 1)
+    assert dl.to_numpy(dl.zeros_like(t)).shape == () and dl.to_numpy(dl.to_device(t, "cpu")).item() == a.item()
+    if backend == "mxnet":                                 # a real second device
+        moved = dl.to_device(t, dl.cpu(1))
+        assert dl.device_of(moved) == dl.cpu(1) and dl.to_numpy(moved).shape == () and dl.item(moved) == a.item()
+
+
+def test_from_numpy_of_a_0d_array_copies(backend):
+    a = np.array(1.5, np.float32)
+    t = dl.from_numpy(a)
+    a[()] = 9.0
+    assert dl.item(t) == 1.5
+
+
+def test_empty_tensors_reshape_like_torch(backend):
+    z = dl.from_numpy(np.zeros((0, 5), np.float32))
+    for target, want in (((5, 0), (5, 0)), ((5, -1), (5, 0)), ((-1,), (0,)), ((0, 1, 5), (0, 1, 5))):
+        r = dl.reshape(z, target)
+        assert tuple(r.shape) == want and dl.to_numpy(r).shape == want and dl.to_numpy(r).dtype == np.float32
+    with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(0, 5\) \(0 elements\) into \(-1, 0\)"):
+        dl.reshape(z, (-1, 0))                              # torch: the -1 is ambiguous
+    for shape in ((0, 5), (5, 0), (0,)):
+        assert dl.to_numpy(dl.zeros(shape)).shape == shape and dl.to_numpy(dl.full(shape, 1.0)).shape == shape
+    if backend == "mxnet":
+        assert dl.to_numpy(dl.to_device(z, dl.cpu(1))).shape == (0, 5)
+    one = dl.from_numpy(np.full((1, 1), 4.0, np.float32))
+    assert tuple(dl.reshape(one, ()).shape) == () and dl.item(dl.reshape(one, ())) == 4.0

@@ -336,15 +336,21 @@ def test_mxnet_model_on_other_contexts_is_a_clear_error():
         assert m.fc1.weight.list_ctx() == [mx.cpu(1)]
 
 
-def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
+def _zero_loss_nan_grad(out, y):
     """sqrt(mean(0 * out)) is 0 but its gradient is inf * 0 = NaN on both backends."""
-    def loss_fn(out, y):
-        return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
+    return dl.ops.sqrt(dl.ops.mean(dl.ops.mul(out, 0.0)))
+
+
+def _nan_grad_setup(backend):
     m = _mlp(backend)
     opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
     x, y, _ = data("mlp")
-    before = weights(m)
-    tr = dl.Trainer(m, opt, loss_fn, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
+    return m, opt, x, y, weights(m)
+
+
+def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
+    m, opt, x, y, before = _nan_grad_setup(backend)
+    tr = dl.Trainer(m, opt, _zero_loss_nan_grad, clip_grad_norm=1.0, devices=[dl.cpu(0), dl.cpu(1)])
     with pytest.raises(NonFiniteLossError, match="non-finite gradient norm nan at step 0"):
         tr.train_step(x, y)
     assert tr.global_step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
@@ -355,8 +361,156 @@ def test_nan_gradient_with_a_finite_loss_is_caught_by_clip_grad_norm(backend):
     assert maxdiff(weights(m), before) == 0
 
 
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_nan_gradient_with_a_finite_loss_is_never_applied(backend, accumulate):
+    """Without clip_grad_norm: a finite loss (0) with a NaN gradient (issue 16.1)."""
+    m, opt, x, y, before = _nan_grad_setup(backend)
+    tr = dl.Trainer(m, opt, _zero_loss_nan_grad, accumulate_steps=accumulate)
+    for _ in range(accumulate - 1):
+        assert tr.train_step(x, y) == 0.0                   # inside the window: no step yet
+    with pytest.raises(NonFiniteLossError, match=r"non-finite gradient \(largest \|g\|\) nan at step 0"):
+        tr.train_step(x, y)
+    assert tr.global_step == 0 and maxdiff(weights(m), before) == 0 and _opt_state(opt) == {}
+    assert np.isnan(tr.skipped_steps[-1]["grad_max_abs"])
+    tr.nonfinite = "skip"
+    with pytest.warns(RuntimeWarning, match="non-finite gradient"):
+        for _ in range(accumulate):
+            assert tr.train_step(x, y) == 0.0
+    assert tr.global_step == 0 and maxdiff(weights(m), before) == 0 and len(tr.skipped_steps) == 2
+    tr.loss_fn = dl.losses.MSELoss()                         # the Trainer trains on afterwards
+    for _ in range(accumulate):
+        assert np.isfinite(tr.train_step(x, y))
+    assert tr.global_step == 1 and maxdiff(weights(m), before) > 0
+
+
+def test_inf_gradient_is_caught_with_value_clipping_too(backend):
+    """sum(sqrt(out - c)) with c = out is 0 (finite); its gradient is +inf everywhere. With
+    clip_grad_value the raw gradient is checked (clipping would make the inf finite)."""
+    m = dl.nn.Linear(3, 1)
+    x = np.array([[1.0, 2.0, 3.0]], "float32")
+    c = dl.to_numpy(m(dl.from_numpy(x)))
+
+    def loss_fn(out, y):
+        return dl.ops.sum(dl.ops.sqrt(dl.ops.sub(out, dl.from_numpy(c))))
+    before = weights(m)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1)
+    tr = dl.Trainer(m, opt, loss_fn, clip_grad_value=1.0, clip_grad_norm=1.0, loss_reduction="sum")
+    with pytest.raises(NonFiniteLossError, match=r"non-finite gradient \(largest \|g\|\) inf at step 0"):
+        tr.train_step(x, np.zeros((1, 1), "float32"))
+    assert maxdiff(weights(m), before) == 0 and tr.skipped_steps == [{"step": 0, "grad_max_abs": float("inf")}]
+
+
+def test_grads_finite_and_grad_max_abs_are_exact(backend):
+    """Gradients of sum(w * c) are c: huge finite values (whose sum of squares overflows float32)
+    pass; one NaN or one -inf anywhere is found, and the largest |g| is reported."""
+    m = dl.nn.Linear(4, 3)
+    opt = dl.optim.SGD(m.parameters(), lr=0.1)
+    x = np.ones((1, 4), "float32")
+    for c, finite, peak in (([[3e30, -3e30, 1.0]], True, 3e30), ([[1.0, np.nan, 2.0]], False, np.nan),
+                            ([[1.0, -np.inf, 2.0]], False, np.inf)):
+        opt.zero_grad()                                      # gradients accumulate, as in torch
+        with dl.autograd.record():
+            out = dl.ops.sum(dl.ops.mul(m(dl.from_numpy(x)), dl.from_numpy(np.array(c, "float32"))))
+        dl.autograd.backward(out)
+        ps = list(m.parameters())
+        assert dl.optim.grads_finite(ps) is finite
+        got = dl.optim.grad_max_abs(ps)
+        assert (np.isnan(got) if np.isnan(peak) else got == pytest.approx(peak, rel=1e-6)), got
+    assert dl.optim.grads_finite([]) and dl.optim.grad_max_abs([]) == 0.0
+
+
+# ---- Trainer state of another optimizer -------------------------------------------------------------
+def _saved_state(backend, make_opt):
+    m = _mlp(backend)
+    tr = dl.Trainer(m, make_opt(m), dl.losses.MSELoss())
+    x, y, _ = data("mlp")
+    tr.train_step(x, y)
+    return tr.state_dict()
+
+
+_SGD_MOMENTUM = ("the file holds the state of SGD (hyper-parameters: dampening, lr, maximize, momentum, "
+                 "nesterov, weight_decay; state: momentum_buffer), but this Trainer's optimizer is Adam "
+                 "(hyper-parameters: amsgrad, betas, eps, lr, maximize, weight_decay; state: none yet): "
+                 "build the Trainer with the optimizer that wrote the state (nothing was changed)")
+
+
+@pytest.mark.parametrize("via_file", [False, True])
+def test_state_of_another_optimizer_is_refused_the_same_on_both(backend, via_file, tmp_path):
+    """An SGD-momentum Trainer state into an Adam Trainer: one message on both backends, naming what
+    the file holds and what the Trainer expects; nothing changed (issue 16.2)."""
+    state = _saved_state(backend, lambda m: dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+    m = _mlp(backend)
+    opt = dl.optim.Adam(m.parameters(), lr=0.01)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss())
+    before = weights(m)
+    if via_file:
+        path = tmp_path / "sgd.npz"
+        from dualdl import trainer_io
+        trainer_io.write(state, str(path))
+        with pytest.raises(TrainerStateError) as e:
+            tr.load(path)
+    else:
+        with pytest.raises(TrainerStateError) as e:
+            tr.load_state_dict(state)
+    assert str(e.value) == _SGD_MOMENTUM
+    assert maxdiff(weights(m), before) == 0 and _opt_state(opt) == {} and tr.global_step == 0
+    x, y, _ = data("mlp")
+    tr.train_step(x, y)                                  # Adam starts from its own fresh state
+    assert set(k for _, k in _opt_state(opt)) == {"step", "exp_avg", "exp_avg_sq"}
+
+
+def test_optimizer_state_with_wrong_names_keys_or_shapes_is_refused(backend):
+    adam = _saved_state(backend, lambda m: dl.optim.Adam(m.parameters(), lr=0.01))
+    m = _mlp(backend)
+    opt = dl.optim.Adam(m.parameters(), lr=0.01)
+    tr = dl.Trainer(m, opt, dl.losses.MSELoss())
+    tr.load_state_dict(adam)                              # the right one loads
+    assert tr.global_step == 1 and _opt_state(opt)
+    ostate = _opt_state(opt)
+    old = {k: v for k, v in adam.items() if k != "optimizer_type"}      # a file without the type
+    sgd = _saved_state(backend, lambda m: dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+    sgd.pop("optimizer_type")
+    with pytest.raises(TrainerStateError, match="holds the state of SGD .* is Adam"):
+        tr.load_state_dict(sgd)
+    g0 = dict(old["optimizer"]["param_groups"][0])
+    del g0["betas"]
+    g0["alpha"] = 0.99
+    bad = dict(adam, optimizer={**adam["optimizer"], "param_groups": [g0]})
+    with pytest.raises(TrainerStateError, match="parameter group 0 of the file lacks betas and has alpha "
+                                                "that Adam does not take"):
+        tr.load_state_dict(bad)
+    st = {i: dict(s) for i, s in adam["optimizer"]["state"].items()}
+    st[0]["momentum_buffer"] = st[0]["exp_avg"]
+    with pytest.raises(TrainerStateError, match="parameter 0 has state momentum_buffer that Adam does not keep"):
+        tr.load_state_dict(dict(adam, optimizer={**adam["optimizer"], "state": st}))
+    st = {i: dict(s) for i, s in adam["optimizer"]["state"].items()}
+    st[1]["exp_avg"] = np.zeros((2, 2), "float32")
+    with pytest.raises(TrainerStateError,
+                       match=r"the exp_avg of parameter 1 has shape \(2, 2\), the parameter \(8,\)"):
+        tr.load_state_dict(dict(adam, optimizer={**adam["optimizer"], "state": st}))
+    with pytest.raises(TrainerStateError, match="is not an optimizer state_dict .* optimizer is Adam"):
+        tr.load_state_dict(dict(adam, optimizer=None))
+    assert _same_opt_state(_opt_state(opt), ostate) and tr.global_step == 1
+    tr.load_state_dict(old)                                # no type in the file: inferred (Adam)
+
+
 def test_gluon_style_trainer_step_call_explains_itself(backend):
     m = _mlp(backend)
     tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1), dl.losses.MSELoss())
     with pytest.raises(TypeError, match="has no step\\(\\): train_step"):
         tr.step(10)
+
+
+def test_grads_finite_with_sparse_and_mixed_dtype_gradients_on_torch():
+    """The multi-tensor check takes one dtype and dense tensors; other gradients are checked per
+    (dtype, device) group or one by one, with the same answer."""
+    torch = pytest.importorskip("torch")
+    emb, lin = torch.nn.Embedding(5, 3, sparse=True), torch.nn.Linear(3, 1).double()
+    lin(emb(torch.tensor([1, 2])).double()).sum().backward()
+    ps = list(emb.parameters()) + list(lin.parameters())
+    assert emb.weight.grad.is_sparse and dl.optim.grads_finite(ps)
+    lin.weight.grad[0, 1] = float("inf")
+    assert not dl.optim.grads_finite(ps) and dl.optim.grad_max_abs(ps) == float("inf")
+    lin.weight.grad[0, 1] = 0.0
+    emb.weight.grad = torch.sparse_coo_tensor([[3]], [[0.0, float("nan"), 0.0]], (5, 3), check_invariants=True)
+    assert not dl.optim.grads_finite(ps) and np.isnan(dl.optim.grad_max_abs(ps))

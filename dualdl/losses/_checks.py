@@ -10,6 +10,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..nn.checks import check_not_empty
+
 __all__ = [
     "REDUCTIONS", "check_reduction", "check_same_shape", "check_broadcast", "check_same_size", "class_target_kind",
     "check_class_indices", "check_class_weight", "CTCPlan", "plan_ctc", "ctc_feasible", "gluon_ctc_lengths",
@@ -68,6 +70,7 @@ def class_target_kind(name: str, input_shape: Tuple[int, ...], target_shape: Tup
     ishape, tshape = tuple(input_shape), tuple(target_shape)
     if len(ishape) == 0:
         raise ValueError(f"{name}: input must have a class axis: (C,), (N, C) or (N, C, d1, ...); got ()")
+    check_not_empty(name, ishape)
     if allow_prob and tshape == ishape:
         return "prob"
     expected = ((), (1,)) if len(ishape) == 1 else ((ishape[0],) + ishape[2:],)

@@ -12,8 +12,8 @@ import numpy as np
 from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
-           "check_valid_length", "check_attn_mask", "check_activation", "sinusoid_table",
-           "MASK_FILL", "PE_STYLES"]
+           "check_valid_length", "check_attn_mask", "check_attn_mask_dtype", "check_activation",
+           "sinusoid_table", "MASK_FILL", "PE_STYLES"]
 
 # Masked attention scores get this additive value on both backends (not -inf): valid rows are
 # bit-identical (exp(-1e18 - max) == 0 in float32) and a row whose keys are all masked gets uniform
@@ -77,6 +77,14 @@ def check_attn_mask(who: str, mask_shape: Shape, L: int, S: int, n: int, nhead: 
         return
     raise ValueError(f"{who}: expected {name} of shape (L, S) = {(L, S)} or (N*nhead, L, S) = "
                      f"{(n * nhead, L, S)}, got {tuple(mask_shape)}")
+
+
+def check_attn_mask_dtype(dtype_name: str) -> None:
+    """torch's rule on both: an attention mask is bool (True = blocked) or float (added to the
+    scores); torch refuses integer masks, MXNet's ops would take them as bool (nonzero = blocked)."""
+    if dtype_name != "bool" and not dtype_name.startswith(("float", "bfloat")):
+        raise TypeError(f"attention mask must be bool (True = blocked) or float (added to the scores), "
+                        f"got {dtype_name}; for a 0/1 mask pass mask.astype(bool) / mask.bool()")
 
 
 def check_activation(who: str, activation) -> str:

@@ -1,7 +1,9 @@
 """Sequence layouts: Gluon's ``layout="TNC"|"NTC"`` and torch's ``batch_first`` mean the same thing."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Tuple
+
+from .checks import check_not_empty
 
 __all__ = ["resolve_batch_first"]
 
@@ -56,6 +58,18 @@ class RNNChecks:
         if len(shape) not in (2, 3) or shape[-1] != self.input_size:
             raise ValueError(f"{self._desc()}: expected input of shape {expected} "
                              f"(layout {self.layout}), got {shape}")
+        check_not_empty(self._desc(), shape)
+
+    def _check_dtypes(self, weights: str, x: str, states: Sequence[Tuple[str, str]]) -> None:
+        """Input and states must have the weights' dtype (names like ``"float32"``). Hides: torch's
+        CPU LSTM fails inside MKLDNN (``get_mkldnn_dtype: unsupported data type``) for a float64
+        state, MXNet's RNN operator with "This layer requires uniform type"."""
+        if x != weights:
+            raise ValueError(f"{self._desc()}: input dtype {x} does not match the weights' dtype {weights}")
+        for label, d in states:
+            if d != weights:
+                raise ValueError(f"{self._desc()}: state {label} has dtype {d} but the weights and the "
+                                 f"input are {weights}; cast the state to {weights}")
 
 
 class RNNCellChecks:

@@ -17,14 +17,16 @@ What this hides (measured in shared/reference/mxnet-vs-torch.md §3):
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any, Iterable, List
 
 from ..backend import get_backend
 from .groups import BIASES_AND_NORMS, param_groups
 from . import lr_scheduler
 
-__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "LAMB", "param_groups", "BIASES_AND_NORMS",
-           "clip_grad_norm_", "clip_grad_value_", "lr_scheduler", "backend_of_params"]
+__all__ = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "LAMB",
+           "param_groups", "BIASES_AND_NORMS", "clip_grad_norm_", "clip_grad_value_",
+           "grad_max_abs", "grads_finite", "lr_scheduler", "backend_of_params"]
 
 
 def _first_param(params: List[Any]):
@@ -122,3 +124,25 @@ def clip_grad_value_(parameters: Iterable[Any], clip_value: float) -> None:
     (as torch; MXNet's ``clip_gradient`` clips after weight decay for Adam)."""
     params = list(parameters)
     backend_of_params(params).module("optim").clip_grad_value_(params, clip_value)
+
+
+def grad_max_abs(parameters: Iterable[Any]) -> float:
+    """The largest ``|g|`` over all gradients (0.0 if none): ``nan`` if any gradient element is
+    NaN, ``inf`` if any is infinite, so ``math.isfinite(grad_max_abs(ps))`` says whether a step
+    is safe. Exact (a max, never a sum that could overflow), computed with one fused reduction
+    and one host read per device (``torch._foreach_norm`` / one compiled MXNet graph); slower
+    than :func:`grads_finite`, so the Trainer only uses it to report a failed check."""
+    params = list(parameters)
+    if not params:
+        return 0.0
+    maxima = backend_of_params(params).module("optim").grad_maxima(params)
+    return max(maxima, key=lambda v: (math.isnan(v), v)) if maxima else 0.0
+
+
+def grads_finite(parameters: Iterable[Any]) -> bool:
+    """Whether every gradient element is finite (no NaN, no inf); exact, one fused check and one
+    host read per device (torch: the multi-tensor check of ``GradScaler``; MXNet: ``multi_sum_sq``,
+    confirmed by an exact max-|g| graph when a sum is not finite). ``dl.Trainer`` runs it (the
+    adapter's, with a cached plan) before every optimizer step."""
+    params = list(parameters)
+    return not params or backend_of_params(params).module("optim").grads_finite(params)

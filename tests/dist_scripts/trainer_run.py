@@ -121,7 +121,15 @@ SCENARIOS = (("mlp_sgd", "mlp", "sgd", {}), ("mlp_adam", "mlp", "adam", {"clip_g
              ("mlp_accum", "mlp", "sgd", {"accumulate_steps": 2}), ("mlp_uneven", "mlp", "sgd", {}),
              ("mlp_2dev", "mlp", "sgd", {"devices": [dl.cpu(0), dl.cpu(1)]}),
              ("mlp_nan", "mlp", "sgd", {"nonfinite": "skip"}),
+             ("mlp_nangrad", "mlp", "sgd", {"nonfinite": "skip"}),
              ("cnn_bn", "cnn", "sgd", {}))
+
+
+def nan_grad_loss(out, y):
+    """MSE plus mean(sqrt(0 * out + |y - 7|)): finite everywhere; its gradient is inf * 0 = NaN
+    for a sample whose targets are all 7, and 0 for every other sample."""
+    extra = dl.ops.sqrt(dl.ops.add(dl.ops.mul(out, 0.0), dl.ops.abs(dl.ops.sub(y, 7.0))))
+    return dl.ops.add(dl.losses.MSELoss()(out, y), dl.ops.mean(extra))
 for name, kind, opt_name, kw in SCENARIOS:
     model, tr = build(kind, opt_name, **kw)
     results.update(weights(model, f"{name}/init"))    # after the Trainer's broadcast
@@ -136,6 +144,17 @@ for name, kind, opt_name, kw in SCENARIOS:
         meta["losses"][name] = [tr.train_step(X[idx], Y[idx]) for idx in mine]
         meta["nan_in_my_batch_1"] = bool(np.isnan(X[mine[1]]).any())
         meta["skipped"] = [{"step": e["step"], "finite": bool(np.isfinite(e["loss"]))} for e in tr.skipped_steps]
+        results.update(weights(model, name))
+        continue
+    if name == "mlp_nangrad":              # a finite loss whose gradient is NaN on rank 1's share only
+        X, Y = DATA["mlp"]
+        Y = Y.copy()
+        Y[batches(1, 0)[1][1]] = 7.0
+        tr.loss_fn = nan_grad_loss
+        meta["losses"][name] = [tr.train_step(X[idx], Y[idx]) for idx in mine]
+        meta["nangrad_in_my_batch_1"] = bool((Y[mine[1]] == 7.0).all(axis=1).any())
+        meta["skipped_grad"] = [{"step": e["step"], "keys": sorted(e), "nan": bool(np.isnan(e["grad_max_abs"]))}
+                                for e in tr.skipped_steps]
         results.update(weights(model, name))
         continue
     ckpt = os.path.join(args.out, "ckpt.npz") if name == "mlp_sgd" else None
