@@ -107,6 +107,21 @@ _report_resnet = report
 ''',
     ("docs/porting.md", 2): "x = _x_resnet\n",
     ("docs/porting.md", 3): "report = _report_resnet   # the ResNet-18 port of the first block\n",
+    "docs/porting-trainer.md": '''
+import numpy as np
+import mxnet as mx
+import torch
+from mxnet.gluon import nn as _gnn
+net = _gnn.HybridSequential()
+net.add(_gnn.Dense(16, in_units=8, activation="relu"), _gnn.Dense(3, in_units=16))
+net.initialize(mx.init.Xavier())
+torch_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+_rng = np.random.default_rng(0)
+sample_input = _rng.standard_normal((4, 8)).astype("float32")
+loader = [(torch.from_numpy(_rng.standard_normal((4, 8)).astype("float32")),
+           torch.from_numpy(_rng.integers(0, 3, 4))) for _ in range(3)]
+loss_fn = torch.nn.CrossEntropyLoss(reduction="none")
+''',
     "docs/training.md": _NET + '''
 loader = [(dl.from_numpy(X[i:i + 10]), dl.from_numpy(y[i:i + 10])) for i in range(0, 40, 10)]
 x_val, y_val = X[:10], y[:10]
@@ -128,13 +143,14 @@ CHECKS = {
     "docs/data.md": f"assert {_NATIVE}\nassert set(state) == {{'epoch', 'batches', 'seed', 'sampler_seed'}}\n",
     "docs/models.md": "import torch, mxnet\nassert isinstance(net_mx, mxnet.gluon.HybridBlock)\n"
                       "assert isinstance(net, torch.nn.Module if dl.backend() == 'torch' else mxnet.gluon.HybridBlock)\n",
+    "docs/porting-trainer.md": "assert report.ok and scheduler is not None and optimizer.state\n",
     "docs/training.md": "assert isinstance(_step_loss, float) and np.isfinite(_step_loss + val_loss)\n",
     "docs/transformer.md": "assert tuple(y.shape) == (2, 5, 256)\n",
 }
 
 # pages that run on one backend only (they use both themselves, or port Gluon -> torch)
 ONE_BACKEND = {"docs/differences.md": "torch", "docs/index.md": "torch", "docs/parity.md": "torch",
-               "docs/porting.md": "torch"}
+               "docs/porting.md": "torch", "docs/porting-trainer.md": "torch"}
 
 
 def blocks(path):
