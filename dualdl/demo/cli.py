@@ -21,9 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-size", type=int, default=3000, help="training strings")
     p.add_argument("--test-size", type=int, default=500, help="held-out strings")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--lr", type=float, default=d.lr, help="Adam's peak learning rate")
+    p.add_argument("--lr", type=float, default=d.lr, help="Adam's learning rate (the peak with --schedule onecycle)")
     p.add_argument("--schedule", choices=SCHEDULES, default=d.schedule,
-                   help="onecycle: linear warm-up then cosine decay to 0 (default); constant")
+                   help="constant (default) or onecycle: linear warm-up then cosine decay to 0")
     p.add_argument("--warmup", type=float, default=d.warmup, help="fraction of the steps spent warming up")
     p.add_argument("--clip-grad-norm", type=float, default=d.clip_grad_norm)
     p.add_argument("--hidden", type=int, default=d.hidden, help="LSTM hidden size")
