@@ -188,7 +188,8 @@ def test_nccl_launch_matches_one_cpu_process(tmp_path):
 
 
 def test_demo_on_gpu(tmp_path):
-    """The demo uses the GPUs when there are: tiny run, lockstep agreement on CUDA."""
+    """The demo uses the GPUs when there are: tiny run, lockstep loss agreement on CUDA (the demo
+    leaves torch's TF32 convolutions on, so 1e-3 relative, not float32 rounding)."""
     need_gpus("torch", 1)
     need_gpus("mxnet", 1)
     cmd = [sys.executable, "-m", "dualdl", "demo", "--epochs", "1", "--train-size", "64", "--test-size", "16",
@@ -197,4 +198,4 @@ def test_demo_on_gpu(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "## torch: data_parallel on gpu:0" in r.stdout and "## mxnet: split_and_load on gpu:0" in r.stdout
     rows = re.findall(r"^\| (\d) \| [0-9.]+ \| [0-9.]+ \| ([0-9.e+-]+) / ([0-9.e+-]+) \| ([0-9.e+-]+) \|", r.stdout, re.M)
-    assert len(rows) == 3 and all(float(rel) < 1e-4 for _, _, rel, _ in rows), r.stdout
+    assert len(rows) == 3 and all(float(rel) < 1e-3 for _, _, rel, _ in rows), r.stdout
