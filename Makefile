@@ -29,9 +29,9 @@ test: $(STAMP)
 # On a CUDA machine (under 5 minutes): the tests marked gpu (each CUDA path against the CPU path)
 # and the CUDA benchmark rows. DUALDL_REQUIRE_GPU=1 turns "no framework sees CUDA" into a failure.
 gpu-check: $(STAMP)
-	DUALDL_REQUIRE_GPU=1 timeout 240 $(PY) -m pytest -q -rs -m gpu tests/test_gpu.py
+	DUALDL_REQUIRE_GPU=1 timeout 180 $(PY) -m pytest -q -rs -m gpu tests/test_gpu.py
 	mkdir -p build
-	timeout 120 $(PY) -m benchmarks --only data_parallel:cuda --case-timeout 100 --json build/gpu-bench.json --markdown ''
+	timeout 110 $(PY) -m benchmarks --only data_parallel:cuda --only data_parallel:cuda_mxnet --case-timeout 50 --json build/gpu-bench.json --markdown ''
 
 bench: $(STAMP)
 	$(PY) -m benchmarks $(ARGS)
