@@ -35,6 +35,7 @@ def test_demo_runs_on_both_backends_and_reports(tmp_path):
     for b in ("torch", "mxnet"):
         assert re.search(rf"^\| {b} \| [0-9.]+% ± [0-9.]+ \([0-9.]+–[0-9.]+\) \| [0-9.]+% ± [0-9.]+ "
                          rf"\([0-9.]+–[0-9.]+\) \| \d+ ms \|$", out, re.M), out
+    assert "Compare the backends by their spreads, not seed by seed" in out
     losses = [float(v) for v in re.findall(r"^\| 1 \| ([0-9.]+) \|$", out, re.M)]
     assert len(losses) == 2 and abs(losses[0] - losses[1]) < 1e-2 * losses[0]
     assert (tmp_path / "loss_curves.png").stat().st_size > 1000
@@ -53,3 +54,15 @@ def test_demo_without_its_extra_names_it_in_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [
         "dualdl demo needs the demo extra (scikit-learn, matplotlib missing): pip install 'dualdl[demo]'"], r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_one_seed_table_says_a_difference_is_not_a_backend_gap():
+    from dualdl.demo.report import seeds_table
+    from dualdl.demo.run import RunResult
+    runs = {b: [RunResult(b, ["cpu:0"], "s", seed=3, digit_accuracy=d, string_accuracy=w, seconds_per_step=0.05)]
+            for b, d, w in (("torch", 0.97, 0.88), ("mxnet", 0.99, 0.95))}
+    text = seeds_table(runs)
+    assert "| 3 | 97.0% / 88.0% | 99.0% / 95.0% |" in text
+    assert "| mxnet | 99.0% ± 0.0 (99.0–99.0) | 95.0% ± 0.0 (95.0–95.0) | 50 ms |" in text
+    assert "not a backend gap" in text and "--seeds 5" in text
+    assert "not a backend gap" not in seeds_table({"torch": runs["torch"]})     # one backend: nothing to compare

@@ -48,11 +48,11 @@ def seeds_table(by_backend: Dict[str, List[RunResult]]) -> str:
         lines.append(f"| {b} | {_spread([r.digit_accuracy for r in rs])} | "
                      f"{_spread([r.string_accuracy for r in rs])} | {ms:.0f} ms |")
     lines.append("")
-    if len(seeds) == 1:
+    if len(names) > 1 and len(seeds) == 1:
         lines.append("One seed: an accuracy difference between the backends here is not a backend gap. From the "
                      "same start the two runs separate chaotically (below), so the accuracies of one seed differ "
                      "by chance; `--seeds 5` reports mean and spread per backend.")
-    else:
+    elif len(names) > 1:
         lines.append("Compare the backends by their spreads, not seed by seed: each seed's two runs start "
                      "identical and separate chaotically.")
     lines.append("")
