@@ -7,7 +7,7 @@ PIP := $(PY) -m pip -q --disable-pip-version-check
 STAMP := $(VENV)/.dualdl-installed
 ARGS ?=
 
-.PHONY: install demo test bench docs clean
+.PHONY: install demo test gpu-check bench docs clean
 
 install: $(STAMP)
 
@@ -25,6 +25,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict -q -d $(CURDIR)/build/site
 	$(PY) -m pytest -q $(ARGS)
+
+# On a CUDA machine (under 5 minutes): the tests marked gpu (each CUDA path against the CPU path)
+# and the CUDA benchmark rows. DUALDL_REQUIRE_GPU=1 turns "no framework sees CUDA" into a failure.
+gpu-check: $(STAMP)
+	DUALDL_REQUIRE_GPU=1 timeout 180 $(PY) -m pytest -q -rs -m gpu tests/test_gpu.py
+	mkdir -p build
+	timeout 110 $(PY) -m benchmarks --only data_parallel:cuda --only data_parallel:cuda_mxnet --case-timeout 50 --json build/gpu-bench.json --markdown ''
 
 bench: $(STAMP)
 	$(PY) -m benchmarks $(ARGS)

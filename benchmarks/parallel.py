@@ -4,7 +4,8 @@
   emulation of ``devices=[cpu(0), cpu(1)]`` (replicas run one after the other: it exists to test
   multi-device code without GPUs, not to be fast), each with the backend's native strategy.
 * CUDA (torch, when present): real ``data_parallel`` vs ``per_device_loss`` over all visible GPUs,
-  with peak memory per GPU. Skipped cleanly without CUDA.
+  with peak memory per GPU; MXNet (a CUDA build): ``split_and_load`` over all GPU contexts vs one
+  CPU context. Skipped cleanly without CUDA (``make gpu-check`` runs these rows).
 """
 from __future__ import annotations
 
@@ -107,3 +108,35 @@ def cuda_devices(cfg: Config) -> List[Row]:
                               gpus=n, gpu_name=torch.cuda.get_device_name(0),
                               peak_mem_per_gpu_mb={k: [round(m / 2 ** 20, 1) for m in v] for k, v in mem.items()}))
     return rows
+
+
+@case("data_parallel", "cuda_mxnet")
+def cuda_mxnet(cfg: Config) -> List[Row]:
+    """MXNet split_and_load on all GPU contexts vs one CPU context, LeNet (CUDA builds only)."""
+    with dl.use("mxnet"):
+        n = dl.get_backend("mxnet").gpu_count()
+    if n == 0:
+        return [Row(group="data_parallel", name="cuda: mxnet split_and_load on GPUs vs cpu(0)", value=float("nan"),
+                    note="skipped: MXNet sees no CUDA device")]
+    import mxnet as mx
+    s = dict(models.sizes(cfg.quick)["lenet"])
+    s["batch"] = (8 if cfg.quick else 256) * n
+    x, y = models.batch("lenet", s)
+    gpus = [dl.gpu(i) for i in range(n)]
+    cpu = _trainer("lenet", s, "mxnet", [dl.cpu(0)])
+    with dl.use("mxnet"):
+        dl.seed(0)
+        net = models.dl_model("lenet", s)
+        net.to(mx.gpu(0))              # the Trainer replicates it on the other GPUs
+    gpu = dl.Trainer(net, dl.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), models.dl_loss("lenet"),
+                     devices=gpus, strategy="split_and_load")
+    sync = _sync("mxnet")
+
+    def on(tr):
+        def f():
+            tr.train_step(x, y)
+            sync()
+        return f
+    return compare("data_parallel", {"cpu(0)": on(cpu), "gpus": on(gpu)}, "cpu(0)", cfg,
+                   names={"gpus": f"lenet / mxnet / cuda x{n} (split_and_load) vs cpu(0)"},
+                   note=f"batch {s['batch']}", model="lenet", backend="mxnet", gpus=n, clock="wall")

@@ -26,3 +26,20 @@ def backend(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def _nvidia_driver() -> bool:
+    """Whether this machine has an NVIDIA driver: decided from the file system, importing no
+    framework and initialising no CUDA (collection stays cheap on CPU-only machines)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped with one reason on machines without an NVIDIA driver
+    (unless ``DUALDL_REQUIRE_GPU=1``, set by ``make gpu-check``: then they run and say what is missing)."""
+    if _nvidia_driver() or os.environ.get("DUALDL_REQUIRE_GPU") == "1":
+        return
+    skip = pytest.mark.skip(reason="gpu: no NVIDIA driver on this machine (run `make gpu-check` on a CUDA machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -10,9 +10,8 @@ import numpy as np
 import dualdl as dl
 
 from .digits import DigitStrings, accuracy, greedy_decode
-from .model import CRNN, PackedCTCLoss
-
-NATIVE_STRATEGY = {"torch": "data_parallel", "mxnet": "split_and_load"}
+from .model import CRNN
+from .recipe import Recipe, make_trainer
 
 
 @dataclass
@@ -20,6 +19,7 @@ class RunResult:
     backend: str
     devices: List[str]
     strategy: str
+    seed: int = 0
     epoch_losses: List[float] = field(default_factory=list)
     step_losses: List[float] = field(default_factory=list)
     digit_accuracy: float = 0.0
@@ -43,6 +43,16 @@ def default_devices(backend: str, n: Optional[int]) -> List[dl.Device]:
     return [dl.cpu(i) for i in range(n or 2)]
 
 
+def build_model(backend: str, init: Dict[str, np.ndarray], hidden: int, device: dl.Device):
+    """The CRNN on ``backend`` holding ``init``, on ``device`` (the Trainer replicates it)."""
+    with dl.use(backend):
+        model = CRNN(hidden=hidden)
+        dl.load_state_dict(model, init)
+        if device.kind == "gpu":
+            model.to(dl.get_backend(backend).native_device(device))
+        return model
+
+
 def predict(trainer: "dl.Trainer", images: np.ndarray, batch_size: int) -> List[str]:
     out = []
     for i in range(0, len(images), batch_size):
@@ -51,23 +61,22 @@ def predict(trainer: "dl.Trainer", images: np.ndarray, batch_size: int) -> List[
     return out
 
 
+def steps_per_epoch(n_train: int, batch_size: int) -> int:
+    return n_train // batch_size          # drop_last=True
+
+
 def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings, test: DigitStrings,
-                  epochs: int, batch_size: int, lr: float, hidden: int, seed: int,
-                  devices: Sequence[dl.Device], progress: bool = True) -> RunResult:
+                  recipe: Recipe, seed: int, devices: Sequence[dl.Device], progress: bool = True) -> RunResult:
     from tqdm.auto import tqdm
     with dl.use(backend):
         dl.seed(seed)
-        model = CRNN(hidden=hidden)
-        dl.load_state_dict(model, init)
-        opt = dl.optim.Adam(model.parameters(), lr=lr)
-        strategy = NATIVE_STRATEGY[backend]
-        trainer = dl.Trainer(model, opt, PackedCTCLoss(), devices=list(devices), strategy=strategy,
-                             clip_grad_norm=5.0)
+        model = build_model(backend, init, recipe.hidden, devices[0])
+        trainer = make_trainer(backend, model, recipe, steps_per_epoch(len(train), recipe.batch_size), devices)
         loader = dl.data.DataLoader(dl.data.ArrayDataset(train.images, train.labels),
-                                    batch_size=batch_size, shuffle=True, drop_last=True, seed=seed)
-        res = RunResult(backend, [str(d) for d in devices], strategy)
+                                    batch_size=recipe.batch_size, shuffle=True, drop_last=True, seed=seed)
+        res = RunResult(backend, [str(d) for d in devices], trainer.strategy, seed)
         steps, busy = 0, 0.0
-        for epoch in tqdm(range(epochs), desc=f"{backend:6s} epochs", disable=not progress, leave=False):
+        for epoch in tqdm(range(recipe.epochs), desc=f"{backend:6s} epochs", disable=not progress, leave=False):
             total, n = 0.0, 0
             bar = tqdm(loader, desc=f"{backend:6s} epoch {epoch + 1}", disable=not progress, leave=False)
             for x, y in bar:
@@ -80,7 +89,7 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
                 bar.set_postfix(loss=f"{loss:.3f}")
             res.epoch_losses.append(total / max(1, n))
         res.seconds_per_step = busy / max(1, steps)
-        predicted = predict(trainer, test.images, 4 * batch_size)
+        predicted = predict(trainer, test.images, 4 * recipe.batch_size)
         truth = test.strings()
         res.digit_accuracy, res.string_accuracy = accuracy(predicted, truth)
         res.examples = list(zip(truth[:8], predicted[:8]))
@@ -88,34 +97,14 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
         return res
 
 
-def one_step_difference(weights: Dict[str, np.ndarray], images: np.ndarray, labels: np.ndarray,
-                        hidden: int, lr: float, devices_per_backend: Dict[str, Sequence[dl.Device]]) -> float:
-    """Lockstep check: load the *same* trained weights on both backends, take one data-parallel SGD
-    step on the same batch, and return the max abs difference of the resulting weights. This
-    separates per-step agreement (fp32 rounding) from the chaotic growth over a whole run."""
-    out = {}
-    for backend, devs in devices_per_backend.items():
-        with dl.use(backend):
-            model = CRNN(hidden=hidden)
-            dl.load_state_dict(model, weights)
-            trainer = dl.Trainer(model, dl.optim.SGD(model.parameters(), lr=lr), PackedCTCLoss(),
-                                 devices=list(devs), strategy=NATIVE_STRATEGY[backend])
-            trainer.train_step(images, labels)
-            out[backend] = {k: dl.to_numpy(v) for k, v in dl.state_dict(model).items()}
-    a, b = out.values()
-    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
-
-
 @dataclass
 class Comparison:
-    """How far two backends' runs are apart: weights after training and the loss curves."""
+    """How far two backends' runs are apart after training (weights) and along the loss curves."""
     max_abs: float              # over every weight (parameters and running statistics)
     max_rel: float              # max over tensors of max|a-b| / max|a|
     worst: str                  # the tensor with the largest relative difference
     first_steps_loss: float     # max |loss_a - loss_b| over the first ``steps`` steps
     steps: int
-    first_step_loss: float      # |loss_a - loss_b| at the first step (same weights, same batch)
-    lockstep: Optional[float] = None   # see one_step_difference
 
 
 def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
@@ -127,5 +116,4 @@ def compare(a: RunResult, b: RunResult, steps: int = 20) -> Comparison:
     worst = max(rel_d, key=rel_d.get)
     n = min(steps, len(a.step_losses), len(b.step_losses))
     first = max((abs(x - y) for x, y in zip(a.step_losses[:n], b.step_losses[:n])), default=0.0)
-    step1 = abs(a.step_losses[0] - b.step_losses[0]) if n else 0.0
-    return Comparison(max(abs_d.values()), rel_d[worst], worst, first, n, step1)
+    return Comparison(max(abs_d.values()), rel_d[worst], worst, first, n)
