@@ -9,8 +9,9 @@ from .api import PortReport, port, port_gluon_to_torch, port_torch_to_gluon
 from .mapping import Entry, Mapping, register_transform
 from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Transpose,
                     ZeroMissingBias)
+from .inputs import PortInputError
 from .sides import PortWarning
 
 __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
-           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning"]
+           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning", "PortInputError"]

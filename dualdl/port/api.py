@@ -261,10 +261,14 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
         f = failed[-1]
         head = (f"outputs differ by {f.max_abs_diff:.3g} (tolerance {f.tolerance:.3g}, by "
                 f"{f.evidence}; check [{f.name}])")
-        if report.checks[-1].passed:
-            head += (" only with randomised norm scales/shifts and biases: a norm layer or bias "
-                     "is paired with the wrong tensor (see report.pairs), or an op order differs")
-        why = "; ".join(report.diagnosis) if report.diagnosis else _HIDDEN
+        if report.diagnosis:
+            why = "; ".join(report.diagnosis)
+        elif report.checks[-1].passed:
+            why = ("it differs only with randomised norm scales/shifts and biases: a norm layer "
+                   "or bias is paired with the wrong tensor (see report.pairs), or an op order "
+                   "differs")
+        else:
+            why = _HIDDEN
         report.message = f"{head} although the tensors paired: {why}; target left unchanged"
     warnings.warn("port verification failed: " + report.message, stacklevel=2)
     return report
