@@ -128,17 +128,29 @@ class TorchSide(Side):
 
     @contextlib.contextmanager
     def float64(self):
-        """The model in float64 (exact round trip from float32), restored afterwards."""
+        """The model in float64: each float32 parameter/buffer's data is swapped for a float64
+        copy and the original (untouched) tensors are swapped back afterwards - one conversion,
+        no round trip."""
         import torch
-        kinds = {t.dtype for t in list(self.model.parameters()) + list(self.model.buffers())
-                 if t.dtype.is_floating_point}
+        params = list(self.model.parameters())
+        bufs = [(m, n, b) for m in self.model.modules() for n, b in m._buffers.items()
+                if b is not None and b.dtype.is_floating_point]
+        kinds = {t.dtype for t in params + [b for _, _, b in bufs] if t.dtype.is_floating_point}
         if kinds - {torch.float32}:
             raise Float64Unavailable(f"the torch model holds {sorted(map(str, kinds))} tensors")
-        self.model.to(torch.float64)
+        saved = [(p, p.data) for p in params]
         try:
+            with torch.no_grad():
+                for p, d in saved:
+                    p.data = d.double()
+                for m, n, b in bufs:
+                    m._buffers[n] = b.double()
             yield
         finally:
-            self.model.to(torch.float32)
+            for p, d in saved:
+                p.data = d
+            for m, n, b in bufs:
+                m._buffers[n] = b
 
     def hyper(self) -> Dict[str, Dict[str, Any]]:
         return torch_hyper(self.model)
@@ -243,6 +255,22 @@ class TorchSide(Side):
         return out
 
 
+def _float32_only_blocks(blocks) -> List[str]:
+    import inspect
+    out, seen = [], {}
+    for path, b in blocks:
+        cls = type(b)
+        if cls not in seen:
+            try:
+                src = inspect.getsource(cls.hybrid_forward) if hasattr(cls, "hybrid_forward") else ""
+            except (OSError, TypeError):
+                src = ""
+            seen[cls] = "interleaved_matmul" in src
+        if seen[cls]:
+            out.append(f"{path} ({cls.__name__})")
+    return out
+
+
 class GluonSide(Side):
     framework = "gluon"
 
@@ -285,10 +313,17 @@ class GluonSide(Side):
 
     @contextlib.contextmanager
     def float64(self):
-        """The block cast to float64 (exact round trip from float32), cast back afterwards."""
+        """The block cast to float64 (exact round trip from float32), cast back afterwards.
+        Blocks calling ops known to be float32-only on CPU (``contrib.interleaved_matmul_*``,
+        gluonnlp's BERT attention) are refused up front instead of casting 100M parameters
+        to find out."""
         kinds = {np.dtype(p.dtype).name for p in self.model.collect_params().values()}
         if kinds - {"float32"}:
             raise Float64Unavailable(f"the Gluon block holds {sorted(kinds)} parameters")
+        fp32_only = _float32_only_blocks(self._blocks())
+        if fp32_only:
+            raise Float64Unavailable(f"{fp32_only[0]} calls contrib.interleaved_matmul_*, "
+                                     f"which MXNet runs in float32 only on CPU")
         self.model.cast("float64")
         try:
             yield
