@@ -113,27 +113,39 @@ class Verifier:
         # side -> reason float64 cannot be used ("" = not tried yet / usable)
         self.no64: Dict[str, str] = {} if float64 else {"source": "off", "target": "off"}
 
-    def _run64(self, who: str) -> Optional[List[np.ndarray]]:
-        if who in self.no64:
-            return None
-        side, inputs, fwd = ((self.src, self.s_in, self.s_fwd) if who == "source"
-                             else (self.dst, self.t_in, self.t_fwd))
-        try:
-            with side.float64():
-                return side.run(inputs, fwd, float64=True)
-        except (Float64Unavailable, PortInputError) as e:
-            lines = [ln.strip() for ln in str(e.__cause__ or e).splitlines() if ln.strip()
-                     and not ln.strip().startswith(("File ", "[bt]", "Traceback", "Stack trace"))]
-            self.no64[who] = (lines[-1] if lines else type(e).__name__)[:160]
-            return None
+    def check_all(self, setups: List[Tuple[str, Callable[[], None]]]) -> List[Check]:
+        """One check per ``(name, load_values)``; the float32 runs first, then one float64
+        conversion per side serving every setup. The last setup's values stay loaded."""
+        f32 = []
+        for _, apply in setups:
+            apply()
+            f32.append((self.src.run(self.s_in, self.s_fwd), self.dst.run(self.t_in, self.t_fwd)))
+        f64: Dict[str, List[List[np.ndarray]]] = {}
+        for who, side, inputs, fwd in (("source", self.src, self.s_in, self.s_fwd),
+                                       ("target", self.dst, self.t_in, self.t_fwd)):
+            if who in self.no64:
+                continue
+            outs = []
+            try:
+                with side.float64():
+                    for _, apply in setups:
+                        apply()
+                        outs.append(side.run(inputs, fwd, float64=True))
+                f64[who] = outs
+            except (Float64Unavailable, PortInputError) as e:
+                lines = [ln.strip() for ln in str(e.__cause__ or e).splitlines() if ln.strip()
+                         and not ln.strip().startswith(("File ", "[bt]", "Traceback", "Stack"))]
+                self.no64[who] = (lines[-1] if lines else type(e).__name__)[:160]
+                if outs:
+                    setups[-1][1]()
+        return [self._decide(name, s32, t32, f64.get("source", [None] * len(setups))[k],
+                             f64.get("target", [None] * len(setups))[k])
+                for k, ((name, _), (s32, t32)) in enumerate(zip(setups, f32))]
 
-    def check(self, name: str) -> Check:
-        s32 = self.src.run(self.s_in, self.s_fwd)
-        t32 = self.dst.run(self.t_in, self.t_fwd)
+    def _decide(self, name, s32, t32, s64, t64) -> Check:
         d32 = compare(s32, t32, self.lengths)
         if d32.detail:
             return Check(name, np.inf, np.inf, 0.0, False, d32.detail)
-        s64, t64 = self._run64("source"), self._run64("target")
         rounding = {}
         if s64 is not None:
             rounding["source"] = compare(s32, s64, self.lengths).abs
