@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from .diagnose import activation_mismatches, layer_pairs, setting_mismatches
-from .inputs import PortInputError, as_inputs, padding_lengths, unset_mask_parameters
+from .inputs import as_inputs, padding_lengths, unset_mask_parameters
 from .mapping import Mapping
 from .pairing import Pair, pair_slots
 from .rules import DEFAULT_RULES, Rule

@@ -4,7 +4,7 @@ blocks' ``_kwargs`` / gluonnlp's ``_approximate``, in one vocabulary, so paired 
 compared setting by setting."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Tuple
+from typing import Any, Callable, Dict, Iterable, Tuple
 
 __all__ = ["torch_hyper", "gluon_hyper", "activation_kind"]
 
@@ -15,48 +15,53 @@ def _tuple(v: Any, n: int = 2) -> Tuple:
     return (int(v),) * n
 
 
-def torch_hyper(model: Any) -> Dict[str, Dict[str, Any]]:
-    """{module path: settings} for norms, convs, pools and activations of a torch model."""
-    import torch.nn as nn
+def _conv(kernel, stride, dilation, groups, padding) -> Dict[str, Any]:
+    n = len(kernel)
+    out = dict(kernel=_tuple(kernel, n), stride=_tuple(stride, n), dilation=_tuple(dilation, n),
+               groups=int(groups))
+    if padding is not None:   # torch padding="same"/"valid" is not compared
+        out["padding"] = _tuple(padding, n)
+    return out
+
+
+def _settings(layers: Iterable[Tuple[str, Any]], read: Callable[[Any], Dict[str, Any]]
+              ) -> Dict[str, Dict[str, Any]]:
     out: Dict[str, Dict[str, Any]] = {}
-    for path, m in model.named_modules():
-        h: Dict[str, Any] = {}
-        if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)):
-            h["eps"] = float(m.eps)
-        elif isinstance(m, nn.modules.conv._ConvNd):
-            n = len(m.kernel_size)
-            h.update(kernel=_tuple(m.kernel_size, n), stride=_tuple(m.stride, n),
-                     dilation=_tuple(m.dilation, n), groups=int(m.groups))
-            if not isinstance(m.padding, str):
-                h["padding"] = _tuple(m.padding, n)
-        kind = activation_kind(m)
+    for path, layer in layers:
+        h = read(layer)
+        kind = activation_kind(layer)
         if kind:
             h["activation"] = kind
         if h:
             out[path] = h
     return out
+
+
+def torch_hyper(model: Any) -> Dict[str, Dict[str, Any]]:
+    """{module path: settings} for norms, convs and activations of a torch model."""
+    import torch.nn as nn
+
+    def read(m):
+        if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)):
+            return {"eps": float(m.eps)}
+        if isinstance(m, nn.modules.conv._ConvNd):
+            return _conv(m.kernel_size, m.stride, m.dilation, m.groups,
+                         None if isinstance(m.padding, str) else m.padding)
+        return {}
+    return _settings(model.named_modules(), read)
 
 
 def gluon_hyper(blocks: Iterable[Tuple[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """{block path: settings} in the same vocabulary as :func:`torch_hyper`."""
-    out: Dict[str, Dict[str, Any]] = {}
-    for path, b in blocks:
+    def read(b):
         kw = getattr(b, "_kwargs", None) or {}
-        h: Dict[str, Any] = {}
-        name = type(b).__name__
-        if "eps" in kw and ("Norm" in name or "norm" in name.lower()):
-            h["eps"] = float(kw["eps"])
-        elif "kernel" in kw and "stride" in kw and "num_filter" in kw:
-            n = len(kw["kernel"])
-            h.update(kernel=_tuple(kw["kernel"], n), stride=_tuple(kw["stride"], n),
-                     dilation=_tuple(kw.get("dilate", 1), n), groups=int(kw.get("num_group", 1)),
-                     padding=_tuple(kw.get("pad", 0), n))
-        kind = activation_kind(b)
-        if kind:
-            h["activation"] = kind
-        if h:
-            out[path] = h
-    return out
+        if "eps" in kw and "norm" in type(b).__name__.lower():
+            return {"eps": float(kw["eps"])}
+        if "kernel" in kw and "stride" in kw and "num_filter" in kw:
+            return _conv(kw["kernel"], kw["stride"], kw.get("dilate", 1), kw.get("num_group", 1),
+                         kw.get("pad", 0))
+        return {}
+    return _settings(blocks, read)
 
 
 _TANH_GELU = ("NewGELUActivation", "GELUTanh", "PytorchGELUTanh", "FastGELUActivation")

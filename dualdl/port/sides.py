@@ -236,22 +236,30 @@ class TorchSide(Side):
                 float64: bool = False) -> Dict[str, np.ndarray]:
         """First output array of each layer in ``layers`` (its first call) on ``inputs``."""
         mods = dict(self.model.named_modules(remove_duplicate=False))
-        out: Dict[str, np.ndarray] = {}
-        handles = []
-        for path in layers:
-            if path in mods:
-                def hook(_m, _a, o, path=path):
-                    if path not in out:
-                        arrs = flatten_outputs(o, _torch_numpy)
-                        if arrs:
-                            out[path] = arrs[0]
-                handles.append(mods[path].register_forward_hook(hook))
-        try:
-            self._call(inputs, forward, float64)
-        finally:
-            for h in handles:
-                h.remove()
-        return out
+        return _first_outputs(mods, layers, _torch_numpy,
+                              lambda: self._call(inputs, forward, float64))
+
+
+def _first_outputs(layers_by_path: Dict[str, Any], layers: Sequence[str],
+                   to_numpy: Callable[[Any], np.ndarray], run: Callable[[], Any]) -> Dict[str, np.ndarray]:
+    """Forward hooks (torch modules and Gluon blocks alike) keep the first output array of each
+    layer in ``layers`` while ``run()`` runs; the hooks are removed afterwards."""
+    out: Dict[str, np.ndarray] = {}
+    handles = []
+    for path in layers:
+        if path in layers_by_path:
+            def hook(_m, _a, o, path=path):
+                if path not in out:
+                    arrs = flatten_outputs(o, to_numpy)
+                    if arrs:
+                        out[path] = arrs[0]
+            handles.append(layers_by_path[path].register_forward_hook(hook))
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove() if hasattr(h, "remove") else h.detach()
+    return out
 
 
 def _float32_only_blocks(blocks) -> List[str]:
@@ -462,25 +470,13 @@ class GluonSide(Side):
                 float64: bool = False) -> Dict[str, np.ndarray]:
         """First output array of each layer in ``layers`` (its first call), un-hybridized."""
         blocks = dict(self._blocks())
-        out: Dict[str, np.ndarray] = {}
         saved = [(b, b._active, list(getattr(b, "_flags", []))) for b in blocks.values()
                  if getattr(b, "_active", False)]
         if saved:
             self.model.hybridize(False)
-        handles = []
-        for path in layers:
-            if path in blocks:
-                def hook(_b, _a, o, path=path):
-                    if path not in out:
-                        arrs = flatten_outputs(o, lambda t: t.asnumpy().astype(np.float64))
-                        if arrs:
-                            out[path] = arrs[0]
-                handles.append(blocks[path].register_forward_hook(hook))
         try:
-            self._call(inputs, forward, float64)
+            return _first_outputs(blocks, layers, lambda t: t.asnumpy().astype(np.float64),
+                                  lambda: self._call(inputs, forward, float64))
         finally:
-            for h in handles:
-                h.detach()
             for b, act, flags in saved:
                 b._active, b._flags = act, flags
-        return out
