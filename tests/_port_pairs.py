@@ -141,9 +141,17 @@ def _tokens(seed=0):
     return np.random.default_rng(seed).integers(0, 50, (7, 3))
 
 
-def _lm(kind):
+_DROPOUTS = ("dropout", "weight_drop", "drop_h", "drop_i", "drop_e")
+
+
+def _lm(kind, dropout_off=False):
+    """``dropout_off``: the zoo hyper-parameters with every dropout (and AWD's weight drop) 0,
+    for training comparisons."""
     from gluonnlp.model import language_model as lm
     mx.random.seed(0)
+    if dropout_off:
+        lm = type("hp", (), {k: {n: (0.0 if n in _DROPOUTS else v) for n, v in getattr(lm, k).items()}
+                             for k in ("standard_lstm_lm_200_hparams", "awd_lstm_lm_600_hparams")})
     if kind == "standard_rnn":
         g = nlp.model.StandardRNN("lstm", 50, 16, 16, 2, 0.0, True)
         t = TorchLM(50, 16, 16, 2)
