@@ -24,6 +24,9 @@ from .report import Diff, ParityError, compare_arrays
 __all__ = ["check_native_training", "assert_native_training", "NativeTrainingReport"]
 
 _GRAD_TRANSFORMS = ("copy", "concat", "transpose")   # linear maps: gradients map like values
+#: with a float64 reference: allowance = _SLACK x torch's own float32 rounding (MXNet's float32
+#: gradients of ResNet-50 in train mode were measured up to 10.4x further from float64 than torch's)
+_SLACK = 16.0
 
 
 @dataclass
@@ -95,7 +98,8 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
                           targets: Any, gluon_loss: Callable, torch_loss: Callable,
                           gluon_trainer: Any, torch_optimizer: Any, *, steps: int = 3,
                           batch_size: Optional[int] = None, target_inputs: Any = None,
-                          rtol: float = 1e-4, atol: float = 1e-7) -> NativeTrainingReport:
+                          rtol: float = 1e-4, atol: float = 1e-7,
+                          float64_reference: bool = False) -> NativeTrainingReport:
     """Train both for ``steps`` steps on the same batch and compare (see the module docstring).
 
     ``mapping``: a :class:`dualdl.port.Mapping` or a ``PortReport`` (Gluon -> torch), e.g. from
@@ -103,7 +107,11 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
     (array, tuple, dict); ``targets``: one numpy array (int64 for torch, float32 for Gluon).
     ``gluon_loss(outputs, targets)`` returns per-sample losses (Gluon's losses do),
     ``torch_loss(outputs, targets)`` the mean. Both models train in train mode (switch dropout off
-    in their configs to compare exactly).
+    in their configs to compare exactly). With ``float64_reference`` a float64 copy of the torch
+    module trains beside them (the same optimizer class and param groups, built here: pass a
+    fresh optimizer) and each tensor's tolerance grows by 16 x torch's own float32 rounding
+    ``max|torch32 - torch64|``, for models whose float32 gradients are ill-conditioned (ResNet-50
+    in train mode).
     """
     import mxnet as mx
     import torch
@@ -127,6 +135,7 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
     report.not_compared = [e.target for e in entries if e.target in t_named
                            and e.transform not in _GRAD_TRANSFORMS]
     torch_module.train()
+    ref = _Float64Twin(torch_module, torch_optimizer, t_in, y) if float64_reference else None
     bn_n: dict = {}
     t_out_box: list = []
     t_mods = dict(torch_module.named_modules())
@@ -144,16 +153,21 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         t_out = t_out_box.pop()
         t_l = torch_loss(t_out, t_y)
         t_l.backward()
+        if ref:
+            ref.backward(torch_loss)
         _add(report, step, "forward", "loss", np.float64(g_l.mean().asscalar()),
-             np.float64(t_l.item()), rtol, atol)
+             np.float64(t_l.item()), rtol, atol, slack=ref.slack("loss", t_l) if ref else 0.0)
         g_grads = {k: (p.grad().asnumpy() / bs if p.grad_req != "null" else p.data().asnumpy() * 0)
                    for k, p in g_params.items()}
         for e in grad_entries:
             g = t_named[e.target].grad
             tg = np.zeros(e.shape, np.float32) if g is None else g.detach().numpy()
-            _add(report, step, "backward", f"grad {e.target}", e.compute(g_grads), tg, rtol, atol)
+            _add(report, step, "backward", f"grad {e.target}", e.compute(g_grads), tg, rtol, atol,
+                 slack=ref.slack("grad", e.target, g) if ref else 0.0)
         gluon_trainer.step(bs)
         torch_optimizer.step()
+        if ref:
+            ref.step()
         g_state = {k: p.data().asnumpy() for k, p in g_params.items()}
         t_state = torch_module.state_dict()
         for e in entries:
@@ -171,7 +185,8 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
                 a = (1 - m) * t_prev[e.target] + m * batch_var * n / (n - 1)
                 note = f"Gluon's biased batch variance converted to torch's unbiased (n={n})"
             _add(report, step, "update", f"{'param' if e.target in t_named else 'buffer'} "
-                 f"{e.target}", a, t_state[e.target].detach().numpy(), rtol, atol, note)
+                 f"{e.target}", a, t_state[e.target].detach().numpy(), rtol, atol, note,
+                 slack=ref.slack("state", e.target, t_state[e.target]) if ref else 0.0)
     import torch.nn as nn
     norms = {f"{path}.{n}" if path else n for path, m in torch_module.named_modules()
              if isinstance(m, (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm))
@@ -199,12 +214,52 @@ def _count_batchnorm_inputs(module: Any, run: Callable[[], None]) -> dict:
     return out
 
 
-def _add(report, step, phase, name, a, b, rtol, atol, note=""):
+class _Float64Twin:
+    """A float64 copy of the torch side, trained with the same optimizer recipe: its distance
+    to the float32 torch values is torch's own rounding, the allowance for ill-conditioned models."""
+
+    def __init__(self, module, optimizer, t_in, y):
+        import copy
+        import torch
+        from ..port.inputs import torch_leaf
+        self.model = copy.deepcopy(module).double().train()
+        names = {id(p): n for n, p in module.named_parameters()}
+        mine = dict(self.model.named_parameters())
+        groups = [dict({k: v for k, v in g.items() if k != "params"},
+                       params=[mine[names[id(p)]] for p in g["params"]])
+                  for g in optimizer.param_groups]
+        self.opt = type(optimizer)(groups)
+        self.args = t_in.convert(lambda a: torch.from_numpy(np.require(torch_leaf(True)(a),
+                                                                       requirements="C")))
+        self.y = torch.from_numpy(torch_leaf(True)(np.asarray(y)))
+        self.loss = None
+
+    def backward(self, torch_loss):
+        self.opt.zero_grad()
+        out = self.model(*self.args.args, **self.args.kwargs)
+        self.loss = torch_loss(out, self.y)
+        self.loss.backward()
+
+    def step(self):
+        self.opt.step()
+
+    def slack(self, kind, key, value=None) -> float:
+        if kind == "loss":
+            return _SLACK * abs(float(key.item()) - float(self.loss.item()))
+        t64 = (dict(self.model.named_parameters())[key].grad if kind == "grad"
+               else self.model.state_dict()[key])
+        if t64 is None or value is None:
+            return 0.0
+        return _SLACK * float((value.detach().double() - t64.detach()).abs().max())
+
+
+def _add(report, step, phase, name, a, b, rtol, atol, note="", slack=0.0):
     """Tolerance ``atol + rtol * max|b|`` per tensor: gradients through a train-mode BatchNorm
-    cancel to near 0 in places, where a per-element relative test would flag fp32 rounding."""
+    cancel to near 0 in places, where a per-element relative test would flag fp32 rounding;
+    ``slack``: 16 x torch's own float32 rounding when a float64 reference runs."""
     b = np.asarray(b)
     scale = float(np.abs(b).max()) if b.size and np.isfinite(b).all() else 0.0
-    c = compare_arrays(a, b, 0.0, atol + rtol * scale)
+    c = compare_arrays(a, b, 0.0, atol + rtol * scale + slack)
     report.diffs.append(Diff(step, phase, name, tuple(np.shape(b)), c["max_abs"], c["max_rel"],
                              c["usage"], c["passed"], note or c["note"]))
 
