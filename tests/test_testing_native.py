@@ -109,21 +109,8 @@ def test_bert_trains_alike_in_train_mode():
     assert sum(d.phase == "backward" for d in r.diffs) == 3 * 39
 
 
-def test_lstm_language_model_trains_alike():
-    g, t = _lm("standard_rnn")
-    report = dl.port.port_gluon_to_torch(g, t, _tokens())
-    assert report.ok
-    y = np.random.default_rng(2).integers(0, 50, (7, 3))
-    trainer, opt = _sgd(g, t)
-    r = assert_native_training(
-        g, t, report, _tokens(), y, lambda o, yy: gluon.loss.SoftmaxCrossEntropyLoss()(o[0], yy),
-        lambda o, yy: torch.nn.functional.cross_entropy(o[0].reshape(-1, 50), yy.reshape(-1)),
-        trainer, opt, steps=3)
-    print(r.summary())
-
-
-@pytest.mark.parametrize("kind", ["standard_lstm_lm_200", "awd_lstm_lm_600"])
-def test_zoo_language_models_train_alike_with_dropout_off(kind):
+@pytest.mark.parametrize("kind", ["standard_rnn", "standard_lstm_lm_200", "awd_lstm_lm_600"])
+def test_language_models_train_alike_with_dropout_off(kind):
     g, t = _lm(kind, dropout_off=True)
     report = dl.port.port_gluon_to_torch(g, t, _tokens())
     assert report.ok, report.summary()
@@ -134,7 +121,7 @@ def test_zoo_language_models_train_alike_with_dropout_off(kind):
         lambda o, yy: torch.nn.functional.cross_entropy(o[0].reshape(-1, 50), yy.reshape(-1)),
         trainer, opt, steps=3)
     print(kind, r.summary())
-
+    assert t.decoder.weight is t.embedding.weight   # tied weights train as one
 
 
 @pytest.mark.slow
