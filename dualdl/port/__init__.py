@@ -6,13 +6,14 @@ applies explicit rules for what pairing cannot see, loads the target only if eve
 and verifies the outputs. See docs/porting.md. Importing this package imports no framework.
 """
 from .api import PortReport, port, port_gluon_to_torch, port_torch_to_gluon
+from .inputs import PortInputError
 from .mapping import Entry, Mapping, register_transform
 from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Transpose,
                     ZeroMissingBias)
 from .sides import PortWarning
+from .trainer_translate import TrainerTranslation, TrainerTranslationError, translate_trainer
 
 __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
-           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning"]
-from .trainer_translate import TrainerTranslation, TrainerTranslationError, translate_trainer  # noqa: E402
-__all__ += ["translate_trainer", "TrainerTranslation", "TrainerTranslationError"]
+           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning", "PortInputError",
+           "translate_trainer", "TrainerTranslation", "TrainerTranslationError"]

@@ -9,11 +9,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .diagnose import activation_mismatches, layer_pairs, setting_mismatches
+from .inputs import as_inputs, padding_lengths, unset_mask_parameters
 from .mapping import Mapping
 from .pairing import Pair, pair_slots
 from .rules import DEFAULT_RULES, Rule
 from .sides import make_side
 from .slots import RANDOMISED_ROLES, Slot
+from .verify import Check, Verifier, first_divergent_layer
 
 __all__ = ["PortReport", "port", "port_gluon_to_torch", "port_torch_to_gluon"]
 
@@ -21,16 +24,6 @@ _HIDDEN = ("something no parameter reveals differs: activation flavour (GELU erf
            "RNN relu vs tanh), a norm eps (BERT LayerNorm uses 1e-12), stride/padding/pooling "
            "placement or ceil_mode, a layout (NTC vs TNC), an op order (pre- vs post-norm) - "
            "or two same-shaped tensors were paired in the wrong execution order (see report.pairs)")
-
-
-@dataclass
-class Check:
-    name: str
-    max_abs_diff: float
-    max_rel_diff: float
-    tolerance: float
-    passed: bool
-    detail: str = ""
 
 
 @dataclass
@@ -47,6 +40,10 @@ class PortReport:
     loaded: bool = False
     message: str = ""
     conflicts: List[str] = field(default_factory=list)
+    #: settings that differ between paired layers (norm eps, conv stride, GELU flavour)
+    mismatches: List[str] = field(default_factory=list)
+    #: what the failed verification points at (first divergent layer, left-out tensors...)
+    diagnosis: List[str] = field(default_factory=list)
 
     @property
     def unpaired(self) -> Dict[str, List[str]]:
@@ -81,7 +78,8 @@ class PortReport:
         return {
             "source_framework": self.source_framework, "target_framework": self.target_framework,
             "ok": self.ok, "loaded": self.loaded, "complete": self.complete,
-            "message": self.message, "conflicts": self.conflicts, "max_abs_diff": self.max_abs_diff,
+            "message": self.message, "conflicts": self.conflicts,
+            "mismatches": self.mismatches, "diagnosis": self.diagnosis, "max_abs_diff": self.max_abs_diff,
             "max_rel_diff": self.max_rel_diff, "checks": [vars(c) for c in self.checks],
             "notes": self.notes,
             "pairs": [{"source": p.source.label, "target": p.target.label, "role": p.target.role,
@@ -103,10 +101,19 @@ class PortReport:
                  f"  paired {len(self.pairs)} tensors into {len(self.mapping.entries)} target tensors; "
                  f"unpaired: {len(self.unpaired_source)} source, {len(self.unpaired_target)} target"]
         for c in self.checks:
-            lines.append(f"  check [{c.name}]: max abs diff {c.max_abs_diff:.3g}, max rel diff "
-                         f"{c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g}: "
+            lines.append(f"  check [{c.name}] by {c.evidence}: max abs diff {c.max_abs_diff:.3g}, "
+                         f"max rel diff {c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g}: "
                          f"{'passed' if c.passed else 'FAILED'}{' - ' + c.detail if c.detail else ''}")
+            if c.float32_max_abs_diff is not None:
+                r = ", ".join(f"{k} {v:.3g}" for k, v in c.rounding.items())
+                lines.append(f"    float32: max abs diff {c.float32_max_abs_diff:.3g} (rel "
+                             f"{c.float32_max_rel_diff:.3g}){'; float32 rounding: ' + r if r else ''}")
+            if c.padded_max_abs_diff is not None:
+                lines.append(f"    padded positions (not compared): max abs diff "
+                             f"{c.padded_max_abs_diff:.3g}")
         lines += [f"  CONFLICT: {c}" for c in self.conflicts]
+        lines += [f"  MISMATCH: {m}" for m in self.mismatches]
+        lines += [f"  diagnosis: {d}" for d in self.diagnosis]
         for s in self.unpaired_source:
             lines.append(f"  unpaired source {s.label} role={s.role} shape={s.shape}"
                          f"{'' if s.ran else ' (its layer never ran)'}")
@@ -117,33 +124,6 @@ class PortReport:
         return "\n".join(lines)
 
     __str__ = summary
-
-
-def _as_inputs(x: Any) -> tuple:
-    if isinstance(x, tuple):
-        return x
-    if isinstance(x, list) and x and not np.isscalar(x[0]) and not isinstance(x[0], list):
-        return tuple(x)
-    return (x,)
-
-
-def _compare(a: List[np.ndarray], b: List[np.ndarray], name: str, rtol: float, atol: float) -> Check:
-    if len(a) != len(b):
-        return Check(name, float("inf"), float("inf"), 0.0, False,
-                     f"source gave {len(a)} output arrays, target {len(b)}; pass source_forward/"
-                     f"target_forward adapters that return comparable outputs")
-    mad, scale = 0.0, 0.0
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x.shape != y.shape:
-            return Check(name, float("inf"), float("inf"), 0.0, False,
-                         f"output {i}: source shape {x.shape}, target shape {y.shape}")
-        if x.size:
-            d = np.abs(x.astype(np.float64) - y.astype(np.float64))
-            mad = max(mad, float(np.nan_to_num(d, nan=np.inf).max()))
-            scale = max(scale, float(np.abs(x).max()))
-    tol = atol + rtol * scale
-    rel = mad / scale if scale else mad
-    return Check(name, mad, rel, tol, mad <= tol)
 
 
 def _randomised(src_slots: List[Slot], state: Dict[str, np.ndarray], seed: int) -> Dict[str, np.ndarray]:
@@ -170,19 +150,22 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
          verify: bool = True, allow_partial: bool = False, default_rules: bool = True,
          target_inputs: Any = None, source_forward: Optional[Callable] = None,
          target_forward: Optional[Callable] = None, rtol: float = 1e-5, atol: float = 1e-7,
-         seed: int = 0) -> PortReport:
+         float64: bool = True, seed: int = 0) -> PortReport:
     """Map ``source``'s tensors onto ``target`` (a Gluon block and a torch module, either way).
 
-    ``sample_inputs``: one array or a tuple of positional inputs (numpy; converted per framework,
-    integer inputs become int64 for torch); ``target_inputs`` if the target needs different ones.
-    ``source_forward(model, *inputs)`` / ``target_forward`` adapt calls and outputs (layouts,
-    states). Nothing is loaded into ``target`` unless every tensor paired (or ``allow_partial``)
-    and, with ``verify``, the outputs agree within ``atol + rtol * max|output|``; a failed check
-    restores the target's previous values.
+    ``sample_inputs``: one array, a tuple of positional inputs, a dict of keyword inputs (or a
+    ``(tuple, dict)`` pair); lists inside (per-layer RNN states) stay lists. numpy arrays are
+    converted per framework (integers: int64 for torch, float32 for Gluon). ``target_inputs``
+    if the target needs different ones. ``source_forward(model, *args, **kwargs)`` /
+    ``target_forward`` adapt calls and outputs. Nothing is loaded into ``target`` unless every
+    tensor paired (or ``allow_partial``), paired layers agree in their settings (norm eps, conv
+    stride/padding, GELU flavour) and, with ``verify``, the outputs agree by the evidence of
+    :mod:`dualdl.port.verify` (float64 runs where the ops allow, else ``atol + rtol *
+    max|output|``); a failed check restores the target's previous values.
     """
-    src, dst = make_side(source), make_side(target)
-    inputs = _as_inputs(sample_inputs)
-    t_inputs = inputs if target_inputs is None else _as_inputs(target_inputs)
+    src, dst = make_side(source, "source"), make_side(target, "target")
+    inputs = as_inputs(sample_inputs)
+    t_inputs = inputs if target_inputs is None else as_inputs(target_inputs)
     all_rules = list(DEFAULT_RULES if default_rules else []) + list(rules or [])
     src_slots = src.trace(inputs, source_forward)
     dst_slots = dst.trace(t_inputs, target_forward)
@@ -208,49 +191,130 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
                           f"{len(res.unpaired_target)} target tensors did not pair "
                           f"(pass allow_partial=True to load the rest)")
         return report
+    layers = layer_pairs(res.pairs)
+    src_h, dst_h = src.hyper(), dst.hyper()
+    report.mismatches = (setting_mismatches(layers, src_h, dst_h) +
+                         activation_mismatches(src.ran_paths, src_h, dst.ran_paths, dst_h))
     if not verify:
         dst.load(mapping.apply(src_state))
         report.loaded = True
         report.message = "loaded without verification"
+        if report.mismatches:
+            report.message += " although paired layers differ: " + "; ".join(report.mismatches)
         return report
-
-    dst_before = dst.state()
+    lengths = padding_lengths(inputs.named(source))
+    if lengths is None:
+        lengths = padding_lengths(t_inputs.named(target))
+    verifier = Verifier(src, dst, inputs, t_inputs, source_forward, target_forward, rtol=rtol,
+                        atol=atol, float64=float64, lengths=lengths)
+    dst_before = dst.snapshot()
     rand = _randomised(src_slots, src_state, seed)
-    try:
+    actual_t = mapping.apply(src_state)
+    touched = [e.target for e in mapping.entries if any(x["key"] in rand for x in e.sources)]
+    rand_t = {e.target: e.compute(dict(src_state, **rand)) for e in mapping.entries
+              if e.target in touched}
+
+    def randomised():
         src.load(rand)
-        full = dict(src_state, **rand)
-        dst.load(mapping.apply(full))
-        report.checks.append(_compare(src.run(inputs, source_forward),
-                                      dst.run(t_inputs, target_forward),
-                                      "randomised norms/biases", rtol, atol))
-    finally:
+        dst.load(rand_t)
+
+    def actual():
         src.load({k: src_state[k] for k in rand})
-    dst.load(mapping.apply(src_state))
-    report.checks.append(_compare(src.run(inputs, source_forward), dst.run(t_inputs, target_forward),
-                                  "actual weights", rtol, atol))
-    if all(c.passed for c in report.checks):
+        dst.load({k: actual_t[k] for k in touched})
+    try:
+        dst.load(actual_t)
+        report.checks = verifier.check_all([("randomised norms/biases", randomised),
+                                            ("actual weights", actual)])
+    except BaseException:
+        src.load({k: src_state[k] for k in rand})
+        dst.restore(dst_before)
+        raise
+    padded = [c.padded_max_abs_diff for c in report.checks if c.padded_max_abs_diff is not None]
+    if padded:
+        report.notes.append(
+            f"outputs differ on padded positions only (max abs diff {max(padded):.3g}; valid "
+            f"positions are compared): a masking/padding difference - e.g. gluonnlp BERT zeroes "
+            f"its padded outputs, transformers keeps them")
+    if all(c.passed for c in report.checks) and not report.mismatches:
         report.loaded = True
-        report.message = (f"outputs agree: max abs diff {report.max_abs_diff:.3g} "
-                          f"(max rel {report.max_rel_diff:.3g})")
+        worst = max(report.checks, key=lambda c: c.max_abs_diff / c.tolerance if c.tolerance else 0)
+        report.message = (f"outputs agree: max abs diff {worst.max_abs_diff:.3g} (max rel "
+                          f"{worst.max_rel_diff:.3g}, tolerance {worst.tolerance:.3g}, by "
+                          f"{worst.evidence}); float32 max abs diff "
+                          f"{max(c.float32_max_abs_diff or 0.0 for c in report.checks):.3g}")
+        if padded:
+            report.message += "; padded positions differ (see notes)"
         if not report.complete:
             report.message += " (partial port)"
         return report
-    dst.load(dst_before)
+    dst.restore(dst_before)
     failed = [c for c in report.checks if not c.passed]
-    if any(c.detail for c in failed):
+    if report.mismatches:
+        f = max(report.checks, key=lambda c: c.max_abs_diff)
+        report.message = (f"the tensors paired but the layers are set up differently: "
+                          f"{'; '.join(report.mismatches)} (outputs differ by {f.max_abs_diff:.3g}, "
+                          f"tolerance {f.tolerance:.3g}, by {f.evidence}; check [{f.name}] "
+                          f"{'passed: the inputs hide it' if f.passed else 'failed'}); target "
+                          f"left unchanged")
+    elif any(c.detail for c in failed):
         report.message = "outputs not comparable: " + failed[0].detail + "; target left unchanged"
-    elif report.checks[-1].passed:
-        report.message = (f"outputs differ only with randomised norm scales/shifts and biases "
-                          f"(max abs diff {report.max_abs_diff:.3g}): a norm layer or bias is paired "
-                          f"with the wrong tensor (two same-shaped layers run in a different order in the two "
-                          f"models: see report.pairs), or a norm eps / op order differs; target left "
-                          f"unchanged")
     else:
-        report.message = (f"outputs differ by {report.max_abs_diff:.3g} (tolerance "
-                          f"{failed[0].tolerance:.3g}) although the tensors paired: {_HIDDEN}; "
-                          f"target left unchanged")
+        dst.load(actual_t)
+        report.diagnosis = _diagnose(report, src, dst, inputs, t_inputs, source_forward,
+                                     target_forward, layers, lengths)
+        dst.restore(dst_before)
+        f = failed[-1]
+        head = (f"outputs differ by {f.max_abs_diff:.3g} (tolerance {f.tolerance:.3g}, by "
+                f"{f.evidence}; check [{f.name}])")
+        why = []
+        if report.checks[-1].passed and not any("not ported" in d for d in report.diagnosis):
+            why.append("it differs only with randomised norm scales/shifts and biases: a norm "
+                       "layer or bias is paired with the wrong tensor (see report.pairs), or an "
+                       "op order differs")
+        why = "; ".join(why + report.diagnosis) or _HIDDEN
+        report.message = f"{head} although the tensors paired: {why}; target left unchanged"
     warnings.warn("port verification failed: " + report.message, stacklevel=2)
     return report
+
+
+def _diagnose(report: PortReport, src, dst, inputs, t_inputs, s_fwd, t_fwd, layers,
+              lengths) -> List[str]:
+    out = []
+    left_out = [s.key for s in report.unpaired_source] + [
+        n[len("ignored (source): "):] for n in report.notes if n.startswith("ignored (source): ")]
+    if left_out:
+        kinds = "biases" if all(k.endswith("bias") for k in left_out) else "tensors"
+        out.append(f"{len(left_out)} source {kinds} not ported (dropped: their effect is missing "
+                   f"in the target): {', '.join(left_out[:6])}{' ...' if len(left_out) > 6 else ''}")
+    s_named, t_named = inputs.named(src.model), t_inputs.named(dst.model)
+    if lengths is not None:
+        for who, model, named in (("target", dst.model, t_named), ("source", src.model, s_named)):
+            unset = unset_mask_parameters(model, named)
+            if unset:
+                out.append(f"missing attention mask: the {who}'s forward takes "
+                           f"{', '.join(unset)} but it was not given, while the inputs mark "
+                           f"padding (lengths {lengths.tolist()})")
+    fail = next(c for c in report.checks if not c.passed)
+    scale = fail.max_abs_diff / fail.max_rel_diff if fail.max_rel_diff else 1.0
+    thr = max(10 * fail.tolerance / scale if scale else 0.0, 1e-4)
+    found = first_divergent_layer(src, dst, inputs, t_inputs, s_fwd, t_fwd, layers, thr)
+    if found:
+        s, t, rel, prev = found
+        where = (f"first divergent layer: source {s or '<root>'} / target {t or '<root>'} (output "
+                 f"rel diff {rel:.3g}")
+        where += (f"; the paired layer before it agreed to {prev:.3g})" if prev is not None
+                  else "; it is the first paired layer)")
+        rnn = any(p.source.layer == s and p.source.role.startswith("weight_") for p in report.pairs)
+        if rnn:
+            where += (": this RNN layer computes differently from its input on - gate order "
+                      "(Gluon and torch both use LSTM i,f,g,o and GRU r,z,n; a hand-written "
+                      "cell in i,f,o,g order or a permuted mapping differs), or activation")
+        else:
+            where += (": the difference arises in this layer or in what runs without "
+                      "parameters right before it (activation such as GELU erf vs tanh, "
+                      "masking, pooling, a dropped bias)")
+        out.append(where)
+    return out
 
 
 def _tie_conflicts(dst_slots: List[Slot], mapping: Mapping, state: Dict[str, np.ndarray]) -> List[str]:

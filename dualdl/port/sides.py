@@ -9,11 +9,14 @@ uses functionally without calling them (``MultiheadAttention.out_proj``).
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .hyper import gluon_hyper, torch_hyper
+from .inputs import Inputs, gluon_leaf, guarded, torch_leaf
 from .slots import Slot, gluon_role, torch_role, ROLE_RANK
 
 
@@ -33,8 +36,8 @@ def framework_of(model: Any) -> str:
                     f"Gluon Block")
 
 
-def make_side(model: Any) -> "Side":
-    return GluonSide(model) if framework_of(model) == "gluon" else TorchSide(model)
+def make_side(model: Any, who: str = "model") -> "Side":
+    return GluonSide(model, who) if framework_of(model) == "gluon" else TorchSide(model, who)
 
 
 def flatten_outputs(out: Any, to_numpy: Callable[[Any], np.ndarray]) -> List[np.ndarray]:
@@ -78,12 +81,23 @@ def _ordered_slots(layers: List[dict], ran_rank: Dict[str, int]) -> List[Slot]:
     return slots
 
 
+class Float64Unavailable(Exception):
+    """A model cannot run in float64 (its ops or dtypes do not allow it)."""
+
+
+def _torch_numpy(t):
+    t = t.detach().cpu()
+    return t.double().numpy() if t.dtype.is_floating_point else t.numpy()
+
+
 class Side:
     framework = ""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, who: str = "model"):
         self.model = model
+        self.who = who
         self.notes: List[str] = []
+        self.ran_paths: List[str] = []   # layers in the order they first ran (set by trace)
 
     # subclasses implement: trace(inputs, forward) -> List[Slot]; state() -> Dict[str, ndarray];
     # load(dict); run(inputs, forward) -> List[ndarray]
@@ -92,30 +106,63 @@ class Side:
 class TorchSide(Side):
     framework = "torch"
 
-    def _to_input(self, x):
+    def _tensor(self, a: np.ndarray):
         import torch
-        if x is None or isinstance(x, torch.Tensor):
-            return x
-        a = np.asarray(x)
-        if a.dtype.kind in "iu":  # torch embeddings need int64 indices; Gluon takes any dtype
-            a = a.astype(np.int64)
         dev = next((p.device for p in self.model.parameters()), None)
         t = torch.from_numpy(np.require(a, requirements="C"))
         return t.to(dev) if dev is not None and dev.type != "cpu" else t
 
-    def _call(self, inputs: Sequence[Any], forward: Optional[Callable]):
+    def _call(self, inputs: Inputs, forward: Optional[Callable], float64: bool = False):
         import torch
-        args = [self._to_input(x) for x in inputs]
+        conv = inputs.convert(lambda a: self._tensor(torch_leaf(float64)(a)))
         training = {m: m.training for m in self.model.modules()}
         self.model.eval()
         try:
             with torch.no_grad():
-                return forward(self.model, *args) if forward else self.model(*args)
+                return guarded(lambda: forward(self.model, *conv.args, **conv.kwargs) if forward
+                               else self.model(*conv.args, **conv.kwargs), self.who, self.model,
+                               inputs)
         finally:
             for m, t in training.items():
                 m.training = t
 
-    def trace(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[Slot]:
+    @contextlib.contextmanager
+    def float64(self):
+        """The model in float64: each float32 parameter/buffer's data is swapped for a float64
+        copy and the original (untouched) tensors are swapped back afterwards - one conversion,
+        no round trip."""
+        import torch
+        params = list(self.model.parameters())
+        bufs = [(m, n, b) for m in self.model.modules() for n, b in m._buffers.items()
+                if b is not None and b.dtype.is_floating_point]
+        kinds = {t.dtype for t in params + [b for _, _, b in bufs] if t.dtype.is_floating_point}
+        if kinds - {torch.float32}:
+            raise Float64Unavailable(f"the torch model holds {sorted(map(str, kinds))} tensors")
+        saved = [(p, p.data) for p in params]
+        try:
+            with torch.no_grad():
+                for p, d in saved:
+                    p.data = d.double()
+                for m, n, b in bufs:
+                    m._buffers[n] = b.double()
+            yield
+        finally:
+            for p, d in saved:
+                p.data = d
+            for m, n, b in bufs:
+                m._buffers[n] = b
+
+    def hyper(self) -> Dict[str, Dict[str, Any]]:
+        return torch_hyper(self.model)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """A copy of every tensor, for :meth:`restore` (torch clones: no numpy round trip)."""
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def restore(self, snap: Dict[str, Any]) -> None:
+        self.model.load_state_dict(snap, strict=True)
+
+    def trace(self, inputs: Inputs, forward: Optional[Callable] = None) -> List[Slot]:
         import torch
         order: Dict[int, int] = {}
         handles = []
@@ -129,6 +176,8 @@ class TorchSide(Side):
         finally:
             for h in handles:
                 h.remove()
+        paths = {id(m): p for p, m in self.model.named_modules()}
+        self.ran_paths = [paths[i] for i in sorted(order, key=order.get) if i in paths]
         norm_types = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
         layers, ran_rank = [], {}
         for path, m in self.model.named_modules(remove_duplicate=False):
@@ -174,15 +223,59 @@ class TorchSide(Side):
             if tuple(sd[k].shape) != tuple(np.shape(v)):
                 raise ValueError(f"{k}: shape {tuple(np.shape(v))} does not fit the target's "
                                  f"{tuple(sd[k].shape)}")
-        new = dict(sd)
-        for k, v in tensors.items():
-            new[k] = torch.as_tensor(np.require(np.asarray(v), requirements="C")).to(dtype=sd[k].dtype)
-        self.model.load_state_dict(new, strict=True)
+        with torch.no_grad():   # only the given tensors are copied (in place, tied ones once)
+            for k, v in tensors.items():
+                sd[k].copy_(torch.as_tensor(np.require(np.asarray(v), requirements="C")))
 
-    def run(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[np.ndarray]:
-        out = self._call(inputs, forward)
-        return flatten_outputs(out, lambda t: t.detach().cpu().float().numpy()
-                               if t.dtype.is_floating_point else t.detach().cpu().numpy())
+    def run(self, inputs: Inputs, forward: Optional[Callable] = None,
+            float64: bool = False) -> List[np.ndarray]:
+        out = self._call(inputs, forward, float64)
+        return flatten_outputs(out, _torch_numpy)
+
+    def capture(self, inputs: Inputs, forward: Optional[Callable], layers: Sequence[str],
+                float64: bool = False) -> Dict[str, np.ndarray]:
+        """First output array of each layer in ``layers`` (its first call) on ``inputs``."""
+        mods = dict(self.model.named_modules(remove_duplicate=False))
+        return _first_outputs(mods, layers, _torch_numpy,
+                              lambda: self._call(inputs, forward, float64))
+
+
+def _first_outputs(layers_by_path: Dict[str, Any], layers: Sequence[str],
+                   to_numpy: Callable[[Any], np.ndarray], run: Callable[[], Any]) -> Dict[str, np.ndarray]:
+    """Forward hooks (torch modules and Gluon blocks alike) keep the first output array of each
+    layer in ``layers`` while ``run()`` runs; the hooks are removed afterwards."""
+    out: Dict[str, np.ndarray] = {}
+    handles = []
+    for path in layers:
+        if path in layers_by_path:
+            def hook(_m, _a, o, path=path):
+                if path not in out:
+                    arrs = flatten_outputs(o, to_numpy)
+                    if arrs:
+                        out[path] = arrs[0]
+            handles.append(layers_by_path[path].register_forward_hook(hook))
+    try:
+        run()
+    finally:
+        for h in handles:
+            h.remove() if hasattr(h, "remove") else h.detach()
+    return out
+
+
+def _float32_only_blocks(blocks) -> List[str]:
+    import inspect
+    out, seen = [], {}
+    for path, b in blocks:
+        cls = type(b)
+        if cls not in seen:
+            try:
+                src = inspect.getsource(cls.hybrid_forward) if hasattr(cls, "hybrid_forward") else ""
+            except (OSError, TypeError):
+                src = ""
+            seen[cls] = "interleaved_matmul" in src
+        if seen[cls]:
+            out.append(f"{path} ({cls.__name__})")
+    return out
 
 
 class GluonSide(Side):
@@ -200,30 +293,66 @@ class GluonSide(Side):
         walk("", self.model)
         return out
 
-    def _to_input(self, x):
-        import mxnet as mx
-        if x is None or isinstance(x, mx.nd.NDArray):
-            return x
-        a = np.asarray(x)
-        ctx = None
+    def _ctx(self):
         for p in self.model.collect_params().values():
             try:
-                ctx = p.list_ctx()[0]
-                break
+                return p.list_ctx()[0]
             except Exception:  # not initialized yet
                 continue
-        return mx.nd.array(a, dtype=a.dtype, ctx=ctx)
+        return None
 
-    def _call(self, inputs, forward):
+    def _call(self, inputs: Inputs, forward, float64: bool = False):
+        import mxnet as mx
         from mxnet import autograd
-        args = [self._to_input(x) for x in inputs]
-        with autograd.pause(train_mode=False):  # inference: dropout off, BN running stats
-            return forward(self.model, *args) if forward else self.model(*args)
+        ctx = self._ctx()
+        leaf = gluon_leaf(float64)
+        conv = inputs.convert(lambda a: mx.nd.array(leaf(a), dtype=leaf(a).dtype, ctx=ctx))
+
+        def call():
+            with autograd.pause(train_mode=False):  # inference: dropout off, BN running stats
+                out = (forward(self.model, *conv.args, **conv.kwargs) if forward
+                       else self.model(*conv.args, **conv.kwargs))
+            for a in flatten_outputs(out, lambda t: t):
+                if hasattr(a, "wait_to_read"):
+                    a.wait_to_read()  # MXNet errors are asynchronous
+            return out
+        return guarded(call, self.who, self.model, inputs)
+
+    @contextlib.contextmanager
+    def float64(self):
+        """The block cast to float64 (exact round trip from float32), cast back afterwards.
+        Blocks calling ops known to be float32-only on CPU (``contrib.interleaved_matmul_*``,
+        gluonnlp's BERT attention) are refused up front instead of casting 100M parameters
+        to find out."""
+        kinds = {np.dtype(p.dtype).name for p in self.model.collect_params().values()}
+        if kinds - {"float32"}:
+            raise Float64Unavailable(f"the Gluon block holds {sorted(kinds)} parameters")
+        fp32_only = _float32_only_blocks(self._blocks())
+        if fp32_only:
+            raise Float64Unavailable(f"{fp32_only[0]} calls contrib.interleaved_matmul_*, "
+                                     f"which MXNet runs in float32 only on CPU")
+        self.model.cast("float64")
+        try:
+            yield
+        finally:
+            self.model.cast("float32")
+
+    def hyper(self) -> Dict[str, Dict[str, Any]]:
+        return gluon_hyper(self._blocks())
+
+    def snapshot(self) -> Dict[str, Any]:
+        """A copy of every parameter (NDArray copies: no numpy round trip), for :meth:`restore`."""
+        return {k: p.data().copy() for k, p in self.params_by_key().items()}
+
+    def restore(self, snap: Dict[str, Any]) -> None:
+        params = self.params_by_key()
+        for k, v in snap.items():
+            params[k].set_data(v)
 
     def _hybridized(self):
         return [(p, b) for p, b in self._blocks() if getattr(b, "_active", False)]
 
-    def trace(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[Slot]:
+    def trace(self, inputs: Inputs, forward: Optional[Callable] = None) -> List[Slot]:
         import mxnet as mx
         active = self._hybridized()
         saved = []
@@ -246,15 +375,16 @@ class GluonSide(Side):
         for _, b in blocks:
             handles.append(b.register_forward_pre_hook(hook))
         try:
-            out = self._call(inputs, forward)
-            for a in flatten_outputs(out, lambda t: t):
-                if hasattr(a, "wait_to_read"):
-                    a.wait_to_read()  # MXNet errors are asynchronous
+            self._call(inputs, forward)
         finally:
             for h in handles:
                 h.detach()
             for b, act, flags in saved:
                 b._active, b._flags = act, flags
+        paths = {}
+        for p, b in blocks:
+            paths.setdefault(id(b), p)
+        self.ran_paths = [paths[i] for i in sorted(order, key=order.get) if i in paths]
         keys_of = self._keys_by_block(blocks)
         layers, ran_rank = [], {}
         for path, b in blocks:
@@ -330,6 +460,23 @@ class GluonSide(Side):
             p = params[k]
             p.set_data(mx.nd.array(np.asarray(v), dtype=p.dtype))
 
-    def run(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> List[np.ndarray]:
-        out = self._call(inputs, forward)
-        return flatten_outputs(out, lambda t: t.asnumpy())
+    def run(self, inputs: Inputs, forward: Optional[Callable] = None,
+            float64: bool = False) -> List[np.ndarray]:
+        out = self._call(inputs, forward, float64)
+        return flatten_outputs(out, lambda t: t.asnumpy().astype(np.float64, copy=False)
+                               if t.dtype in (np.float16, np.float32) else t.asnumpy())
+
+    def capture(self, inputs: Inputs, forward: Optional[Callable], layers: Sequence[str],
+                float64: bool = False) -> Dict[str, np.ndarray]:
+        """First output array of each layer in ``layers`` (its first call), un-hybridized."""
+        blocks = dict(self._blocks())
+        saved = [(b, b._active, list(getattr(b, "_flags", []))) for b in blocks.values()
+                 if getattr(b, "_active", False)]
+        if saved:
+            self.model.hybridize(False)
+        try:
+            return _first_outputs(blocks, layers, lambda t: t.asnumpy().astype(np.float64),
+                                  lambda: self._call(inputs, forward, float64))
+        finally:
+            for b, act, flags in saved:
+                b._active, b._flags = act, flags
