@@ -17,6 +17,8 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 	# gluonnlp 0.10 builds from source against the venv's numpy and cython: install them first.
 	$(PIP) install -c constraints.txt cython "numpy<1.24"
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[all,dev]"
+	# gluoncv's model files (resnet50_v1b in the port tests); its own deps would replace pinned ones.
+	$(PIP) install -c constraints.txt --no-deps "gluoncv==0.10.5.post0"
 	touch $(STAMP)
 
 demo: $(STAMP)
