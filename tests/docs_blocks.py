@@ -105,8 +105,21 @@ t = torch.nn.Sequential(KernelLinear(5, 7), TorchLogScale(7))
 _x_resnet, x = x, np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
 _report_resnet = report
 ''',
-    ("docs/porting.md", 2): "x = _x_resnet\n",
-    ("docs/porting.md", 3): "report = _report_resnet   # the ResNet-18 port of the first block\n",
+    # before the keyword-inputs block: a small gluonnlp BERT and its transformers twin
+    ("docs/porting.md", 2): '''
+from _port_pairs import _bert_inputs, _gluon_bert, _hf_bert
+gluon_bert, hf_bert = _gluon_bert(), _hf_bert()
+(ids, token_types, _), _ = _bert_inputs()
+''',
+    ("docs/porting.md", 3): "x = _x_resnet\n",
+    ("docs/porting.md", 4): "report = _report_resnet   # the ResNet-18 port of the first block\n",
+    # before the native-training block: model-zoo resnet18_v1 and transformers' ResNet-18
+    ("docs/parity.md", 2): '''
+from _port_pairs import _gluon_resnet, _hf_resnet
+x = np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
+gluon_net, torch_net = _gluon_resnet("resnet18_v1"), _hf_resnet(deep=False, stride_on_1x1=False)
+labels = np.array([3, 7])
+''',
     "docs/porting-trainer.md": '''
 import numpy as np
 import mxnet as mx
@@ -143,6 +156,7 @@ CHECKS = {
     "docs/data.md": f"assert {_NATIVE}\nassert set(state) == {{'epoch', 'batches', 'seed', 'sampler_seed'}}\n",
     "docs/models.md": "import torch, mxnet\nassert isinstance(net_mx, mxnet.gluon.HybridBlock)\n"
                       "assert isinstance(net, torch.nn.Module if dl.backend() == 'torch' else mxnet.gluon.HybridBlock)\n",
+    "docs/parity.md": "assert r.passed, r\n",
     "docs/porting-trainer.md": "assert report.ok and scheduler is not None and optimizer.state\n",
     "docs/training.md": "assert isinstance(_step_loss, float) and np.isfinite(_step_loss + val_loss)\n",
     "docs/transformer.md": "assert tuple(y.shape) == (2, 5, 256)\n",
