@@ -10,7 +10,9 @@ from .mapping import Entry, Mapping, register_transform
 from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Transpose,
                     ZeroMissingBias)
 from .sides import PortWarning
+from .translate import TranslateReport, TranslationError, register_translation, translate
 
 __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
-           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning"]
+           "ZeroMissingBias", "DEFAULT_RULES", "PortWarning", "translate", "TranslateReport",
+           "TranslationError", "register_translation"]
