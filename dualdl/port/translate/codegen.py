@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 from .leaves import builtin_leaf
-from .ops import Expr, OpNode, translate_op
+from .ops import Expr, NeedsName, OpNode, translate_op
 from .registry import Call, Leaf, block_translation
 from .trace import Graph, T, flatten_struct, trace_block, walk
 
@@ -116,7 +116,8 @@ class Generator:
             return builtin_leaf(block, LeafInfo("", [], [], 1)) if _is_builtin(block) else None
         info = LeafInfo(path or "", [t.shape for t in flatten_struct(recs[0].args) if isinstance(t, T)] if recs else [],
                         [t.shape for t in flatten_struct(recs[0].out) if isinstance(t, T)] if recs else [],
-                        len(recs[0].args) if recs else 1, recs[0].after_trainable if recs else True)
+                        (1 if recs[0].skip_states else len(recs[0].args)) if recs else 1,
+                        recs[0].after_trainable if recs else True)
         if fn is not None:
             leaf = fn(block, info)
         elif _is_builtin(block):
@@ -552,7 +553,15 @@ class ForwardWriter:
         node = OpNode(n["op"], n["name"], n.get("attrs", {}),
                       [self.g.shapes.get((i[0], i[1])) for i in n.get("inputs", [])],
                       [self.g.shapes.get((ref[0], k)) for k in range(4)], self.cls, self.path)
-        e = translate_op(node, args)
+        try:
+            e = translate_op(node, args)
+        except NeedsName:
+            for k, (a, i) in enumerate(zip(args, n.get("inputs", []))):
+                if not a.text.isidentifier():
+                    var = self.new_name(_short(self.node_of((i[0], i[1]))["op"]))
+                    self.lines.append(f"{var} = {a.text}")
+                    args[k] = self.values[(i[0], i[1])] = Expr(var)
+            e = translate_op(node, args)
         n_out = _n_outputs(n)
         if n_out > 1:
             var = self.new_name(_short(n["op"]))
@@ -579,7 +588,13 @@ class ForwardWriter:
         if ci in self.call_done:
             return
         c = self.g.calls[ci]
-        arg_exprs = [self.expr(h) for h in self.call_args[ci]]
+        child = self.block._children[c.child]
+        leaf = self.gen.leaves.get(id(child))
+        n_in = getattr(leaf, "n_inputs", None)
+        if n_in is not None:   # Gluon's RNN __call__ adds zero begin states the torch layer does not need
+            c.args = c.args[:n_in]
+        n_flat = len([s for s in flatten_struct(c.args) if s is not None])
+        arg_exprs = [self.expr(h) for h in self.call_args[ci][:n_flat]]
         it = iter(arg_exprs)
 
         def fill(s):
@@ -590,17 +605,17 @@ class ForwardWriter:
                 return "[" + ", ".join(inner) + "]" if isinstance(s, list) else "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
             return next(it).text
         args = [fill(a) for a in c.args]
-        child = self.block._children[c.child]
         attr = f"self.{_ident(c.child)}"
         comment = ""
-        leaf = self.gen.leaves.get(id(child))
         flat_out = flatten_struct(c.out_struct)
         if leaf is not None:
             x = args[0]
             for s in leaf.pre:
                 x = s.expr.format(x=x)
                 comment = comment or s.comment
-            text = leaf.call.format(m=attr, args=", ".join([x] + args[1:]), x=x, rest=", ".join(args[1:]))
+            rest = ", ".join(args[1:])
+            rest_tuple = f"({rest[1:-1]})" if rest.startswith("[") and rest.endswith("]") else f"tuple({rest})"
+            text = leaf.call.format(m=attr, args=", ".join([x] + args[1:]), x=x, rest=rest, rest_tuple=rest_tuple)
             comment = comment or leaf.call_comment
             for s in leaf.post:
                 text = s.expr.format(x=text)

@@ -245,7 +245,7 @@ def _rnn(block, info):
                     params[f"{d}{k}_{g}_{kind}"] = f"{kind}_{t}_l{k}{suffix}"
     with_states = info.n_args > 1
     if with_states:
-        call = "{m}({args})" if mode != "lstm" else "{m}({x}, tuple({rest}))"
+        call = "{m}({args})" if mode != "lstm" else "{m}({x}, {rest_tuple})"
         call_comment = "torch takes and returns LSTM states as a tuple (h, c); Gluon as a list"
         if mode != "lstm":
             call = "{m}({x}, {rest}[0])"
@@ -254,9 +254,11 @@ def _rnn(block, info):
                          comment=comment), params, call=call, call_comment=call_comment)
         leaf.states_out = mode
         return leaf
-    return Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
+    leaf = Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
                      comment=comment), params, call="{m}({args})[0]",
                 call_comment="Gluon returns only the output when called without begin states (zeros)")
+    leaf.n_inputs = 1
+    return leaf
 
 
 _LEAVES: Dict[str, Callable] = {

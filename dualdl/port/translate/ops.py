@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .errors import TranslationError
 from .registry import op_translation
 
-__all__ = ["Expr", "OpNode", "translate_op", "parse_attr"]
+__all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName"]
 
 
 @dataclass
@@ -52,6 +52,10 @@ def parse_attr(v: Optional[str], default: Any = None) -> Any:
         return ast.literal_eval(v)
     except (ValueError, SyntaxError):
         return v
+
+
+class NeedsName(Exception):
+    """The translation refers to its input several times: bind the input to a variable first."""
 
 
 def _num(v: str) -> str:
@@ -131,7 +135,12 @@ def _reshape(a, attrs, node):
     if parse_attr(attrs.get("reverse"), False):
         raise _unsupported(node, "Reshape(reverse=True)")
     x = a[0].p()
+    k = next((i for i, c in enumerate(codes) if c != 0), len(codes))
+    if codes[k:] == [-1] and k > 0:          # (0, ..., 0, -1): keep k axes, merge the rest
+        return Expr(f"{x}.flatten({k})")
     in_ndim = _ndim(node)
+    if any(c in (0, -2, -3, -4) for c in codes) and not x.isidentifier():
+        raise NeedsName()
     out, i, j = [], 0, 0
     while j < len(codes):
         c = codes[j]

@@ -29,6 +29,7 @@ class Record:
     args: tuple
     out: Any
     after_trainable: bool = True   # a layer with trainable parameters ran before this call
+    skip_states: Optional[bool] = None
 
 
 def walk(block: Any, path: str = ""):
@@ -63,6 +64,7 @@ def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
         def hook(block, args, out):
             rec = Record(_struct(tuple(args)), _struct(out))
             rec.after_trainable = trained[0]
+            rec.skip_states = getattr(block, "skip_states", None)   # Gluon RNN layers: called without states
             records.setdefault(id(block), []).append(rec)
             if not block._children and any(p.grad_req != "null" for p in block._reg_params.values()):
                 trained[0] = True
