@@ -6,6 +6,6 @@ and the checks). See docs/translate.md. Importing this package imports no framew
 """
 from .api import TranslateReport, translate
 from .errors import TranslationError
-from .registry import Leaf, Step, register_translation
+from .registry import Call, Leaf, Step, register_translation
 
-__all__ = ["translate", "TranslateReport", "TranslationError", "register_translation", "Leaf", "Step"]
+__all__ = ["translate", "TranslateReport", "TranslationError", "register_translation", "Leaf", "Step", "Call"]

@@ -72,7 +72,7 @@ class TranslateReport:
 
 def _default_name(block: Any) -> str:
     s = re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", type(block).__name__).lower()
-    return re.sub(r"\W", "_", s)
+    return re.sub(r"\W", "_", s).strip("_") or "model"
 
 
 def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:

@@ -126,6 +126,8 @@ class Generator:
             return None
         if path is not None:
             self.leaves[id(block)] = leaf
+            for h in leaf.helpers:      # source of a user's torch layer class, written once
+                self.helpers.setdefault(h, h)
         return leaf
 
     # ---- constructors ----

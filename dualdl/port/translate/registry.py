@@ -47,7 +47,8 @@ class Leaf:
     ``pre`` / ``post`` are steps applied before / after it; ``call`` is the torch call expression
     (``"{m}({args})"`` by default; an LSTM uses ``"{m}({args})[0]"`` when Gluon returns the
     output only); ``buffers`` are extra torch buffers with their values (``num_batches_tracked``).
-    ``same_output`` says whether the torch module's own output equals the Gluon block's (used to
+    ``helpers`` are source texts written once at the top of the generated file (the class a
+    user's translation constructs). ``same_output`` says whether the torch module's own output equals the Gluon block's (used to
     locate the first divergent layer)."""
     ctor: Call
     params: Dict[str, str] = field(default_factory=dict)
