@@ -6,12 +6,11 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from ..api import Check
-from .errors import TranslationError
 
 __all__ = ["TranslateReport", "translate"]
 
@@ -39,11 +38,11 @@ class TranslateReport:
 
     @property
     def max_abs_diff(self) -> Optional[float]:
-        return max((c.max_abs_diff for c in self.checks), default=None)
+        return _largest(self.checks, "max_abs_diff")
 
     @property
     def max_rel_diff(self) -> Optional[float]:
-        return max((c.max_rel_diff for c in self.checks), default=None)
+        return _largest(self.checks, "max_rel_diff")
 
     def to_dict(self) -> Dict[str, Any]:
         return {"ok": self.ok, "name": self.name, "class": self.class_name, "source": self.source_path,
@@ -68,6 +67,10 @@ class TranslateReport:
         return "\n".join(lines)
 
     __str__ = summary
+
+
+def _largest(checks: List[Check], attr: str) -> Optional[float]:
+    return max((getattr(c, attr) for c in checks), default=None)
 
 
 def _default_name(block: Any) -> str:

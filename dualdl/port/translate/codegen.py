@@ -14,7 +14,7 @@ from .errors import TranslationError
 from .leaves import builtin_leaf
 from .ops import Expr, NeedsName, OpNode, translate_op
 from .registry import Call, Leaf, block_translation
-from .trace import Graph, T, flatten_struct, trace_block, walk
+from .trace import Graph, T, flatten_struct, nested_var_name, trace_block
 
 __all__ = ["Generator", "MapEntry"]
 
@@ -260,7 +260,7 @@ class Generator:
         base = _camel(cls.__name__)
         for k, (skel, members) in enumerate(groups.items()):
             cname = base if k == 0 else f"{base}_{k + 1}"
-            while cname in self.class_src or cname in ("Concurrent",) or (cname == base and k and False):
+            while cname in self.class_src or cname == "Concurrent":
                 cname += "_"
             slots = [_literals(m) for m in members]
             n = len(slots[0])
@@ -475,7 +475,7 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
 
 def _render_args(call: Call, indent: int) -> str:
     text = _render(call, indent - 4, {}, None, seen=set())
-    return text[len(call.fn) + 1:-1].strip().rstrip(",") if False else text[len(call.fn) + 1:-1]
+    return text[len(call.fn) + 1:-1]
 
 
 class ForwardWriter:
@@ -669,16 +669,7 @@ def _short(op: str) -> str:
 
 
 def _path_suffix(s, j) -> str:
-    names = []
-
-    def go(v, b):
-        if isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, f"{b}__{i}")
-        else:
-            names.append(b)
-    go(s, "")
-    return names[j]
+    return nested_var_name("", s, j)
 
 
 def _index_suffix(s, j) -> str:

@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 
-__all__ = ["T", "Record", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct"]
+__all__ = ["T", "Record", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+           "nested_var_name"]
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def _shapes(group, nodes, block, rec, calls) -> Dict[Tuple[int, int], Optional[T
     for i, s in enumerate(rec.args):
         for j, t in enumerate(flatten_struct(s)):
             if isinstance(t, T):
-                known[f"__in{i}" if not isinstance(s, (list, tuple)) else _nested_name(f"__in{i}", s, j)] = t.shape
+                known[f"__in{i}" if not isinstance(s, (list, tuple)) else nested_var_name(f"__in{i}", s, j)] = t.shape
     for ci, c in enumerate(calls):
         for j, t in enumerate(flatten_struct(c.out_struct)):
             known[f"__call{ci}_{j}"] = t.shape
@@ -231,7 +232,8 @@ def _shapes(group, nodes, block, rec, calls) -> Dict[Tuple[int, int], Optional[T
     return result
 
 
-def _nested_name(base, s, j):
+def nested_var_name(base: str, s: Any, j: int) -> str:
+    """Name of the j-th tensor var of a nested input structure (``base__0__1``)."""
     names = []
 
     def go(v, b):

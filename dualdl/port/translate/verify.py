@@ -13,7 +13,7 @@ import numpy as np
 from ..api import Check, _compare
 from ..slots import RANDOMISED_ROLES, gluon_role
 from .codegen import MapEntry
-from .trace import T, flatten_struct, walk
+from .trace import walk
 
 __all__ = ["load_generated", "verify", "torch_state", "TOLERANCE"]
 
