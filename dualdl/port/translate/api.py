@@ -110,7 +110,7 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     if not name.isidentifier():
         raise ValueError(f"translate: name must be a valid Python identifier (the module name), got {name!r}")
     arrays = _as_arrays(sample_inputs)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     active = [(b, b._active) for _, b in walk(block) if getattr(b, "_active", False)]
     if active:
         block.hybridize(False)
@@ -141,7 +141,8 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
             report.checks, report.first_divergent, report.notes = checks, first, notes
         elif gen.untraced:
             report.notes.append("not verified: parts of the model were not translated")
-        report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3)}
+        report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
+                          "cpu": round(time.process_time() - c0, 3)}
     finally:
         for b, flag in active:
             b._active = flag

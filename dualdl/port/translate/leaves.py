@@ -204,8 +204,8 @@ def _dropout(block, info):
 def _embedding(block, info):
     kw = block._kwargs
     return Leaf(Call("nn.Embedding", [int(kw["input_dim"]), int(kw["output_dim"])],
-                     names=["num_embeddings", "embedding_dim"]), {"weight": "weight"},
-                pre=[Step(None, "{x}.long()", "Gluon Embedding takes float indices; torch needs int64")])
+                     names=["num_embeddings", "embedding_dim"],
+                     comment="takes int64 ids (Gluon's Embedding also takes float ids)"), {"weight": "weight"})
 
 
 def _flatten(block, info):
