@@ -156,3 +156,19 @@ def test_cli_translates_a_factory(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "OK" in p.stdout
     assert {"res.py", "res.safetensors", "res.report.json"} <= set(os.listdir(tmp_path))
+
+
+def test_wrong_translation_is_not_ok_and_names_the_first_divergent_layer(tmp_path):
+    net = nn.HybridSequential()
+    net.add(nn.Dense(5, in_units=4), nn.Activation("relu"), nn.Dense(3, in_units=5))
+    port.register_translation(nn.Activation, lambda block, info: Leaf(Call("nn.Tanh")))   # wrong on purpose
+    from dualdl.port.translate import registry
+    try:
+        r = _translate(net, [rng.standard_normal((2, 4))], tmp_path, name="wrong")
+    finally:
+        registry._BLOCKS.pop(nn.Activation)
+    assert not r.ok
+    assert not r.checks[0].passed and r.checks[0].max_abs_diff > 1e-3
+    assert r.first_divergent == "1"
+    import json
+    assert json.load(open(r.report_path))["ok"] is False

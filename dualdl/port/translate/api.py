@@ -74,8 +74,8 @@ def _largest(checks: List[Check], attr: str) -> Optional[float]:
 
 
 def _default_name(block: Any) -> str:
-    s = re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", type(block).__name__).lower()
-    return re.sub(r"\W", "_", s).strip("_") or "model"
+    """The Gluon class name in lower case: ResNetV1 -> resnetv1, _MyNet -> mynet."""
+    return re.sub(r"\W", "_", type(block).__name__.lower()).strip("_") or "model"
 
 
 def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:

@@ -226,11 +226,20 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             b._dropout = r
         if dtype == "float64":
             block.cast(orig_dtype)
-        for name, (value, _) in saved.items():
-            params[name].set_data(mx.nd.array(value, dtype=value.dtype))
-            if params[name].grad_req != "null":
-                params[name].zero_grad()
+        _restore(params, saved)
     return checks, first, notes
+
+
+def _restore(params, saved) -> None:
+    """Put the block's own weights back: fresh arrays (as load_parameters does), not writes into
+    arrays MKLDNN may hold in a reordered layout; detached from the verification Trainer."""
+    import mxnet as mx
+    for name, (value, _) in saved.items():
+        p = params[name]
+        p._set_trainer(None)
+        p._load_init(mx.nd.array(value, dtype=value.dtype), p.list_ctx())
+        if not np.array_equal(p.data().asnumpy(), value):
+            raise RuntimeError(f"translate: could not restore Gluon parameter {name} after verification")
 
 
 def _owners(entries: List[MapEntry]) -> List[MapEntry]:
