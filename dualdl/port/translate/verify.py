@@ -308,8 +308,11 @@ def _first_divergent(block, model, gx, tx, same_output, tol) -> Optional[str]:
             h.detach()
     mods = dict(model.named_modules())
     t_out: Dict[str, list] = {}
-    th = [mods[t].register_forward_hook(lambda m, a, o, t=t: t_out.setdefault(t, [x.detach().numpy() for x in _flat(o)]))
-          for t in set(same_output.values()) if t in mods]
+    def keep(t):
+        def hook(m, a, o):      # returns None: a torch hook's return value would replace the output
+            t_out.setdefault(t, [x.detach().numpy() for x in _flat(o)])
+        return hook
+    th = [mods[t].register_forward_hook(keep(t)) for t in set(same_output.values()) if t in mods]
     try:
         with torch.no_grad():
             model(*tx)
