@@ -46,8 +46,11 @@ def test_crnn_lstm_layout_and_per_step_dense(tmp_path):
 
 
 def test_residual_block(tmp_path):
-    r = _translate(B.Residual(), [rng.standard_normal((2, 8, 6, 6))], tmp_path)
+    block = B.Residual()
+    block.hybridize()
+    r = _translate(block, [rng.standard_normal((2, 8, 6, 6))], tmp_path)
     assert r.ok, r.summary()
+    assert block._active            # still hybridized afterwards
     assert "return torch.relu(bn + shortcut)" in open(r.source_path).read()
 
 
@@ -172,3 +175,12 @@ def test_wrong_translation_is_not_ok_and_names_the_first_divergent_layer(tmp_pat
     assert r.first_divergent == "1"
     import json
     assert json.load(open(r.report_path))["ok"] is False
+
+
+def test_gluonnlp_standard_rnn_fails_with_a_precise_error(tmp_path):
+    nlp = pytest.importorskip("gluonnlp")
+    net = nlp.model.StandardRNN("lstm", 30, 8, 8, 2, dropout=0.2, tie_weights=True)
+    net.initialize()
+    with pytest.raises(TranslationError) as e:
+        port.translate(net, rng.integers(0, 30, (5, 2)), str(tmp_path))
+    assert "StandardRNN" in str(e.value) and "could not be traced on symbols" in str(e.value)
