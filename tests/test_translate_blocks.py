@@ -151,14 +151,28 @@ SCALE_SRC = '''class Scale(nn.Module):
 '''
 
 
-def test_cli_translates_a_factory(tmp_path):
+def test_cli_translates_a_factory_with_a_params_file(tmp_path):
+    trained = B.Residual()
+    trained.initialize(mx.init.Normal(0.5))
+    trained(mx.nd.ones((1, 8, 6, 6)))
+    trained.save_parameters(str(tmp_path / "trained.params"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.dirname(__file__)]))
     p = subprocess.run([sys.executable, "-m", "dualdl", "translate", "_translate_blocks:Residual",
-                        "--input-shape", "2,8,6,6", "--out", str(tmp_path), "--name", "res"],
+                        "--input-shape", "2,8,6,6", "--out", str(tmp_path), "--name", "res",
+                        "--params", str(tmp_path / "trained.params")],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "OK" in p.stdout
+    assert "translate res: OK" in p.stdout
     assert {"res.py", "res.safetensors", "res.report.json"} <= set(os.listdir(tmp_path))
+    from safetensors.torch import load_file
+    weights = load_file(str(tmp_path / "res.safetensors"))
+    assert np.array_equal(weights["conv.weight"].numpy(), trained.conv.weight.data().asnumpy())
+    assert np.array_equal(weights["bn.weight"].numpy(), trained.bn.gamma.data().asnumpy())
+    bad = subprocess.run([sys.executable, "-m", "dualdl", "translate", "_translate_blocks:CRNN",
+                          "--input-shape", "2,1,8,16", "--out", str(tmp_path),
+                          "--params", str(tmp_path / "trained.params")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "cannot load" in bad.stderr
 
 
 def test_wrong_translation_is_not_ok_and_names_the_first_divergent_layer(tmp_path):

@@ -474,7 +474,7 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
 
 
 def _render_args(call: Call, indent: int) -> str:
-    text = _render(call, indent - 4, {}, None, seen=set())
+    text = _render(call, indent, {}, None, seen=set())
     return text[len(call.fn) + 1:-1]
 
 
