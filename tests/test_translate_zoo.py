@@ -33,6 +33,7 @@ def test_model_zoo_translates_with_proof(model, size, batch, tmp_path):
     net.initialize(mx.init.Xavier())
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
     net(mx.nd.array(x))                                   # deferred shapes known
+    mx.nd.waitall()
     before = {k: v.data().asnumpy().copy() for k, v in net.collect_params().items()}
     report = port.translate(net, x, str(tmp_path))
     print(report.summary())

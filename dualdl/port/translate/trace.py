@@ -57,6 +57,7 @@ def flatten_struct(s: Any) -> List[Any]:
 
 def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
     """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block)."""
+    import mxnet as mx
     records: Dict[int, List[Record]] = {}
     handles = []
     trained = [False]   # has a layer with trainable parameters run yet (in execution order)?
@@ -72,6 +73,7 @@ def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
         handles.append(b.register_forward_hook(hook))
     try:
         root(*inputs)
+        mx.nd.waitall()   # MKLDNN reorders weights in place after a forward: let it finish
     finally:
         for h in handles:
             h.detach()

@@ -107,6 +107,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     from mxnet import autograd, gluon
 
     params = block.collect_params()
+    mx.nd.waitall()   # MKLDNN may still be reordering a weight in place after the last forward
     # numpy copies: an NDArray copy of a weight MKLDNN has reordered is not always restored exactly
     saved = {name: (p.data().asnumpy(), p.dtype) for name, p in params.items()}
     dropouts = [(b, b._rate) for _, b in walk(block) if type(b).__name__ == "Dropout"]
@@ -234,6 +235,7 @@ def _restore(params, saved) -> None:
     """Put the block's own weights back: fresh arrays (as load_parameters does), not writes into
     arrays MKLDNN may hold in a reordered layout; detached from the verification Trainer."""
     import mxnet as mx
+    mx.nd.waitall()
     for name, (value, _) in saved.items():
         p = params[name]
         p._set_trainer(None)
