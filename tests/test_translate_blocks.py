@@ -191,8 +191,19 @@ def test_wrong_translation_is_not_ok_and_names_the_first_divergent_layer(tmp_pat
     assert json.load(open(r.report_path))["ok"] is False
 
 
-def test_gluonnlp_standard_rnn_fails_with_a_precise_error(tmp_path):
+def test_gluonnlp_standard_rnn_tied_weights(tmp_path):
     nlp = pytest.importorskip("gluonnlp")
+    net = nlp.model.StandardRNN("lstm", 30, 8, 8, 2, dropout=0.0, tie_weights=True)
+    r = _translate(net, [rng.integers(0, 30, (5, 2))], tmp_path)
+    assert r.ok, r.summary()
+    src = open(r.source_path).read()
+    assert "self.decoder[0].weight = self.embedding[0].weight" in src
+    assert "def forward(self, inputs, begin_state=None):" in src
+    assert "encoder, (encoder_1, encoder_2) = self.encoder(embedding)  # Gluon passes zero begin states" in src
+
+
+def test_gluonnlp_standard_rnn_with_dropout_fails_with_a_precise_error(tmp_path):
+    nlp = pytest.importorskip("gluonnlp")   # its hybrid_forward calls nd.Dropout on symbols
     net = nlp.model.StandardRNN("lstm", 30, 8, 8, 2, dropout=0.2, tie_weights=True)
     net.initialize()
     with pytest.raises(TranslationError) as e:

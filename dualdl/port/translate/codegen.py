@@ -533,7 +533,8 @@ class ForwardWriter:
             self.emit_call(ci)
         outs = [self.expr(h) for h in g.heads[:g.n_outputs]]
         self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
-        return g.in_names, self.lines
+        # an argument Gluon received as None (an optional begin state) stays optional and unused
+        return [n if s is not None else f"{n}=None" for n, s in zip(g.in_names, g.in_struct)], self.lines
 
     def node_of(self, ref):
         return self.g.nodes[ref[0]]
@@ -596,7 +597,13 @@ class ForwardWriter:
         if n_in is not None:   # Gluon's RNN __call__ adds zero begin states the torch layer does not need
             c.args = c.args[:n_in]
         n_flat = len([s for s in flatten_struct(c.args) if s is not None])
+        zero_states = False
+        if getattr(leaf, "states_out", None) and n_flat > 1 and all(
+                self.node_of(h)["op"] in ("_zeros", "zeros") for h in self.call_args[ci][1:n_flat]):
+            zero_states, n_flat = True, 1    # Gluon's zero begin states are torch's default
         arg_exprs = [self.expr(h) for h in self.call_args[ci][:n_flat]]
+        if zero_states:
+            c.args = c.args[:1]
         it = iter(arg_exprs)
 
         def fill(s):
@@ -617,8 +624,10 @@ class ForwardWriter:
                 comment = comment or s.comment
             rest = ", ".join(args[1:])
             rest_tuple = f"({rest[1:-1]})" if rest.startswith("[") and rest.endswith("]") else f"tuple({rest})"
-            text = leaf.call.format(m=attr, args=", ".join([x] + args[1:]), x=x, rest=rest, rest_tuple=rest_tuple)
-            comment = comment or leaf.call_comment
+            call = "{m}({x})" if zero_states else leaf.call
+            text = call.format(m=attr, args=", ".join([x] + args[1:]), x=x, rest=rest, rest_tuple=rest_tuple)
+            comment = comment or ("Gluon passes zero begin states: torch's default" if zero_states
+                                  else leaf.call_comment)
             for s in leaf.post:
                 text = s.expr.format(x=text)
                 comment = comment or s.comment

@@ -195,9 +195,26 @@ def _check_ceil(block, info, kw):
                                     f"ceil_mode gives {out}")
 
 
+SHARED_DROPOUT = '''class SharedDropout(nn.Dropout):
+    """Gluon Dropout(axes=...): one dropout mask shared along `axes` (e.g. every time step)."""
+
+    def __init__(self, p, axes):
+        super().__init__(p)
+        self.axes = tuple(axes)
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        shape = [1 if i in self.axes else s for i, s in enumerate(x.shape)]
+        mask = torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - self.p)
+        return x * mask / (1 - self.p)
+'''
+
+
 def _dropout(block, info):
     if block._axes:
-        raise _err(block, info, f"Dropout(axes={block._axes}) (a mask shared along axes)")
+        return Leaf(Call("SharedDropout", [float(block._rate), tuple(int(a) for a in block._axes)],
+                         names=["p", "axes"]), helpers=[SHARED_DROPOUT])
     return Leaf(Call("nn.Dropout", [float(block._rate)], names=["p"]))
 
 
