@@ -273,6 +273,8 @@ def _pooling(a, attrs, node):
 
 
 def _dropout(a, attrs, node):
+    if parse_attr(attrs.get("axes"), ()):
+        raise _unsupported(node, f"Dropout(axes={attrs['axes']}) as an op")
     return Expr(f"F.dropout({a[0].text}, {_num(attrs.get('p', '0.5'))}, self.training)")
 
 
