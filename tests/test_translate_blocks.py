@@ -202,6 +202,18 @@ def test_gluonnlp_standard_rnn_tied_weights(tmp_path):
     assert "encoder, (encoder_1, encoder_2) = self.encoder(embedding)  # Gluon passes zero begin states" in src
 
 
+def test_gluonnlp_awd_rnn_layers_called_one_by_one(tmp_path):
+    nlp = pytest.importorskip("gluonnlp")
+    net = nlp.model.AWDRNN("lstm", 30, 8, 8, 2, tie_weights=True, dropout=0.0, weight_drop=0.0,
+                           drop_h=0.0, drop_i=0.2, drop_e=0.0)
+    r = _translate(net, [rng.integers(0, 30, (5, 2))], tmp_path)
+    assert r.ok, r.summary()
+    src = open(r.source_path).read()
+    assert "self.encoder = nn.ModuleList(" in src and "self.encoder[1](encoder_0)" in src
+    assert "SharedDropout(0.2, (0,))" in src                      # Gluon Dropout(axes=(0,))
+    assert "self.decoder[0].weight = self.embedding[0].weight" in src
+
+
 def test_gluonnlp_standard_rnn_with_dropout_fails_with_a_precise_error(tmp_path):
     nlp = pytest.importorskip("gluonnlp")   # its hybrid_forward calls nd.Dropout on symbols
     net = nlp.model.StandardRNN("lstm", 30, 8, 8, 2, dropout=0.2, tie_weights=True)

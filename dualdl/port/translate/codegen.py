@@ -144,6 +144,21 @@ class Generator:
             if leaf.same_output:
                 self.same_output[path] = tpath
             return leaf.ctor
+        if kind == "sequential" and id(block) not in self.records and any(
+                id(c) in self.records for c in block._children.values()):
+            # its layers are called one by one from the parent's forward: an nn.ModuleList
+            elements = []
+            for i, (name, child) in enumerate(block._children.items()):
+                cpath, ctp = _join(path, name), _join(tpath, str(i))
+                if self.kind(child) == "leaf":
+                    leaf = self.leaf(child, cpath)
+                    self._map_leaf(child, leaf, cpath, ctp)
+                    if leaf.same_output:
+                        self.same_output[cpath] = ctp
+                    elements.append(leaf.ctor)
+                else:
+                    elements.append(self.ctor(child, cpath, ctp))
+            return Call("nn.ModuleList", [Call("", elements)])
         if kind == "sequential":
             elements, index = [], 0
             for name, child in block._children.items():
@@ -591,7 +606,9 @@ class ForwardWriter:
         if ci in self.call_done:
             return
         c = self.g.calls[ci]
-        child = self.block._children[c.child]
+        child = self.block
+        for part in c.child.split("."):
+            child = child._children[part]
         leaf = self.gen.leaves.get(id(child))
         n_in = getattr(leaf, "n_inputs", None)
         if n_in is not None:   # Gluon's RNN __call__ adds zero begin states the torch layer does not need
@@ -614,7 +631,7 @@ class ForwardWriter:
                 return "[" + ", ".join(inner) + "]" if isinstance(s, list) else "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
             return next(it).text
         args = [fill(a) for a in c.args]
-        attr = f"self.{_ident(c.child)}"
+        attr = _attr_path(".".join(p if p.isdigit() else _ident(p) for p in c.child.split(".")))
         comment = ""
         flat_out = flatten_struct(c.out_struct)
         if leaf is not None:

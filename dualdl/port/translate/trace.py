@@ -168,7 +168,15 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Grap
             return outs
         return fake
 
+    patched = []
     for name, child in block._children.items():
+        patched.append((name, child))
+        # a HybridSequential that never ran as a whole but whose layers did (gluonnlp's AWDRNN
+        # calls self.encoder[i] in a loop): record the calls of its layers
+        if (type(child).__name__ in ("HybridSequential", "Sequential") and id(child) not in records
+                and any(id(g) in records for g in child._children.values())):
+            patched += [(f"{name}.{gname}", g) for gname, g in child._children.items()]
+    for name, child in patched:
         child.forward = recorder(name, child)
     try:
         out = block(*in_syms)
@@ -179,7 +187,7 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Grap
                                f"could not be traced on symbols ({type(e).__name__}: {e})",
                                block=type(block).__name__, path=path) from None
     finally:
-        for child in block._children.values():
+        for _, child in patched:
             child.__dict__.pop("forward", None)
 
     out_struct = records[id(block)][0].out
