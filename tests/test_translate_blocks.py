@@ -221,3 +221,19 @@ def test_gluonnlp_standard_rnn_with_dropout_fails_with_a_precise_error(tmp_path)
     with pytest.raises(TranslationError) as e:
         port.translate(net, rng.integers(0, 30, (5, 2)), str(tmp_path))
     assert "StandardRNN" in str(e.value) and "could not be traced on symbols" in str(e.value)
+
+
+def test_gluonnlp_bert_small_valid_length_becomes_a_mask(tmp_path):
+    nlp = pytest.importorskip("gluonnlp")
+    enc = nlp.model.BERTEncoder(num_layers=2, units=16, hidden_size=32, max_length=16, num_heads=2, dropout=0.0,
+                                output_attention=False, output_all_encodings=False)
+    net = nlp.model.BERTModel(enc, vocab_size=30, token_type_vocab_size=2, units=16, embed_size=16,
+                              use_pooler=True, use_decoder=False, use_classifier=False)
+    tokens, types = rng.integers(0, 30, (2, 7)), rng.integers(0, 2, (2, 7))
+    r = _translate(net, [tokens, types, np.array([7, 4])], tmp_path)
+    assert r.ok, r.summary()
+    assert r.dtype == "float32" and "float32" in r.notes[0]     # MXNet's fused attention has no float64 on CPU
+    assert r.max_rel_diff < 1e-4
+    src = open(r.source_path).read()
+    assert "def length_softmax(" in src and "def interleaved_qk(" in src
+    assert "def forward(self, inputs, token_types, valid_length, masked_positions=None):" in src

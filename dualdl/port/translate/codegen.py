@@ -549,7 +549,8 @@ class ForwardWriter:
         outs = [self.expr(h) for h in g.heads[:g.n_outputs]]
         self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
         # an argument Gluon received as None (an optional begin state) stays optional and unused
-        return [n if s is not None else f"{n}=None" for n, s in zip(g.in_names, g.in_struct)], self.lines
+        last = max([i for i, v in enumerate(g.in_struct) if v is not None], default=-1)
+        return [n if i <= last else f"{n}=None" for i, n in enumerate(g.in_names)], self.lines
 
     def node_of(self, ref):
         return self.g.nodes[ref[0]]
@@ -576,10 +577,13 @@ class ForwardWriter:
         except NeedsName:
             for k, (a, i) in enumerate(zip(args, n.get("inputs", []))):
                 if not a.text.isidentifier():
-                    var = self.new_name(_short(self.node_of((i[0], i[1]))["op"]))
+                    op = self.node_of((i[0], i[1]))["op"]
+                    var = self.new_name(a.text.split(".")[-1] if op == "null" else _short(op))
                     self.lines.append(f"{var} = {a.text}")
                     args[k] = self.values[(i[0], i[1])] = Expr(var)
             e = translate_op(node, args)
+        for h in e.helpers:
+            self.gen.helpers.setdefault(h, h)
         n_out = _n_outputs(n)
         if n_out > 1:
             var = self.new_name(_short(n["op"]))

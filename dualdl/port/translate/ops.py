@@ -20,9 +20,11 @@ __all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName"]
 
 @dataclass
 class Expr:
-    """A torch expression; ``atomic`` is False for binary operations (parenthesised when nested)."""
+    """A torch expression; ``atomic`` is False for binary operations (parenthesised when nested).
+    ``helpers``: source of functions the expression calls, written once into the file."""
     text: str
     atomic: bool = True
+    helpers: Tuple[str, ...] = ()
 
     def p(self) -> str:
         return self.text if self.atomic else f"({self.text})"
@@ -119,6 +121,89 @@ def _concat(a, attrs, node):
     return Expr(f"torch.cat([{', '.join(e.text for e in a)}], dim={dim})")
 
 
+def _stack(a, attrs, node):
+    return Expr(f"torch.stack([{', '.join(e.text for e in a)}], dim={int(attrs.get('axis', 0))})")
+
+
+INTERLEAVED = '''def interleaved_qk(qkv, heads):
+    """MXNet _contrib_interleaved_matmul_selfatt_qk: qkv (T, N, heads*3*D) interleaved per head
+    -> scores (N*heads, T, T) = (q / sqrt(D)) @ k^T."""
+    t, n, _ = qkv.shape
+    qkv = qkv.reshape(t, n, heads, 3, -1)
+    d = qkv.shape[-1]
+    q = qkv[:, :, :, 0].permute(1, 2, 0, 3).reshape(n * heads, t, d)
+    k = qkv[:, :, :, 1].permute(1, 2, 0, 3).reshape(n * heads, t, d)
+    return torch.matmul(q / d ** 0.5, k.transpose(1, 2))
+
+
+def interleaved_valatt(qkv, att, heads):
+    """MXNet _contrib_interleaved_matmul_selfatt_valatt: attention (N*heads, T, T) applied to the
+    values of qkv -> (T, N, heads*D)."""
+    t, n, _ = qkv.shape
+    v = qkv.reshape(t, n, heads, 3, -1)[:, :, :, 2]
+    d = v.shape[-1]
+    out = torch.matmul(att, v.permute(1, 2, 0, 3).reshape(n * heads, t, d))
+    return out.reshape(n, heads, t, d).permute(2, 0, 1, 3).reshape(t, n, heads * d)
+'''
+
+
+def _interleaved_qk(a, attrs, node):
+    return Expr(f"interleaved_qk({a[0].text}, {int(attrs['heads'])})", helpers=(INTERLEAVED,))
+
+
+def _interleaved_valatt(a, attrs, node):
+    return Expr(f"interleaved_valatt({a[0].text}, {a[1].text}, {int(attrs['heads'])})", helpers=(INTERLEAVED,))
+
+
+def _broadcast_axis(a, attrs, node):
+    axes, sizes = parse_attr(attrs.get("axis"), ()), parse_attr(attrs.get("size"), ())
+    axes = [axes] if isinstance(axes, int) else list(axes)
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    nd = _ndim(node)
+    target = {ax % nd: sz for ax, sz in zip(axes, sizes)}
+    return Expr(f"{a[0].p()}.expand({', '.join(str(target.get(i, -1)) for i in range(nd))})")
+
+
+def _arange_like(a, attrs, node):
+    axis = parse_attr(attrs.get("axis"))
+    start, step = parse_attr(attrs.get("start"), 0.0), parse_attr(attrs.get("step"), 1.0)
+    if axis is None or parse_attr(attrs.get("repeat"), 1) != 1:
+        raise _unsupported(node, "_contrib_arange_like without axis or with repeat")
+    x = a[0].p()
+    if not x.isidentifier():
+        raise NeedsName()
+    n = f"{x}.shape[{int(axis)}]"
+    body = f"torch.arange({n}, dtype={x}.dtype, device={x}.device)"
+    if float(step) != 1.0:
+        body = f"{body} * {float(step)!r}"
+    if float(start) != 0.0:
+        body = f"{body} + {float(start)!r}"
+    return Expr(body, atomic=float(step) == 1.0 and float(start) == 0.0)
+
+
+SEQUENCE_MASK = '''def sequence_mask(x, length, axis, value):
+    """MXNet SequenceMask: entries at time positions >= length along `axis` (0 or 1) set to value."""
+    keep = torch.arange(x.shape[axis], device=x.device)[None, :] < length.reshape(-1, 1)   # (N, T)
+    if axis == 0:
+        keep = keep.t()
+    keep = keep.reshape(keep.shape + (1,) * (x.dim() - 2))
+    return torch.where(keep, x, torch.full_like(x, value))
+'''
+
+
+def _sequence_mask(a, attrs, node):
+    if not parse_attr(attrs.get("use_sequence_length"), False):
+        return a[0]
+    return Expr(f"sequence_mask({a[0].text}, {a[1].text}, {int(parse_attr(attrs.get('axis'), 0))}, "
+                f"{float(parse_attr(attrs.get('value'), 0.0))!r})", helpers=(SEQUENCE_MASK,))
+
+
+def _compare_op(sym: str):
+    def fn(a, attrs, node):   # MXNet comparisons return 0/1 in the input's dtype, torch's bool
+        return Expr(f"({a[0].p()} {sym} {a[1].p()}).to({a[0].p()}.dtype)")
+    return fn
+
+
 def _flatten(a, attrs, node):
     return Expr(f"torch.flatten({a[0].text}, 1)")
 
@@ -131,10 +216,18 @@ def _ndim(node, i=0):
 
 
 def _reshape(a, attrs, node):
-    codes = list(parse_attr(attrs.get("shape"), ()))
-    if parse_attr(attrs.get("reverse"), False):
-        raise _unsupported(node, "Reshape(reverse=True)")
+    codes = parse_attr(attrs.get("shape"), ())
+    codes = [codes] if isinstance(codes, int) else list(codes)
     x = a[0].p()
+    if parse_attr(attrs.get("reverse"), False):   # codes matched from the right
+        if any(c < -1 for c in codes):
+            raise _unsupported(node, f"Reshape(shape={tuple(codes)}, reverse=True)")
+        nd = _ndim(node)
+        if 0 in codes and not x.isidentifier():
+            raise NeedsName()
+        k = len(codes)
+        out = [f"{x}.shape[{nd - k + i}]" if c == 0 else str(c) for i, c in enumerate(codes)]
+        return Expr(f"{x}.reshape({', '.join(out)})")
     k = next((i for i, c in enumerate(codes) if c != 0), len(codes))
     if codes[k:] == [-1] and k > 0:          # (0, ..., 0, -1): keep k axes, merge the rest
         return Expr(f"{x}.flatten({k})")
@@ -231,11 +324,26 @@ def _reduce(fn_name: str):
     return fn
 
 
+LENGTH_SOFTMAX = '''def length_softmax(x, length, dim):
+    """MXNet softmax(use_length=True): positions >= length along `dim` are left out (output 0)."""
+    dim = dim % x.dim()
+    shape = [1] * x.dim()
+    shape[dim] = -1
+    keep = torch.arange(x.shape[dim], device=x.device).reshape(shape) < length.unsqueeze(dim)
+    return torch.softmax(x.masked_fill(~keep, float("-inf")), dim=dim).masked_fill(~keep, 0.0)
+'''
+
+
 def _softmax(name: str):
     def fn(a, attrs, node):
         if attrs.get("temperature") not in (None, "None", "1", "1.0"):
             raise _unsupported(node, f"{node.op}(temperature=...)")
-        return Expr(f"torch.{name}({a[0].text}, dim={int(parse_attr(attrs.get('axis'), -1))})")
+        axis = int(parse_attr(attrs.get("axis"), -1))
+        if parse_attr(attrs.get("use_length"), False):
+            if name != "softmax":
+                raise _unsupported(node, f"{node.op}(use_length=True)")
+            return Expr(f"length_softmax({a[0].text}, {a[1].text}, {axis})", helpers=(LENGTH_SOFTMAX,))
+        return Expr(f"torch.{name}({a[0].text}, dim={axis})")
     return fn
 
 
@@ -300,7 +408,14 @@ _TABLE: Dict[str, Callable] = {
     "tanh": _func("torch.tanh({})"), "exp": _func("torch.exp({})"), "log": _func("torch.log({})"),
     "sqrt": _func("torch.sqrt({})"), "abs": _func("torch.abs({})"), "square": _func("torch.square({})"),
     "negative": lambda a, at, n: Expr(f"-{a[0].p()}"), "erf": _func("torch.erf({})"),
-    "LeakyReLU": _leaky, "clip": _clip, "Concat": _concat, "concat": _concat, "Flatten": _flatten,
+    "LeakyReLU": _leaky, "clip": _clip, "Concat": _concat, "concat": _concat, "stack": _stack,
+    "Embedding": lambda a, at, n: Expr(f"F.embedding({a[0].p()}.long(), {a[1].text})"),
+    "broadcast_lesser": _compare_op("<"), "broadcast_greater": _compare_op(">"),
+    "broadcast_equal": _compare_op("=="), "broadcast_lesser_equal": _compare_op("<="),
+    "broadcast_greater_equal": _compare_op(">="), "SequenceMask": _sequence_mask,
+    "where": _func("torch.where({}.bool(), {}, {})"), "_contrib_arange_like": _arange_like, "broadcast_axis": _broadcast_axis, "broadcast_axes": _broadcast_axis,
+    "_contrib_interleaved_matmul_selfatt_qk": _interleaved_qk,
+    "_contrib_interleaved_matmul_selfatt_valatt": _interleaved_valatt, "Flatten": _flatten,
     "flatten": _flatten, "Reshape": _reshape, "reshape": _reshape, "transpose": _transpose,
     "SwapAxis": _swap, "swapaxes": _swap, "expand_dims": _expand, "squeeze": _squeeze,
     "slice_axis": _slice_axis, "slice": _slice, "SliceChannel": _split, "split": _split,
