@@ -12,6 +12,7 @@ SUBCOMMANDS = {
     "demo": ("dualdl.demo.cli", "train the CRNN digit-string demo on both backends and compare"),
     "launch": ("dualdl.distributed.launch", "start a multi-process training run on this host or across hosts"),
     "convert": ("dualdl.port.cli_convert", "convert checkpoints between Gluon, torch and safetensors"),
+    "translate": ("dualdl.port.cli_translate", "translate a Gluon model into PyTorch source + weights, with proof"),
     "parity": ("dualdl.testing.cli_parity", "run a parity check of a model factory on both backends"),
     "info": ("dualdl.info", "show installed backends, versions and devices"),
 }

@@ -110,3 +110,14 @@ def test_multi_process_unlaunched_prints_how_to_launch():
     assert "dualdl launch --nproc 2 --backend torch" in out
     assert "[torch rank 0/1]" in out
     assert number(out, "accuracy") > 0.5                        # 4 classes
+
+
+@pytest.mark.slow
+def test_translate_resnet():
+    out = run_example("translate_resnet.py", "--quick")
+    assert "translate resnet18_v1: OK" in out
+    assert number(out, "torch vs Gluon output, float32, eval: max abs diff") < 1e-5
+    first, last = map(float, re.search(r"loss ([0-9.]+) -> ([0-9.]+)", out).groups())
+    assert last < first
+    assert "mxnet imported in the training process: False" in out
+    assert "dualdl imported in the training process: False" in out

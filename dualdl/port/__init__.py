@@ -12,8 +12,10 @@ from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Tr
                     ZeroMissingBias)
 from .sides import PortWarning
 from .trainer_translate import TrainerTranslation, TrainerTranslationError, translate_trainer
+from .translate import TranslateReport, TranslationError, register_translation, translate
 
 __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "Mapping", "Entry",
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
            "ZeroMissingBias", "DEFAULT_RULES", "PortWarning", "PortInputError",
+           "translate", "TranslateReport", "TranslationError", "register_translation",
            "translate_trainer", "TrainerTranslation", "TrainerTranslationError"]

@@ -1,0 +1,290 @@
+"""Gluon leaf layers -> idiomatic torch layers, with every number-changing MXNet convention made
+explicit: Dense flattening, BatchNorm momentum (Gluon 0.9 weights the old running value, torch
+0.1 the new one), pooling ``ceil_mode`` (``pooling_convention='full'``), RNN layout and outputs."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from .errors import TranslationError
+from .registry import Call, Leaf, Step
+
+__all__ = ["builtin_leaf", "is_gluon_builtin"]
+
+_ACTS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torch.sigmoid({x})"),
+         "tanh": ("nn.Tanh", "torch.tanh({x})"), "softrelu": ("nn.Softplus", "F.softplus({x})"),
+         "softsign": ("nn.Softsign", "F.softsign({x})")}
+
+_BN_MOMENTUM = "Gluon momentum {g} weights the old running value; torch's {t} weights the new one"
+_BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
+              "without trainable parameters before it")
+_FLATTEN = "Gluon Dense(flatten=True) flattens all but the batch axis first"
+
+
+def is_gluon_builtin(block: Any) -> bool:
+    return type(block).__module__.startswith("mxnet.gluon") and type(block).__name__ in _LEAVES
+
+
+def builtin_leaf(block: Any, info: Any) -> Optional[Leaf]:
+    fn = _LEAVES.get(type(block).__name__)
+    return fn(block, info) if fn is not None and type(block).__module__.startswith("mxnet.gluon") else None
+
+
+def _err(block, info, msg):
+    return TranslationError(msg, block=type(block).__name__, path=info.path)
+
+
+def _act_step(block, info, act) -> list:
+    """Gluon Conv/Dense(activation=...) runs its activation inside the layer."""
+    if act is None:
+        return []
+    name = act._act_type
+    if name not in _ACTS:
+        raise _err(block, info, f"activation {name!r} fused into the layer has no translation")
+    mod, expr = _ACTS[name]
+    return [Step(Call(mod), expr, f"Gluon {type(block).__name__}(activation={name!r})")]
+
+
+def _tuple(v):
+    v = tuple(int(i) for i in v)
+    return v[0] if len(set(v)) == 1 else v
+
+
+def _conv(block, info):
+    kw = block._kwargs
+    nd = len(kw["kernel"])
+    if kw.get("layout", "NC")[:2] != "NC":
+        raise _err(block, info, f"layout {kw['layout']!r} (torch convolutions are channels-first)")
+    w = block.weight.shape
+    transposed = block._op_name == "Deconvolution"
+    groups = int(kw["num_group"])
+    cin = w[0] if transposed else w[1] * groups
+    args = [int(cin), int(kw["num_filter"]), _tuple(kw["kernel"])]
+    kwargs = []
+    kwargs = [("stride", _tuple(kw["stride"])), ("padding", _tuple(kw["pad"]))]
+    if transposed and _tuple(kw.get("adj", (0,))) != 0:
+        kwargs.append(("output_padding", _tuple(kw["adj"])))
+    if _tuple(kw["dilate"]) != 1:
+        kwargs.append(("dilation", _tuple(kw["dilate"])))
+    if groups != 1:
+        kwargs.append(("groups", groups))
+    if kw["no_bias"]:
+        kwargs.append(("bias", False))
+    cls = f"nn.ConvTranspose{nd}d" if transposed else f"nn.Conv{nd}d"
+    params = {"weight": "weight"} if kw["no_bias"] else {"weight": "weight", "bias": "bias"}
+    return Leaf(Call(cls, args, kwargs, names=["in_channels", "out_channels", "kernel_size"]), params,
+                post=_act_step(block, info, block.act))
+
+
+def _dense(block, info):
+    out_f, in_f = block.weight.shape
+    has_bias = block.bias is not None
+    kwargs = [] if has_bias else [("bias", False)]
+    ndim = len(info.in_shapes[0]) if info.in_shapes else 2
+    pre = []
+    if block._flatten and ndim > 2:
+        pre = [Step(Call("nn.Flatten"), "torch.flatten({x}, 1)", _FLATTEN)]
+    params = {"weight": "weight", "bias": "bias"} if has_bias else {"weight": "weight"}
+    comment = "" if block._flatten or ndim <= 2 else ("Gluon Dense(flatten=False): applied to the last "
+                                                      "axis, as nn.Linear is")
+    return Leaf(Call("nn.Linear", [int(in_f), int(out_f)], kwargs, names=["in_features", "out_features"],
+                     comment=comment), params, pre=pre, post=_act_step(block, info, block.act))
+
+
+def _batchnorm(block, info):
+    kw = block._kwargs
+    ndim = len(info.in_shapes[0]) if info.in_shapes else 4
+    if int(kw["axis"]) != 1:
+        raise _err(block, info, f"BatchNorm(axis={kw['axis']}) (torch normalises axis 1)")
+    if kw.get("use_global_stats"):
+        raise _err(block, info, "BatchNorm(use_global_stats=True) (torch has no such flag; freeze with "
+                                "eval())")
+    fixed_gamma = bool(kw.get("fix_gamma")) or block.gamma.grad_req == "null"
+    fixed_beta = block.beta.grad_req == "null"
+    affine = not (fixed_gamma or fixed_beta)
+    if not affine:
+        if not (fixed_gamma and fixed_beta):
+            raise _err(block, info, "BatchNorm with only one of scale=False / center=False (torch's affine "
+                                    "is all or nothing)")
+        if float(abs(block.beta.data().asnumpy()).max()) != 0.0:
+            raise _err(block, info, "BatchNorm(center=False) with a nonzero fixed beta")
+    cls = {2: "nn.BatchNorm1d", 3: "nn.BatchNorm1d", 4: "nn.BatchNorm2d", 5: "nn.BatchNorm3d"}.get(ndim)
+    if cls is None:
+        raise _err(block, info, f"BatchNorm on a {ndim}-d input")
+    mom = round(1.0 - float(kw["momentum"]), 12)
+    comment = _BN_MOMENTUM.format(g=kw["momentum"], t=mom)
+    if not affine and not info.after_trainable:
+        mom, comment = 0.0, _BN_FROZEN
+    kwargs = [("eps", float(kw["eps"])), ("momentum", mom)] + ([] if affine else [("affine", False)])
+    params = {"running_mean": "running_mean", "running_var": "running_var"}
+    if affine:
+        params.update(gamma="weight", beta="bias")
+    return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
+                     comment=comment),
+                params, buffers={"num_batches_tracked": 0})
+
+
+def _layernorm(block, info):
+    kw = block._kwargs
+    if int(kw["axis"]) != -1:
+        raise _err(block, info, f"LayerNorm(axis={kw['axis']}) (torch normalises the last axes)")
+    if not (kw["center"] and kw["scale"]):
+        raise _err(block, info, "LayerNorm with center=False or scale=False")
+    return Leaf(Call("nn.LayerNorm", [int(block.gamma.shape[0])], [("eps", float(kw["eps"]))],
+                     names=["normalized_shape"]), {"gamma": "weight", "beta": "bias"})
+
+
+def _activation(block, info):
+    name = block._act_type
+    if name not in _ACTS:
+        raise _err(block, info, f"Activation({name!r})")
+    return Leaf(Call(_ACTS[name][0]))
+
+
+def _leaky(block, info):
+    return Leaf(Call("nn.LeakyReLU", [float(block._alpha)], names=["negative_slope"]))
+
+
+def _prelu(block, info):
+    return Leaf(Call("nn.PReLU", [int(block.alpha.shape[0])], names=["num_parameters"]), {"alpha": "weight"})
+
+
+def _elu(block, info):
+    return Leaf(Call("nn.ELU", [float(block._alpha)], names=["alpha"]))
+
+
+def _gelu(block, info):
+    return Leaf(Call("nn.GELU"))
+
+
+def _pool(block, info):
+    kw = block._kwargs
+    nd = len(kw["kernel"])
+    kind = "Max" if kw["pool_type"] == "max" else "Avg"
+    if kw["pool_type"] not in ("max", "avg"):
+        raise _err(block, info, f"pooling type {kw['pool_type']!r}")
+    if kw["global_pool"]:
+        return Leaf(Call(f"nn.Adaptive{kind}Pool{nd}d", [1], names=["output_size"],
+                         comment="Gluon Global pooling: one value per channel"))
+    args = [_tuple(kw["kernel"])]
+    kwargs = [("stride", _tuple(kw["stride"]))]
+    kwargs.append(("padding", _tuple(kw["pad"])))
+    comment = ""
+    if kw["pooling_convention"] == "full":
+        kwargs.append(("ceil_mode", True))
+        comment = "Gluon pooling_convention='full' is torch's ceil_mode=True"
+        _check_ceil(block, info, kw)
+    if kind == "Avg" and not kw.get("count_include_pad", True):
+        kwargs.append(("count_include_pad", False))
+        comment = (comment + "; " if comment else "") + "Gluon count_include_pad=False"
+    return Leaf(Call(f"nn.{kind}Pool{nd}d", args, kwargs, names=["kernel_size"], comment=comment))
+
+
+def _check_ceil(block, info, kw):
+    """MXNet's 'full' convention keeps a last window that starts in the padding; torch drops it."""
+    if not info.in_shapes or not info.out_shapes:
+        return
+    spatial = info.in_shapes[0][2:]
+    for i, size in enumerate(spatial):
+        k, s, p = kw["kernel"][i], kw["stride"][i], kw["pad"][i]
+        out = -(-(size + 2 * p - k) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+        if out != info.out_shapes[0][2 + i]:
+            raise _err(block, info, f"pooling_convention='full' with kernel {k}, stride {s}, pad {p} on "
+                                    f"size {size}: MXNet gives {info.out_shapes[0][2 + i]} outputs, torch's "
+                                    f"ceil_mode gives {out}")
+
+
+SHARED_DROPOUT = '''class SharedDropout(nn.Dropout):
+    """Gluon Dropout(axes=...): one dropout mask shared along `axes` (e.g. every time step)."""
+
+    def __init__(self, p, axes):
+        super().__init__(p)
+        self.axes = tuple(axes)
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        shape = [1 if i in self.axes else s for i, s in enumerate(x.shape)]
+        mask = torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - self.p)
+        return x * mask / (1 - self.p)
+'''
+
+
+def _dropout(block, info):
+    if block._axes:
+        return Leaf(Call("SharedDropout", [float(block._rate), tuple(int(a) for a in block._axes)],
+                         names=["p", "axes"]), helpers=[SHARED_DROPOUT])
+    return Leaf(Call("nn.Dropout", [float(block._rate)], names=["p"]))
+
+
+def _embedding(block, info):
+    kw = block._kwargs
+    return Leaf(Call("nn.Embedding", [int(kw["input_dim"]), int(kw["output_dim"])],
+                     names=["num_embeddings", "embedding_dim"],
+                     comment="takes int64 ids (Gluon's Embedding also takes float ids)"), {"weight": "weight"})
+
+
+def _flatten(block, info):
+    return Leaf(Call("nn.Flatten"))
+
+
+def _identity(block, info):
+    return Leaf(Call("nn.Identity"))
+
+
+def _rnn(block, info):
+    mode = block._mode
+    if block._projection_size:
+        raise _err(block, info, "LSTM with projection_size")
+    if getattr(block, "_use_sequence_length", False):
+        raise _err(block, info, "use_sequence_length=True")
+    cls, extra = {"lstm": ("nn.LSTM", []), "gru": ("nn.GRU", []),
+                  "rnn_relu": ("nn.RNN", [("nonlinearity", "relu")]),
+                  "rnn_tanh": ("nn.RNN", [("nonlinearity", "tanh")])}[mode]
+    in_size = int(block._reg_params["l0_i2h_weight"].shape[1])
+    kwargs = []
+    if block._num_layers != 1:
+        kwargs.append(("num_layers", int(block._num_layers)))
+    kwargs += extra
+    if block._dir == 2:
+        kwargs.append(("bidirectional", True))
+    if block._dropout:
+        kwargs.append(("dropout", float(block._dropout)))
+    ntc = block._layout == "NTC"
+    kwargs.append(("batch_first", ntc))
+    comment = f"Gluon layout {block._layout!r}" + (" (RNN default relu)" if mode == "rnn_relu" else "")
+    params = {}
+    for k in range(block._num_layers):
+        for d, suffix in (("l", ""), ("r", "_reverse"))[:block._dir]:
+            for g, t in (("i2h", "ih"), ("h2h", "hh")):
+                for kind in ("weight", "bias"):
+                    params[f"{d}{k}_{g}_{kind}"] = f"{kind}_{t}_l{k}{suffix}"
+    with_states = info.n_args > 1
+    if with_states:
+        call = "{m}({args})" if mode != "lstm" else "{m}({x}, {rest_tuple})"
+        call_comment = "torch takes and returns LSTM states as a tuple (h, c); Gluon as a list"
+        if mode != "lstm":
+            call = "{m}({x}, {rest}[0])"
+            call_comment = "Gluon passes the state as a one-element list"
+        leaf = Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
+                         comment=comment), params, call=call, call_comment=call_comment)
+        leaf.states_out = mode
+        return leaf
+    leaf = Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
+                     comment=comment), params, call="{m}({args})[0]",
+                call_comment="Gluon returns only the output when called without begin states (zeros)")
+    leaf.n_inputs = 1
+    return leaf
+
+
+_LEAVES: Dict[str, Callable] = {
+    "Conv1D": _conv, "Conv2D": _conv, "Conv3D": _conv, "Conv1DTranspose": _conv, "Conv2DTranspose": _conv,
+    "Conv3DTranspose": _conv, "Dense": _dense, "BatchNorm": _batchnorm, "LayerNorm": _layernorm,
+    "Activation": _activation, "LeakyReLU": _leaky, "PReLU": _prelu, "ELU": _elu, "GELU": _gelu,
+    "MaxPool1D": _pool, "MaxPool2D": _pool, "MaxPool3D": _pool, "AvgPool1D": _pool, "AvgPool2D": _pool,
+    "AvgPool3D": _pool, "GlobalAvgPool1D": _pool, "GlobalAvgPool2D": _pool, "GlobalAvgPool3D": _pool,
+    "GlobalMaxPool1D": _pool, "GlobalMaxPool2D": _pool, "GlobalMaxPool3D": _pool, "Dropout": _dropout,
+    "Embedding": _embedding, "Flatten": _flatten, "Identity": _identity, "LSTM": _rnn, "GRU": _rnn,
+    "RNN": _rnn,
+}

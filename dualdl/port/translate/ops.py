@@ -1,0 +1,445 @@
+"""MXNet symbol ops -> torch expressions, for the ops a block computes itself in ``hybrid_forward``
+(elementwise arithmetic, activations, concat, reshape codes, transpose, slicing, reductions...).
+
+Each translation gets the torch expressions of the op's inputs and returns an ``Expr``; MXNet
+attributes arrive as the strings the symbol stores. Conventions that differ are spelled out:
+MXNet ``Reshape`` codes (0 copies a dimension, -2 the rest, -3 merges two, -4 splits one),
+``Flatten`` keeps axis 0, ``transpose()`` without axes reverses them.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .errors import TranslationError
+from .registry import op_translation
+
+__all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName"]
+
+
+@dataclass
+class Expr:
+    """A torch expression; ``atomic`` is False for binary operations (parenthesised when nested).
+    ``helpers``: source of functions the expression calls, written once into the file."""
+    text: str
+    atomic: bool = True
+    helpers: Tuple[str, ...] = ()
+
+    def p(self) -> str:
+        return self.text if self.atomic else f"({self.text})"
+
+
+@dataclass
+class OpNode:
+    op: str
+    name: str
+    attrs: Dict[str, str]
+    in_shapes: List[Optional[Tuple[int, ...]]] = field(default_factory=list)
+    out_shapes: List[Optional[Tuple[int, ...]]] = field(default_factory=list)
+    block: str = ""
+    path: str = ""
+
+
+def parse_attr(v: Optional[str], default: Any = None) -> Any:
+    if v is None:
+        return default
+    if v in ("True", "true"):
+        return True
+    if v in ("False", "false"):
+        return False
+    if v == "None":
+        return None
+    try:
+        return ast.literal_eval(v)
+    except (ValueError, SyntaxError):
+        return v
+
+
+class NeedsName(Exception):
+    """The translation refers to its input several times: bind the input to a variable first."""
+
+
+def _num(v: str) -> str:
+    f = float(v)
+    return repr(int(f)) if f.is_integer() and "." not in v and "e" not in v else repr(f)
+
+
+def _binary(sym: str):
+    def fn(a, attrs, node):
+        return Expr(f"{a[0].p()} {sym} {a[1].p()}", atomic=False)
+    return fn
+
+
+def _scalar(sym: str, reverse: bool = False):
+    def fn(a, attrs, node):
+        s = _num(attrs["scalar"])
+        return Expr(f"{s} {sym} {a[0].p()}" if reverse else f"{a[0].p()} {sym} {s}", atomic=False)
+    return fn
+
+
+def _func(template: str):
+    def fn(a, attrs, node):
+        return Expr(template.format(*[e.text for e in a]))
+    return fn
+
+
+_ACT = {"relu": "torch.relu({})", "sigmoid": "torch.sigmoid({})", "tanh": "torch.tanh({})",
+        "softrelu": "F.softplus({})", "softsign": "F.softsign({})"}
+
+
+def _activation(a, attrs, node):
+    t = attrs.get("act_type", "relu")
+    if t not in _ACT:
+        raise _unsupported(node, f"Activation(act_type={t!r})")
+    return Expr(_ACT[t].format(a[0].text))
+
+
+def _leaky(a, attrs, node):
+    t = attrs.get("act_type", "leaky")
+    slope = attrs.get("slope", "0.25")
+    if t == "leaky":
+        return Expr(f"F.leaky_relu({a[0].text}, {_num(slope)})")
+    if t == "elu":
+        return Expr(f"F.elu({a[0].text}, {_num(slope)})")
+    if t == "gelu":
+        return Expr(f"F.gelu({a[0].text})")
+    if t == "prelu":
+        return Expr(f"F.prelu({a[0].text}, {a[1].text})")
+    raise _unsupported(node, f"LeakyReLU(act_type={t!r})")
+
+
+def _clip(a, attrs, node):
+    lo, hi = _num(attrs["a_min"]), _num(attrs["a_max"])
+    if float(lo) == 0 and float(hi) == 6:
+        return Expr(f"F.relu6({a[0].text})")
+    return Expr(f"torch.clamp({a[0].text}, {lo}, {hi})")
+
+
+def _concat(a, attrs, node):
+    dim = int(attrs.get("dim", 1))
+    return Expr(f"torch.cat([{', '.join(e.text for e in a)}], dim={dim})")
+
+
+def _stack(a, attrs, node):
+    return Expr(f"torch.stack([{', '.join(e.text for e in a)}], dim={int(attrs.get('axis', 0))})")
+
+
+INTERLEAVED = '''def interleaved_qk(qkv, heads):
+    """MXNet _contrib_interleaved_matmul_selfatt_qk: qkv (T, N, heads*3*D) interleaved per head
+    -> scores (N*heads, T, T) = (q / sqrt(D)) @ k^T."""
+    t, n, _ = qkv.shape
+    qkv = qkv.reshape(t, n, heads, 3, -1)
+    d = qkv.shape[-1]
+    q = qkv[:, :, :, 0].permute(1, 2, 0, 3).reshape(n * heads, t, d)
+    k = qkv[:, :, :, 1].permute(1, 2, 0, 3).reshape(n * heads, t, d)
+    return torch.matmul(q / d ** 0.5, k.transpose(1, 2))
+
+
+def interleaved_valatt(qkv, att, heads):
+    """MXNet _contrib_interleaved_matmul_selfatt_valatt: attention (N*heads, T, T) applied to the
+    values of qkv -> (T, N, heads*D)."""
+    t, n, _ = qkv.shape
+    v = qkv.reshape(t, n, heads, 3, -1)[:, :, :, 2]
+    d = v.shape[-1]
+    out = torch.matmul(att, v.permute(1, 2, 0, 3).reshape(n * heads, t, d))
+    return out.reshape(n, heads, t, d).permute(2, 0, 1, 3).reshape(t, n, heads * d)
+'''
+
+
+def _interleaved_qk(a, attrs, node):
+    return Expr(f"interleaved_qk({a[0].text}, {int(attrs['heads'])})", helpers=(INTERLEAVED,))
+
+
+def _interleaved_valatt(a, attrs, node):
+    return Expr(f"interleaved_valatt({a[0].text}, {a[1].text}, {int(attrs['heads'])})", helpers=(INTERLEAVED,))
+
+
+def _broadcast_axis(a, attrs, node):
+    axes, sizes = parse_attr(attrs.get("axis"), ()), parse_attr(attrs.get("size"), ())
+    axes = [axes] if isinstance(axes, int) else list(axes)
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    nd = _ndim(node)
+    target = {ax % nd: sz for ax, sz in zip(axes, sizes)}
+    return Expr(f"{a[0].p()}.expand({', '.join(str(target.get(i, -1)) for i in range(nd))})")
+
+
+def _arange_like(a, attrs, node):
+    axis = parse_attr(attrs.get("axis"))
+    start, step = parse_attr(attrs.get("start"), 0.0), parse_attr(attrs.get("step"), 1.0)
+    if axis is None or parse_attr(attrs.get("repeat"), 1) != 1:
+        raise _unsupported(node, "_contrib_arange_like without axis or with repeat")
+    x = a[0].p()
+    if not x.isidentifier():
+        raise NeedsName()
+    n = f"{x}.shape[{int(axis)}]"
+    body = f"torch.arange({n}, dtype={x}.dtype, device={x}.device)"
+    if float(step) != 1.0:
+        body = f"{body} * {float(step)!r}"
+    if float(start) != 0.0:
+        body = f"{body} + {float(start)!r}"
+    return Expr(body, atomic=float(step) == 1.0 and float(start) == 0.0)
+
+
+SEQUENCE_MASK = '''def sequence_mask(x, length, axis, value):
+    """MXNet SequenceMask: entries at time positions >= length along `axis` (0 or 1) set to value."""
+    keep = torch.arange(x.shape[axis], device=x.device)[None, :] < length.reshape(-1, 1)   # (N, T)
+    if axis == 0:
+        keep = keep.t()
+    keep = keep.reshape(keep.shape + (1,) * (x.dim() - 2))
+    return torch.where(keep, x, torch.full_like(x, value))
+'''
+
+
+def _sequence_mask(a, attrs, node):
+    if not parse_attr(attrs.get("use_sequence_length"), False):
+        return a[0]
+    return Expr(f"sequence_mask({a[0].text}, {a[1].text}, {int(parse_attr(attrs.get('axis'), 0))}, "
+                f"{float(parse_attr(attrs.get('value'), 0.0))!r})", helpers=(SEQUENCE_MASK,))
+
+
+def _compare_op(sym: str):
+    def fn(a, attrs, node):   # MXNet comparisons return 0/1 in the input's dtype, torch's bool
+        return Expr(f"({a[0].p()} {sym} {a[1].p()}).to({a[0].p()}.dtype)")
+    return fn
+
+
+def _flatten(a, attrs, node):
+    return Expr(f"torch.flatten({a[0].text}, 1)")
+
+
+def _ndim(node, i=0):
+    s = node.in_shapes[i] if node.in_shapes and i < len(node.in_shapes) else None
+    if s is None:
+        raise _unsupported(node, f"{node.op} on an input of unknown rank")
+    return len(s)
+
+
+def _reshape(a, attrs, node):
+    codes = parse_attr(attrs.get("shape"), ())
+    codes = [codes] if isinstance(codes, int) else list(codes)
+    x = a[0].p()
+    if parse_attr(attrs.get("reverse"), False):   # codes matched from the right
+        if any(c < -1 for c in codes):
+            raise _unsupported(node, f"Reshape(shape={tuple(codes)}, reverse=True)")
+        nd = _ndim(node)
+        if 0 in codes and not x.isidentifier():
+            raise NeedsName()
+        k = len(codes)
+        out = [f"{x}.shape[{nd - k + i}]" if c == 0 else str(c) for i, c in enumerate(codes)]
+        return Expr(f"{x}.reshape({', '.join(out)})")
+    k = next((i for i, c in enumerate(codes) if c != 0), len(codes))
+    if codes[k:] == [-1] and k > 0:          # (0, ..., 0, -1): keep k axes, merge the rest
+        return Expr(f"{x}.flatten({k})")
+    in_ndim = _ndim(node)
+    if any(c in (0, -2, -3, -4) for c in codes) and not x.isidentifier():
+        raise NeedsName()
+    out, i, j = [], 0, 0
+    while j < len(codes):
+        c = codes[j]
+        if c == 0:
+            out.append(f"{x}.shape[{i}]"); i += 1
+        elif c == -1 or c > 0:
+            out.append(str(c)); i += 1
+        elif c == -2:
+            out.append(f"*{x}.shape[{i}:]"); i = in_ndim
+        elif c == -3:
+            out.append(f"{x}.shape[{i}] * {x}.shape[{i + 1}]"); i += 2
+        elif c == -4:
+            a1, a2 = codes[j + 1], codes[j + 2]
+            out += [str(a1) if a1 != -1 else f"{x}.shape[{i}] // {a2}",
+                    str(a2) if a2 != -1 else f"{x}.shape[{i}] // {a1}"]
+            i += 1; j += 2
+        else:
+            raise _unsupported(node, f"Reshape code {c}")
+        j += 1
+    return Expr(f"{x}.reshape({', '.join(out)})")
+
+
+def _transpose(a, attrs, node):
+    axes = parse_attr(attrs.get("axes"), ())
+    if not axes:
+        axes = tuple(reversed(range(_ndim(node))))
+    return Expr(f"{a[0].p()}.permute({', '.join(str(int(v)) for v in axes)})")
+
+
+def _swap(a, attrs, node):
+    return Expr(f"{a[0].p()}.transpose({int(attrs.get('dim1', 0))}, {int(attrs.get('dim2', 0))})")
+
+
+def _expand(a, attrs, node):
+    return Expr(f"{a[0].p()}.unsqueeze({int(attrs['axis'])})")
+
+
+def _squeeze(a, attrs, node):
+    axis = parse_attr(attrs.get("axis"))
+    if axis is None:
+        return Expr(f"{a[0].p()}.squeeze()")
+    return Expr(f"{a[0].p()}.squeeze({axis})")
+
+
+def _index(node, axis, sl):
+    nd = _ndim(node)
+    axis = axis % nd
+    return "[" + ", ".join([":"] * axis + [sl]) + "]"
+
+
+def _slice_axis(a, attrs, node):
+    begin, end = parse_attr(attrs.get("begin")), parse_attr(attrs.get("end"))
+    sl = f"{'' if begin in (None, 0) else begin}:{'' if end is None else end}"
+    return Expr(f"{a[0].p()}{_index(node, int(attrs['axis']), sl)}")
+
+
+def _slice(a, attrs, node):
+    begin, end = parse_attr(attrs.get("begin")), parse_attr(attrs.get("end"))
+    step = parse_attr(attrs.get("step"), ()) or ()
+    parts = []
+    for k, (b, e) in enumerate(zip(begin, end)):
+        s = step[k] if k < len(step) else None
+        parts.append(f"{'' if b in (None, 0) else b}:{'' if e is None else e}" + ("" if s in (None, 1) else f":{s}"))
+    return Expr(f"{a[0].p()}[{', '.join(parts)}]")
+
+
+def _split(a, attrs, node):
+    n, axis = int(attrs["num_outputs"]), int(attrs.get("axis", 1))
+    if parse_attr(attrs.get("squeeze_axis"), False):
+        return Expr(f"torch.unbind({a[0].text}, dim={axis})")
+    return Expr(f"torch.chunk({a[0].text}, {n}, dim={axis})")
+
+
+def _reduce(fn_name: str):
+    def fn(a, attrs, node):
+        axis = parse_attr(attrs.get("axis"))
+        keep = parse_attr(attrs.get("keepdims"), False)
+        if parse_attr(attrs.get("exclude"), False):
+            raise _unsupported(node, f"{node.op}(exclude=True)")
+        x = a[0].p()
+        if axis is None or axis == ():
+            return Expr(f"{x}.{fn_name}()" if not keep else f"{x}.{fn_name}(dim=tuple(range({x}.dim())), keepdim=True)")
+        dims = axis if isinstance(axis, int) else tuple(axis)
+        call = f"{x}.{fn_name}(dim={dims}{', keepdim=True' if keep else ''})"
+        if fn_name in ("amax", "amin"):
+            return Expr(call)
+        return Expr(call)
+    return fn
+
+
+LENGTH_SOFTMAX = '''def length_softmax(x, length, dim):
+    """MXNet softmax(use_length=True): positions >= length along `dim` are left out (output 0)."""
+    dim = dim % x.dim()
+    shape = [1] * x.dim()
+    shape[dim] = -1
+    keep = torch.arange(x.shape[dim], device=x.device).reshape(shape) < length.unsqueeze(dim)
+    return torch.softmax(x.masked_fill(~keep, float("-inf")), dim=dim).masked_fill(~keep, 0.0)
+'''
+
+
+def _softmax(name: str):
+    def fn(a, attrs, node):
+        if attrs.get("temperature") not in (None, "None", "1", "1.0"):
+            raise _unsupported(node, f"{node.op}(temperature=...)")
+        axis = int(parse_attr(attrs.get("axis"), -1))
+        if parse_attr(attrs.get("use_length"), False):
+            if name != "softmax":
+                raise _unsupported(node, f"{node.op}(use_length=True)")
+            return Expr(f"length_softmax({a[0].text}, {a[1].text}, {axis})", helpers=(LENGTH_SOFTMAX,))
+        return Expr(f"torch.{name}({a[0].text}, dim={axis})")
+    return fn
+
+
+def _dot(a, attrs, node):
+    x, y = a[0].p(), a[1].p()
+    if parse_attr(attrs.get("transpose_a"), False):
+        x = f"{x}.transpose(-1, -2)" if node.op == "batch_dot" else f"{x}.t()"
+    if parse_attr(attrs.get("transpose_b"), False):
+        y = f"{y}.transpose(-1, -2)" if node.op == "batch_dot" else f"{y}.t()"
+    return Expr(f"torch.matmul({x}, {y})")
+
+
+def _fully_connected(a, attrs, node):
+    x = a[0].text
+    if parse_attr(attrs.get("flatten"), True) and _ndim(node) > 2:
+        x = f"torch.flatten({x}, 1)"
+    bias = "None" if parse_attr(attrs.get("no_bias"), False) else a[2].text
+    return Expr(f"F.linear({x}, {a[1].text}, {bias})")
+
+
+def _pooling(a, attrs, node):
+    kernel = parse_attr(attrs.get("kernel"), ())
+    pool = attrs.get("pool_type", "max")
+    nd = len(kernel) if kernel else _ndim(node) - 2
+    if pool not in ("max", "avg"):
+        raise _unsupported(node, f"Pooling(pool_type={pool!r})")
+    if parse_attr(attrs.get("global_pool"), False):
+        return Expr(f"F.adaptive_{pool}_pool{nd}d({a[0].text}, 1)")
+    stride = parse_attr(attrs.get("stride"), kernel) or kernel
+    pad = parse_attr(attrs.get("pad"), (0,) * nd) or (0,) * nd
+    extra = ", ceil_mode=True" if attrs.get("pooling_convention") == "full" else ""
+    if pool == "avg" and parse_attr(attrs.get("count_include_pad"), True) is False:
+        extra += ", count_include_pad=False"
+    return Expr(f"F.{pool}_pool{nd}d({a[0].text}, {tuple(kernel)}, {tuple(stride)}, {tuple(pad)}{extra})")
+
+
+def _dropout(a, attrs, node):
+    if parse_attr(attrs.get("axes"), ()):
+        raise _unsupported(node, f"Dropout(axes={attrs['axes']}) as an op")
+    return Expr(f"F.dropout({a[0].text}, {_num(attrs.get('p', '0.5'))}, self.training)")
+
+
+def _cast(a, attrs, node):
+    return Expr(f"{a[0].p()}.to(torch.{attrs['dtype']})")
+
+
+_TABLE: Dict[str, Callable] = {
+    "elemwise_add": _binary("+"), "_plus": _binary("+"), "_Plus": _binary("+"), "broadcast_add": _binary("+"),
+    "broadcast_plus": _binary("+"), "_add": _binary("+"),
+    "elemwise_sub": _binary("-"), "_minus": _binary("-"), "_Minus": _binary("-"), "broadcast_sub": _binary("-"),
+    "broadcast_minus": _binary("-"), "_sub": _binary("-"),
+    "elemwise_mul": _binary("*"), "_mul": _binary("*"), "_Mul": _binary("*"), "broadcast_mul": _binary("*"),
+    "elemwise_div": _binary("/"), "_div": _binary("/"), "_Div": _binary("/"), "broadcast_div": _binary("/"),
+    "_plus_scalar": _scalar("+"), "_PlusScalar": _scalar("+"), "_minus_scalar": _scalar("-"),
+    "_MinusScalar": _scalar("-"), "_rminus_scalar": _scalar("-", True), "_RMinusScalar": _scalar("-", True),
+    "_mul_scalar": _scalar("*"), "_MulScalar": _scalar("*"), "_div_scalar": _scalar("/"),
+    "_DivScalar": _scalar("/"), "_rdiv_scalar": _scalar("/", True), "_RDivScalar": _scalar("/", True),
+    "_power_scalar": _scalar("**"), "_PowerScalar": _scalar("**"),
+    "broadcast_maximum": _func("torch.maximum({}, {})"), "broadcast_minimum": _func("torch.minimum({}, {})"),
+    "_maximum": _func("torch.maximum({}, {})"), "_minimum": _func("torch.minimum({}, {})"),
+    "Activation": _activation, "relu": _func("torch.relu({})"), "sigmoid": _func("torch.sigmoid({})"),
+    "tanh": _func("torch.tanh({})"), "exp": _func("torch.exp({})"), "log": _func("torch.log({})"),
+    "sqrt": _func("torch.sqrt({})"), "abs": _func("torch.abs({})"), "square": _func("torch.square({})"),
+    "negative": lambda a, at, n: Expr(f"-{a[0].p()}"), "erf": _func("torch.erf({})"),
+    "LeakyReLU": _leaky, "clip": _clip, "Concat": _concat, "concat": _concat, "stack": _stack,
+    "Embedding": lambda a, at, n: Expr(f"F.embedding({a[0].p()}.long(), {a[1].text})"),
+    "broadcast_lesser": _compare_op("<"), "broadcast_greater": _compare_op(">"),
+    "broadcast_equal": _compare_op("=="), "broadcast_lesser_equal": _compare_op("<="),
+    "broadcast_greater_equal": _compare_op(">="), "SequenceMask": _sequence_mask,
+    "where": _func("torch.where({}.bool(), {}, {})"), "_contrib_arange_like": _arange_like, "broadcast_axis": _broadcast_axis, "broadcast_axes": _broadcast_axis,
+    "_contrib_interleaved_matmul_selfatt_qk": _interleaved_qk,
+    "_contrib_interleaved_matmul_selfatt_valatt": _interleaved_valatt, "Flatten": _flatten,
+    "flatten": _flatten, "Reshape": _reshape, "reshape": _reshape, "transpose": _transpose,
+    "SwapAxis": _swap, "swapaxes": _swap, "expand_dims": _expand, "squeeze": _squeeze,
+    "slice_axis": _slice_axis, "slice": _slice, "SliceChannel": _split, "split": _split,
+    "sum": _reduce("sum"), "mean": _reduce("mean"), "max": _reduce("amax"), "min": _reduce("amin"),
+    "softmax": _softmax("softmax"), "log_softmax": _softmax("log_softmax"), "dot": _dot, "batch_dot": _dot,
+    "FullyConnected": _fully_connected, "Pooling": _pooling, "Dropout": _dropout, "Cast": _cast,
+    "cast": _cast, "zeros_like": _func("torch.zeros_like({})"), "ones_like": _func("torch.ones_like({})"),
+    "_copy": _func("{}"), "identity": _func("{}"), "BlockGrad": _func("{}.detach()"),
+    "stop_gradient": _func("{}.detach()"),
+}
+
+
+def _unsupported(node: OpNode, what: str) -> TranslationError:
+    return TranslationError(f"MXNet op {what} has no torch translation", op=node.op, block=node.block,
+                            path=node.path)
+
+
+def translate_op(node: OpNode, args: List[Expr]) -> Expr:
+    """The torch expression of one MXNet op node (a user registration wins over the table)."""
+    fn = op_translation(node.op)
+    if fn is not None:
+        out = fn([a.text for a in args], dict(node.attrs), node)
+        return out if isinstance(out, Expr) else Expr(str(out), atomic=False)
+    fn = _TABLE.get(node.op)
+    if fn is None:
+        raise _unsupported(node, repr(node.op))
+    return fn(args, node.attrs, node)

@@ -1,0 +1,256 @@
+"""Walk a Gluon block tree and record what each block computes.
+
+``record_calls`` runs the block once on the sample inputs with a forward hook on every block
+(input / output shapes of each call). ``trace_block`` then calls one block on ``mx.sym.var``
+inputs with each direct child replaced by a recorder that returns placeholder symbols: what
+remains in the symbol graph are the block's own ops, and the child calls with their inputs.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from .errors import TranslationError
+
+__all__ = ["T", "Record", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+           "nested_var_name"]
+
+
+@dataclass(frozen=True)
+class T:
+    """A tensor in a recorded structure: its shape and dtype."""
+    shape: Tuple[int, ...]
+    dtype: str = "float32"
+
+
+@dataclass
+class Record:
+    args: tuple
+    out: Any
+    after_trainable: bool = True   # a layer with trainable parameters ran before this call
+    skip_states: Optional[bool] = None
+
+
+def walk(block: Any, path: str = ""):
+    """(path, block) for the block and every descendant, parents first (Gluon ``_children`` names)."""
+    yield path, block
+    for name, child in block._children.items():
+        yield from walk(child, f"{path}.{name}" if path else name)
+
+
+def _struct(x: Any) -> Any:
+    import mxnet as mx
+    if isinstance(x, mx.nd.NDArray):
+        return T(tuple(int(s) for s in x.shape), str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_struct(v) for v in x)
+    return x
+
+
+def flatten_struct(s: Any) -> List[Any]:
+    if isinstance(s, (list, tuple)):
+        return [v for e in s for v in flatten_struct(e)]
+    return [s]
+
+
+def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
+    """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block)."""
+    import mxnet as mx
+    records: Dict[int, List[Record]] = {}
+    handles = []
+    trained = [False]   # has a layer with trainable parameters run yet (in execution order)?
+
+    for _, b in walk(root):
+        def hook(block, args, out):
+            rec = Record(_struct(tuple(args)), _struct(out))
+            rec.after_trainable = trained[0]
+            rec.skip_states = getattr(block, "skip_states", None)   # Gluon RNN layers: called without states
+            records.setdefault(id(block), []).append(rec)
+            if not block._children and any(p.grad_req != "null" for p in block._reg_params.values()):
+                trained[0] = True
+        handles.append(b.register_forward_hook(hook))
+    try:
+        root(*inputs)
+        mx.nd.waitall()   # MKLDNN reorders weights in place after a forward: let it finish
+    finally:
+        for h in handles:
+            h.detach()
+    return records
+
+
+@dataclass
+class CallSite:
+    """One call of a direct child during the trace: its inputs (symbol structure) and outputs."""
+    child: str
+    args: tuple
+    outs: Any          # structure of placeholder names
+    out_struct: Any    # recorded structure (T leaves)
+
+
+@dataclass
+class Graph:
+    """What one block computes: JSON nodes of its own ops, its inputs, the child calls, outputs."""
+    nodes: List[dict]
+    heads: List[Tuple[int, int]]         # heads of [outputs..., call inputs...]
+    n_outputs: int
+    out_struct: Any
+    in_names: List[str]
+    in_struct: tuple
+    calls: List[CallSite]
+    params: Dict[str, str]               # var name -> own parameter attribute name
+    shapes: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = field(default_factory=dict)
+
+
+def _input_names(block: Any, n: int) -> List[str]:
+    fn = block.hybrid_forward if hasattr(block, "hybrid_forward") and _is_hybrid(block) else block.forward
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    if names and names[0] == "F" and _is_hybrid(block):
+        names = names[1:]
+    names = [n_ for n_ in names if n_ != "self"]
+    out = names[:n] if len(names) >= n else names + [f"x{i}" for i in range(len(names), n)]
+    return [n_ if n_.isidentifier() and n_ not in ("self", "F", "torch", "nn") else f"x{i}" for i, n_ in enumerate(out)]
+
+
+def _is_hybrid(block: Any) -> bool:
+    import mxnet as mx
+    return isinstance(block, mx.gluon.HybridBlock)
+
+
+def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Graph:
+    """Trace one block's own computation (see the module docstring)."""
+    import mxnet as mx
+    rec = records[id(block)][0]
+    in_names = _input_names(block, len(rec.args))
+    counter = [0]
+
+    def make_vars(s, base):
+        if isinstance(s, T):
+            return mx.sym.var(base, shape=s.shape)
+        if isinstance(s, (list, tuple)):
+            return type(s)(make_vars(v, f"{base}__{i}") for i, v in enumerate(s))
+        if s is None:
+            return None
+        raise TranslationError(f"input of type {type(s).__name__} (only tensors, lists/tuples of tensors "
+                               f"and None are traced)", block=type(block).__name__, path=path)
+
+    in_syms = tuple(make_vars(s, f"__in{i}") for i, s in enumerate(rec.args))
+    calls: List[CallSite] = []
+    seen: Dict[str, int] = {}
+
+    def recorder(name, child):
+        def fake(*args):
+            k = seen.get(name, 0)
+            seen[name] = k + 1
+            recs = records.get(id(child), [])
+            if k >= len(recs):
+                raise TranslationError(f"child {name!r} is called more often on symbols than it ran on the "
+                                       f"sample input", block=type(block).__name__, path=path)
+            out_struct = recs[k].out
+            idx = len(calls)
+            counter[0] = 0
+
+            def ph(s):
+                if isinstance(s, T):
+                    counter[0] += 1
+                    return mx.sym.var(f"__call{idx}_{counter[0] - 1}", shape=s.shape)
+                if isinstance(s, (list, tuple)):
+                    return type(s)(ph(v) for v in s)
+                raise TranslationError(f"child {name!r} returned {type(s).__name__}",
+                                       block=type(block).__name__, path=path)
+            outs = ph(out_struct)
+            calls.append(CallSite(name, args, outs, out_struct))
+            return outs
+        return fake
+
+    patched = []
+    for name, child in block._children.items():
+        patched.append((name, child))
+        # a HybridSequential that never ran as a whole but whose layers did (gluonnlp's AWDRNN
+        # calls self.encoder[i] in a loop): record the calls of its layers
+        if (type(child).__name__ in ("HybridSequential", "Sequential") and id(child) not in records
+                and any(id(g) in records for g in child._children.values())):
+            patched += [(f"{name}.{gname}", g) for gname, g in child._children.items()]
+    for name, child in patched:
+        child.forward = recorder(name, child)
+    try:
+        out = block(*in_syms)
+    except TranslationError:
+        raise
+    except Exception as e:  # the block's Python code could not run on symbols
+        raise TranslationError(f"forward of this {'HybridBlock' if _is_hybrid(block) else 'non-hybridizable Block'} "
+                               f"could not be traced on symbols ({type(e).__name__}: {e})",
+                               block=type(block).__name__, path=path) from None
+    finally:
+        for _, child in patched:
+            child.__dict__.pop("forward", None)
+
+    out_struct = records[id(block)][0].out
+    outs = flatten_struct(out)
+    call_ins = [s for c in calls for s in flatten_struct(c.args) if s is not None]
+    for s in outs + call_ins:
+        if not isinstance(s, mx.sym.Symbol):
+            raise TranslationError(f"a value of type {type(s).__name__} flows between layers (only tensors are "
+                                   f"traced)", block=type(block).__name__, path=path)
+    group = mx.sym.Group(outs + call_ins)
+    data = json.loads(group.tojson())
+    heads = [(h[0], h[1]) for h in data["heads"]]
+    params = {p.name: local for local, p in block._reg_params.items()}
+    graph = Graph(data["nodes"], heads, len(outs), out_struct, in_names, rec.args, calls, params)
+    graph.shapes = _shapes(group, data["nodes"], block, rec, calls)
+    return graph
+
+
+def _shapes(group, nodes, block, rec, calls) -> Dict[Tuple[int, int], Optional[Tuple[int, ...]]]:
+    known = {}
+    for i, s in enumerate(rec.args):
+        for j, t in enumerate(flatten_struct(s)):
+            if isinstance(t, T):
+                known[f"__in{i}" if not isinstance(s, (list, tuple)) else nested_var_name(f"__in{i}", s, j)] = t.shape
+    for ci, c in enumerate(calls):
+        for j, t in enumerate(flatten_struct(c.out_struct)):
+            known[f"__call{ci}_{j}"] = t.shape
+    for p in block._reg_params.values():
+        known[p.name] = p.shape
+    internals = group.get_internals()
+    try:
+        _, out_shapes, _ = internals.infer_shape_partial(**{k: v for k, v in known.items()
+                                                            if k in internals.list_arguments()})
+    except Exception:
+        return {}
+    names = internals.list_outputs()
+    by_name = dict(zip(names, out_shapes))
+    result = {}
+    for nid, n in enumerate(nodes):
+        if n["op"] == "null":
+            result[(nid, 0)] = tuple(by_name.get(n["name"]) or ()) or None
+            continue
+        k = 0
+        while True:
+            key = f"{n['name']}_output{k}" if f"{n['name']}_output{k}" in by_name else (
+                f"{n['name']}_output" if k == 0 else None)
+            if key is None or key not in by_name:
+                break
+            shp = by_name[key]
+            result[(nid, k)] = tuple(shp) if shp else None
+            k += 1
+    return result
+
+
+def nested_var_name(base: str, s: Any, j: int) -> str:
+    """Name of the j-th tensor var of a nested input structure (``base__0__1``)."""
+    names = []
+
+    def go(v, b):
+        if isinstance(v, (list, tuple)):
+            for i, e in enumerate(v):
+                go(e, f"{b}__{i}")
+        else:
+            names.append(b)
+    go(s, base)
+    return names[j]
