@@ -113,6 +113,16 @@ gluon_bert, hf_bert = _gluon_bert(), _hf_bert()
 ''',
     ("docs/porting.md", 3): "x = _x_resnet\n",
     ("docs/porting.md", 4): "report = _report_resnet   # the ResNet-18 port of the first block\n",
+    # before the extension-point block: the user's Gluon layer it registers
+    ("docs/translate.md", 2): '''
+from mxnet import gluon as _gluon
+class MyScale(_gluon.HybridBlock):
+    def __init__(self, n, **kwargs):
+        super().__init__(**kwargs)
+        self.alpha = self.params.get("alpha", shape=(n,), init="ones")
+    def hybrid_forward(self, F, x, alpha):
+        return F.broadcast_mul(x, alpha)
+''',
     # before the native-training block: model-zoo resnet18_v1 and transformers' ResNet-18
     ("docs/parity.md", 2): '''
 from _port_pairs import _gluon_resnet, _hf_resnet
@@ -157,6 +167,13 @@ CHECKS = {
     "docs/models.md": "import torch, mxnet\nassert isinstance(net_mx, mxnet.gluon.HybridBlock)\n"
                       "assert isinstance(net, torch.nn.Module if dl.backend() == 'torch' else mxnet.gluon.HybridBlock)\n",
     "docs/parity.md": "assert r.passed, r\n",
+    "docs/translate.md": "assert report.ok, report.summary()\n"
+                         "_g = _gluon.nn.HybridSequential()\n"
+                         "_g.add(_gluon.nn.Dense(4, in_units=3), MyScale(4))\n"
+                         "_g.initialize()\n"
+                         "_r = dl.port.translate(_g, np.random.randn(2, 3).astype('float32'), 'scaled')\n"
+                         "assert _r.ok, _r.summary()\n"
+                         "assert 'class Scale(nn.Module)' in open('scaled/' + _r.name + '.py').read()\n",
     "docs/porting-trainer.md": "assert report.ok and scheduler is not None and optimizer.state\n",
     "docs/training.md": "assert isinstance(_step_loss, float) and np.isfinite(_step_loss + val_loss)\n",
     "docs/transformer.md": "assert tuple(y.shape) == (2, 5, 256)\n",
@@ -164,7 +181,8 @@ CHECKS = {
 
 # pages that run on one backend only (they use both themselves, or port Gluon -> torch)
 ONE_BACKEND = {"docs/differences.md": "torch", "docs/index.md": "torch", "docs/parity.md": "torch",
-               "docs/porting.md": "torch", "docs/porting-trainer.md": "torch"}
+               "docs/porting.md": "torch", "docs/porting-trainer.md": "torch",
+               "docs/translate.md": "torch"}
 
 
 def blocks(path):

@@ -99,6 +99,14 @@ def compare(a: List[np.ndarray], b: List[np.ndarray],
     return _Diff(mad, mad / scale if scale else mad, scale, padded)
 
 
+def check_outputs(a: List[np.ndarray], b: List[np.ndarray], name: str, rtol: float,
+                  atol: float) -> Check:
+    """One float32-rule check: ``max|a - b| <= atol + rtol * max|a|`` over all outputs."""
+    d = compare(a, b)
+    tol = atol + rtol * d.scale
+    return Check(name, d.abs, d.rel, tol, d.abs <= tol, d.detail)
+
+
 class Verifier:
     """Runs both sides on their inputs (float32, and float64 where possible) and decides."""
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..api import Check
+from ..verify import Check
 
 __all__ = ["TranslateReport", "translate"]
 

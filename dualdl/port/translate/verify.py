@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..api import Check, _compare
+from ..verify import Check, check_outputs
 from ..slots import RANDOMISED_ROLES, gluon_role
 from .codegen import MapEntry
 from .trace import walk
@@ -137,7 +137,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         model.eval()
         with torch.no_grad():
             t_out = _np(model(*tx), "torch")
-        checks.append(_compare(g_out, t_out, "eval outputs (randomised norms/biases)", tol, 0.0))
+        checks.append(check_outputs(g_out, t_out, "eval outputs (randomised norms/biases)", tol, 0.0))
         if not checks[-1].passed:
             first = _first_divergent(block, model, gx, tx, same_output, tol)
         # --- one SGD step in train mode ---
@@ -172,7 +172,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                      for o, r in zip(t_outs, proj)) / n
         model.zero_grad()
         t_loss.backward()
-        checks.append(_compare(g_train, [o.detach().numpy() for o in t_outs],
+        checks.append(check_outputs(g_train, [o.detach().numpy() for o in t_outs],
                                "train-mode outputs (batch statistics)", tol, 0.0))
         named = dict(model.named_parameters(remove_duplicate=False))
         owners = _owners(entries)
@@ -323,6 +323,6 @@ def _first_divergent(block, model, gx, tx, same_output, tol) -> Optional[str]:
             h.remove()
     for path, outs in g_seen:
         t = same_output[path]
-        if t in t_out and not _compare(outs, t_out[t], "", tol, 0.0).passed:
+        if t in t_out and not check_outputs(outs, t_out[t], "", tol, 0.0).passed:
             return path or "(top block)"
     return None
