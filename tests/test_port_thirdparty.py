@@ -169,7 +169,7 @@ def test_lstm_gate_order_ifog_is_named():
 def test_bert_12_768_12_port_and_verify_time():
     """gluonnlp bert_12_768_12 (its hyper-parameters, vocabulary 30522) -> BertModel: the port
     passes, and a failed one (eps 1e-5) leaves the 110M-parameter target unchanged. The time is
-    printed (docs/porting.md: 2.3-3.0 s here on a loaded 2-core machine, target 2 s)."""
+    printed (docs/porting.md: 1.5-1.8 s on a quiet 2-core machine, 2.1-3.1 s loaded; target 2 s)."""
     import time
     from gluonnlp.model import bert as gbert
     hp = gbert.bert_hparams["bert_12_768_12"]
