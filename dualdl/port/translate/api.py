@@ -135,11 +135,14 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
         from ...formats import atomic_write
         atomic_write(paths[".py"], lambda f: f.write(source.encode()))
-        _save_weights(paths[".safetensors"], torch_state(gen.entries), gen.entries)
+        state = torch_state(gen.entries)
+        _save_weights(paths[".safetensors"], state, gen.entries)
         if verify and not gen.untraced:
             cls = load_generated(paths[".py"], gen.top_class)
             checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
-                                                            records, lr=lr, seed=seed, ops=gen.ops)
+                                                            records, lr=lr, seed=seed, ops=gen.ops,
+                                                            current={id(e.param): state[e.torch_key].numpy()
+                                                                     for e in gen.entries if e.param is not None})
             report.checks, report.first_divergent, report.notes = checks, first, notes
         elif gen.untraced:
             report.notes.append("not verified: parts of the model were not translated")
@@ -158,5 +161,9 @@ def _save_weights(path: str, state: Dict[str, Any], entries) -> None:
     assigns both keys to the one shared torch Parameter)."""
     from safetensors.torch import save_file
     from ...atomic import atomic_write
-    flat = {k: v.clone().contiguous() for k, v in state.items()}
+    seen: set = set()
+    flat = {}
+    for k, v in state.items():
+        flat[k] = v.clone() if id(v) in seen else v.contiguous()
+        seen.add(id(v))
     atomic_write(path, lambda tmp: save_file(flat, tmp))

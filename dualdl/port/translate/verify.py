@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,14 +49,15 @@ def load_generated(path: str, class_name: str):
 def torch_state(entries: List[MapEntry], dtype=None, values: Optional[Dict[int, np.ndarray]] = None
                 ) -> Dict[str, Any]:
     """The torch state_dict built from the current Gluon values, or from ``values`` (id(param) ->
-    array, copied: the torch step must not write into them); tied entries share one tensor."""
+    array; shared where the dtype matches, except non-trainable ones, which torch's train forward
+    updates in place); tied entries share one tensor."""
     import torch
     out, by_param = {}, {}
     for e in entries:
         if e.param is not None:
             if id(e.param) not in by_param:
                 a = e.param.data().asnumpy() if values is None else values[id(e.param)]
-                copy = values is not None
+                copy = values is not None and e.param.grad_req == "null"
                 by_param[id(e.param)] = torch.from_numpy(a.astype(dtype or a.dtype, copy=copy))
             out[e.torch_key] = by_param[id(e.param)]
         else:
@@ -147,19 +148,41 @@ class _TorchRun:
         self.train_out = [o.detach().numpy() for o in outs]
         named = dict(self.model.named_parameters(remove_duplicate=False))
         self.grads = {k: None if p.grad is None else p.grad.numpy() for k, p in named.items()}
-        with torch.no_grad():
-            step = float(np.float32(lr))   # MXNet's lr is a float32 attribute
-            for p in self.model.parameters():
-                if p.grad is not None:
-                    p.add_(p.grad, alpha=-step)
-        self.after = {k: v.numpy() for k, v in self.model.state_dict().items()}
+        self.step = float(np.float32(lr))   # MXNet's lr is a float32 attribute
+        self.named, self.state = named, self.model.state_dict()
+
+    def after(self, key: str) -> np.ndarray:
+        """A tensor after the SGD step, computed when compared (the weights are not stepped in
+        place: they may share memory with the Gluon values the checks still need)."""
+        import torch
+        p = self.named.get(key)
+        if p is not None and p.grad is not None:
+            return torch.add(p.detach(), p.grad, alpha=-self.step).numpy()
+        return self.state[key].numpy()
+
+
+class _Lazy:
+    """A list whose items are computed when read (one full-size tensor at a time)."""
+
+    def __init__(self, keys: List[str], fn: Callable[[str], np.ndarray]):
+        self.keys, self.fn = keys, fn
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.fn(self.keys[i])
+
+    def __iter__(self):
+        return (self.fn(k) for k in self.keys)
 
 
 def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence[np.ndarray],
            same_output: Dict[str, str], records: Dict[int, list], *, lr: float = 0.1, seed: int = 0,
-           ops: Sequence[str] = ()) -> Tuple[List[Check], Optional[str], List[str], str]:
+           ops: Sequence[str] = (), current: Optional[Dict[int, np.ndarray]] = None) -> Tuple[List[Check], Optional[str], List[str], str]:
     """(checks, first divergent layer or None, notes, dtype checked); the Gluon block is left as
-    it was. float64 on both sides where MXNet can; otherwise Gluon float32 is judged against the
+    it was. ``current``: the block's values already read (id(param) -> array), reused as the copy
+    the block is restored from. float64 on both sides where MXNet can; otherwise Gluon float32 is judged against the
     torch module in float64 by torch's own float32 rounding (port's rule, ``rounding_tolerance``)."""
     import mxnet as mx
     from mxnet import autograd, gluon
@@ -167,7 +190,9 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     params = block.collect_params()
     mx.nd.waitall()   # MKLDNN may still be reordering a weight in place after the last forward
     # numpy copies: an NDArray copy of a weight MKLDNN has reordered is not always restored exactly
-    saved = {name: (p.data().asnumpy(), p.dtype) for name, p in params.items()}
+    current = current or {}
+    saved = {name: (current[id(p)] if id(p) in current else p.data().asnumpy(), p.dtype)
+             for name, p in params.items()}
     dropouts = [(b, b._rate) for _, b in walk(block) if type(b).__name__ == "Dropout"]
     rnn_drop = [(b, b._dropout) for _, b in walk(block) if hasattr(b, "_dropout") and hasattr(b, "_mode")]
     orig_dtype = next(iter(saved.values()))[1] if saved else np.float32
@@ -235,7 +260,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         for e in owners:
             gv = e.param.data().asnumpy()
             if e.torch_key.endswith("running_var"):
-                raw = max(raw, float(np.abs(gv - runs[0].after[e.torch_key]).max()))
+                raw = max(raw, _maxabs(gv, runs[0].after(e.torch_key)))
                 bn = blocks[e.gluon_path]
                 old = before[id(e.param)]
                 rs_g.append(gv if np.array_equal(gv, old) else   # not updated by MXNet (momentum=0 in torch)
@@ -245,14 +270,14 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                 rs_g.append(gv); rs_names.append(e.torch_key)
             else:
                 ga.append(gv); names.append(e.torch_key)
-                steps.append(float(np.abs(gv - before[id(e.param)]).max()) if gv.size else 0.0)
-        c = judge.tensors(ga, [[r.after[k] for k in names] for r in runs], names,
+                steps.append(_maxabs(gv, before[id(e.param)]) if gv.size else 0.0)
+        c = judge.tensors(ga, [_Lazy(names, r.after) for r in runs], names,
                           f"weights after one SGD step (lr {lr})", tol, [UPDATE_TOLERANCE * s for s in steps])
         c.detail += (f"; tolerance also allows {UPDATE_TOLERANCE:g} of each tensor's update (MXNet's float32 "
                      f"lr and rescale_grad=1/N attributes)")
         checks.append(c)
         if rs_names:
-            c = judge.tensors(rs_g, [[r.after[k] for k in rs_names] for r in runs], rs_names,
+            c = judge.tensors(rs_g, [_Lazy(rs_names, r.after) for r in runs], rs_names,
                               "running statistics after the step", RUNNING_TOLERANCE[dtype])
             c.detail = (c.detail + "; " if c.detail else "") + (
                 f"torch's running_var uses the unbiased batch variance, MXNet's the biased one "
@@ -303,7 +328,7 @@ class _Judge:
             return Check(label, 0.0, 0.0, tol, True, "nothing to compare", evidence=self.evidence)
         # a tensor whose true value is ~0 (the bias of a conv followed by BatchNorm has gradient 0)
         # holds rounding noise only: its scale is floored at 1e-4 of the largest tensor's
-        floor = 1e-4 * max(float(np.abs(x).max()) if x.size else 0.0 for x in a)
+        floor = 1e-4 * max(_absmax(x) for x in a)
         extra = extra or [0.0] * len(a)
         ref = b[1] if self.ref else b[0]
         mad, rel, worst, passed, ratio, f32, own, tol_w = 0.0, 0.0, "", True, -1.0, 0.0, 0.0, tol
@@ -314,7 +339,7 @@ class _Judge:
             if not x.size:
                 continue
             d = _maxabs(x, y)
-            scale = max(float(np.abs(x).max()), floor)
+            scale = max(_absmax(x), floor)
             if self.ref:
                 f32 = max(f32, _maxabs(x, b[0][i]))
                 r = _maxabs(b[0][i], y)
@@ -346,9 +371,16 @@ def _divided(a: np.ndarray, n: int) -> np.ndarray:
 _CHUNK = 1 << 18
 
 
+def _absmax(x: np.ndarray) -> float:
+    """max|x| without a full-size temporary."""
+    return max(float(x.max()), -float(x.min())) if x.size else 0.0
+
+
 def _maxabs(x: np.ndarray, y: np.ndarray) -> float:
     """max|x - y| in chunks: no full-size temporaries (on BERT-base, fresh 100M-element temporaries
     cost more in page faults than the arithmetic)."""
+    if not x.size:
+        return 0.0
     xf, yf = x.reshape(-1), y.reshape(-1)
     buf = np.empty(min(_CHUNK, xf.size), np.result_type(x, y))
     d = 0.0
