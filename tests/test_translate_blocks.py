@@ -264,3 +264,30 @@ def test_gluonnlp_bert_small_wrong_layernorm_eps_is_caught_in_float32(tmp_path):
     assert eval_check.float32_max_rel_diff < 2e-4                  # what the old float32 rule accepted
     assert eval_check.max_abs_diff > 8 * eval_check.rounding["torch"]
     assert r.first_divergent == "encoder.layer_norm"
+
+
+@pytest.mark.slow
+def test_gluonnlp_bert_12_768_12_is_ok_by_evidence(tmp_path):
+    """bert_12_768_12's hyper-parameters (vocabulary 30522, 110M parameters, random init) at 2x16
+    tokens: float32-only in MXNet, proven against torch float64. The time is printed
+    (docs/translate.md)."""
+    import time
+    nlp = pytest.importorskip("gluonnlp")
+    hp = nlp.model.bert.bert_hparams["bert_12_768_12"]
+    mx.random.seed(0)
+    enc = nlp.model.BERTEncoder(num_layers=hp["num_layers"], units=hp["units"], hidden_size=hp["hidden_size"],
+                                max_length=hp["max_length"], num_heads=hp["num_heads"], dropout=hp["dropout"],
+                                output_attention=False, output_all_encodings=False, layer_norm_eps=1e-12)
+    net = nlp.model.BERTModel(enc, vocab_size=30522, token_type_vocab_size=2, units=768, embed_size=768,
+                              use_pooler=True, use_decoder=False, use_classifier=False)
+    net.initialize()
+    inputs = [rng.integers(0, 30522, (2, 16)), rng.integers(0, 2, (2, 16)), np.array([16, 9])]
+    t0 = time.perf_counter()
+    r = port.translate(net, inputs, str(tmp_path))
+    print(f"bert_12_768_12 translate + verify: {time.perf_counter() - t0:.2f} s {r.seconds}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(r.summary())
+    assert r.ok, r.summary()
+    assert r.dtype == "float32" and all(c.evidence.startswith("Gluon float32 against torch float64") for c in r.checks)
+    grads = next(c for c in r.checks if c.name.startswith("gradients"))
+    assert grads.float32_max_abs_diff > 0 and grads.rounding["torch"] > 0
