@@ -110,6 +110,24 @@ def _flat(o):
     return [o]
 
 
+def _skip_random_init():
+    """A torch function mode in which ``Tensor.normal_`` / ``uniform_`` (what torch's layer init
+    draws) do nothing: the module's memory stays untouched until our values replace it. Unlike
+    building on the ``meta`` device, values a module computes in ``__init__`` stay real, and torch
+    does not import ``torch._dynamo`` (1.5 s) for meta-device ``normal_``."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    skip = {torch.Tensor.normal_, torch.Tensor.uniform_}
+
+    class SkipRandomInit(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in skip:
+                return args[0]
+            return func(*args, **(kwargs or {}))
+
+    return SkipRandomInit()
+
+
 class _TorchRun:
     """The generated module in one dtype: built from the Gluon values, run in eval mode, then one
     backward and one plain SGD step in train mode (what ``torch.optim.SGD(lr)`` does without
@@ -119,12 +137,11 @@ class _TorchRun:
         import torch
         self.dtype = dtype
         state = torch_state(entries, dtype, values)
-        if any(e.tied_to for e in entries):
+        with _skip_random_init():   # seconds on resnet50 / BERT-base; every value is replaced below
             self.model = torch_cls()
+        if any(e.tied_to for e in entries):
             self.model.load_state_dict(state, strict=True)
-        else:   # skip torch's weight init (seconds on resnet50): build on meta, then take our tensors
-            with torch.device("meta"):
-                self.model = torch_cls()
+        else:   # take our tensors as they are
             self.model.load_state_dict(state, strict=True, assign=True)
         if dtype == np.float64:
             self.model.double()
