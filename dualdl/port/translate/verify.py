@@ -262,20 +262,26 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             loss = sum((o * mx.nd.array(r, dtype=dtype)).sum() for o, r in zip(outs, proj))
         loss.backward()
         g_train = [o.asnumpy() for o in outs]
-        g_grads = {id(p): _divided(p.grad().asnumpy(), n) for p in trainable.values()}
+        g_grads = {id(p): p.grad() for p in trainable.values()}   # read one at a time when compared
         trainer.step(n, ignore_stale_grad=True)
         for r in runs:
             r.train_step(proj, n, lr)
         checks.append(judge.outputs(g_train, [r.train_out for r in runs], "train-mode outputs (batch statistics)"))
         owners = _owners(entries)
         with_grad = [e for e in owners if e.torch_key in runs[0].grads and id(e.param) in g_grads]
-        checks.append(judge.tensors([g_grads[id(e.param)] for e in with_grad],
-                                    [[_grad(r, e.torch_key, g_grads[id(e.param)]) for e in with_grad] for r in runs],
-                                    [e.torch_key for e in with_grad], "gradients after one backward", tol))
-        ga, names, steps, rs_g, rs_names, raw = [], [], [], [], [], 0.0
+        grad_keys = [e.torch_key for e in with_grad]
+        by_key = {e.torch_key: e.param for e in owners}
+        checks.append(judge.tensors(
+            _Lazy(grad_keys, lambda k: _divided(g_grads[id(by_key[k])].asnumpy(), n)),
+            [[_grad(r, e.torch_key, e.param.shape) for e in with_grad] for r in runs], grad_keys,
+            "gradients after one backward", tol,
+            floor=1e-4 * max((_absmax(_grad(runs[-1], k, by_key[k].shape)) for k in grad_keys), default=0.0)))
+        names, steps, rs_g, rs_names, raw = [], [], [], [], 0.0
+        step = float(np.float32(lr))
         counts = _bn_counts(block, records)
         for e in owners:
-            gv = e.param.data().asnumpy()
+            if e.torch_key.endswith(("running_var", "running_mean")):
+                gv = e.param.data().asnumpy()
             if e.torch_key.endswith("running_var"):
                 raw = max(raw, _maxabs(gv, runs[0].after(e.torch_key)))
                 bn = blocks[e.gluon_path]
@@ -286,10 +292,12 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             elif e.torch_key.endswith("running_mean"):
                 rs_g.append(gv); rs_names.append(e.torch_key)
             else:
-                ga.append(gv); names.append(e.torch_key)
-                steps.append(_maxabs(gv, before[id(e.param)]) if gv.size else 0.0)
-        c = judge.tensors(ga, [_Lazy(names, r.after) for r in runs], names,
-                          f"weights after one SGD step (lr {lr})", tol, [UPDATE_TOLERANCE * s for s in steps])
+                names.append(e.torch_key)    # the update's size: lr x the gradient (torch's, already read)
+                g = runs[0].grads.get(e.torch_key) if id(e.param) in g_grads else None
+                steps.append(step * _absmax(g) if g is not None else 0.0)
+        c = judge.tensors(_Lazy(names, lambda k: by_key[k].data().asnumpy()), [_Lazy(names, r.after) for r in runs],
+                          names, f"weights after one SGD step (lr {lr})", tol, [UPDATE_TOLERANCE * s for s in steps],
+                          floor=1e-4 * max((_absmax(before[id(by_key[k])]) for k in names), default=0.0))
         c.detail += (f"; tolerance also allows {UPDATE_TOLERANCE:g} of each tensor's update (MXNet's float32 "
                      f"lr and rescale_grad=1/N attributes)")
         checks.append(c)
@@ -312,9 +320,9 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     return checks, first, notes, dtype
 
 
-def _grad(run: _TorchRun, key: str, like: np.ndarray) -> np.ndarray:
+def _grad(run: _TorchRun, key: str, shape) -> np.ndarray:
     g = run.grads[key]
-    return np.zeros_like(like) if g is None else g
+    return np.zeros(shape, run.dtype) if g is None else g
 
 
 class _Judge:
@@ -339,13 +347,15 @@ class _Judge:
         return Check(label, d.abs, d.rel, tol, d.abs <= tol, evidence=self.evidence,
                      float32_max_abs_diff=d32.abs, float32_max_rel_diff=d32.rel, rounding={"torch": own.abs})
 
-    def tensors(self, a, b: List[list], names, label, tol, extra=None) -> Check:
-        """One check over many tensors: the largest abs / rel difference and the tensor it is in."""
+    def tensors(self, a, b: List[list], names, label, tol, extra=None, floor: Optional[float] = None) -> Check:
+        """One check over many tensors: the largest abs / rel difference and the tensor it is in.
+        ``a`` / ``b`` may be ``_Lazy``: each item is read once; ``floor`` then comes from the caller."""
         if not a:
             return Check(label, 0.0, 0.0, tol, True, "nothing to compare", evidence=self.evidence)
         # a tensor whose true value is ~0 (the bias of a conv followed by BatchNorm has gradient 0)
         # holds rounding noise only: its scale is floored at 1e-4 of the largest tensor's
-        floor = 1e-4 * max(_absmax(x) for x in a)
+        if floor is None:
+            floor = 1e-4 * max(_absmax(x) for x in a)
         extra = extra or [0.0] * len(a)
         ref = b[1] if self.ref else b[0]
         mad, rel, worst, passed, ratio, f32, own, tol_w = 0.0, 0.0, "", True, -1.0, 0.0, 0.0, tol
@@ -358,8 +368,9 @@ class _Judge:
             d = _maxabs(x, y)
             scale = max(_absmax(x), floor)
             if self.ref:
-                f32 = max(f32, _maxabs(x, b[0][i]))
-                r = _maxabs(b[0][i], y)
+                y32 = b[0][i]
+                f32 = max(f32, _maxabs(x, y32))
+                r = _maxabs(y32, y)
                 own = max(own, r)
                 t = rounding_tolerance(r, scale) + ex
             else:
