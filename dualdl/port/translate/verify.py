@@ -240,7 +240,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         runs = [_TorchRun(torch_cls, entries, before, inputs, np.dtype(dtype).type)]
         if dtype == "float32":      # the reference, and torch's own float32 rounding beside it
             runs.append(_TorchRun(torch_cls, entries, before, inputs, np.float64))
-        judge = _Judge(dtype, runs, notes[0] if notes else "")
+        judge = _Judge(dtype, runs)
         checks.append(judge.outputs(g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"))
         if not checks[-1].passed:
             first = _first_divergent(block, runs, gx, same_output, judge)
@@ -330,7 +330,7 @@ class _Judge:
     Gluon float32 only: Gluon's difference to torch float64 must stay within ``rounding_tolerance``
     of torch's own float32 rounding, measured on the same input, per output / per tensor."""
 
-    def __init__(self, dtype: str, runs: List[_TorchRun], why: str):
+    def __init__(self, dtype: str, runs: List[_TorchRun]):
         self.dtype, self.ref = dtype, len(runs) > 1
         self.evidence = ("Gluon float32 against torch float64, within "
                          f"{ROUNDING_FACTOR:g}x torch's own float32 rounding" if self.ref else "float64 on both sides")
