@@ -223,17 +223,71 @@ def test_gluonnlp_standard_rnn_with_dropout_fails_with_a_precise_error(tmp_path)
     assert "StandardRNN" in str(e.value) and "could not be traced on symbols" in str(e.value)
 
 
-def test_gluonnlp_bert_small_valid_length_becomes_a_mask(tmp_path):
+def _small_bert(**kw):
     nlp = pytest.importorskip("gluonnlp")
     enc = nlp.model.BERTEncoder(num_layers=2, units=16, hidden_size=32, max_length=16, num_heads=2, dropout=0.0,
-                                output_attention=False, output_all_encodings=False)
+                                output_attention=False, output_all_encodings=False, **kw)
     net = nlp.model.BERTModel(enc, vocab_size=30, token_type_vocab_size=2, units=16, embed_size=16,
                               use_pooler=True, use_decoder=False, use_classifier=False)
-    tokens, types = rng.integers(0, 30, (2, 7)), rng.integers(0, 2, (2, 7))
-    r = _translate(net, [tokens, types, np.array([7, 4])], tmp_path)
+    return net, [rng.integers(0, 30, (2, 7)), rng.integers(0, 2, (2, 7)), np.array([7, 4])]
+
+
+def test_gluonnlp_bert_small_valid_length_becomes_a_mask(tmp_path):
+    net, inputs = _small_bert()
+    r = _translate(net, inputs, tmp_path)
     assert r.ok, r.summary()
     assert r.dtype == "float32" and "float32" in r.notes[0]     # MXNet's fused attention has no float64 on CPU
+    for c in r.checks:     # decided against torch float64, by torch's own float32 rounding
+        assert c.evidence.startswith("Gluon float32 against torch float64") and c.rounding["torch"] > 0
+        assert c.float32_max_abs_diff is not None and c.tolerance <= 8 * c.rounding["torch"] + 1e-6 * 2e4
     assert r.max_rel_diff < 1e-4
     src = open(r.source_path).read()
     assert "def length_softmax(" in src and "def interleaved_qk(" in src
     assert "def forward(self, inputs, token_types, valid_length, masked_positions=None):" in src
+
+
+def test_gluonnlp_bert_small_wrong_layernorm_eps_is_caught_in_float32(tmp_path):
+    """A float32-only model with a real mistake: LayerNorm eps 1e-6 instead of the model's 1e-12. The Gluon-vs-torch float32 difference is small (a fixed float32 tolerance of
+    2e-4 would pass it), but it is far beyond torch's own float32 rounding against float64."""
+    net, inputs = _small_bert(layer_norm_eps=1e-12)
+    from dualdl.port.translate import registry
+    port.register_translation(nn.LayerNorm, lambda block, info: Leaf(       # wrong eps on purpose
+        Call("nn.LayerNorm", [int(block.gamma.shape[0])], [("eps", 1e-6)], names=["normalized_shape"]),
+        {"gamma": "weight", "beta": "bias"}))
+    try:
+        r = _translate(net, inputs, tmp_path, name="wrong_eps")
+    finally:
+        registry._BLOCKS.pop(nn.LayerNorm)
+    assert r.dtype == "float32" and not r.ok
+    eval_check = r.checks[0]
+    assert not eval_check.passed and eval_check.evidence.startswith("Gluon float32 against torch float64")
+    assert eval_check.float32_max_rel_diff < 2e-4                  # what the old float32 rule accepted
+    assert eval_check.max_abs_diff > 8 * eval_check.rounding["torch"]
+    assert r.first_divergent == "encoder.layer_norm"
+
+
+@pytest.mark.slow
+def test_gluonnlp_bert_12_768_12_is_ok_by_evidence(tmp_path):
+    """bert_12_768_12's hyper-parameters (vocabulary 30522, 110M parameters, random init) at 2x16
+    tokens: float32-only in MXNet, proven against torch float64. The time is printed
+    (docs/translate.md)."""
+    import time
+    nlp = pytest.importorskip("gluonnlp")
+    hp = nlp.model.bert.bert_hparams["bert_12_768_12"]
+    mx.random.seed(0)
+    enc = nlp.model.BERTEncoder(num_layers=hp["num_layers"], units=hp["units"], hidden_size=hp["hidden_size"],
+                                max_length=hp["max_length"], num_heads=hp["num_heads"], dropout=hp["dropout"],
+                                output_attention=False, output_all_encodings=False, layer_norm_eps=1e-12)
+    net = nlp.model.BERTModel(enc, vocab_size=30522, token_type_vocab_size=2, units=768, embed_size=768,
+                              use_pooler=True, use_decoder=False, use_classifier=False)
+    net.initialize()
+    inputs = [rng.integers(0, 30522, (2, 16)), rng.integers(0, 2, (2, 16)), np.array([16, 9])]
+    t0 = time.perf_counter()
+    r = port.translate(net, inputs, str(tmp_path))
+    print(f"bert_12_768_12 translate + verify: {time.perf_counter() - t0:.2f} s {r.seconds}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(r.summary())
+    assert r.ok, r.summary()
+    assert r.dtype == "float32" and all(c.evidence.startswith("Gluon float32 against torch float64") for c in r.checks)
+    grads = next(c for c in r.checks if c.name.startswith("gradients"))
+    assert grads.float32_max_abs_diff > 0 and grads.rounding["torch"] > 0

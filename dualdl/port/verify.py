@@ -25,13 +25,21 @@ import numpy as np
 from .inputs import Inputs, PortInputError
 from .sides import Float64Unavailable, Side
 
-__all__ = ["Check", "Verifier", "RTOL64", "ROUNDING_FACTOR", "RTOL_FLOOR"]
+__all__ = ["Check", "Verifier", "RTOL64", "ROUNDING_FACTOR", "RTOL_FLOOR", "rounding_tolerance"]
 
 #: float64 runs see only the float32 rounding of tensors the mapping computes (a folded conv bias
 #: ``running_mean - bias`` is stored in float32): 3e-9 relative at the output of VGG-11-bn
 RTOL64 = 1e-7
 ROUNDING_FACTOR = 8.0    # one side's fp32 error vs the other's measured fp32 rounding
 RTOL_FLOOR = 1e-6        # ... never demanded tighter than this relative to the output scale
+
+
+def rounding_tolerance(rounding: float, scale: float, atol: float = 0.0,
+                       factor: float = ROUNDING_FACTOR) -> float:
+    """How far a float32 result may sit from the float64 reference of the other framework:
+    ``factor`` x that framework's own float32 rounding (its float32 vs float64 result on the same
+    input), never demanded tighter than ``RTOL_FLOOR`` of the output's scale."""
+    return atol + max(factor * rounding, RTOL_FLOOR * scale)
 
 
 @dataclass
@@ -166,7 +174,7 @@ class Verifier:
         elif s64 is not None or t64 is not None:
             ref_side, ref, other = (("source", s64, t32) if s64 is not None else ("target", t64, s32))
             d = compare(ref, other, self.lengths) if ref_side == "source" else compare(other, ref, self.lengths)
-            tol = self.atol + max(self.factor * rounding[ref_side], RTOL_FLOOR * d.scale)
+            tol = rounding_tolerance(rounding[ref_side], d.scale, self.atol, self.factor)
             evidence = (f"{'target' if ref_side == 'source' else 'source'} float32 against "
                         f"{ref_side} float64 (float64 unavailable on the "
                         f"{'target' if ref_side == 'source' else 'source'}: "

@@ -56,8 +56,10 @@ class TranslateReport:
         lines = [f"translate {self.name}: {'OK' if self.ok else 'NOT OK'} -> {self.source_path} "
                  f"(class {self.class_name}), {self.weights_path}"]
         for c in self.checks:
-            lines.append(f"  check [{c.name}]: max abs diff {c.max_abs_diff:.3g}, max rel diff "
-                         f"{c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g} ({self.dtype}): "
+            own = (f", torch's own float32 rounding {c.rounding['torch']:.3g}, Gluon float32 vs torch "
+                   f"float32 {c.float32_max_abs_diff:.3g}" if "torch" in c.rounding else "")
+            lines.append(f"  check [{c.name}] by {c.evidence}: max abs diff {c.max_abs_diff:.3g}, max rel diff "
+                         f"{c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g}{own}: "
                          f"{'passed' if c.passed else 'FAILED'}{' - ' + c.detail if c.detail else ''}")
         if self.first_divergent:
             lines.append(f"  first divergent layer: {self.first_divergent}")
@@ -133,18 +135,14 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
         from ...formats import atomic_write
         atomic_write(paths[".py"], lambda f: f.write(source.encode()))
-        _save_weights(paths[".safetensors"], torch_state(gen.entries), gen.entries)
+        state = torch_state(gen.entries)
+        _save_weights(paths[".safetensors"], state, gen.entries)
         if verify and not gen.untraced:
             cls = load_generated(paths[".py"], gen.top_class)
-            try:
-                checks, first, notes = run_verify(block, cls, gen.entries, arrays, gen.same_output, records,
-                                                  lr=lr, seed=seed)
-            except mx.base.MXNetError as e:   # an MXNet op without float64 (fused attention on CPU)
-                checks, first, notes = run_verify(block, cls, gen.entries, arrays, gen.same_output, records,
-                                                  lr=lr, seed=seed, dtype="float32")
-                report.dtype = "float32"
-                notes.insert(0, "verified in float32: MXNet could not run the model in float64 (" +
-                             str(e).strip().splitlines()[-1][:160] + ")")
+            checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
+                                                            records, lr=lr, seed=seed, ops=gen.ops,
+                                                            current={id(e.param): state[e.torch_key].numpy()
+                                                                     for e in gen.entries if e.param is not None})
             report.checks, report.first_divergent, report.notes = checks, first, notes
         elif gen.untraced:
             report.notes.append("not verified: parts of the model were not translated")
@@ -163,5 +161,9 @@ def _save_weights(path: str, state: Dict[str, Any], entries) -> None:
     assigns both keys to the one shared torch Parameter)."""
     from safetensors.torch import save_file
     from ...atomic import atomic_write
-    flat = {k: v.clone().contiguous() for k, v in state.items()}
+    seen: set = set()
+    flat = {}
+    for k, v in state.items():
+        flat[k] = v.clone() if id(v) in seen else v.contiguous()
+        seen.add(id(v))
     atomic_write(path, lambda tmp: save_file(flat, tmp))

@@ -94,6 +94,7 @@ class Generator:
         self.leaves: Dict[int, Leaf] = {}
         self.refs: Dict[int, List["Ref"]] = {}
         self.resolved: set = set()
+        self.ops: set = set()        # every MXNet op the traced graphs use
 
     # ---- classification ----
     def kind(self, block: Any) -> str:
@@ -507,6 +508,7 @@ class ForwardWriter:
     def write(self) -> Tuple[List[str], List[str]]:
         g = self.g
         nodes = g.nodes
+        self.gen.ops.update(n["op"] for n in nodes if n["op"] != "null")
         # where each var node comes from
         self.var_of: Dict[int, Tuple[str, Any]] = {}
         in_index = {}
