@@ -31,7 +31,7 @@ from .atomic import atomic_write_file
 
 __all__ = [
     "FormatError", "detect_format", "read_tensors", "read_metadata", "write_safetensors",
-    "write_torch", "write_gluon", "write_tensors", "format_for_path", "atomic_write",
+    "write_torch", "write_gluon", "write_tensors", "format_for_path",
     "strip_prefix", "add_prefix", "align_module_prefix", "gluon_to_torch_names",
     "torch_to_gluon_names", "FORMATS",
 ]
@@ -401,8 +401,7 @@ def _read_mx_array(r: _Reader, i: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # writing (atomic)
 # ----------------------------------------------------------------------------------------------
-# the one atomic writer lives in dualdl.atomic; this name (file-object form) is kept for callers
-atomic_write = atomic_write_file
+# the one atomic writer lives in dualdl.atomic (atomic_write_file: file-object form)
 
 
 class _Plan(NamedTuple):

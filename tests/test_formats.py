@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dualdl import formats as F
+from dualdl.atomic import atomic_write_file
 from dualdl.formats import FormatError
 
 DTYPES = ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"]
@@ -196,7 +197,7 @@ def test_write_failing_midway_through_the_data(tmp_path):
         f.write(b"\x00" * 1000)
         raise RuntimeError("crash in the middle")
     with pytest.raises(RuntimeError):
-        F.atomic_write(path, half_then_crash)
+        atomic_write_file(path, half_then_crash)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]
 

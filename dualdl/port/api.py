@@ -91,9 +91,9 @@ class PortReport:
 
     def save(self, path) -> None:
         """Write the report (with its mapping, reusable by ``Mapping.load``) as JSON."""
-        from ..formats import atomic_write
+        from ..atomic import atomic_write_file
         data = json.dumps(self.to_dict(), indent=1, default=float).encode()
-        atomic_write(path, lambda f: f.write(data))
+        atomic_write_file(path, lambda f: f.write(data))
 
     def summary(self) -> str:
         lines = [f"port {self.source_framework} -> {self.target_framework}: "

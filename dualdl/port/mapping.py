@@ -107,9 +107,9 @@ class Mapping:
                    d.get("target_framework", ""), list(d.get("notes", [])))
 
     def save(self, path) -> None:
-        from ..formats import atomic_write
+        from ..atomic import atomic_write_file
         data = json.dumps(self.to_dict(), indent=1).encode()
-        atomic_write(path, lambda f: f.write(data))
+        atomic_write_file(path, lambda f: f.write(data))
 
     @classmethod
     def load(cls, path) -> "Mapping":

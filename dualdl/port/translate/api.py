@@ -133,8 +133,8 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         report.mapping = [{"torch": e.torch_key, "gluon": e.gluon_key,
                            "shape": list(e.param.shape) if e.param is not None else [],
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
-        from ...formats import atomic_write
-        atomic_write(paths[".py"], lambda f: f.write(source.encode()))
+        from ...atomic import atomic_write_file
+        atomic_write_file(paths[".py"], lambda f: f.write(source.encode()))
         state = torch_state(gen.entries)
         _save_weights(paths[".safetensors"], state, gen.entries)
         if verify and not gen.untraced:
@@ -152,7 +152,7 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         for b, flag in active:
             b._active = flag
     data = json.dumps(report.to_dict(), indent=1, default=float).encode()
-    atomic_write(paths[".report.json"], lambda f: f.write(data))
+    atomic_write_file(paths[".report.json"], lambda f: f.write(data))
     return report
 
 
