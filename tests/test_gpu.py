@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import dualdl as dl
-from dualdl import nn, ops
+from dualdl import nn
 from dualdl.testing.report import compare_arrays
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scripts"))
+from _trainer_models import base_weights, make  # noqa: E402
 from launchutil import clean_env, launch, run_single  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -59,25 +60,9 @@ def test_some_framework_sees_cuda_when_required():
     assert any(seen.values()), f"DUALDL_REQUIRE_GPU=1 but no framework sees a CUDA device (GPUs per backend: {seen})"
 
 
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(2, 4, 3, padding=1)
-        self.bn = nn.BatchNorm2d(4)
-        self.pool = nn.MaxPool2d(2)
-        self.fc = nn.Linear(4 * 4 * 4, 3)
-
-    def forward(self, x):
-        return self.fc(ops.flatten(self.pool(ops.relu(self.bn(self.conv(x)))), 1))
-
-
-def _init(seed=0):
-    with dl.use("torch"):
-        net = Net()
-    r = np.random.default_rng(seed)
-    return {k: (np.abs(r.standard_normal(v.shape)) + 0.5 if k.endswith("running_var")
-                else 0.3 * r.standard_normal(v.shape)).astype("float32")
-            for k, v in ((k, dl.to_numpy(v)) for k, v in dl.state_dict(net).items())}
+def _init():
+    """Randomised weights of the shared CNN with BatchNorm (norm scales, shifts and biases too)."""
+    return base_weights("cnn_bn")
 
 
 def _data(n=8):
@@ -86,10 +71,10 @@ def _data(n=8):
 
 
 def train(backend, devices, strategy=None, steps=3):
-    """(losses, state) after ``steps`` SGD-momentum steps of Net from _init() on ``devices``."""
+    """(losses, state) after ``steps`` SGD-momentum steps of the CNN from _init() on ``devices``."""
     x, y = _data()
     with dl.use(backend):
-        net = Net()
+        net = make("cnn_bn", backend)
         dl.load_state_dict(net, _init())
         if devices[0].kind == "gpu":
             net.to(dl.get_backend(backend).native_device(devices[0]))
