@@ -23,7 +23,7 @@ from .devices import Device
 
 __all__ = [
     "Backend", "BackendNotInstalledError", "KNOWN_BACKENDS", "ADAPTER_MODULES",
-    "get_backend", "backend_for", "use", "backend", "available_backends",
+    "get_backend", "backend_for", "backend_of", "use", "backend", "available_backends",
 ]
 
 # name -> (adapter package, framework module, pip extra)
@@ -53,6 +53,17 @@ class Backend(abc.ABC):
     name: str = ""
     framework: str = ""     # the framework's top-level module name
     adapter: str = ""       # the adapter package name
+    #: other top-level packages whose classes belong to this backend (ecosystem libraries whose
+    #: objects are not subclasses of a framework class); the framework and adapter are implied
+    packages: Tuple[str, ...] = ()
+
+    def owns(self, obj: Any) -> bool:
+        """Whether ``obj`` (a tensor, model, parameter, optimizer or native device) is
+        this backend's: some class in its MRO is defined in the framework, the adapter or
+        ``packages``. A write-once model is its native class's (``Net`` under torch is a
+        ``torch.nn.Module`` subclass)."""
+        roots = (self.framework, self.adapter, *self.packages)
+        return any(c.__module__.partition(".")[0] in roots for c in type(obj).__mro__)
 
     # ---- tensors ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -171,6 +182,41 @@ def backend_for(x: Any) -> Backend:
     raise TypeError(
         f"expected a native tensor of a dualdl backend ({', '.join(KNOWN_BACKENDS)}), "
         f"got {t.__module__}.{t.__qualname__}")
+
+
+_owner_cache: Dict[type, Optional[Backend]] = {}
+_RAISE = object()
+
+
+def backend_of(obj: Any, default: Any = _RAISE) -> Backend:
+    """The backend that owns ``obj``: a native tensor, model, parameter, optimizer or
+    device object (``torch.device`` / ``mx.Context``), found by its class among the frameworks
+    already imported (an object of a framework that was never imported cannot exist). The one
+    place where dualdl decides "which framework is this?".
+
+    Raises ``TypeError`` naming the type when no backend owns it, unless ``default`` is given
+    (returned instead, e.g. ``None``).
+    """
+    t = type(obj)
+    if t in _owner_cache:
+        inst = _owner_cache[t]
+    else:
+        inst = None
+        for key, (adapter, framework, _) in KNOWN_BACKENDS.items():
+            if framework in sys.modules or adapter in sys.modules:
+                cand = get_backend(key)
+                if cand.owns(obj):
+                    inst = cand
+                    break
+        if inst is not None or any(fw in sys.modules for _, fw, _ in KNOWN_BACKENDS.values()):
+            _owner_cache[t] = inst      # cache misses only once a framework could have owned it
+    if inst is not None:
+        return inst
+    if default is not _RAISE:
+        return default
+    raise TypeError(
+        f"expected an object of a dualdl backend ({', '.join(KNOWN_BACKENDS)}): a native tensor, "
+        f"model, parameter, optimizer or device; got {t.__module__}.{t.__qualname__}")
 
 
 def available_backends() -> Sequence[str]:

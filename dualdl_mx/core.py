@@ -26,6 +26,7 @@ class Backend(_Contract):
     name = "mxnet"
     framework = "mxnet"
     adapter = "dualdl_mx"
+    packages = ("gluonnlp", "gluoncv")
 
     def tensor_types(self) -> Tuple[type, ...]:
         # Symbols too: dualdl.ops dispatch inside hybridized forward passes

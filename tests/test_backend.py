@@ -109,3 +109,35 @@ def test_leaked_dmlc_role_is_an_error_not_a_hang():
     env = {"PATH": "/usr/bin:/bin", "DMLC_ROLE": "worker"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert "DistributedEnvError" in r.stdout and "would block" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("name", ["torch", "mxnet"])
+def test_backend_of_finds_the_owner_of_every_kind_of_object(name):
+    """One lookup for tensors, models (native and write-once), parameters, optimizers and native
+    devices: the MRO decides, no local framework checks."""
+    from dualdl.backend import backend_of
+
+    class Net(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = dl.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    be = dl.get_backend(name)
+    net = Net(backend=name)
+    params = [p for _, p in dl.named_parameters(net)]
+    opt = dl.optim.SGD(params, lr=0.1)
+    native_dev = be.native_device(dl.cpu(0))
+    tensor = dl.from_numpy(np.ones((2, 3), np.float32), backend=name)
+    for obj in (tensor, net, net.fc, params[0], opt, native_dev):
+        assert backend_of(obj) is be, type(obj)
+
+
+def test_backend_of_refuses_foreign_objects_with_the_type_named():
+    from dualdl.backend import backend_of
+    for obj in (np.ones(3), [1, 2], dl.cpu(0), "torch"):
+        assert backend_of(obj, None) is None
+        with pytest.raises(TypeError, match=type(obj).__qualname__):
+            backend_of(obj)
