@@ -1,5 +1,5 @@
-"""Max, average and adaptive pooling on torch: batched input only, MXNet's limit on padding (at most
-half the kernel) and a ValueError when the input is too small for the kernel."""
+"""Max, average and adaptive pooling on torch: batched input only, padding of at most half the kernel
+checked at construction, and a ValueError when the input is too small for the kernel."""
 from __future__ import annotations
 
 from typing import Any, Tuple
@@ -19,6 +19,10 @@ def _pair(v: Any, n: int) -> Tuple[int, ...]:
 class _PoolCheck:
     _n = 2
     _layout = "(N, C, H, W)"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dl_validate()
 
     def _dl_validate(self) -> None:
         k, p = self._dl_kernel(), _pair(self.padding, self._n)
@@ -55,18 +59,10 @@ class MaxPool1d(_PoolCheck, nn.MaxPool1d):
     _n = 1
     _layout = "(N, C, L)"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dl_validate()
-
 
 class MaxPool2d(_PoolCheck, nn.MaxPool2d):
     """``torch.nn.MaxPool2d`` (batched NCHW input only)."""
     _dl_layer = "MaxPool2d"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dl_validate()
 
 
 class AvgPool1d(_PoolCheck, nn.AvgPool1d):
@@ -75,18 +71,10 @@ class AvgPool1d(_PoolCheck, nn.AvgPool1d):
     _n = 1
     _layout = "(N, C, L)"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dl_validate()
-
 
 class AvgPool2d(_PoolCheck, nn.AvgPool2d):
     """``torch.nn.AvgPool2d`` (batched NCHW input only)."""
     _dl_layer = "AvgPool2d"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dl_validate()
 
 
 class AdaptiveAvgPool2d(nn.AdaptiveAvgPool2d):
