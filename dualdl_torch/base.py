@@ -1,0 +1,56 @@
+"""The base of write-once modules on torch (``Module``), parameter creation and the shape error
+every torch layer raises. Imports no other layer module: the family modules build on it."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from dualdl.devices import Device
+from dualdl.parallel import resolve_devices
+from .core import native_device
+
+__all__ = ["Module", "make_parameter", "shape_error"]
+
+
+class Module(torch.nn.Module):
+    """Base mixed into write-once modules on torch: nothing to add, torch.nn.Module is the model."""
+
+    @classmethod
+    def _dl_native_namespace(cls, user_cls: type) -> dict:
+        return {}
+
+    def to(self, *args: Any, **kwargs: Any) -> "Module":
+        """torch's ``to``; also takes a dualdl device or a list of them, as on MXNet (whose
+        ``to([cpu(0), cpu(1)])`` keeps one parameter copy per context). torch replicas share one
+        copy, so devices that are one torch device (virtual ``cpu(i)``) move the model there;
+        several GPUs are refused (use ``dl.Trainer(devices=...)``: DataParallel replicates)."""
+        if len(args) != 1 or kwargs or not isinstance(args[0], (Device, list, tuple)):
+            return super().to(*args, **kwargs)
+        devs = resolve_devices(args[0], Device("cpu", 0))
+        natives = sorted({str(native_device(d)) for d in devs})
+        if len(natives) > 1:
+            raise ValueError(f"model.to({devs}): on torch a model holds one copy of its parameters, "
+                             f"so it cannot be placed on several devices {natives}; for data "
+                             f"parallelism over GPUs use dl.Trainer(model, ..., devices={devs})")
+        return super().to(natives[0])
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """torch's ``register_buffer``; also takes a numpy array (write-once code has no torch tensors)."""
+        if isinstance(tensor, np.ndarray):
+            tensor = torch.from_numpy(np.array(tensor, copy=True))
+        super().register_buffer(name, tensor, persistent)
+
+
+def make_parameter(data: Any, requires_grad: bool = True) -> torch.nn.Parameter:
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(np.array(data, copy=True))
+    if not isinstance(data, torch.Tensor):
+        raise TypeError(f"nn.Parameter expects a numpy array or a torch tensor on the torch backend, "
+                        f"got {type(data).__name__}")
+    return torch.nn.Parameter(data.detach().clone(), requires_grad=requires_grad)
+
+
+def shape_error(layer: str, expected: str, x: torch.Tensor) -> ValueError:
+    return ValueError(f"{layer}: expected input of shape {expected}, got {tuple(x.shape)}")

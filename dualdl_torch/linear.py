@@ -1,0 +1,48 @@
+"""Linear, Identity and Flatten on torch: the ``torch.nn`` classes with a ValueError that names the
+layer, the expected shape and the shape received (torch raises a RuntimeError without the layout)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dualdl.nn.checks import empty_batch_error
+
+from .base import shape_error
+
+__all__ = ["Linear", "Identity", "Flatten"]
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear``: applies to the last axis."""
+    _dl_layer = "Linear"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.numel():
+            raise empty_batch_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                    tuple(x.shape))
+        try:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        except RuntimeError:            # explained only on failure: the check is on the hot path
+            if x.dim() == 0 or x.shape[-1] != self.in_features:
+                raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
+                                  f"(*, {self.in_features})", x) from None
+            raise
+
+
+class Flatten(nn.Flatten):
+    """``torch.nn.Flatten`` with a ValueError for dims outside the input's rank."""
+    _dl_layer = "Flatten"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = max(x.dim(), 1)
+        s = self.start_dim + n if self.start_dim < 0 else self.start_dim
+        e = self.end_dim + n if self.end_dim < 0 else self.end_dim
+        if not (0 <= s < n and 0 <= e < n) or s > e:
+            raise ValueError(f"Flatten(start_dim={self.start_dim}, end_dim={self.end_dim}): invalid for "
+                             f"input of shape {tuple(x.shape)}")
+        return super().forward(x)
+
+
+class Identity(nn.Identity):
+    """``torch.nn.Identity``."""
+    _dl_layer = "Identity"
