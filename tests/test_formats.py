@@ -496,14 +496,15 @@ def test_stream_failing_midway_keeps_the_previous_file(tmp_path, monkeypatch):
     F.write_safetensors(path, old)
     before = path.read_bytes()
     calls = []
-    real = F._bytes_of
+    from dualdl.formats import safetensors as ST
+    real = ST.bytes_of
 
     def fail_on_third(a):
         calls.append(a.nbytes)
         if len(calls) == 3:
             raise OSError("No space left on device (simulated)")
         return real(a)
-    monkeypatch.setattr(F, "_bytes_of", fail_on_third)
+    monkeypatch.setattr(ST, "bytes_of", fail_on_third)
     with pytest.raises(OSError, match="simulated"):
         F.write_safetensors(path, {f"t{i}": np.full(1000, i, np.float64) for i in range(5)})
     monkeypatch.undo()
