@@ -41,7 +41,7 @@ def save(model: Any, path: PathLike, metadata: Optional[Dict[str, str]] = None,
             fmt = formats.format_for_path(path)
         except ValueError:
             fmt = "safetensors"
-    return formats.write_tensors(path, tensors, fmt, meta if fmt == "safetensors" else None)
+    return formats.write_tensors(path, tensors, fmt, meta)     # the metadata goes to safetensors only
 
 
 def load(model: Any, path: PathLike, strict: bool = True) -> LoadResult:

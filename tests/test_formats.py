@@ -377,8 +377,11 @@ def test_streaming_writer_takes_native_tensors_and_torch_reads_the_file(tmp_path
     from safetensors.torch import load_file
     tt = {"f": torch.randn(3, 4), "i": torch.arange(6, dtype=torch.int64).reshape(2, 3),
           "h": torch.randn(5).half(), "b": torch.tensor([True, False]), "z": torch.tensor(2.5),
-          "v": torch.randn(4, 6).t(), "e": torch.zeros(0, 2)}
-    mt = {"mf": mx.nd.random.uniform(shape=(2, 3)), "mi": mx.nd.array([1, 2, 3], dtype="int32")}
+          "v": torch.randn(4, 6).t(), "e": torch.zeros(0, 2),
+          "p": torch.nn.Parameter(torch.randn(2, 2)),                # requires grad
+          "s": torch.tensor([-3, 7], dtype=torch.int16)}             # no dualdl compute dtype
+    mt = {"mf": mx.nd.random.uniform(shape=(2, 3)), "mi": mx.nd.array([1, 2, 3], dtype="int32"),
+          "md": mx.nd.array([0.1, 2.0], dtype="float64")}
     F.write_safetensors(tmp_path / "n.safetensors", {**tt, **mt}, metadata={"a": "b"})
     got = load_file(str(tmp_path / "n.safetensors"))
     for k, v in tt.items():
@@ -496,14 +499,15 @@ def test_stream_failing_midway_keeps_the_previous_file(tmp_path, monkeypatch):
     F.write_safetensors(path, old)
     before = path.read_bytes()
     calls = []
-    real = F._bytes_of
+    from dualdl.formats import safetensors as ST
+    real = ST.bytes_of
 
     def fail_on_third(a):
         calls.append(a.nbytes)
         if len(calls) == 3:
             raise OSError("No space left on device (simulated)")
         return real(a)
-    monkeypatch.setattr(F, "_bytes_of", fail_on_third)
+    monkeypatch.setattr(ST, "bytes_of", fail_on_third)
     with pytest.raises(OSError, match="simulated"):
         F.write_safetensors(path, {f"t{i}": np.full(1000, i, np.float64) for i in range(5)})
     monkeypatch.undo()
