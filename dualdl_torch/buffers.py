@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 import torch
 
-__all__ = ["snapshot_buffers", "restore_buffers", "sync_buffers", "ReplicaBuffers"]
+__all__ = ["snapshot_buffers", "restore_buffers", "sync_buffers"]
 
 
 def _buffer_slots(model: torch.nn.Module) -> List[Tuple[torch.nn.Module, str]]:
