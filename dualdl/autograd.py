@@ -43,14 +43,14 @@ def record(model: Any = None, backend: Optional[str] = None, train_mode: Optiona
     be = _backend(model, backend)
     if train_mode is None:
         train_mode = bool(getattr(model, "training", True)) if model is not None else True
-    with be.module("parallel").record(train_mode):
+    with be.module("autograd").record(train_mode):
         yield
 
 
 @contextlib.contextmanager
 def no_grad(model: Any = None, backend: Optional[str] = None) -> Iterator[None]:
     """Run without recording (``torch.no_grad()`` / ``mx.autograd.pause()``)."""
-    with _backend(model, backend).module("parallel").no_grad():
+    with _backend(model, backend).module("autograd").no_grad():
         yield
 
 
@@ -67,4 +67,4 @@ def backward(loss: Union[Any, Sequence[Any]], grad: Any = None, retain_graph: bo
         if len(grads) != len(losses):
             raise ValueError(f"backward() got {len(losses)} loss(es) but {len(grads)} gradient(s)")
     be = backend_for(losses[0])
-    be.module("parallel").backward(losses, grads, retain_graph)
+    be.module("autograd").backward(losses, grads, retain_graph)

@@ -102,7 +102,7 @@ def split_batch(x: Any, devices: Sequence[Any], batch_axis: int = 0, backend: Op
     if n == 0:
         raise ValueError("cannot split an empty batch (0 samples on the batch axis)")
     axis = axis + len(shape) if axis < 0 else axis
-    return be.module("parallel").split_to(x, axis, split_sizes(n, len(devs)), devs)
+    return be.module("replicas").split_to(x, axis, split_sizes(n, len(devs)), devs)
 
 
 def sum_gradients(model: Any) -> None:
@@ -110,5 +110,5 @@ def sum_gradients(model: Any) -> None:
     a Gluon kvstore does; without it the copies diverge silently). A no-op on torch, whose
     replicas accumulate into one parameter. Call it after backward, before ``opt.step()``."""
     from .state import backend_of_model
-    impl = backend_of_model(model).module("parallel")
-    impl.allreduce_grads([p for _, p in impl.trainable(model)])
+    grads = backend_of_model(model).module("grads")
+    grads.allreduce_grads([p for _, p in grads.trainable(model)])

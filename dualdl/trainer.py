@@ -110,7 +110,9 @@ class Trainer:
         from .state import backend_of_model
         self.model, self.optimizer, self.loss_fn, self.scheduler = model, optimizer, loss_fn, scheduler
         self._be = backend_of_model(model)
-        self._impl = self._be.module("parallel")
+        # the adapter's modules, resolved once (train_step calls into them on every step)
+        self._grads_impl = self._be.module("grads")
+        self._buffers_impl = self._be.module("buffers")
         if not callable(loss_fn):
             raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
         if nonfinite not in ("raise", "skip"):
@@ -129,16 +131,16 @@ class Trainer:
         self.target_batch_axis = self.batch_axis if target_batch_axis is None else int(target_batch_axis)
         self.output_batch_axis = self.batch_axis if output_batch_axis is None else int(output_batch_axis)
         self.seed = seed
-        self._named = self._impl.trainable(model)
+        self._named = self._grads_impl.trainable(model)
         self._params = [p for _, p in self._named]
         self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
         self._optim_impl = self._be.module("optim")
         self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
         self._check_optimizer()
-        default = self._impl.model_devices(model)
+        default = self._grads_impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
         self.strategy = resolve_strategy(strategy, self._be.name)
-        self._replicas = self._impl.Replicas(model, self.devices, self.strategy)
+        self._replicas = self._be.module("replicas").Replicas(model, self.devices, self.strategy)
         self.rank, self.world_size = 0, 1
         self._dist = self._join(distributed)
         cw = getattr(loss_fn, "weight", None)
@@ -176,9 +178,9 @@ class Trainer:
         if ddist.backend() != self._be.name:
             raise ValueError(f"dl.distributed was initialised for {ddist.backend()!r} but the model is "
                              f"on the {self._be.name!r} backend")
-        reducer = self._impl.DistReducer(self.model, self._named)
+        reducer = self._be.module("reducer").DistReducer(self.model, self._named)
         reducer.broadcast_model(self.model)
-        self._impl.sync_buffers(self.model)
+        self._buffers_impl.sync_buffers(self.model)
         self.rank, self.world_size = reducer.rank, reducer.world
         return reducer
 
@@ -274,14 +276,14 @@ class Trainer:
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
         B = self._batch(xs, ys)
         sizes = split_sizes(B, len(self.devices))
-        impl = self._impl
+        grads, buffers = self._grads_impl, self._buffers_impl
         if self._micro == 0:
-            impl.zero_grad(self._params, self._zero_cache)
+            grads.zero_grad(self._params, self._zero_cache)
         if self.seed is not None:
             r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
-        snap = impl.snapshot_buffers(self.model)
+        snap = buffers.snapshot_buffers(self.model)
         x_axes = [self._axis(a, self.batch_axis) for a in xs]
         y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
         try:
@@ -312,7 +314,7 @@ class Trainer:
         local = [float(b), value if red == "sum" else value * b]
         last = self._micro + 1 >= self.accumulate_steps
         if last:
-            self._impl.allreduce_grads(self._params)           # this process's devices first
+            self._grads_impl.allreduce_grads(self._params)           # this process's devices first
             n, total = self._dist.allreduce(local)
         else:
             n, total = self._dist.sum_scalars(local)
@@ -346,8 +348,8 @@ class Trainer:
                         "steps taken is trainer.global_step")
 
     def _discard(self, snap) -> None:
-        self._impl.restore_buffers(self.model, snap)
-        self._impl.zero_grad(self._params, self._zero_cache)
+        self._buffers_impl.restore_buffers(self.model, snap)
+        self._grads_impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
     def _apply(self) -> Optional[Tuple[str, float]]:
@@ -356,13 +358,13 @@ class Trainer:
         read; every rank sees the same summed gradients, so all ranks decide alike), or the norm
         when ``clip_grad_norm`` computes it anyway (without value clipping before it, which would
         turn an inf into a finite value)."""
-        impl = self._impl
+        grads, buffers = self._grads_impl, self._buffers_impl
         if self._dist is None:
-            impl.allreduce_grads(self._params)
+            grads.allreduce_grads(self._params)
         summed = self.accumulate_steps > 1 or self._dist is not None
         if summed and self._reduction_for_scale() != "sum":
-            impl.scale_grads(self._params, 1.0 / self._samples)
-        stale = impl.stale(self._named)
+            grads.scale_grads(self._params, 1.0 / self._samples)
+        stale = grads.stale(self._named)
         if stale:
             key = tuple(stale)
             if key not in self._warned_stale:
@@ -382,7 +384,7 @@ class Trainer:
             if not math.isfinite(norm):
                 return "gradient norm", norm
         self.optimizer.step()
-        impl.sync_buffers(self.model)
+        buffers.sync_buffers(self.model)
         if self.scheduler is not None:
             self.scheduler.step()
         self.global_step += 1
@@ -431,7 +433,7 @@ class Trainer:
             "step": self.global_step,
             "skipped_steps": copy.deepcopy(self.skipped_steps),
             "rng": {"python": _pyrandom.getstate(), "numpy": np.random.get_state(),
-                    "backend": self._impl.rng_state()},
+                    "backend": self._be.module("rng").rng_state()},
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -462,7 +464,7 @@ class Trainer:
             rng = state["rng"]
             _pyrandom.setstate(rng["python"])
             np.random.set_state(rng["numpy"])
-            self._impl.set_rng_state(rng.get("backend") or {})
+            self._be.module("rng").set_rng_state(rng.get("backend") or {})
         except Exception as e:
             _load(self.model, old_model)
             self.optimizer.load_state_dict(old_opt)
@@ -471,11 +473,11 @@ class Trainer:
             if isinstance(e, TrainerStateError):
                 raise
             raise TrainerStateError(f"cannot load the Trainer state (nothing was changed): {e}") from e
-        self._impl.sync_buffers(self.model)
+        self._buffers_impl.sync_buffers(self.model)
         self.global_step = int(state["step"])
         self.skipped_steps = list(state.get("skipped_steps", []))
         self._micro = self._samples = 0
-        self._impl.zero_grad(self._params, self._zero_cache)
+        self._grads_impl.zero_grad(self._params, self._zero_cache)
 
     def save(self, path: "os.PathLike[str] | str") -> bool:
         """Write :meth:`state_dict` to ``path`` (an ``.npz`` read without unpickling), atomically.

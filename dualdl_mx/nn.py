@@ -27,7 +27,7 @@ from mxnet.gluon import HybridBlock
 from dualdl.devices import device as _parse_device
 from dualdl.nn.checks import empty_batch_error
 from .core import native_device
-from .parallel import zero_grad as _zero_grads
+from .grads import zero_grad as _zero_grads
 
 __all__ = ["Module", "Layer", "make_parameter", "Linear"]
 

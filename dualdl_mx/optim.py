@@ -29,7 +29,7 @@ from mxnet import autograd, gluon, nd
 from dualdl.optim.arguments import check_torch_switches
 
 from . import compiled
-from .parallel import zero_grad as zero_grads
+from .grads import zero_grad as zero_grads
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
            "grad_maxima", "grads_finite"]

@@ -192,7 +192,7 @@ def test_torch_real_data_parallel_on_gpus_matches_one_device():
 
 # ---- the MXNet multi-context deadlock --------------------------------------------------------------
 def test_needs_serial_detects_omp_threads_and_several_cpu_contexts(monkeypatch):
-    from dualdl_mx.parallel import needs_serial, worker_threads_risk
+    from dualdl_mx.replicas import needs_serial, worker_threads_risk
     two = [dl.cpu(0), dl.cpu(1)]
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MXNET_CPU_WORKER_NTHREADS", "2")       # measured safe with OMP=1

@@ -46,9 +46,9 @@ class StepAgreement:
 
 
 def _grads(trainer: "dl.Trainer") -> Dict[str, np.ndarray]:
-    impl = dl.get_backend(trainer._be.name).module("parallel")
+    grads = trainer._be.module("grads")
     names = [n for n, _ in trainer._named]
-    return {n: g for n, g in zip(names, impl.grad_arrays(trainer._params)) if g is not None}
+    return {n: g for n, g in zip(names, grads.grad_arrays(trainer._params)) if g is not None}
 
 
 def _weights(model) -> Dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import re
 from typing import Any, Dict, List, Optional
 
 __all__ = ["Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias", "ZeroMissingBias",
-           "DEFAULT_RULES", "rule_from_dict"]
+           "DEFAULT_RULES"]
 
 
 class Rule:
@@ -96,13 +96,3 @@ class ZeroMissingBias(Rule):
 #: conv-bias folding and zero-filling of missing biases.
 DEFAULT_RULES: List[Rule] = [Fused(r"(^|\.)in_proj_(weight|bias)$", parts=3, axis=0),
                              FoldConvBias(), ZeroMissingBias()]
-
-_KINDS = {c.kind: c for c in (Fused, Transpose, Rename, Ignore, FoldConvBias, ZeroMissingBias)}
-
-
-def rule_from_dict(d: Dict[str, Any]) -> Rule:
-    d = dict(d)
-    kind = d.pop("kind", None)
-    if kind not in _KINDS:
-        raise ValueError(f"unknown rule kind {kind!r}; choose from {sorted(_KINDS)}")
-    return _KINDS[kind](**d)

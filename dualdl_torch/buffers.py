@@ -1,0 +1,53 @@
+"""Buffers (BatchNorm running statistics) on PyTorch: snapshot/restore around a skipped step and
+the replica rule of data parallelism.
+
+Hides: like real ``nn.DataParallel``, only replica 0's in-place buffer updates survive; replicas
+1.. run on copies of the pre-forward buffers that are dropped.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import torch
+
+__all__ = ["snapshot_buffers", "restore_buffers", "sync_buffers"]
+
+
+def _buffer_slots(model: torch.nn.Module) -> List[Tuple[torch.nn.Module, str]]:
+    return [(m, k) for m in model.modules() for k, b in m._buffers.items() if b is not None]
+
+
+@torch.no_grad()
+def snapshot_buffers(model: torch.nn.Module) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    return [(m._buffers[k], m._buffers[k].clone()) for m, k in _buffer_slots(model)]
+
+
+@torch.no_grad()
+def restore_buffers(model: torch.nn.Module, snap) -> None:
+    for live, saved in snap:
+        live.copy_(saved)
+
+
+def sync_buffers(model: torch.nn.Module) -> None:
+    """Nothing to do: one module holds the buffers (replica 0's updates, as DataParallel)."""
+
+
+class ReplicaBuffers:
+    """Replica 0 runs on the module's own buffers; replicas 1.. on throw-away copies of the
+    pre-forward buffers (real DataParallel broadcasts them and discards the replicas)."""
+
+    def __init__(self, model: torch.nn.Module, n: int):
+        self.slots = _buffer_slots(model) if n > 1 and model.training else []
+        with torch.no_grad():
+            self.before = [m._buffers[k].detach().clone() for m, k in self.slots]
+        self.originals = [m._buffers[k] for m, k in self.slots]
+
+    def enter(self, i: int) -> None:
+        if i == 0 or not self.slots:
+            return
+        for (m, k), b in zip(self.slots, self.before):
+            m._buffers[k] = b.clone()
+
+    def finish(self) -> None:
+        for (m, k), b in zip(self.slots, self.originals):
+            m._buffers[k] = b
