@@ -23,10 +23,13 @@ from dualdl.losses import _checks as ck
 
 from . import compiled
 from .ops import _log_softmax_formula
+from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
+                              margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
-    "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
+    "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
+    "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
     "gluon_softmax_ce_loss", "gluon_ctc_loss",
 ]
@@ -95,14 +98,27 @@ def _pair(name, input, target, reduction, allowed=ck.REDUCTIONS):
     return target
 
 
-def mse_loss(input, target, reduction="mean"):
+def _weighted(name, input, el, weight, reduction, mean_by_weight=True):
+    """torch 2.13's ``weight=`` of mse/l1/huber_loss: one weight per element; 'mean' divides by
+    ``sum(weight)`` (mse, l1) or by the element count (huber, as torch does)."""
+    if weight is None:
+        return reduce(el, reduction)
+    w = _native(weight, input)
+    ck.check_elementwise_weight(name, w.shape, input.shape)
+    el = el * w
+    if reduction == "mean" and mean_by_weight:
+        return nd.sum(el) / nd.sum(w)
+    return reduce(el, reduction)
+
+
+def mse_loss(input, target, reduction="mean", weight=None):
     target = _pair("MSELoss", input, target, reduction)
-    return reduce(nd.square(input - target), reduction)
+    return _weighted("MSELoss", input, nd.square(input - target), weight, reduction)
 
 
-def l1_loss(input, target, reduction="mean"):
+def l1_loss(input, target, reduction="mean", weight=None):
     target = _pair("L1Loss", input, target, reduction)
-    return reduce(nd.abs(input - target), reduction)
+    return _weighted("L1Loss", input, nd.abs(input - target), weight, reduction)
 
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
@@ -112,10 +128,11 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return reduce(el, reduction)
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     target = _pair("HuberLoss", input, target, reduction)
     d = nd.abs(input - target)
-    return reduce(nd.where(d < delta, 0.5 * nd.square(d), delta * (d - 0.5 * delta)), reduction)
+    el = nd.where(d < delta, 0.5 * nd.square(d), delta * (d - 0.5 * delta))
+    return _weighted("HuberLoss", input, el, weight, reduction, mean_by_weight=False)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
@@ -155,7 +172,7 @@ def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
     _require_nd(name, input)
     ishape = input.shape
     tshape = tuple(target.shape) if hasattr(target, "shape") else np.shape(target)
-    kind = ck.class_target_kind(name, ishape, tshape, allow_prob)
+    kind = ck.class_target_kind(name, ishape, tshape, allow_prob, ignore_index)
     C = ishape[0 if len(ishape) == 1 else 1]
     if weight is not None:
         weight = _native(weight, input)
@@ -227,7 +244,15 @@ def _reduce_weighted(F, el, w, reduction: str, count: int):
         return el
     if reduction == "sum":
         return F.sum(el)
-    return F.sum(el) / count if w is None else F.broadcast_div(F.sum(el), F.sum(w))
+    if w is None:
+        return F.sum(el) / count
+    # torch: NaN when every weight is 0 (all targets ignored), with zero gradients (0/0 would give
+    # NaN gradients): divide by 1 there and add a NaN that carries no gradient
+    total = F.sum(w)
+    none_kept = total == 0
+    safe = F.where(none_kept, F.ones_like(total), total)
+    nan = F.BlockGrad(F.where(none_kept, F.ones_like(total) * float("nan"), F.zeros_like(total)))
+    return F.broadcast_div(F.sum(el), safe) + nan
 
 
 def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoothing, from_logits):

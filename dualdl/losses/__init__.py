@@ -27,7 +27,8 @@ from . import _checks as _ck
 
 __all__ = [
     "reduce", "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "gluon", "functional",
+    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "BCELoss", "MarginRankingLoss", "CosineEmbeddingLoss",
+    "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "gluon", "functional",
 ]
 
 
@@ -207,3 +208,5 @@ class CTCLoss(Loss):
 
 
 from . import functional, gluon  # noqa: E402,F401  (framework-free)
+from .pairwise import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: E402
+from .likelihood import BCELoss, GaussianNLLLoss, PoissonNLLLoss  # noqa: E402
