@@ -214,6 +214,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduct
         input = _as_nd(name, input)
         target = _as_nd(name, target, input)
         ck.check_same_shape(name, input.shape, target.shape)
+        ck.check_not_empty(name, input.shape)
     return _run(_poisson_formula, dict(x=input, t=target), log_input=bool(log_input), full=bool(full),
                 eps=float(eps), reduction=reduction)
 
@@ -242,6 +243,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         input = _as_nd(name, input)
         target = _as_nd(name, target, input)
         ck.check_same_shape(name, input.shape, target.shape)
+        ck.check_not_empty(name, input.shape)
         if not number:
             var = _as_nd(name, var, input)
             var = var.reshape(ck.gaussian_var_shape(name, input.shape, var.shape))

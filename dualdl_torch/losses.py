@@ -197,12 +197,14 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
 
 def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
     target = _pair("PoissonNLLLoss", input, target, reduction)
+    ck.check_not_empty("PoissonNLLLoss", tuple(input.shape))
     return F.poisson_nll_loss(input, target, log_input=log_input, full=full, eps=eps, reduction=reduction)
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     name = "GaussianNLLLoss"
     target = _pair(name, input, target, reduction)
+    ck.check_not_empty(name, tuple(input.shape))
     if isinstance(var, (int, float)):
         ck.check_var_nonnegative(name, float(var))
         var = float(var)

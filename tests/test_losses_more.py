@@ -173,6 +173,15 @@ def test_cross_entropy_all_combinations(dtype, shape, kind):
                             _diff(got_g[0], want_g[0]))
 
 
+def test_cross_entropy_bool_targets_as_torch():
+    x = _rng(11).normal(size=(4, 2)).astype(np.float32)
+    t = np.array([True, False, True, True])
+    want = TF.cross_entropy(torch.tensor(x), torch.tensor(t).long()).item()
+    assert DF.cross_entropy(torch.tensor(x), torch.tensor(t)).item() == want
+    got = DF.cross_entropy(nd.array(x), nd.array(t, dtype=np.bool_)).asnumpy()
+    assert abs(float(got[0]) - want) < 1e-6
+
+
 def test_cross_entropy_weighted_mean_divides_by_weights_of_kept_targets():
     x = np.zeros((3, 2), np.float32)
     t = np.array([0, 1, -100])
@@ -306,6 +315,9 @@ def test_same_errors_on_both_backends():
     assert "not supported for class-probability" in _errors(DF.cross_entropy, z((2, 3), f), z((2, 3), f),
                                                             ignore_index=0)
     assert "lie in [0, 3)" in _errors(DF.cross_entropy, z((2, 3), f), np.array([0, 3]))
+    for fn, n in ((DF.poisson_nll_loss, 2), (DF.gaussian_nll_loss, 3), (DF.binary_cross_entropy, 2),
+                  (DF.triplet_margin_loss, 3)):
+        assert "no elements" in _errors(fn, *[z((0, 3), f)] * n)
     with pytest.raises(ValueError, match="margin must be greater than 0"):
         L.TripletMarginLoss(margin=0)
     with pytest.raises(ValueError, match="deprecated"):
