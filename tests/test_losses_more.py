@@ -31,11 +31,12 @@ MEASURED: dict = {}
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
-    if MEASURED:
-        width = max(map(len, MEASURED))
-        print("\nmax |diff| vs torch.nn.functional (value abs, value rel, grad abs, grad rel):")
-        for k, v in sorted(MEASURED.items()):
-            print(f"  {k:<{width}}  " + "  ".join(f"{x:.1e}" for x in v))
+    rows = sorted(MEASURED.items())
+    if not rows:
+        return
+    print("\nmax |diff| vs torch.nn.functional (value abs, value rel, grad abs, grad rel):")
+    pad = max(len(k) for k, _ in rows)
+    print("\n".join(f"  {k.ljust(pad)}  " + "  ".join(f"{x:.1e}" for x in v) for k, v in rows))
 
 
 def _diff(a, b):

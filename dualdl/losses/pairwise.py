@@ -11,29 +11,30 @@ from . import _checks as _ck
 __all__ = ["MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss"]
 
 
-class MarginRankingLoss(Loss):
-    """``max(0, -target * (input1 - input2) + margin)``; input1, input2 and target (1 or -1) of one shape."""
+class _MarginPairLoss(Loss):
+    """A loss of (input1, input2, target) with a ``margin`` (torch's two share this signature)."""
+
+    _fn = staticmethod(_f.margin_ranking_loss)
 
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean") -> None:
         super().__init__(reduction, size_average, reduce)
         self.margin = float(margin)
 
     def __call__(self, input1: Any, input2: Any, target: Any) -> Any:
-        return _f.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+        return self._fn(input1, input2, target, self.margin, reduction=self.reduction)
 
 
-class CosineEmbeddingLoss(Loss):
+class MarginRankingLoss(_MarginPairLoss):
+    """``max(0, -target * (input1 - input2) + margin)``; input1, input2 and target (1 or -1) of one shape."""
+
+
+class CosineEmbeddingLoss(_MarginPairLoss):
     """``1 - cos(x1, x2)`` for target 1, ``max(0, cos(x1, x2) - margin)`` for target -1; inputs
     (N, D) with target (N,), or (D,) with target (). Gluon's ``CosineEmbeddingLoss`` divides by
     ``max(|x1| |x2|, 1e-12)`` (torch: ``sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12))``) and returns
     per-sample losses, unreduced."""
 
-    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean") -> None:
-        super().__init__(reduction, size_average, reduce)
-        self.margin = float(margin)
-
-    def __call__(self, input1: Any, input2: Any, target: Any) -> Any:
-        return _f.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
+    _fn = staticmethod(_f.cosine_embedding_loss)
 
 
 class TripletMarginLoss(Loss):
