@@ -9,7 +9,9 @@ Differences hidden here (measured in docs/losses.md and the reference notes, sec
 - out-of-range class indices raise IndexError (``pick`` clips them silently);
 - CTC: any ``blank`` (the op only knows 'first'/'last'), log-probs input (T, N, C), padded or
   concatenated targets, inf for infeasible alignments unless ``zero_infinity`` (MXNet gives 0).
-Only NDArrays are accepted (checks need values); a Symbol (hybridized forward) gets a TypeError.
+The losses here accept NDArrays only (checks need values); a Symbol (hybridized forward) gets a
+TypeError. The losses of ``losses_symbolic`` (BCE, margin ranking, cosine embedding, triplet,
+Poisson and Gaussian NLL) are written once for NDArrays and Symbols and re-exported here.
 """
 from __future__ import annotations
 

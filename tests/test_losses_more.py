@@ -284,6 +284,26 @@ def test_elementwise_weight(dtype, reduction, name):
           lambda a, b, c: getattr(TF, name)(a, b, reduction=reduction, weight=c), [x, t, w], (0, 1), dtype)
 
 
+# ---- odd shapes: size 1, 1-D, 3-D and more ------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(1,), (1, 1), (2, 1, 3), (3, 2, 1, 2)])
+def test_odd_shapes(shape):
+    r = _rng(12)
+    x, y = r.uniform(0.05, 0.95, shape), r.uniform(0.05, 0.95, shape)
+    check(f"odd BCE {shape}", DF.binary_cross_entropy, TF.binary_cross_entropy, [x, y], (0, 1), np.float64)
+    check(f"odd PoissonNLL {shape}", DF.poisson_nll_loss, TF.poisson_nll_loss, [x, np.round(y * 4)], (0,),
+          np.float64, full=True, reduction="none")
+    check(f"odd GaussianNLL {shape}", DF.gaussian_nll_loss, TF.gaussian_nll_loss, [x, y, y[..., :1].copy()],
+          (0, 2), np.float64, reduction="sum")
+    check(f"odd TripletMargin {shape}", DF.triplet_margin_loss, TF.triplet_margin_loss, [x, y, y[::-1].copy()],
+          (0, 1, 2), np.float64, margin=0.5, reduction="none")
+    sign = np.where(r.uniform(size=shape) > 0.5, 1.0, -1.0)
+    check(f"odd MarginRanking {shape}", DF.margin_ranking_loss, TF.margin_ranking_loss, [x, y, sign], (0, 1),
+          np.float64, margin=0.2)
+    if len(shape) == 2:
+        check(f"odd CosineEmbedding {shape}", DF.cosine_embedding_loss, TF.cosine_embedding_loss,
+              [x, y, sign[:, 0].copy()], (0, 1), np.float64, reduction="none")
+
+
 # ---- the same errors on both backends -----------------------------------------------------------------
 def _errors(fn, *args, **kwargs):
     msgs = []
@@ -319,6 +339,8 @@ def test_same_errors_on_both_backends():
     for fn, n in ((DF.poisson_nll_loss, 2), (DF.gaussian_nll_loss, 3), (DF.binary_cross_entropy, 2),
                   (DF.triplet_margin_loss, 3)):
         assert "no elements" in _errors(fn, *[z((0, 3), f)] * n)
+    with pytest.raises(TypeError, match="every tensor argument must be a Symbol"):
+        DF.margin_ranking_loss(mx.sym.var("a"), nd.ones(2), nd.ones(2))
     with pytest.raises(ValueError, match="margin must be greater than 0"):
         L.TripletMarginLoss(margin=0)
     with pytest.raises(ValueError, match="deprecated"):
