@@ -211,7 +211,8 @@ class _Targets:
 def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, from_logits: bool,
                         reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int):
     """PyTorch's ``cross_entropy`` / ``nll_loss`` (aten LossNLL.cpp), term by term, class axis 1
-    (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call)."""
+    (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call).
+    ``wshape[1] == -1``: the number of classes is unknown (Symbols), smoothing averages over axis 1."""
     # log-softmax from its formula (dualdl.ops.log_softmax's): MXNet's op is biased (see there)
     logp = _log_softmax_formula(F, x, dim=1) if from_logits else x
     C = wshape[1]
@@ -233,11 +234,12 @@ def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, 
     nll = _reduce_weighted(F, el, w, reduction, count)
     if smoothing <= 0:
         return nll
-    smooth = -F.sum(logp if wb is None else F.broadcast_mul(logp, wb), axis=1)
+    wlogp = logp if wb is None else F.broadcast_mul(logp, wb)
+    smooth = -F.sum(wlogp, axis=1) if C > 0 else -F.mean(wlogp, axis=1)
     if mask is not None:
         smooth = smooth * mask
     smooth = _reduce_weighted(F, smooth, w, reduction, count)
-    return (1 - smoothing) * nll + smooth * (smoothing / C)
+    return (1 - smoothing) * nll + smooth * (smoothing / C if C > 0 else smoothing)
 
 
 def _reduce_weighted(F, el, w, reduction: str, count: int):
@@ -257,8 +259,31 @@ def _reduce_weighted(F, el, w, reduction: str, count: int):
     return F.broadcast_div(F.sum(el), safe) + nan
 
 
+def _class_loss_symbol(name: str, x, target, weight, ignore_index, reduction, smoothing, from_logits):
+    """The same formula on Symbols (inside a hybridized block), for class-index targets of an
+    (N, C, d1, ...) input: shapes and values are unknown there, so the targets are not checked
+    (out-of-range indices are clipped by ``pick``, as in Gluon) and probability targets are not
+    recognised. The input is viewed as (N, C, D), ignored targets are masked in the graph."""
+    for what, v in (("target", target), ("weight", weight)):
+        if v is not None and not isinstance(v, mx.sym.Symbol):
+            raise TypeError(f"{name}: inside a hybridized block every tensor argument must be a Symbol; "
+                            f"{what} is a {type(v).__name__}")
+    F = mx.sym
+    x3 = F.reshape(x, shape=(0, 0, -1))
+    t2 = F.reshape(target, shape=(0, -1))
+    kept = t2 != ignore_index
+    index = F.where(kept, t2, F.zeros_like(t2))
+    ones = F.ones_like(F.pick(x3, index, axis=1))          # in the input's dtype
+    mask = F.where(kept, ones, F.zeros_like(ones))
+    out = _class_loss_formula(F, x3, index=index, mask=mask, weight=weight, from_logits=from_logits,
+                              reduction=reduction, smoothing=float(smoothing), wshape=(1, -1, 1), count=0)
+    return F.reshape_like(out, target) if reduction == "none" else out
+
+
 def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoothing, from_logits):
     ck.check_reduction(name, reduction)
+    if isinstance(input, mx.sym.Symbol):
+        return _class_loss_symbol(name, input, target, weight, ignore_index, reduction, smoothing, from_logits)
     kind, x, t, weight, C = _class_setup(name, input, target, weight, ignore_index, allow_prob=from_logits)
     if len(x.shape) == 1:                # one sample's probabilities (indices were reshaped already)
         x, t = x.reshape((1, C)), t.reshape((1, C))

@@ -384,3 +384,37 @@ def test_hybridized_block_equals_ndarray(case):
     np.testing.assert_allclose(v_sym, v_nd, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(g_sym, g_nd, rtol=1e-6, atol=1e-7)
     assert np.abs(g_nd).max() > 0
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 4, 3)])
+def test_hybridized_cross_entropy_and_nll(shape):
+    """Class-index targets on Symbols: weight x ignore_index x label_smoothing x reduction."""
+    r = _rng(13)
+    x = r.normal(size=shape).astype(np.float32)
+    t = r.integers(0, shape[1], (shape[0],) + shape[2:]).astype(np.float32)
+    t.reshape(-1)[0] = 2
+    w = r.uniform(0.5, 2, shape[1]).astype(np.float32)
+    for weight in (None, w):
+        for ignore_index, smoothing, reduction in ((-100, 0.0, "mean"), (2, 0.1, "mean"), (2, 0.3, "sum"),
+                                                   (0, 0.2, "none")):
+            kw = dict(ignore_index=ignore_index, label_smoothing=smoothing, reduction=reduction)
+            fn = (lambda a, b, c=None, **k: DF.cross_entropy(a, b, weight=c, **k))
+            block = _LossBlock(fn, **kw)
+            block.hybridize()
+            args = [x, t] if weight is None else [x, t, weight]
+            nds = [nd.array(a) for a in args]
+            nds[0].attach_grad()
+            with autograd.record():
+                out = block(*nds)
+            out.backward()
+            xt = torch.tensor(x, requires_grad=True)
+            ref = TF.cross_entropy(xt, torch.tensor(t).long(), weight=None if weight is None else torch.tensor(w),
+                                   **kw)
+            ref.backward(torch.ones_like(ref))
+            np.testing.assert_allclose(out.asnumpy().reshape(ref.shape), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(nds[0].grad.asnumpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    logp = torch.log_softmax(torch.tensor(x), 1).numpy()
+    block = _LossBlock(lambda a, b: DF.nll_loss(a, b, ignore_index=1))
+    block.hybridize()
+    want = TF.nll_loss(torch.tensor(logp), torch.tensor(t).long(), ignore_index=1).item()
+    assert abs(float(block(nd.array(logp), nd.array(t)).asnumpy()[0]) - want) < 1e-6
