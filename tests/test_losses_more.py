@@ -142,22 +142,23 @@ def test_bce(dtype, reduction):
 
 # ---- CrossEntropy: every combination ----------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(4, 3), (3, 4, 2, 1), (1, 2, 3)])
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4, 2, 1), (1, 2, 3), (3,)])
 @pytest.mark.parametrize("kind", ["index", "prob"])
 def test_cross_entropy_all_combinations(dtype, shape, kind):
     r = _rng(3)
-    C = shape[1]
+    axis = 0 if len(shape) == 1 else 1                # (C,): one unbatched sample
+    C = shape[axis]
     x = r.normal(size=shape).astype(dtype)
     if kind == "index":
-        t = r.integers(0, C, (shape[0],) + shape[2:])
+        t = r.integers(0, C, () if axis == 0 else (shape[0],) + shape[2:])
         t.reshape(-1)[0] = -100
         t.reshape(-1)[-1] = 1
     else:
         t = r.uniform(size=shape).astype(dtype)
-        t /= t.sum(1, keepdims=True)
+        t /= t.sum(axis, keepdims=True)
     for weight in (None, r.uniform(0.5, 2, C).astype(dtype)):
         for ignore_index in ((-100, 1) if kind == "index" else (-100,)):
-            if kind == "index":
+            if kind == "index" and t.size > 1:       # unbatched: t = 1, kept (-100) or ignored (1)
                 t.reshape(-1)[0] = ignore_index
             for smoothing in (0.0, 0.2):
                 for reduction in REDUCTIONS:
