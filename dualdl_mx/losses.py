@@ -9,7 +9,9 @@ Differences hidden here (measured in docs/losses.md and the reference notes, sec
 - out-of-range class indices raise IndexError (``pick`` clips them silently);
 - CTC: any ``blank`` (the op only knows 'first'/'last'), log-probs input (T, N, C), padded or
   concatenated targets, inf for infeasible alignments unless ``zero_infinity`` (MXNet gives 0).
-Only NDArrays are accepted (checks need values); a Symbol (hybridized forward) gets a TypeError.
+The losses here accept NDArrays only (checks need values); a Symbol (hybridized forward) gets a
+TypeError. The losses of ``losses_symbolic`` (BCE, margin ranking, cosine embedding, triplet,
+Poisson and Gaussian NLL) are written once for NDArrays and Symbols and re-exported here.
 """
 from __future__ import annotations
 
@@ -23,10 +25,13 @@ from dualdl.losses import _checks as ck
 
 from . import compiled
 from .ops import _log_softmax_formula
+from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
+                              margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
-    "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
+    "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
+    "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
     "gluon_softmax_ce_loss", "gluon_ctc_loss",
 ]
@@ -95,14 +100,27 @@ def _pair(name, input, target, reduction, allowed=ck.REDUCTIONS):
     return target
 
 
-def mse_loss(input, target, reduction="mean"):
+def _weighted(name, input, el, weight, reduction, mean_by_weight=True):
+    """torch 2.13's ``weight=`` of mse/l1/huber_loss: one weight per element; 'mean' divides by
+    ``sum(weight)`` (mse, l1) or by the element count (huber, as torch does)."""
+    if weight is None:
+        return reduce(el, reduction)
+    w = _native(weight, input)
+    ck.check_elementwise_weight(name, w.shape, input.shape)
+    el = el * w
+    if reduction == "mean" and mean_by_weight:
+        return nd.sum(el) / nd.sum(w)
+    return reduce(el, reduction)
+
+
+def mse_loss(input, target, reduction="mean", weight=None):
     target = _pair("MSELoss", input, target, reduction)
-    return reduce(nd.square(input - target), reduction)
+    return _weighted("MSELoss", input, nd.square(input - target), weight, reduction)
 
 
-def l1_loss(input, target, reduction="mean"):
+def l1_loss(input, target, reduction="mean", weight=None):
     target = _pair("L1Loss", input, target, reduction)
-    return reduce(nd.abs(input - target), reduction)
+    return _weighted("L1Loss", input, nd.abs(input - target), weight, reduction)
 
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
@@ -112,10 +130,11 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return reduce(el, reduction)
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     target = _pair("HuberLoss", input, target, reduction)
     d = nd.abs(input - target)
-    return reduce(nd.where(d < delta, 0.5 * nd.square(d), delta * (d - 0.5 * delta)), reduction)
+    el = nd.where(d < delta, 0.5 * nd.square(d), delta * (d - 0.5 * delta))
+    return _weighted("HuberLoss", input, el, weight, reduction, mean_by_weight=False)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
@@ -155,7 +174,7 @@ def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
     _require_nd(name, input)
     ishape = input.shape
     tshape = tuple(target.shape) if hasattr(target, "shape") else np.shape(target)
-    kind = ck.class_target_kind(name, ishape, tshape, allow_prob)
+    kind = ck.class_target_kind(name, ishape, tshape, allow_prob, ignore_index)
     C = ishape[0 if len(ishape) == 1 else 1]
     if weight is not None:
         weight = _native(weight, input)
@@ -192,7 +211,8 @@ class _Targets:
 def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, from_logits: bool,
                         reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int):
     """PyTorch's ``cross_entropy`` / ``nll_loss`` (aten LossNLL.cpp), term by term, class axis 1
-    (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call)."""
+    (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call).
+    ``wshape[1] == -1``: the number of classes is unknown (Symbols), smoothing averages over axis 1."""
     # log-softmax from its formula (dualdl.ops.log_softmax's): MXNet's op is biased (see there)
     logp = _log_softmax_formula(F, x, dim=1) if from_logits else x
     C = wshape[1]
@@ -214,11 +234,12 @@ def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, 
     nll = _reduce_weighted(F, el, w, reduction, count)
     if smoothing <= 0:
         return nll
-    smooth = -F.sum(logp if wb is None else F.broadcast_mul(logp, wb), axis=1)
+    wlogp = logp if wb is None else F.broadcast_mul(logp, wb)
+    smooth = -F.sum(wlogp, axis=1) if C > 0 else -F.mean(wlogp, axis=1)
     if mask is not None:
         smooth = smooth * mask
     smooth = _reduce_weighted(F, smooth, w, reduction, count)
-    return (1 - smoothing) * nll + smooth * (smoothing / C)
+    return (1 - smoothing) * nll + smooth * (smoothing / C if C > 0 else smoothing)
 
 
 def _reduce_weighted(F, el, w, reduction: str, count: int):
@@ -227,11 +248,42 @@ def _reduce_weighted(F, el, w, reduction: str, count: int):
         return el
     if reduction == "sum":
         return F.sum(el)
-    return F.sum(el) / count if w is None else F.broadcast_div(F.sum(el), F.sum(w))
+    if w is None:
+        return F.sum(el) / count
+    # torch: NaN when every weight is 0 (all targets ignored), with zero gradients (0/0 would give
+    # NaN gradients): divide by 1 there and add a NaN that carries no gradient
+    total = F.sum(w)
+    none_kept = total == 0
+    safe = F.where(none_kept, F.ones_like(total), total)
+    nan = F.BlockGrad(F.where(none_kept, F.ones_like(total) * float("nan"), F.zeros_like(total)))
+    return F.broadcast_div(F.sum(el), safe) + nan
+
+
+def _class_loss_symbol(name: str, x, target, weight, ignore_index, reduction, smoothing, from_logits):
+    """The same formula on Symbols (inside a hybridized block), for class-index targets of an
+    (N, C, d1, ...) input: shapes and values are unknown there, so the targets are not checked
+    (out-of-range indices are clipped by ``pick``, as in Gluon) and probability targets are not
+    recognised. The input is viewed as (N, C, D), ignored targets are masked in the graph."""
+    for what, v in (("target", target), ("weight", weight)):
+        if v is not None and not isinstance(v, mx.sym.Symbol):
+            raise TypeError(f"{name}: inside a hybridized block every tensor argument must be a Symbol; "
+                            f"{what} is a {type(v).__name__}")
+    F = mx.sym
+    x3 = F.reshape(x, shape=(0, 0, -1))
+    t2 = F.reshape(target, shape=(0, -1))
+    kept = t2 != ignore_index
+    index = F.where(kept, t2, F.zeros_like(t2))
+    ones = F.ones_like(F.pick(x3, index, axis=1))          # in the input's dtype
+    mask = F.where(kept, ones, F.zeros_like(ones))
+    out = _class_loss_formula(F, x3, index=index, mask=mask, weight=weight, from_logits=from_logits,
+                              reduction=reduction, smoothing=float(smoothing), wshape=(1, -1, 1), count=0)
+    return F.reshape_like(out, target) if reduction == "none" else out
 
 
 def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoothing, from_logits):
     ck.check_reduction(name, reduction)
+    if isinstance(input, mx.sym.Symbol):
+        return _class_loss_symbol(name, input, target, weight, ignore_index, reduction, smoothing, from_logits)
     kind, x, t, weight, C = _class_setup(name, input, target, weight, ignore_index, allow_prob=from_logits)
     if len(x.shape) == 1:                # one sample's probabilities (indices were reshaped already)
         x, t = x.reshape((1, C)), t.reshape((1, C))

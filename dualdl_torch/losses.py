@@ -18,7 +18,8 @@ from dualdl.losses import _checks as ck
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
-    "kl_div", "nll_loss", "cross_entropy", "ctc_loss",
+    "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
+    "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
     "gluon_softmax_ce_loss", "gluon_ctc_loss",
 ]
@@ -97,14 +98,22 @@ def _pair(name: str, input: torch.Tensor, target: Any, reduction: str) -> torch.
     return target
 
 
-def mse_loss(input, target, reduction="mean"):
+def _elementwise_weight(name, input, weight):
+    if weight is None:
+        return None
+    weight = _native(weight, input)
+    ck.check_elementwise_weight(name, tuple(weight.shape), tuple(input.shape))
+    return weight
+
+
+def mse_loss(input, target, reduction="mean", weight=None):
     target = _pair("MSELoss", input, target, reduction)
-    return F.mse_loss(input, target, reduction=reduction)
+    return F.mse_loss(input, target, reduction=reduction, weight=_elementwise_weight("MSELoss", input, weight))
 
 
-def l1_loss(input, target, reduction="mean"):
+def l1_loss(input, target, reduction="mean", weight=None):
     target = _pair("L1Loss", input, target, reduction)
-    return F.l1_loss(input, target, reduction=reduction)
+    return F.l1_loss(input, target, reduction=reduction, weight=_elementwise_weight("L1Loss", input, weight))
 
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
@@ -112,9 +121,10 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return F.smooth_l1_loss(input, target, reduction=reduction, beta=beta)
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     target = _pair("HuberLoss", input, target, reduction)
-    return F.huber_loss(input, target, reduction=reduction, delta=delta)
+    return F.huber_loss(input, target, reduction=reduction, delta=delta,
+                        weight=_elementwise_weight("HuberLoss", input, weight))
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
@@ -140,6 +150,71 @@ def kl_div(input, target, reduction="mean", log_target=False):
     return reduce(el, reduction)
 
 
+def _min_max(x: torch.Tensor):
+    lo, hi = torch.aminmax(x.detach())
+    return tuple(torch.stack((lo, hi)).tolist())
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    name = "BCELoss"
+    target = _pair(name, input, target, reduction)
+    ck.check_not_empty(name, tuple(input.shape))
+    ck.check_probabilities(name, *_min_max(input))
+    weight = _native(weight, input)
+    if weight is not None:
+        ck.check_broadcast(name, "weight", tuple(weight.shape), tuple(input.shape))
+    return F.binary_cross_entropy(input, target, weight=weight, reduction=reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean"):
+    name = "MarginRankingLoss"
+    ck.check_reduction(name, reduction)
+    input2, target = _native(input2, input1), _native(target, input1)
+    ck.check_same_shapes(name, ("input1", "input2", "target"),
+                         (tuple(input1.shape), tuple(input2.shape), tuple(target.shape)))
+    return F.margin_ranking_loss(input1, input2, target, margin=margin, reduction=reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean"):
+    name = "CosineEmbeddingLoss"
+    ck.check_reduction(name, reduction)
+    input2, target = _native(input2, input1), _native(target, input1)
+    ck.check_cosine_shapes(name, tuple(input1.shape), tuple(input2.shape), tuple(target.shape))
+    if input1.dim() == 1:
+        target = target.reshape(())
+    return F.cosine_embedding_loss(input1, input2, target, margin=margin, reduction=reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction="mean"):
+    name = "TripletMarginLoss"
+    ck.check_reduction(name, reduction)
+    positive, negative = _native(positive, anchor), _native(negative, anchor)
+    ck.check_same_shapes(name, ("anchor", "positive", "negative"),
+                         (tuple(anchor.shape), tuple(positive.shape), tuple(negative.shape)), min_ndim=1)
+    return F.triplet_margin_loss(anchor, positive, negative, margin=margin, p=p, eps=eps, swap=swap,
+                                 reduction=reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    target = _pair("PoissonNLLLoss", input, target, reduction)
+    ck.check_not_empty("PoissonNLLLoss", tuple(input.shape))
+    return F.poisson_nll_loss(input, target, log_input=log_input, full=full, eps=eps, reduction=reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    name = "GaussianNLLLoss"
+    target = _pair(name, input, target, reduction)
+    ck.check_not_empty(name, tuple(input.shape))
+    if isinstance(var, (int, float)):
+        ck.check_var_nonnegative(name, float(var))
+        var = float(var)
+    else:
+        var = _native(var, input)
+        ck.gaussian_var_shape(name, tuple(input.shape), tuple(var.shape))
+        ck.check_var_nonnegative(name, _min_max(var)[0])
+    return F.gaussian_nll_loss(input, target, var, full=full, eps=eps, reduction=reduction)
+
+
 # ---- classification -----------------------------------------------------------------------------
 def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
     """(kind, target to pass to torch, weight, C, checked). ``checked`` is False when torch's own
@@ -147,7 +222,7 @@ def _class_setup(name, input, target, weight, ignore_index, allow_prob=True):
     synchronously there, and :func:`_kernel_checked` rewords it as the shared error, saving the
     separate ``aminmax`` pass. CUDA kernels would assert on the device instead, so CUDA targets
     are checked first."""
-    kind = ck.class_target_kind(name, tuple(input.shape), tuple(_shape(target)), allow_prob)
+    kind = ck.class_target_kind(name, tuple(input.shape), tuple(_shape(target)), allow_prob, ignore_index)
     C = input.shape[0 if input.dim() == 1 else 1]
     if weight is not None:
         weight = _native(weight, input)

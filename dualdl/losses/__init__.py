@@ -14,6 +14,10 @@ Differences from the frameworks, identical on both backends (see docs/losses.md)
   unless ``zero_infinity=True``;
 - on MXNet a reduced loss has shape (1,) (MXNet 1.x has no 0-d arrays); torch gives ().
 
+BCE, margin ranking, cosine embedding, triplet margin, Poisson and Gaussian NLL live in
+:mod:`dualdl.losses.likelihood` and :mod:`dualdl.losses.pairwise` (re-exported here); on MXNet they
+also run on Symbols inside hybridized blocks.
+
 Function forms with ``torch.nn.functional``'s names: :mod:`dualdl.losses.functional`.
 Gluon's per-sample losses (``L2Loss``'s 0.5, ``axis=-1``, CTC blank = last...) live in
 :mod:`dualdl.losses.gluon` for code ported from Gluon that must reproduce its training curves.
@@ -27,7 +31,8 @@ from . import _checks as _ck
 
 __all__ = [
     "reduce", "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
-    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "gluon", "functional",
+    "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "BCELoss", "MarginRankingLoss", "CosineEmbeddingLoss",
+    "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "gluon", "functional",
 ]
 
 
@@ -207,3 +212,5 @@ class CTCLoss(Loss):
 
 
 from . import functional, gluon  # noqa: E402,F401  (framework-free)
+from .pairwise import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: E402
+from .likelihood import BCELoss, GaussianNLLLoss, PoissonNLLLoss  # noqa: E402

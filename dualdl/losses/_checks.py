@@ -15,6 +15,8 @@ from ..nn.checks import check_not_empty
 __all__ = [
     "REDUCTIONS", "check_reduction", "check_same_shape", "check_broadcast", "check_same_size", "class_target_kind",
     "check_class_indices", "check_class_weight", "CTCPlan", "plan_ctc", "ctc_feasible", "gluon_ctc_lengths",
+    "check_no_legacy", "check_elementwise_weight", "check_probabilities", "check_same_shapes",
+    "check_cosine_shapes", "check_margin", "check_positive", "gaussian_var_shape", "check_var_nonnegative",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -64,14 +66,18 @@ def check_same_size(name: str, pred_shape: Tuple[int, ...], label_shape: Tuple[i
 
 
 def class_target_kind(name: str, input_shape: Tuple[int, ...], target_shape: Tuple[int, ...],
-                      allow_prob: bool = True) -> str:
+                      allow_prob: bool = True, ignore_index: int = -100) -> str:
     """'prob' (target has the input's shape) or 'index' (the input's shape without the class axis 1,
-    or () / (1,) for an unbatched (C,) input). Anything else is an error."""
+    or () / (1,) for an unbatched (C,) input). Anything else is an error, and so is a probability
+    target with an ``ignore_index`` other than -100 (torch 2.13 raises a RuntimeError there)."""
     ishape, tshape = tuple(input_shape), tuple(target_shape)
     if len(ishape) == 0:
         raise ValueError(f"{name}: input must have a class axis: (C,), (N, C) or (N, C, d1, ...); got ()")
     check_not_empty(name, ishape)
     if allow_prob and tshape == ishape:
+        if ignore_index != -100:
+            raise ValueError(f"{name}: ignore_index={ignore_index} is not supported for class-probability "
+                             f"targets (target of the input's shape {ishape}); torch refuses it too")
         return "prob"
     expected = ((), (1,)) if len(ishape) == 1 else ((ishape[0],) + ishape[2:],)
     if tshape in expected:
@@ -112,6 +118,85 @@ def check_class_weight(name: str, shape: Tuple[int, ...], num_classes: int, what
     if tuple(shape) != (num_classes,):
         raise ValueError(f"{name}: {what} must have shape ({num_classes},) (one entry per class), "
                          f"got {tuple(shape)}")
+
+
+def check_no_legacy(name: str, size_average: object, reduce: object) -> None:
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{name}: size_average and reduce are deprecated in PyTorch and not supported; "
+                         f"use reduction='mean'|'sum'|'none'")
+
+
+def check_elementwise_weight(name: str, weight_shape: Tuple[int, ...], input_shape: Tuple[int, ...]) -> None:
+    """torch 2.13's ``weight=`` of mse/l1/huber_loss: one weight per element, no broadcasting."""
+    if tuple(weight_shape) != tuple(input_shape):
+        raise ValueError(f"{name}: weight must have the input's shape {tuple(input_shape)} (one weight per "
+                         f"element, as torch requires), got {tuple(weight_shape)}")
+
+
+def check_probabilities(name: str, lo: float, hi: float) -> None:
+    """BCELoss's input must be probabilities: torch raises a RuntimeError from its kernel, MXNet
+    would return NaN; dualdl raises ValueError on both (``lo``/``hi``: the input's min and max)."""
+    if not (lo >= 0.0 and hi <= 1.0):
+        raise ValueError(f"{name}: all elements of input must be probabilities in [0, 1] (apply sigmoid "
+                         f"first, or use BCEWithLogitsLoss); found values in [{lo:.4g}, {hi:.4g}]")
+
+
+def check_same_shapes(name: str, what: Sequence[str], shapes: Sequence[Tuple[int, ...]],
+                      min_ndim: int = 0) -> None:
+    """Every tensor of a pairwise/triplet loss has the same shape (torch broadcasts tensors of equal
+    ndim; dualdl never broadcasts a loss)."""
+    shapes = [tuple(s) for s in shapes]
+    for s in shapes:
+        check_not_empty(name, s)
+    if len(set(shapes)) != 1:
+        got = ", ".join(f"{w} {s}" for w, s in zip(what, shapes))
+        raise ValueError(f"{name}: {', '.join(what)} must have identical shapes (dualdl never broadcasts "
+                         f"a loss); got {got}")
+    if len(shapes[0]) < min_ndim:
+        raise ValueError(f"{name}: inputs need at least {min_ndim} dimension(s), got shape {shapes[0]}")
+
+
+def check_cosine_shapes(name: str, s1: Tuple[int, ...], s2: Tuple[int, ...], st: Tuple[int, ...]) -> None:
+    """CosineEmbeddingLoss: inputs (N, D) with target (N,), or unbatched (D,) with target ()
+    (MXNet has no 0-d arrays: (1,) too)."""
+    s1, s2, st = tuple(s1), tuple(s2), tuple(st)
+    if len(s1) not in (1, 2):
+        raise ValueError(f"{name}: inputs must be (N, D) or unbatched (D,), got {s1}")
+    check_same_shapes(name, ("input1", "input2"), (s1, s2))
+    expected = ((), (1,)) if len(s1) == 1 else ((s1[0],),)
+    if st not in expected:
+        raise ValueError(f"{name}: inputs of shape {s1} expect a target of shape "
+                         f"{' or '.join(map(str, expected))} (1 or -1 per pair), got {st}")
+
+
+def check_margin(name: str, margin: float) -> None:
+    if not margin > 0:
+        raise ValueError(f"{name}: margin must be greater than 0, got {margin}")
+
+
+def check_positive(name: str, what: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name}: {what} must be > 0, got {value}")
+
+
+def gaussian_var_shape(name: str, input_shape: Tuple[int, ...], var_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """torch's ``gaussian_nll_loss`` rules for ``var``: the input's shape (heteroscedastic); the
+    input's shape without its last axis (unsqueezed there); or the input's ndim with exactly one
+    axis of size 1 where the input's differs (homoscedastic). Returns the shape to use."""
+    ishape, vshape = tuple(input_shape), tuple(var_shape)
+    if vshape == ishape:
+        return vshape
+    if ishape[:-1] == vshape:
+        return vshape + (1,)
+    if len(ishape) == len(vshape) and sum(v for i, v in zip(ishape, vshape) if i != v) == 1:
+        return vshape
+    raise ValueError(f"{name}: var of shape {vshape} does not fit the input's shape {ishape}: expected "
+                     f"{ishape}, {ishape[:-1]}, or {ishape} with one axis of size 1")
+
+
+def check_var_nonnegative(name: str, lowest: float) -> None:
+    if not lowest >= 0:
+        raise ValueError(f"{name}: var has negative entry/entries (smallest {lowest:.4g})")
 
 
 # ---- CTC --------------------------------------------------------------------------------------
