@@ -35,7 +35,7 @@ _ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
 
 # The modules every adapter package provides, with the same names (Keras 3's rule).
 ADAPTER_MODULES: Tuple[str, ...] = (
-    "core", "nn", "ops", "losses", "optim", "parallel", "distributed", "state",
+    "core", "nn", "ops", "losses", "optim", "parallel", "distributed", "state", "testing",
 )
 
 
