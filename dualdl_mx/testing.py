@@ -16,6 +16,10 @@ __all__ = ["tensor", "to_numpy", "is_float", "numel", "set_mode", "zero_grad", "
 
 
 def tensor(a: np.ndarray, grad: bool = False) -> Any:
+    """An NDArray copy of ``a`` (bool arrays through dualdl's conversion: legacy ``nd.array`` has no bool)."""
+    if a.dtype == np.bool_:
+        from dualdl.tensor import from_numpy
+        return from_numpy(a, backend="mxnet")
     t = nd.array(a, dtype=a.dtype)
     if grad and a.dtype.kind == "f":
         t.attach_grad()

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 __all__ = ["tensor", "to_numpy", "is_float", "numel", "set_mode", "zero_grad", "recording", "inference",
-           "backward", "param_grads", "input_grad", "forward_hooks", "cast_model"]
+           "backward", "param_grads", "input_grad", "forward_hooks", "cast_model", "native_entry", "native_namespace", "FunctionModule"]
 
 
 def tensor(a: np.ndarray, grad: bool = False) -> torch.Tensor:
@@ -84,3 +84,31 @@ def forward_hooks(model: Any, hook: Callable[[Any, Sequence[Any], Any], None]) -
 
 def cast_model(model: Any, dtype: np.dtype) -> Any:
     return model.to(getattr(torch, np.dtype(dtype).name))
+
+
+class FunctionModule(torch.nn.Module):
+    """A function as a parameterless module (an op or loss run where a model is expected)."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs: Any) -> Any:
+        return self.fn(*xs)
+
+
+def native_entry(kind: str, name: str) -> Any:
+    """PyTorch's own version of a dualdl entry, the parity table's reference: ``torch.nn.<name>``
+    for a layer or loss, ``torch.nn.functional.<name>`` (else ``torch.<name>``) for an op."""
+    import torch.nn.functional as F
+    if kind in ("layer", "loss"):
+        return getattr(torch.nn, name)
+    fn = getattr(F, name, None) or getattr(torch, name, None)
+    if fn is None:
+        raise AttributeError(f"torch has no function {name!r} (give the row a ref=)")
+    return fn
+
+
+def native_namespace() -> Any:
+    """``torch.nn``: the reference's layers, for table rows whose arguments are modules."""
+    return torch.nn

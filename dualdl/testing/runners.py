@@ -94,7 +94,8 @@ class Runner:
                 raise ValueError(f"the loss must be a single number (reduction='mean' or 'sum'), got "
                                  f"{tuple(value.shape) if hasattr(value, 'shape') else type(value).__name__}")
             impl.backward([value])
-        else:
+        elif any(w and isinstance(x, np.ndarray) and x.dtype.kind == "f" for w, x in zip(want, inputs)) \
+                or any(True for _ in self.model.named_parameters()):    # else: nothing can receive a gradient
             impl.backward(flat, [None if g is None else np.asarray(g).astype(self.dtype) for g in grad_outputs])
         res = StepResult([self.to_numpy(o) for o in flat],
                          float("nan") if value is None else float(self.to_numpy(value).reshape(-1)[0]),
