@@ -134,11 +134,14 @@ def runner_for(backend: str, model: Any, dtype=np.float32) -> Runner:
 
 def run_step(backend: str, model: Any, inputs: Sequence[Any], *, target: Any = None,
              loss: Optional[LossSpec] = None, grad_outputs: Optional[Sequence[Optional[np.ndarray]]] = None,
-             forward: Optional[Callable] = None, optimizer: Any = None, train: bool = True,
+             forward: Optional[Callable] = None, optimizer: Any = None, train: Optional[bool] = True,
              dtype=np.float32, grad_inputs: Optional[Sequence[bool]] = None) -> StepResult:
     """One step of ``model`` on ``backend`` (a name): outputs, loss, parameter and input gradients
     and, with ``optimizer``, the weights after its step, all as numpy. Backpropagates ``loss``
-    (``fn(output, target)`` or a projection) or, with ``grad_outputs``, those output gradients."""
+    (``fn(output, target)`` or a projection) or, with ``grad_outputs``, those output gradients.
+    ``train``: the module mode to set (also MXNet's ``record(train_mode=...)``); None keeps the
+    model's mode and records in train mode (``autograd.record()``'s default)."""
     r = Runner(backend, model, dtype)
-    r.set_mode(train)
+    if train is not None:
+        r.set_mode(train)
     return r.step(inputs, target, loss, forward, optimizer, grad_outputs, grad_inputs)

@@ -1,6 +1,6 @@
 """Op rows: dualdl.ops.<name>(*inputs, *args, **kwargs) on each backend (MXNet also on Symbols,
 inside a hybridized block) against torch.nn.functional.<name> (else torch.<name>)."""
-from dualdl.testing.spec import idx, mask, op, pos
+from dualdl.testing.spec import In, idx, mask, op, pos
 
 EAGER = ("train", "float64")     # no Symbol form (documented in docs/models.md's op table)
 X = (2, 3, 4)
@@ -9,6 +9,12 @@ F32_ACT = dict(tol64=1e-6, reason="MXNet's leaky/elu/gelu operators give float32
 
 def pair(f, a, b, **kw):
     return f([a, b], **kw)
+
+
+def where_nonzero(c, a, b):
+    """torch.where wants a bool condition; dualdl's where also takes a float one (nonzero = True)."""
+    import torch
+    return torch.where(c != 0, a, b)
 
 
 ROWS = [
@@ -45,6 +51,8 @@ ROWS = [
     op("zeros_like", X), op("ones_like", X),
     op("where", [mask(3, 1), (4,), (3, 4)], id="broadcast"),
     op("where", [mask(3, 4), (3, 4)], call=lambda f, c, b: f(c, -1.0, b), id="scalar"),
+    op("where", [In((6,), grad=False), (6,), (6,)], ref=where_nonzero, id="float condition",
+       call=lambda f, c, a, b: f(c * (c > 0), a, b)),                  # zeros where c <= 0
     op("masked_fill", [X, mask(3, 1)], -1e9),
     op("masked_fill", [X, mask(3, 1)], float("-inf"), id="-inf"),
     op("dropout", X, 0.5, training=False, id="eval"), op("dropout", X, 0.0, id="p=0"),
@@ -66,6 +74,7 @@ ROWS = [
     op("unsqueeze", X, -1, id="-1"), op("unsqueeze", X, 1, id="1"),
     op("sum", X), op("sum", (5,), id="1-d"), op("sum", X, dim=1, id="dim"),
     op("sum", X, dim=(0, 2), keepdim=True, id="dims keepdim"),
+    op("sum", X, dim=None, keepdim=True, id="all keepdim"),
     op("mean", X), op("mean", X, -1, keepdim=True, id="dim keepdim"),
     op("max", X), op("min", X), op("max", X, dim=1, id="dim (values, indices)"),
     op("min", X, dim=-1, keepdim=True, id="dim keepdim (values, indices)"),
