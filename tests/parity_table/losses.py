@@ -7,7 +7,9 @@ P = (4, 3)
 ROWS = [
     *[loss(n, [P, P], reduction=r, id=r) for n in ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss")
       for r in ("mean", "sum", "none")],
-    loss("SmoothL1Loss", [P, P], beta=0.5, id="beta 0.5"),
+    *[loss("SmoothL1Loss", [(5, 3, 2), (5, 3, 2)], beta=b, reduction=r, id=f"beta {b} {r}")
+      for b in (0.5, 0.0) for r in ("mean", "none")],
+    *[loss("HuberLoss", [(5, 3, 2), (5, 3, 2)], delta=0.7, reduction=r, id=f"delta 0.7 {r}") for r in ("sum", "none")],
     loss("HuberLoss", [(2, 3, 4), (2, 3, 4)], delta=0.3, id="delta 0.3, 3-d"),
     loss("MSELoss", [(1,), (1,)], id="size 1"),
     *[loss("BCEWithLogitsLoss", [P, unit(*P)], reduction=r, id=r) for r in ("mean", "sum", "none")],
