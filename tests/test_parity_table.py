@@ -87,3 +87,20 @@ def test_check_parity_by_backend_name():
     assert max(d.max_abs for d in hyb.diffs) < 1e-5 and max(d.max_abs for d in swapped.diffs) < 1e-5
     with pytest.raises(ValueError, match="hybridized"):
         check_parity(factory, x, candidate="mxnet:compiled")
+
+
+def test_the_table_check_can_fail():
+    """A wrong reference, a perturbed weight and a stale known divergence are reported as failures;
+    a tolerance override without a reason is refused."""
+    import torch
+    from dualdl.testing.spec import layer, op
+    wrong = run_spec(layer("ReLU", (4, 3), ref=torch.nn.Sigmoid))
+    assert any("output[0]" in f for f in wrong.failures)
+    off_by_eps = run_spec(op("mul", (4, 3), 1.0 + 1e-9, ref=lambda a, b: a * 1.0), "float64")
+    assert off_by_eps.failures, "1e-9 relative off must fail the float64 check"
+    stale = run_spec(layer("ReLU", (4, 3), known={"float32 mxnet": "made up"}))
+    assert any("no longer occurs" in f for f in stale.failures)
+    with pytest.raises(ValueError, match="needs a reason"):
+        layer("ReLU", (4, 3), tol=1e-3)
+    with pytest.raises(ValueError, match="unknown checks"):
+        layer("ReLU", (4, 3), checks=("train", "speed"))
