@@ -211,15 +211,15 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     ref_b, cand_b = get_backend(reference).name, get_backend(candidate).name
     rng = np.random.default_rng(seed)
     dl.seed(seed)
-    models = {"torch": build(model_factory, ref_b), "mxnet": build(model_factory, cand_b)}
-    side = {"torch": ref_b, "mxnet": cand_b, "ref": ref_b}       # report role -> backend name
+    models = {"reference": build(model_factory, ref_b), "candidate": build(model_factory, cand_b)}
+    side = {"reference": ref_b, "candidate": cand_b, "ref": ref_b}     # role -> backend name
     if randomize:
-        init = randomize_state(models["torch"], rng)
+        init = randomize_state(models["reference"], rng)
     else:
-        init = {k: dl.to_numpy(v) for k, v in dl.state_dict(models["torch"]).items()}
-    dl.load_state_dict(models["mxnet"], init)
+        init = {k: dl.to_numpy(v) for k, v in dl.state_dict(models["reference"]).items()}
+    dl.load_state_dict(models["candidate"], init)
     if hybridize:
-        models["mxnet"].hybridize()
+        models["candidate"].hybridize()
     runners = {b: runner_for(side[b], m) for b, m in models.items()}
     ref = None
     if float64_reference:
@@ -237,7 +237,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
         probe_model = build(model_factory, ref_b)
         dl.load_state_dict(probe_model, init)
         probe_model.train(train)
-        _, probe = capture(probe_model, ref_b, [runners["torch"].native(x) for x in xs], forward, train)
+        _, probe = capture(probe_model, ref_b, [runners["reference"].native(x) for x in xs], forward, train)
     spec, tgt = _loss_spec(loss, targets, probe, rng) if backward else (LossSpec(None, "none (forward only)"), None)
     opt_factory, opt_label = _optimizer_factory(optimizer, lr) if steps > 0 else (None, "none")
     opts = {b: (opt_factory(list(r.parameters())) if opt_factory else None) for b, r in runners.items()}
@@ -248,7 +248,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
         report.notes.append(f"reference {ref_b}, candidate {cand_b}")
     if hybridize:
         report.notes.append(f"{cand_b} model hybridized")
-    names_t, names_m = runners["torch"].param_names(), runners["mxnet"].param_names()
+    names_t, names_m = runners["reference"].param_names(), runners["candidate"].param_names()
     if names_t != names_m:
         report.notes.append(f"parameter names differ: torch only {sorted(set(names_t) - set(names_m))}, "
                             f"mxnet only {sorted(set(names_m) - set(names_t))}")
@@ -261,7 +261,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
         c = compare_arrays(a_, b_, rtol, atol)
         d = Diff(step=step, phase=phase, name=name, shape=tuple(np.shape(b_)), **c)
         if (a is None) != (b is None):
-            d.note = (d.note + " " if d.note else "") + ("no gradient on " + ("mxnet" if a is None else "torch"))
+            d.note = (d.note + " " if d.note else "") + ("no gradient on " + (cand_b if a is None else ref_b))
         if r is not None:
             d.ref_torch, d.ref_mxnet = max_abs(b_, r), max_abs(a_, r)
         report.diffs.append(d)
@@ -269,7 +269,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     for step in range(1, max(steps, 1) + 1):
         res = {b: (runners[b].step(xs, tgt, spec, forward, opts[b]) if backward else runners[b].infer(xs, forward))
                for b in runners}
-        t, m, f = res["torch"], res["mxnet"], res.get("ref")
+        t, m, f = res["reference"], res["candidate"], res.get("ref")
         if len(t.outputs) != len(m.outputs):
             report.diffs.append(Diff(step, "forward", "output count", (), math.inf, math.inf, math.inf, False,
                                      f"torch returned {len(t.outputs)} tensors, mxnet {len(m.outputs)}"))
@@ -285,7 +285,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
             if k in m.grads:
                 add(step, "backward", f"grad {k}", m.grads[k], t.grads[k], f.grads[k] if f else None)
         if steps > 0:
-            st, sm = runners["torch"].state(), runners["mxnet"].state()
+            st, sm = runners["reference"].state(), runners["candidate"].state()
             sf = ref.state() if ref else {}
             pset = set(names_t)
             for k in st:
@@ -309,23 +309,23 @@ def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, 
     import dualdl as dl
     try:
         models = {}
-        for b in ("torch", "mxnet", "probe") + (("ref",) if f64 else ()):
-            m = build(factory, side.get(b, side["torch"]))
+        for b in ("reference", "candidate", "probe") + (("ref",) if f64 else ()):
+            m = build(factory, side.get(b, side["reference"]))
             if b == "ref":
                 m = adapter(side["ref"]).cast_model(m, np.float64)
             dl.load_state_dict(m, init)
             m.train(train)
-            if b == "mxnet" and hybridize:
+            if b == "candidate" and hybridize:
                 m.hybridize()            # each layer then runs its own cached graph, as in the check
             models[b] = m
-        probe = runner_for(side["torch"], models["probe"])
-        calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward), side["torch"])
+        probe = runner_for(side["reference"], models["probe"])
+        calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward), side["reference"])
         mods = {b: dict(m.named_modules()) for b, m in models.items()}
         for c in reversed(leaf_calls(calls)):
-            if c.name not in mods["mxnet"] or c.name not in mods["torch"]:
+            if c.name not in mods["candidate"] or c.name not in mods["reference"]:
                 continue
-            dxt, gt = replay(mods["torch"][c.name], side["torch"], c.inputs, c.grad_outputs, train)
-            dxm, gm = replay(mods["mxnet"][c.name], side["mxnet"], c.inputs, c.grad_outputs, train)
+            dxt, gt = replay(mods["reference"][c.name], side["reference"], c.inputs, c.grad_outputs, train)
+            dxm, gm = replay(mods["candidate"][c.name], side["candidate"], c.inputs, c.grad_outputs, train)
             res, notes = [], []
             for i, (a, bb) in enumerate(zip(dxm, dxt)):
                 if a is not None and bb is not None:
@@ -339,7 +339,7 @@ def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, 
                 if not r["passed"]:
                     notes.append(f"{k} grad {_fmt_abs(r['max_abs'])}")
             ld = LayerDiff(name=c.name or "<model>", call=c.call, torch_type=c.type,
-                           mxnet_type=type(mods["mxnet"][c.name]).__name__, input_max_abs=0.0,
+                           mxnet_type=type(mods["candidate"][c.name]).__name__, input_max_abs=0.0,
                            output_max_abs=max((r["max_abs"] for r in res), default=0.0),
                            output_max_rel=max((r["max_rel"] for r in res), default=0.0),
                            usage=max((r["usage"] for r in res), default=0.0),
@@ -368,7 +368,7 @@ def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol,
     whose output is outside tolerance is the first divergent one."""
     import dualdl as dl
     runs = {}
-    for b in ("torch", "mxnet") + (("ref",) if f64 else ()):
+    for b in ("reference", "candidate") + (("ref",) if f64 else ()):
         model = build(factory, side[b])
         if b == "ref":
             model = adapter(side[b]).cast_model(model, np.float64)
@@ -381,7 +381,7 @@ def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol,
             report.notes.append(f"per-layer capture failed on {b}: {type(e).__name__}: {e}")
             return False
     ref_calls = {(c.name, c.call): c for c in runs.get("ref", [])}
-    for cm, ct in pair_calls(runs["mxnet"], runs["torch"]):      # torch's execution order
+    for cm, ct in pair_calls(runs["candidate"], runs["reference"]):      # torch's execution order
         outs = list(zip(cm.outputs, ct.outputs))
         res = [compare_arrays(a, b, rtol, atol) for a, b in outs]
         ins = [max_abs(a, b) for a, b in zip(cm.inputs, ct.inputs)]
