@@ -36,7 +36,7 @@ _ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
 # The modules every adapter package provides, with the same names (Keras 3's rule).
 ADAPTER_MODULES: Tuple[str, ...] = (
     "core", "nn", "ops", "losses", "optim", "autograd", "grads", "buffers", "rng", "replicas", "reducer",
-    "distributed", "state",
+    "distributed", "state", "testing",
 )
 
 

@@ -86,27 +86,8 @@ def rng():
     return np.random.default_rng(0)
 
 
-# ---- elementwise ------------------------------------------------------------------------------------
-ELEMENTWISE = [
-    ("MSELoss", lambda r: L.MSELoss(reduction=r), lambda r: torch.nn.MSELoss(reduction=r)),
-    ("L1Loss", lambda r: L.L1Loss(reduction=r), lambda r: torch.nn.L1Loss(reduction=r)),
-    ("SmoothL1Loss(beta=0.5)", lambda r: L.SmoothL1Loss(reduction=r, beta=0.5),
-     lambda r: torch.nn.SmoothL1Loss(reduction=r, beta=0.5)),
-    ("SmoothL1Loss(beta=0)", lambda r: L.SmoothL1Loss(reduction=r, beta=0.0),
-     lambda r: torch.nn.SmoothL1Loss(reduction=r, beta=0.0)),
-    ("HuberLoss(delta=0.7)", lambda r: L.HuberLoss(reduction=r, delta=0.7),
-     lambda r: torch.nn.HuberLoss(reduction=r, delta=0.7)),
-]
-
-
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("name,ours,ref", ELEMENTWISE, ids=[e[0] for e in ELEMENTWISE])
-def test_elementwise(name, ours, ref, reduction, rng):
-    x = rng.standard_normal((5, 3, 2)).astype(np.float32)
-    y = rng.standard_normal((5, 3, 2)).astype(np.float32)
-    check_both(f"{name} {reduction}", ours(reduction), ref(reduction), x, y)
-
-
+# ---- elementwise: MSE/L1/SmoothL1/Huber against torch.nn, every reduction, are parity-table rows
+# (tests/parity_table/losses.py)
 def test_mse_against_numpy(backend, rng):
     x = rng.standard_normal((6, 4)).astype(np.float32)
     y = rng.standard_normal((6, 4)).astype(np.float32)

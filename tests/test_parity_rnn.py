@@ -10,6 +10,7 @@ import pytest
 
 import dualdl as dl
 from dualdl import nn
+from dualdl.testing.runners import run_step
 
 mx = pytest.importorskip("mxnet")
 torch = pytest.importorskip("torch")
@@ -29,36 +30,21 @@ def _diff(a, b):
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
 
 
+def _run(backend, m, x, state, gouts):
+    """(output, new states, grad x, grad states, parameter grads) of one backward of ``gouts``."""
+    def forward(model, x, *st):
+        return model(x, None if not st else (tuple(st) if len(st) == 2 else st[0]))
+
+    r = run_step(backend, m, [x] + list(state or []), grad_outputs=gouts, forward=forward, train=None)
+    return r.outputs[0], r.outputs[1:], r.input_grads[0], r.input_grads[1:], r.grads
+
+
 def _run_torch(m, x, state, gouts):
-    xt = torch.from_numpy(x).requires_grad_()
-    st = None
-    if state is not None:
-        st = [torch.from_numpy(s).requires_grad_() for s in state]
-    out, new = m(xt, None if st is None else (tuple(st) if len(st) == 2 else st[0]))
-    new = list(new) if isinstance(new, tuple) else [new]
-    m.zero_grad()
-    torch.autograd.backward([out] + new, [torch.from_numpy(g) for g in gouts])
-    grads = {k: p.grad.numpy().copy() for k, p in m.named_parameters()}
-    return (out.detach().numpy(), [s.detach().numpy() for s in new], xt.grad.numpy(),
-            [s.grad.numpy() for s in st] if st else [], grads)
+    return _run("torch", m, x, state, gouts)
 
 
 def _run_mx(m, x, state, gouts):
-    xm = mx.nd.array(x)
-    xm.attach_grad()
-    st = None
-    if state is not None:
-        st = [mx.nd.array(s) for s in state]
-        for s in st:
-            s.attach_grad()
-    m.zero_grad()       # dualdl's MXNet parameters accumulate gradients like torch's
-    with mx.autograd.record():
-        out, new = m(xm, None if st is None else (tuple(st) if len(st) == 2 else st[0]))
-    new = list(new) if isinstance(new, tuple) else [new]
-    mx.autograd.backward([out] + new, [mx.nd.array(g) for g in gouts])
-    grads = {k: p.grad().asnumpy().copy() for k, p in m.named_parameters()}
-    return (out.asnumpy(), [s.asnumpy() for s in new], xm.grad.asnumpy(),
-            [s.grad.asnumpy() for s in st] if st else [], grads)
+    return _run("mxnet", m, x, state, gouts)
 
 
 def _compare(case, t, m):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dualdl as dl
+from dualdl.testing.runners import run_step
 
 torch = pytest.importorskip("torch")
 mx = pytest.importorskip("mxnet")
@@ -57,22 +58,20 @@ def inputs(batch_first, seed=1):
     return x, g, vl, pad
 
 
+def _run(backend, model, x, g, masks):
+    keys = list(masks)
+    r = run_step(backend, model, [x] + [masks[k] for k in keys], grad_outputs=[g], train=None,
+                 grad_inputs=[True] + [False] * len(keys),
+                 forward=lambda m, x, *ms: m(x, **dict(zip(keys, ms))))
+    return r.outputs[0], r.input_grads[0]
+
+
 def run_torch(model, x, g, **masks):
-    xt = torch.tensor(x, requires_grad=True)
-    kw = {k: torch.tensor(v) for k, v in masks.items()}
-    y = model(xt, **kw)
-    y.backward(torch.tensor(g))
-    return y.detach().numpy(), xt.grad.numpy()
+    return _run("torch", model, x, g, masks)
 
 
 def run_mx(model, x, g, **masks):
-    xm = nd.array(x)
-    xm.attach_grad()
-    kw = {k: nd.array(v, dtype=v.dtype) for k, v in masks.items()}
-    with autograd.record():
-        y = model(xm, **kw)
-    y.backward(nd.array(g))
-    return y.asnumpy(), xm.grad.asnumpy()
+    return _run("mxnet", model, x, g, masks)
 
 
 def maxdiff(a, b):

@@ -82,30 +82,10 @@ def capture(model: Any, backend: str, inputs: Sequence[Any], forward: Optional[C
         calls.append(LayerCall(name, k, type(mod).__name__, [_numpy(a) for a in flatten(list(args))],
                                [_numpy(o) for o in flatten(out)]))
 
-    modules = [m for _, m in model.named_modules()]
-    if backend == "torch":
-        import torch
-        handles = [m.register_forward_hook(hook) for m in modules]
-        try:
-            with torch.no_grad():
-                out = forward(model, *inputs) if forward else model(*inputs)
-        finally:
-            for h in handles:
-                h.remove()
-    else:
-        from mxnet import autograd
-        active = [(m, m._active) for m in modules if getattr(m, "_active", False)]
-        if active:
-            model.hybridize(False)
-        handles = [m.register_forward_hook(hook) for m in modules]
-        try:
-            with autograd.pause(train_mode=train):
-                out = forward(model, *inputs) if forward else model(*inputs)
-        finally:
-            for h in handles:
-                h.detach()
-            for m, act in active:
-                m._active = act
+    from .runners import adapter
+    impl = adapter(backend)
+    with impl.forward_hooks(model, hook), impl.inference(train):
+        out = forward(model, *inputs) if forward else model(*inputs)
     return calls, [_numpy(o) for o in flatten(out)]
 
 
@@ -129,8 +109,8 @@ def pair_calls(a: List[LayerCall], b: List[LayerCall]) -> List[Tuple[LayerCall, 
     return pairs
 
 
-def capture_grads(model: Any, run_step: Callable[[], Any]) -> List[LayerCall]:
-    """Torch only: run ``run_step()`` (forward, loss, backward) with hooks that keep every layer
+def capture_grads(model: Any, run_step: Callable[[], Any], backend: str = "torch") -> List[LayerCall]:
+    """Tensors with ``register_hook`` (torch) only: run ``run_step()`` (forward, loss, backward) with hooks that keep every layer
     call's inputs and the gradient arriving at each of its outputs (zeros for unused outputs)."""
     calls: List[LayerCall] = []
     call_key = _CallCounter(model)
@@ -148,12 +128,9 @@ def capture_grads(model: Any, run_step: Callable[[], Any]) -> List[LayerCall]:
                 o.register_hook(lambda g, c=call, i=i: c.grad_outputs.__setitem__(i, _numpy(g)))
         calls.append(call)
 
-    handles = [m.register_forward_hook(hook) for _, m in model.named_modules()]
-    try:
+    from .runners import adapter
+    with adapter(backend).forward_hooks(model, hook):
         run_step()
-    finally:
-        for h in handles:
-            h.remove()
     for c in calls:
         c.grad_outputs = [np.zeros_like(o) if g is None else g for g, o in zip(c.grad_outputs, c.outputs)]
     return calls
@@ -174,36 +151,6 @@ def replay(module: Any, backend: str, inputs: Sequence[np.ndarray], grad_outputs
            train: bool, dtype=np.float32) -> Tuple[List[Optional[np.ndarray]], Dict[str, np.ndarray]]:
     """Run one layer alone on ``inputs``, backpropagate ``grad_outputs``; returns the input gradients
     and the layer's parameter gradients (MXNet under ``record(train_mode=train)``, as dl.record does)."""
-    def cast(a):
-        return a.astype(dtype) if a.dtype.kind == "f" else a
-    if backend == "torch":
-        import torch
-        xs = [torch.from_numpy(np.ascontiguousarray(cast(a) if a.dtype.kind == "f" else a.astype(np.int64)))
-              for a in inputs]
-        for x in xs:
-            if x.is_floating_point():
-                x.requires_grad_(True)
-        module.zero_grad(set_to_none=True)
-        outs = flatten(module(*xs))
-        pairs = [(o, torch.from_numpy(cast(g))) for o, g in zip(outs, grad_outputs) if o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        dx = [_numpy(x.grad) if x.grad is not None else None for x in xs]
-        grads = {k: _numpy(p.grad) for k, p in module.named_parameters() if p.grad is not None}
-        return dx, grads
-    from mxnet import autograd, nd
-    xs = [nd.array(cast(a), dtype=cast(a).dtype) for a in inputs]
-    for x, a in zip(xs, inputs):
-        if a.dtype.kind == "f":
-            x.attach_grad()
-    module.zero_grad()
-    with autograd.record(train_mode=train):
-        outs = flatten(module(*xs))
-    pairs = [(o, nd.array(cast(g), dtype=o.dtype)) for o, g in zip(outs, grad_outputs)
-             if np.dtype(o.dtype).kind == "f"]
-    if pairs:
-        autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-    dx = [x.grad.asnumpy() if a.dtype.kind == "f" else None for x, a in zip(xs, inputs)]
-    grads = {k: p.list_grad()[0].asnumpy() for k, p in module.named_parameters()
-             if p.grad_req != "null" and getattr(p.list_data()[0], "_fresh_grad", True)}
-    return dx, grads
+    from .runners import run_step
+    res = run_step(backend, module, list(inputs), grad_outputs=list(grad_outputs), train=train, dtype=dtype)
+    return res.input_grads, {k: g for k, g in res.grads.items() if g is not None}

@@ -13,10 +13,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..backend import _using
+from ..backend import _using, backend_of, get_backend
 from .capture import capture, capture_grads, flatten, leaf_calls, pair_calls, replay
 from .report import Diff, LayerDiff, ParityError, ParityReport, compare_arrays, max_abs
-from .runners import LossSpec, runner_for
+from .runners import LossSpec, adapter, runner_for
 
 __all__ = ["assert_parity", "check_parity", "build", "randomize_state", "LOSSES", "OPTIMIZERS"]
 
@@ -44,13 +44,12 @@ def build(factory: Callable[..., Any], backend: str) -> Any:
             kwargs["backend"] = backend
     except (TypeError, ValueError):
         pass
-    with _using(backend):
+    with _using(backend) as active:
         model = factory(**kwargs)
-    framework = {"torch": "torch", "mxnet": "mxnet"}[backend]
-    mods = [c.__module__ for c in type(model).__mro__]
-    if not any(m.split(".")[0] == framework for m in mods):
+    owner = backend_of(model, None)
+    if owner is None or owner.name != active.name:
         raise TypeError(f"the model factory returned a {type(model).__name__} under backend {backend!r}; "
-                        f"expected a {framework} model (a dualdl.nn.Module built with that backend active)")
+                        f"expected a {active.framework} model (a dualdl.nn.Module built with that backend active)")
     if not hasattr(model, "named_parameters"):
         raise TypeError(f"{type(model).__name__} has no named_parameters(): on MXNet, parity checks need "
                         f"dualdl modules (native Gluon blocks: use dualdl.port)")
@@ -58,14 +57,15 @@ def build(factory: Callable[..., Any], backend: str) -> Any:
 
 
 def randomize_state(model: Any, rng: np.random.Generator) -> Dict[str, np.ndarray]:
-    """Random values of order 1 for every float tensor of a torch model (norm scales around 1,
-    biases and shifts nonzero, positive running variances), loaded into it and returned.
-    Default initialisations hide mistakes (zero biases, unit norm scales); this does not."""
+    """Random values of order 1 for every float tensor of a model of any backend (norm scales
+    around 1, biases and shifts nonzero, positive running variances), loaded into it and returned
+    as float32 numpy. Default initialisations hide mistakes (zero biases, unit norm scales)."""
     from ..state import state_dict, load_state_dict
+    from ..tensor import to_numpy
     state = {}
     for k, v in state_dict(model).items():
         shape = tuple(v.shape)
-        if not v.dtype.is_floating_point:
+        if to_numpy(v).dtype.kind != "f":
             continue
         if k.endswith("running_var"):
             a = 0.5 + rng.random(shape)
@@ -77,7 +77,7 @@ def randomize_state(model: Any, rng: np.random.Generator) -> Dict[str, np.ndarra
             a = 0.3 * rng.standard_normal(shape)
         state[k] = a.astype(np.float32)
     load_state_dict(model, state, strict=False)
-    return {k: v.detach().cpu().numpy().copy() for k, v in state_dict(model).items()}
+    return {k: to_numpy(v).copy() for k, v in state_dict(model).items()}
 
 
 def _arrays(inputs: Any) -> List[Any]:
@@ -174,7 +174,8 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
                  optimizer: OptimizerSpec = None, steps: int = 1, rtol: float = 1e-4, atol: float = 1e-5,
                  train: bool = True, float64_reference: bool = False, seed: int = 0,
                  randomize: bool = True, forward: Optional[Callable[..., Any]] = None, lr: Optional[float] = None,
-                 backward: bool = True, hybridize: bool = False, locate: bool = True) -> ParityReport:
+                 backward: bool = True, hybridize: bool = False, locate: bool = True,
+                 reference: str = "torch", candidate: str = "mxnet") -> ParityReport:
     """Run the parity check and return the :class:`ParityReport` (never raises on a mismatch).
 
     ``model_factory()`` is called with each backend active (or ``model_factory(backend=...)``).
@@ -191,6 +192,9 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     imperatively: hooks do not fire inside a cached graph).
     ``randomize=False`` keeps the factory's initial weights; ``locate=False`` skips the per-layer
     search for the first divergent layer.
+    ``reference`` / ``candidate``: the backends compared, by name (torch's values are the contract,
+    so torch is the default reference, MXNet the candidate); ``candidate="mxnet:hybridized"`` is
+    ``hybridize=True``. The report's ``torch``/``mxnet`` fields hold the reference's/candidate's values.
     """
     import dualdl as dl
     if steps < 0:
@@ -200,24 +204,29 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
     xs = _arrays(inputs)
+    candidate, hyb = (candidate.split(":", 1) + [""])[:2]
+    if hyb not in ("", "hybridized"):
+        raise ValueError(f"candidate {candidate}:{hyb}: the only variant is ':hybridized'")
+    hybridize = hybridize or bool(hyb)
+    ref_b, cand_b = get_backend(reference).name, get_backend(candidate).name
     rng = np.random.default_rng(seed)
     dl.seed(seed)
-    models = {"torch": build(model_factory, "torch"), "mxnet": build(model_factory, "mxnet")}
-    torch_model = models["torch"]
+    models = {"reference": build(model_factory, ref_b), "candidate": build(model_factory, cand_b)}
+    side = {"reference": ref_b, "candidate": cand_b, "ref": ref_b}     # role -> backend name
     if randomize:
-        init = randomize_state(torch_model, rng)
+        init = randomize_state(models["reference"], rng)
     else:
-        init = {k: dl.to_numpy(v) for k, v in dl.state_dict(torch_model).items()}
-    dl.load_state_dict(models["mxnet"], init)
+        init = {k: dl.to_numpy(v) for k, v in dl.state_dict(models["reference"]).items()}
+    dl.load_state_dict(models["candidate"], init)
     if hybridize:
-        models["mxnet"].hybridize()
-    runners = {b: runner_for(b, m) for b, m in models.items()}
+        models["candidate"].hybridize()
+    runners = {b: runner_for(side[b], m) for b, m in models.items()}
     ref = None
     if float64_reference:
-        ref_model = build(model_factory, "torch").double()
+        ref_model = adapter(ref_b).cast_model(build(model_factory, ref_b), np.float64)
         dl.load_state_dict(ref_model, {k: v.astype(np.float64) if v.dtype.kind == "f" else v
                                        for k, v in init.items()})
-        ref = runner_for("torch", ref_model, np.float64)
+        ref = runner_for(ref_b, ref_model, np.float64)
         runners["ref"] = ref
     for r in runners.values():
         r.set_mode(train)
@@ -225,19 +234,21 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     # loss and targets (probing the output shapes on a throw-away torch forward when needed)
     probe: List[np.ndarray] = []
     if targets is None and backward:
-        probe_model = build(model_factory, "torch")
+        probe_model = build(model_factory, ref_b)
         dl.load_state_dict(probe_model, init)
         probe_model.train(train)
-        _, probe = capture(probe_model, "torch", [runners["torch"].native(x) for x in xs], forward, train)
+        _, probe = capture(probe_model, ref_b, [runners["reference"].native(x) for x in xs], forward, train)
     spec, tgt = _loss_spec(loss, targets, probe, rng) if backward else (LossSpec(None, "none (forward only)"), None)
     opt_factory, opt_label = _optimizer_factory(optimizer, lr) if steps > 0 else (None, "none")
     opts = {b: (opt_factory(list(r.parameters())) if opt_factory else None) for b, r in runners.items()}
 
     report = ParityReport(model=_model_label(model_factory), rtol=rtol, atol=atol, steps=steps, train=train,
                           optimizer=opt_label, loss=spec.label, float64_reference=float64_reference)
+    if (ref_b, cand_b) != ("torch", "mxnet"):
+        report.notes.append(f"reference {ref_b}, candidate {cand_b}")
     if hybridize:
-        report.notes.append("mxnet model hybridized")
-    names_t, names_m = runners["torch"].param_names(), runners["mxnet"].param_names()
+        report.notes.append(f"{cand_b} model hybridized")
+    names_t, names_m = runners["reference"].param_names(), runners["candidate"].param_names()
     if names_t != names_m:
         report.notes.append(f"parameter names differ: torch only {sorted(set(names_t) - set(names_m))}, "
                             f"mxnet only {sorted(set(names_m) - set(names_t))}")
@@ -250,7 +261,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
         c = compare_arrays(a_, b_, rtol, atol)
         d = Diff(step=step, phase=phase, name=name, shape=tuple(np.shape(b_)), **c)
         if (a is None) != (b is None):
-            d.note = (d.note + " " if d.note else "") + ("no gradient on " + ("mxnet" if a is None else "torch"))
+            d.note = (d.note + " " if d.note else "") + ("no gradient on " + (cand_b if a is None else ref_b))
         if r is not None:
             d.ref_torch, d.ref_mxnet = max_abs(b_, r), max_abs(a_, r)
         report.diffs.append(d)
@@ -258,7 +269,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
     for step in range(1, max(steps, 1) + 1):
         res = {b: (runners[b].step(xs, tgt, spec, forward, opts[b]) if backward else runners[b].infer(xs, forward))
                for b in runners}
-        t, m, f = res["torch"], res["mxnet"], res.get("ref")
+        t, m, f = res["reference"], res["candidate"], res.get("ref")
         if len(t.outputs) != len(m.outputs):
             report.diffs.append(Diff(step, "forward", "output count", (), math.inf, math.inf, math.inf, False,
                                      f"torch returned {len(t.outputs)} tensors, mxnet {len(m.outputs)}"))
@@ -274,7 +285,7 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
             if k in m.grads:
                 add(step, "backward", f"grad {k}", m.grads[k], t.grads[k], f.grads[k] if f else None)
         if steps > 0:
-            st, sm = runners["torch"].state(), runners["mxnet"].state()
+            st, sm = runners["reference"].state(), runners["candidate"].state()
             sf = ref.state() if ref else {}
             pset = set(names_t)
             for k in st:
@@ -282,15 +293,15 @@ def check_parity(model_factory: Callable[..., Any], inputs: Any, targets: Any = 
                     kind = "param" if k in pset else "buffer"
                     add(step, "update", f"{kind} {k}", sm[k], st[k], sf.get(k))
     if locate and not report.passed:
-        located = _locate(report, model_factory, init, xs, train, forward, rtol, atol, float64_reference)
+        located = _locate(report, model_factory, init, xs, train, forward, rtol, atol, float64_reference, side)
         if located and report.first_divergent_layer is None and backward:
             _locate_backward(report, model_factory, init, xs, tgt, spec, train, forward, rtol, atol,
-                             float64_reference, hybridize)
+                             float64_reference, hybridize, side)
     return report
 
 
 def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, forward, rtol, atol,
-                     f64: bool, hybridize: bool) -> None:
+                     f64: bool, hybridize: bool, side: Dict[str, str]) -> None:
     """When every layer's forward agrees: take each layer call's inputs and output gradients from a
     torch training step, replay that layer alone on both backends, and compare input and parameter
     gradients. The first failing layer in backward order is where the gradients start to diverge.
@@ -298,23 +309,23 @@ def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, 
     import dualdl as dl
     try:
         models = {}
-        for b in ("torch", "mxnet", "probe") + (("ref",) if f64 else ()):
-            m = build(factory, "mxnet" if b == "mxnet" else "torch")
+        for b in ("reference", "candidate", "probe") + (("ref",) if f64 else ()):
+            m = build(factory, side.get(b, side["reference"]))
             if b == "ref":
-                m = m.double()
+                m = adapter(side["ref"]).cast_model(m, np.float64)
             dl.load_state_dict(m, init)
             m.train(train)
-            if b == "mxnet" and hybridize:
+            if b == "candidate" and hybridize:
                 m.hybridize()            # each layer then runs its own cached graph, as in the check
             models[b] = m
-        probe = runner_for("torch", models["probe"])
-        calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward))
+        probe = runner_for(side["reference"], models["probe"])
+        calls = capture_grads(models["probe"], lambda: probe.step(xs, tgt, spec, forward), side["reference"])
         mods = {b: dict(m.named_modules()) for b, m in models.items()}
         for c in reversed(leaf_calls(calls)):
-            if c.name not in mods["mxnet"] or c.name not in mods["torch"]:
+            if c.name not in mods["candidate"] or c.name not in mods["reference"]:
                 continue
-            dxt, gt = replay(mods["torch"][c.name], "torch", c.inputs, c.grad_outputs, train)
-            dxm, gm = replay(mods["mxnet"][c.name], "mxnet", c.inputs, c.grad_outputs, train)
+            dxt, gt = replay(mods["reference"][c.name], side["reference"], c.inputs, c.grad_outputs, train)
+            dxm, gm = replay(mods["candidate"][c.name], side["candidate"], c.inputs, c.grad_outputs, train)
             res, notes = [], []
             for i, (a, bb) in enumerate(zip(dxm, dxt)):
                 if a is not None and bb is not None:
@@ -328,13 +339,13 @@ def _locate_backward(report: ParityReport, factory, init, xs, tgt, spec, train, 
                 if not r["passed"]:
                     notes.append(f"{k} grad {_fmt_abs(r['max_abs'])}")
             ld = LayerDiff(name=c.name or "<model>", call=c.call, torch_type=c.type,
-                           mxnet_type=type(mods["mxnet"][c.name]).__name__, input_max_abs=0.0,
+                           mxnet_type=type(mods["candidate"][c.name]).__name__, input_max_abs=0.0,
                            output_max_abs=max((r["max_abs"] for r in res), default=0.0),
                            output_max_rel=max((r["max_rel"] for r in res), default=0.0),
                            usage=max((r["usage"] for r in res), default=0.0),
                            passed=all(r["passed"] for r in res), note=", ".join(notes), phase="backward")
             if f64:
-                dxr, gr = replay(mods["ref"][c.name], "torch", c.inputs, c.grad_outputs, train, np.float64)
+                dxr, gr = replay(mods["ref"][c.name], side["ref"], c.inputs, c.grad_outputs, train, np.float64)
                 ref_t = [max_abs(a, r) for a, r in zip(dxt, dxr) if a is not None and r is not None]
                 ref_m = [max_abs(a, r) for a, r in zip(dxm, dxr) if a is not None and r is not None]
                 ref_t += [max_abs(gt[k], gr[k]) for k in gt if k in gr]
@@ -351,25 +362,26 @@ def _fmt_abs(v: float) -> str:
     return f"{v:.2e}"
 
 
-def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol, f64) -> bool:
+def _locate(report: ParityReport, factory, init, xs, train, forward, rtol, atol, f64,
+            side: Dict[str, str]) -> bool:
     """Per-layer capture on fresh builds at the initial weights: the first layer (execution order)
     whose output is outside tolerance is the first divergent one."""
     import dualdl as dl
     runs = {}
-    for b in ("torch", "mxnet") + (("ref",) if f64 else ()):
-        model = build(factory, "torch" if b == "ref" else b)
+    for b in ("reference", "candidate") + (("ref",) if f64 else ()):
+        model = build(factory, side[b])
         if b == "ref":
-            model = model.double()
+            model = adapter(side[b]).cast_model(model, np.float64)
         dl.load_state_dict(model, init)
         model.train(train)
-        r = runner_for("torch" if b == "ref" else b, model, np.float64 if b == "ref" else np.float32)
+        r = runner_for(side[b], model, np.float64 if b == "ref" else np.float32)
         try:
-            runs[b], _ = capture(model, "torch" if b == "ref" else b, [r.native(x) for x in xs], forward, train)
+            runs[b], _ = capture(model, side[b], [r.native(x) for x in xs], forward, train)
         except Exception as e:  # a capture problem must not hide the measured report
             report.notes.append(f"per-layer capture failed on {b}: {type(e).__name__}: {e}")
             return False
     ref_calls = {(c.name, c.call): c for c in runs.get("ref", [])}
-    for cm, ct in pair_calls(runs["mxnet"], runs["torch"]):      # torch's execution order
+    for cm, ct in pair_calls(runs["candidate"], runs["reference"]):      # torch's execution order
         outs = list(zip(cm.outputs, ct.outputs))
         res = [compare_arrays(a, b, rtol, atol) for a, b in outs]
         ins = [max_abs(a, b) for a, b in zip(cm.inputs, ct.inputs)]

@@ -1,18 +1,23 @@
-"""Running one training step of a model on one backend and reading everything back as numpy.
+"""One training step of a model on one backend, everything read back as numpy: the one parity
+runner, keyed by backend name. What differs per framework (recording, where gradients live, hooks)
+is in each adapter's ``testing`` module, looked up through the registry; nothing here names one.
 
 Hides: torch keeps ``p.grad`` (``None`` before any backward) and needs ``requires_grad`` inputs;
 MXNet records under ``autograd.record()``, keeps gradients in ``p.grad()`` (zeros plus a stale flag
 after ``zero_grad``), has no 0-d arrays (a reduced loss has shape (1,)) and sums a non-scalar loss
-silently in ``backward()`` where torch raises. Both runners return the same :class:`StepResult`.
+silently in ``backward()`` where torch raises. Every backend returns the same :class:`StepResult`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..backend import get_backend
 from .capture import flatten
+
+__all__ = ["StepResult", "LossSpec", "Runner", "runner_for", "run_step", "adapter"]
 
 
 @dataclass
@@ -21,6 +26,7 @@ class StepResult:
     loss: float
     grads: Dict[str, Optional[np.ndarray]]
     input_grads: List[Optional[np.ndarray]]
+    weights: Dict[str, np.ndarray] = field(default_factory=dict)   # state after the optimizer step
 
 
 class LossSpec:
@@ -32,63 +38,84 @@ class LossSpec:
         self.fn, self.label, self.proj = fn, label, proj
 
 
-def _float_dtype(a: np.ndarray, dtype) -> np.ndarray:
-    return a.astype(dtype) if a.dtype.kind == "f" else a
+def adapter(backend: str):
+    """The adapter's ``testing`` module of ``backend`` (a name such as "torch" or "mxnet")."""
+    return get_backend(backend).module("testing")
 
 
-class TorchRunner:
-    backend = "torch"
+class Runner:
+    """A model on one backend in one float dtype: inputs in, numpy out."""
 
-    def __init__(self, model: Any, dtype=np.float32):
-        self.model, self.dtype = model, np.dtype(dtype)
+    def __init__(self, backend: str, model: Any, dtype=np.float32):
+        self.backend, self.model, self.dtype = get_backend(backend).name, model, np.dtype(dtype)
+        self.impl = adapter(self.backend)
+        self.train = True
 
     def native(self, a: Any, grad: bool = False):
-        import torch
+        """A numpy array as this backend's tensor (floats cast to the runner's dtype)."""
         if a is None or not isinstance(a, np.ndarray):
             return a
-        a = _float_dtype(a, self.dtype)
-        if a.dtype.kind in "iu":
-            a = a.astype(np.int64)        # torch indexing/embeddings want int64
-        t = torch.from_numpy(np.ascontiguousarray(a))
-        if grad and t.is_floating_point():
-            t.requires_grad_(True)
-        return t
+        return self.impl.tensor(a.astype(self.dtype) if a.dtype.kind == "f" else a, grad)
 
     def to_numpy(self, t: Any) -> np.ndarray:
-        return t.detach().cpu().numpy().copy()
+        return self.impl.to_numpy(t)
 
     def set_mode(self, train: bool) -> None:
-        self.model.train(train)
+        self.train = bool(train)
+        self.impl.set_mode(self.model, train)
 
-    def infer(self, inputs: Sequence[Any], forward: Optional[Callable]) -> StepResult:
-        import torch
-        with torch.no_grad():
-            xs = [self.native(x) for x in inputs]
-            out = forward(self.model, *xs) if forward else self.model(*xs)
+    def _call(self, xs: Sequence[Any], forward: Optional[Callable]) -> Any:
+        return forward(self.model, *xs) if forward else self.model(*xs)
+
+    def infer(self, inputs: Sequence[Any], forward: Optional[Callable] = None) -> StepResult:
+        with self.impl.inference(self.train):
+            out = self._call([self.native(x) for x in inputs], forward)
         return StepResult([self.to_numpy(o) for o in flatten(out)], float("nan"), {}, [])
 
-    def step(self, inputs: Sequence[Any], target: Any, loss: LossSpec, forward: Optional[Callable],
-             optimizer: Any = None) -> StepResult:
-        import torch
-        self.model.zero_grad(set_to_none=True)
-        xs = [self.native(x, grad=True) for x in inputs]
-        out = forward(self.model, *xs) if forward else self.model(*xs)
-        flat = flatten(out)
-        if loss.fn is None:
-            value = sum((o * torch.from_numpy(p.astype(self.dtype))).sum()
-                        for o, p in zip(flat, loss.proj) if o.is_floating_point())
-        else:
-            value = loss.fn(out, self.native(target))
-        if not isinstance(value, torch.Tensor) or value.numel() != 1:
-            raise ValueError(f"the loss must be a single number (reduction='mean' or 'sum'), got "
-                             f"{tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__}")
-        value.backward()
-        grads = {k: (None if p.grad is None else self.to_numpy(p.grad)) for k, p in self.model.named_parameters()}
-        dx = [self.to_numpy(x.grad) if isinstance(x, torch.Tensor) and x.grad is not None else None for x in xs]
-        res = StepResult([self.to_numpy(o) for o in flat], float(value.detach().reshape(())), grads, dx)
+    def step(self, inputs: Sequence[Any], target: Any = None, loss: Optional[LossSpec] = None,
+             forward: Optional[Callable] = None, optimizer: Any = None,
+             grad_outputs: Optional[Sequence[Optional[np.ndarray]]] = None,
+             grad_inputs: Optional[Sequence[bool]] = None) -> StepResult:
+        """Forward, backward (of ``loss``, or of ``grad_outputs`` into the outputs), the optimizer's
+        step when given. ``grad_inputs[i]`` False: no gradient asked for input ``i``."""
+        impl = self.impl
+        impl.zero_grad(self.model)
+        want = list(grad_inputs) if grad_inputs is not None else [True] * len(inputs)
+        xs = [self.native(x, grad=w) for x, w in zip(inputs, want)]
+        tgt = self.native(target)
+        with impl.recording(self.train):
+            out = self._call(xs, forward)
+            flat = flatten(out)
+            value = None
+            if grad_outputs is None:
+                value = self._loss(out, flat, tgt, loss)
+        if grad_outputs is None:
+            if not hasattr(value, "shape") or impl.numel(value) != 1:
+                raise ValueError(f"the loss must be a single number (reduction='mean' or 'sum'), got "
+                                 f"{tuple(value.shape) if hasattr(value, 'shape') else type(value).__name__}")
+            impl.backward([value])
+        elif any(w and isinstance(x, np.ndarray) and x.dtype.kind == "f" for w, x in zip(want, inputs)) \
+                or any(True for _ in self.model.named_parameters()):    # else: nothing can receive a gradient
+            impl.backward(flat, [None if g is None else np.asarray(g).astype(self.dtype) for g in grad_outputs])
+        res = StepResult([self.to_numpy(o) for o in flat],
+                         float("nan") if value is None else float(self.to_numpy(value).reshape(-1)[0]),
+                         impl.param_grads(self.model), [impl.input_grad(x) for x in xs])
         if optimizer is not None:
             optimizer.step()
+            res.weights = self.state()
         return res
+
+    def _loss(self, out: Any, flat: List[Any], tgt: Any, loss: Optional[LossSpec]) -> Any:
+        if loss is not None and loss.fn is not None:
+            return loss.fn(out, tgt)
+        proj = loss.proj if loss is not None else None
+        terms = [(o * self.native(np.asarray(p))).sum() for o, p in zip(flat, proj or []) if self.impl.is_float(o)]
+        if not terms:
+            raise ValueError("nothing to backpropagate: the model returned no float tensor")
+        value = terms[0]
+        for t in terms[1:]:
+            value = value + t
+        return value
 
     def parameters(self):
         return self.model.parameters()
@@ -101,81 +128,20 @@ class TorchRunner:
         return [k for k, _ in self.model.named_parameters()]
 
 
-class MXNetRunner:
-    backend = "mxnet"
-
-    def __init__(self, model: Any, dtype=np.float32):
-        self.model, self.dtype = model, np.dtype(dtype)
-        self.train = True
-
-    def native(self, a: Any, grad: bool = False):
-        from mxnet import nd
-        if a is None or not isinstance(a, np.ndarray):
-            return a
-        a = _float_dtype(a, self.dtype)
-        t = nd.array(a, dtype=a.dtype)
-        if grad and a.dtype.kind == "f":
-            t.attach_grad()
-        return t
-
-    def to_numpy(self, t: Any) -> np.ndarray:
-        return t.asnumpy()
-
-    def set_mode(self, train: bool) -> None:
-        self.train = bool(train)
-        self.model.train(train)
-
-    def infer(self, inputs: Sequence[Any], forward: Optional[Callable]) -> StepResult:
-        from mxnet import autograd
-        with autograd.pause(train_mode=self.train):
-            xs = [self.native(x) for x in inputs]
-            out = forward(self.model, *xs) if forward else self.model(*xs)
-        return StepResult([o.asnumpy() for o in flatten(out)], float("nan"), {}, [])
-
-    def step(self, inputs: Sequence[Any], target: Any, loss: LossSpec, forward: Optional[Callable],
-             optimizer: Any = None) -> StepResult:
-        from mxnet import autograd, nd
-        self.model.zero_grad()
-        xs = [self.native(x, grad=True) for x in inputs]
-        tgt = self.native(target)
-        with autograd.record(train_mode=self.train):
-            out = forward(self.model, *xs) if forward else self.model(*xs)
-            flat = flatten(out)
-            if loss.fn is None:
-                terms = [(o * nd.array(p, dtype=self.dtype)).sum() for o, p in zip(flat, loss.proj)
-                         if np.dtype(o.dtype).kind == "f"]
-                value = terms[0]
-                for t in terms[1:]:
-                    value = value + t
-            else:
-                value = loss.fn(out, tgt)
-        if not isinstance(value, nd.NDArray) or value.size != 1:
-            raise ValueError(f"the loss must be a single number (reduction='mean' or 'sum'), got "
-                             f"{value.shape if isinstance(value, nd.NDArray) else type(value).__name__}")
-        value.backward()
-        grads = {}
-        for k, p in self.model.named_parameters():
-            if p.grad_req == "null":
-                grads[k] = None
-                continue
-            fresh = bool(getattr(p.list_data()[0], "_fresh_grad", True))
-            grads[k] = p.list_grad()[0].asnumpy() if fresh else None
-        dx = [x.grad.asnumpy() if isinstance(x, nd.NDArray) and x.grad is not None else None for x in xs]
-        res = StepResult([o.asnumpy() for o in flat], float(value.asnumpy().reshape(-1)[0]), grads, dx)
-        if optimizer is not None:
-            optimizer.step()
-        return res
-
-    def parameters(self):
-        return self.model.parameters()
-
-    def state(self) -> Dict[str, np.ndarray]:
-        from dualdl.state import state_dict
-        return {k: v.asnumpy() for k, v in state_dict(self.model).items()}
-
-    def param_names(self) -> List[str]:
-        return [k for k, _ in self.model.named_parameters()]
+def runner_for(backend: str, model: Any, dtype=np.float32) -> Runner:
+    return Runner(backend, model, dtype)
 
 
-def runner_for(backend: str, model: Any, dtype=np.float32):
-    return (TorchRunner if backend == "torch" else MXNetRunner)(model, dtype)
+def run_step(backend: str, model: Any, inputs: Sequence[Any], *, target: Any = None,
+             loss: Optional[LossSpec] = None, grad_outputs: Optional[Sequence[Optional[np.ndarray]]] = None,
+             forward: Optional[Callable] = None, optimizer: Any = None, train: Optional[bool] = True,
+             dtype=np.float32, grad_inputs: Optional[Sequence[bool]] = None) -> StepResult:
+    """One step of ``model`` on ``backend`` (a name): outputs, loss, parameter and input gradients
+    and, with ``optimizer``, the weights after its step, all as numpy. Backpropagates ``loss``
+    (``fn(output, target)`` or a projection) or, with ``grad_outputs``, those output gradients.
+    ``train``: the module mode to set (also MXNet's ``record(train_mode=...)``); None keeps the
+    model's mode and records in train mode (``autograd.record()``'s default)."""
+    r = Runner(backend, model, dtype)
+    if train is not None:
+        r.set_mode(train)
+    return r.step(inputs, target, loss, forward, optimizer, grad_outputs, grad_inputs)
