@@ -25,3 +25,27 @@ ROWS = [
     loss("BCEWithLogitsLoss", [P, unit(*P)], pos_weight=None, id="pos_weight None"),
     loss("L1Loss", [pos(2, 2), pos(2, 2)], id="positive"),
 ]
+
+
+
+def _signs(f, a, b, y):
+    """MarginRanking/CosineEmbedding targets are -1/+1: drawn as 0/1 class indices, mapped here
+    (torch tensor: .float(); NDArray/Symbol: astype)."""
+    return f(a, b, (y * 2 - 1).float() if hasattr(y, "float") else (y * 2 - 1).astype("float32"))
+
+
+ROWS += [
+    *[loss("BCELoss", [unit(*P), unit(*P)], reduction=r, id=r) for r in ("mean", "sum", "none")],
+    *[loss("MarginRankingLoss", [(6,), (6,), idx((6,), 2)], margin=m, reduction=r, call=_signs,
+           id=f"margin {m} {r}") for m in (0.0, 0.3) for r in ("mean", "none")],
+    *[loss("CosineEmbeddingLoss", [(5, 4), (5, 4), idx((5,), 2)], margin=m, reduction=r, call=_signs,
+           id=f"margin {m} {r}") for m in (0.0, 0.2) for r in ("mean", "sum")],
+    *[loss("TripletMarginLoss", [(4, 5), (4, 5), (4, 5)], margin=1.0, p=p, swap=s, reduction=r,
+           id=f"p {p} swap {s} {r}") for p in (2.0, 1.0) for s in (False, True) for r in ("mean", "none")],
+    *[loss("PoissonNLLLoss", [P, pos(*P)], log_input=li, full=fu, reduction=r, id=f"log_input {li} full {fu} {r}")
+      for li, fu in ((True, False), (True, True)) for r in ("mean", "none")],
+    loss("PoissonNLLLoss", [pos(*P), pos(*P)], log_input=False, id="log_input False"),
+    *[loss("GaussianNLLLoss", [P, P, pos(*P)], full=fu, reduction=r, id=f"full {fu} {r}")
+      for fu in (False, True) for r in ("mean", "none")],
+    loss("GaussianNLLLoss", [P, P, pos(4, 1)], id="var (N, 1)"),
+]
