@@ -283,7 +283,7 @@ class Replicas:
                 raise ValueError(f"the model is on {have} but the devices are {list(devices)}: it must "
                                  f"be on the first device {devices[0]!r} (it is then replicated) or "
                                  f"on exactly these devices")
-            from .nn import Module as _DlModule
+            from .base import Module as _DlModule
             if isinstance(model, _DlModule):
                 model.to(list(self.ctxs))
             else:
