@@ -164,7 +164,8 @@ def check_pool_input(name: str, shape: Shape, kernel_size: Sequence[int], stride
 
 def check_adaptive_pool_input(output_size: Any, shape: Shape) -> None:
     if len(tuple(shape)) != 4:
-        raise shape_error(f"AdaptiveAvgPool2d(output_size={output_size})", "(N, C, H, W)", shape)
+        size = (output_size,) * 2 if isinstance(output_size, numbers.Integral) else tuple(output_size)
+        raise shape_error(f"AdaptiveAvgPool2d(output_size={size})", "(N, C, H, W)", shape)
 
 
 # ---- normalisation ----------------------------------------------------------------------------
