@@ -4,6 +4,7 @@ Every function takes plain Python values (shapes as tuples of ints, dtype names 
 adapter can call it up front (MXNet: a Symbol has no shape, so only NDArray inputs are checked) or
 only when the framework's own call failed (torch: explain the failure, no cost on success). A check
 returns ``None`` or raises the error both backends raise for the same input.
+``tests/test_nn_checks.py::torch_explain`` shows each call made with a torch layer's attributes.
 """
 from __future__ import annotations
 
