@@ -116,7 +116,7 @@ def mxnet_steps(kind: str, s: dict, hybridize: bool) -> Dict[str, Callable[[], N
         # what BatchNorm's float64 precision costs: the same step with MXNet's float32 operator
         # (DUALDL_MX_FUSED_BATCHNORM=1, read at each call); the first call moves dnet's running
         # statistics a little further, which does not change the cost
-        import dualdl_mx.layers as mx_layers
+        import dualdl_mx.norm as mx_layers
 
         def dualdl_fused_bn():
             mx_layers._FUSED_BATCHNORM = True

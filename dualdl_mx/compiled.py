@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import mxnet as mx
 from mxnet import nd
 
-__all__ = ["run", "clear_cache"]
+__all__ = ["run"]
 
 _MAX_OPS = 512
 _CACHE: "OrderedDict[Tuple, Tuple[Any, Tuple[str, ...]]]" = OrderedDict()
@@ -66,8 +66,3 @@ def run(formula: Callable, inputs: Dict[str, Optional[nd.NDArray]], *, static_al
     op, order = entry
     return op(*[present[n] for n in order])
 
-
-def clear_cache() -> None:
-    """Drop every cached graph (they are rebuilt on the next call)."""
-    with _LOCK:
-        _CACHE.clear()

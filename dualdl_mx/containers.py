@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, 
 
 from mxnet.gluon import HybridBlock
 
-from .nn import Layer
+from .base import Layer
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
 

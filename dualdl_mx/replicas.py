@@ -24,6 +24,7 @@ from mxnet import autograd, gluon, nd
 
 from dualdl.devices import Device
 from dualdl.parallel import split_bounds
+from .base import Module as _DlModule
 from .core import native_device
 from .grads import model_devices
 
@@ -118,7 +119,6 @@ class Replicas:
                 raise ValueError(f"the model is on {have} but the devices are {list(devices)}: it must "
                                  f"be on the first device {devices[0]!r} (it is then replicated) or "
                                  f"on exactly these devices")
-            from .nn import Module as _DlModule
             if isinstance(model, _DlModule):
                 model.to(list(self.ctxs))
             else:

@@ -30,9 +30,10 @@ import numpy as np
 from mxnet import nd
 from mxnet.gluon import HybridBlock
 
-from .nn import Layer, is_ndarray
+from .base import Layer, is_ndarray
 
-from dualdl.nn.layout import RNNCellChecks, RNNChecks, check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import resolve_batch_first
+from dualdl.nn.rnn_checks import RNNCellChecks, RNNChecks, check_rnn_state
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 

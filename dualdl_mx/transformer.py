@@ -22,7 +22,7 @@ taken as additive float. Masked scores are -1e18 on both backends (finite, no Na
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import mxnet as mx
@@ -30,63 +30,13 @@ from mxnet import nd
 from mxnet.gluon import HybridBlock
 
 from dualdl.nn import _transformer as T
-from .nn import Layer, Linear, Module, is_ndarray
+from .base import Layer, Module, is_ndarray
+from .containers import ModuleList
+from .dropout import Dropout, dropout
+from .linear import Linear
+from .norm import LayerNorm
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding"]
-
-
-class LayerNorm(Layer):
-    """torch.nn.LayerNorm over the last axis (``weight``/``bias``, not ``gamma``/``beta``).
-    Private to the Transformer layers here."""
-
-    def __init__(self, normalized_shape: int, eps: float = 1e-5, bias: bool = True) -> None:
-        super().__init__()
-        self.normalized_shape, self.eps = (int(normalized_shape),), float(eps)
-        self.weight = self._dl_new_param("weight", self.normalized_shape, init=mx.init.One())
-        self.bias = self._dl_new_param("bias", self.normalized_shape, init=mx.init.Zero()) if bias else None
-
-    def hybrid_forward(self, F, x, weight, bias=None):
-        if bias is None:
-            bias = F.zeros_like(weight)
-        return F.LayerNorm(x, weight, bias, axis=-1, eps=self.eps)
-
-    def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
-
-
-class Dropout(Layer):
-    """Active when the module is in train() mode (torch's rule, not Gluon's autograd.record())."""
-
-    def __init__(self, p: float = 0.5) -> None:
-        super().__init__()
-        self.p = float(p)
-
-    def hybrid_forward(self, F, x):
-        return F.Dropout(x, p=self.p, mode="always") if self.training and self.p > 0 else x
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
-
-
-class ModuleList(Module):
-    """Children named "0", "1", ... (torch's ``nn.ModuleList`` naming: ``layers.0.linear1.weight``)."""
-
-    def __init__(self, blocks: List[HybridBlock]) -> None:
-        super().__init__()
-        for i, b in enumerate(blocks):
-            self.register_child(b, str(i))
-
-    def __getitem__(self, i: int) -> HybridBlock:
-        return list(self._children.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._children)
-
-    def __iter__(self):
-        return iter(list(self._children.values()))
-
-    def hybrid_forward(self, F, x):
-        raise NotImplementedError("ModuleList has no forward; iterate over it")
 
 
 class _MaskedBlock(Layer):
@@ -236,7 +186,7 @@ class MultiheadAttention(_MaskedBlock):
             scores = F.reshape(F.broadcast_add(F.reshape(scores, shape=(-4, -1, H, -2)), kpm), shape=(-3, -2))
         w = F.softmax(scores, axis=-1)
         if self.training and self.dropout > 0:
-            w = F.Dropout(w, p=self.dropout, mode="always")
+            w = dropout(F, w, self.dropout, True)
         out = F.batch_dot(w, v)                                    # (N*H, L, D)
         out = F.reshape(out, shape=(-4, -1, H, -2))                # (N, H, L, D)
         out = F.transpose(out, axes=(0, 2, 1, 3) if self.batch_first else (2, 0, 1, 3))

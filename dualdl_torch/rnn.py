@@ -12,7 +12,8 @@ from typing import Any, Optional, Tuple
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from dualdl.nn.layout import RNNCellChecks, RNNChecks, check_rnn_state, resolve_batch_first
+from dualdl.nn.layout import resolve_batch_first
+from dualdl.nn.rnn_checks import RNNCellChecks, RNNChecks, check_rnn_state
 
 __all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
 

@@ -145,7 +145,7 @@ def _batchnorm(backend, device):
 
 
 def test_mxnet_float64_batchnorm_on_gpu_matches_cpu_and_torch():
-    """dualdl's MXNet BatchNorm runs its operator in float64 (dualdl_mx/layers.py); on a GPU too,
+    """dualdl's MXNet BatchNorm runs its operator in float64 (dualdl_mx/norm.py); on a GPU too,
     it must keep float32 in/out and agree with the CPU and with torch's CUDA BatchNorm."""
     need_gpus("mxnet", 1)
     gpu = _batchnorm("mxnet", dl.gpu(0))

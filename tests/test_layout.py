@@ -18,14 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dualdl", "dualdl_torch", "dualdl_mx")
-_MX_PENDING = pytest.mark.xfail(reason="fixed by the mx-nn branch", strict=False)
-_LR_CIRCLE = pytest.mark.xfail(reason="dualdl.optim.lr_scheduler <-> lr_scheduler_warmup (bottom import)",
-                               strict=False)
 CASES_CIRCLE = [pytest.param("dualdl_torch", id="dualdl_torch"),
-                pytest.param("dualdl_mx", id="dualdl_mx", marks=_MX_PENDING),
-                pytest.param("dualdl", id="dualdl", marks=_LR_CIRCLE)]
+                pytest.param("dualdl_mx", id="dualdl_mx"),
+                pytest.param("dualdl", id="dualdl")]
 CASES_ALONE = [pytest.param("dualdl_torch", id="dualdl_torch"),
-               pytest.param("dualdl_mx", id="dualdl_mx", marks=_MX_PENDING),
+               pytest.param("dualdl_mx", id="dualdl_mx"),
                pytest.param("dualdl", id="dualdl")]
 
 
@@ -191,11 +188,16 @@ def test_each_module_imports_alone(pkg, import_alone_failures):
         f"{m}: {msg}" for m, msg in failed.items())
 
 
-def test_torch_nn_is_a_pure_index():
-    """``dualdl_torch/nn.py`` defines nothing and no adapter module imports it."""
-    tree = ast.parse(_modules()["dualdl_torch.nn"].read_text())
+@pytest.mark.parametrize("adapter", ["dualdl_torch", "dualdl_mx"])
+def test_nn_is_a_pure_index_and_base_imports_no_layer_family(adapter):
+    """``<adapter>/nn.py`` defines nothing and no adapter module imports it; ``base.py`` (the
+    write-once base) imports no layer family, so families can import it without a circle."""
+    tree = ast.parse(_modules()[f"{adapter}.nn"].read_text())
     defined = [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
     stars = [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)]
     assert not defined and not stars, (defined, stars)
-    users = [m for m, deps in _graph().items() if _in_package(m, "dualdl_torch") and "dualdl_torch.nn" in deps]
+    graph = _graph()
+    users = [m for m, deps in graph.items() if _in_package(m, adapter) and f"{adapter}.nn" in deps]
     assert not users, f"adapter modules importing the index: {users}"
+    base_deps = {d.rpartition(".")[2] for d in graph[f"{adapter}.base"] if _in_package(d, adapter)}
+    assert base_deps <= {"core", "compiled", "grads"}, base_deps

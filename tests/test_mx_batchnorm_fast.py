@@ -159,7 +159,7 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
     """DUALDL_MX_FUSED_BATCHNORM=1 (the module flag): MXNet's float32 operator, compiled. Less
     precise than the default, but the same semantics: batch statistics in train mode whatever
     record() says, torch's running-statistics update, running statistics in eval mode."""
-    import dualdl_mx.layers as mx_layers
+    import dualdl_mx.norm as mx_layers
     x, w, b, g = make((8, 6, 5, 5), 3)
     outs = {}
     for fused in (False, True):

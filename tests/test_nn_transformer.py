@@ -299,3 +299,26 @@ def test_enable_nested_tensor_true_is_ignored_with_warning(backend):
     with pytest.warns(UserWarning, match="enable_nested_tensor=True is ignored"):
         enc = dl.nn.TransformerEncoder(dl.nn.TransformerEncoderLayer(D, H, FF), 1, enable_nested_tensor=True)
     assert enc.enable_nested_tensor is False
+
+
+def _layer_norm(x, eps=1e-5):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+
+def test_dropout_one_drops_everything_without_nan(backend):
+    """dropout=1.0 in train mode: torch zeroes every dropped tensor; MXNet's Dropout op would scale
+    by 1/(1-p) and give NaN. With the attention and feed-forward blocks dropped to 0 the layer is
+    norm2(norm1(x)) (LayerNorm at init: weight 1, bias 0) on both backends, also hybridized."""
+    x = np.random.default_rng(3).standard_normal((5, 3, D)).astype(np.float32)
+    want = _layer_norm(_layer_norm(x.astype(np.float64)))
+    layer = dl.nn.TransformerEncoderLayer(D, H, FF, dropout=1.0).train()
+    got = run(layer, x)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    mha = dl.nn.MultiheadAttention(D, H, dropout=1.0).train()
+    out, w = mha(t(x), t(x), t(x))
+    assert (dl.to_numpy(w) == 0).all()                    # dropped attention weights, not NaN
+    np.testing.assert_array_equal(dl.to_numpy(out), np.zeros_like(x))     # out_proj bias is 0 at init
+    if backend == "mxnet":
+        layer.hybridize()
+        np.testing.assert_allclose(run(layer, x), want, atol=2e-5)

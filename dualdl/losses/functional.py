@@ -5,7 +5,7 @@ meanings documented in :mod:`dualdl.losses` (checks included). The classes call 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ..backend import backend_for
 from . import _checks as _ck

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import Loss, functional as _f
+from . import functional as _f
+from .base import Loss
 
 __all__ = ["BCELoss", "PoissonNLLLoss", "GaussianNLLLoss"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import Loss, functional as _f
+from . import functional as _f
+from .base import Loss
 from . import _checks as _ck
 
 __all__ = ["MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss"]

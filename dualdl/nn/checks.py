@@ -1,12 +1,42 @@
-"""Input checks whose message is the same on both backends (framework-free)."""
+"""Layer input/argument checks and their messages, written once for both backends (framework-free).
+
+Every function takes plain Python values (shapes as tuples of ints, dtype names as strings), so an
+adapter can call it up front (MXNet: a Symbol has no shape, so only NDArray inputs are checked) or
+only when the framework's own call failed (torch: explain the failure, no cost on success). A check
+returns ``None`` or raises the error both backends raise for the same input.
+``tests/test_nn_checks.py::torch_explain`` shows each call made with a torch layer's attributes.
+"""
 from __future__ import annotations
 
-from typing import Sequence
+import numbers
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
-__all__ = ["empty_batch_error", "check_not_empty"]
+__all__ = [
+    "explain", "empty_batch_error", "check_not_empty", "shape_error", "to_tuple",
+    "check_linear_input",
+    "check_conv_args", "conv_sides", "check_conv_input",
+    "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
+    "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
+    "check_layernorm_input",
+    "check_embedding_padding_idx", "check_embedding_dtype", "check_embedding_range",
+]
+
+IntOrTuple = Union[int, Sequence[int]]
+Shape = Sequence[int]
 
 
-def empty_batch_error(who: str, shape: Sequence[int]) -> ValueError:
+def explain(check: Callable[..., None], *args: Any, **kwargs: Any) -> Optional[Exception]:
+    """The error ``check(*args, **kwargs)`` raises, or None: for an adapter that checks only after
+    the framework's own call failed (``err = explain(...)``; ``raise err from None`` if it is set,
+    else re-raise the framework's error)."""
+    try:
+        check(*args, **kwargs)
+    except (ValueError, TypeError, IndexError, NotImplementedError) as e:
+        return e
+    return None
+
+
+def empty_batch_error(who: str, shape: Shape) -> ValueError:
     """Hides: torch returns empty outputs for an input with no elements (a batch of 0 samples);
     MXNet 1.x's operators raise (its shape inference reads 0 as "unknown"), and a graph through an
     empty batch has no gradient to give. dualdl refuses empty inputs on both, with this message."""
@@ -15,6 +45,187 @@ def empty_batch_error(who: str, shape: Sequence[int]) -> ValueError:
                       f"backends: skip empty batches before calling the layer or loss")
 
 
-def check_not_empty(who: str, shape: Sequence[int]) -> None:
+def check_not_empty(who: str, shape: Shape) -> None:
     if 0 in tuple(shape):
         raise empty_batch_error(who, shape)
+
+
+def shape_error(who: str, expected: str, shape: Shape) -> ValueError:
+    """The wrong-rank/wrong-size error of every layer: who, the layout expected, the shape got."""
+    return ValueError(f"{who}: expected input of shape {expected}, got {tuple(shape)}")
+
+
+def to_tuple(v: IntOrTuple, n: int, what: str) -> Tuple[int, ...]:
+    """An int or an n-sequence of ints as an n-tuple (torch's ``_pair``/``_single``)."""
+    if isinstance(v, numbers.Integral):
+        return (int(v),) * n
+    t = tuple(int(i) for i in v)
+    if len(t) != n:
+        raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v!r}")
+    return t
+
+
+# ---- Linear -----------------------------------------------------------------------------------
+def check_linear_input(in_features: int, out_features: int, shape: Shape) -> None:
+    who = f"Linear(in_features={in_features}, out_features={out_features})"
+    shape = tuple(shape)
+    if 0 in shape:
+        raise empty_batch_error(who, shape)
+    if not shape or shape[-1] != in_features:
+        raise shape_error(who, f"(*, {in_features})", shape)
+
+
+# ---- convolutions -----------------------------------------------------------------------------
+_CONV_LAYOUTS = {1: "(N, C_in, L)", 2: "(N, C_in, H, W)"}
+
+
+def check_conv_args(name: str, in_channels: int, out_channels: int, groups: int) -> None:
+    if groups <= 0 or in_channels % groups or out_channels % groups:
+        raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) "
+                         f"must be divisible by groups ({groups})")
+
+
+def conv_sides(padding: Union[str, Sequence[int]], kernel_size: Sequence[int],
+               dilation: Sequence[int]) -> Tuple[Tuple[int, int], ...]:
+    """Zero padding (before, after) per spatial axis, as torch applies it: ``'same'`` puts
+    ``total // 2`` before and the rest after (MXNet pads symmetrically only), ``'valid'`` none."""
+    if isinstance(padding, str):
+        totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(dilation, kernel_size)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    return tuple((int(q), int(q)) for q in padding)
+
+
+def check_conv_input(name: str, in_channels: int, shape: Shape, kernel_size: Sequence[int],
+                     dilation: Sequence[int], padding: Union[str, Sequence[int]],
+                     padding_mode: str = "zeros", sides: Optional[Sequence[Tuple[int, int]]] = None) -> None:
+    """Rank and channels, no empty input, padded size >= the dilated kernel, reflect padding <
+    the input size. ``padding`` is the layer's own (tuple or 'same'/'valid', named in the message);
+    ``sides`` its :func:`conv_sides` (computed here when not given)."""
+    n, shape = len(kernel_size), tuple(shape)
+    who = f"{name}(in_channels={in_channels})"
+    if len(shape) != n + 2 or shape[1] != in_channels:
+        raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
+    check_not_empty(who, shape)
+    sides = conv_sides(padding, kernel_size, dilation) if sides is None else sides
+    for i in range(n):
+        eff = dilation[i] * (kernel_size[i] - 1) + 1
+        if shape[2 + i] + sum(sides[i]) < eff:
+            raise ValueError(f"{name}: input spatial size {shape[2:]} (padded by {padding}) is smaller than "
+                             f"the kernel {tuple(kernel_size)} (dilation {tuple(dilation)})")
+        if padding_mode == "reflect" and max(sides[i]) >= shape[2 + i]:
+            raise ValueError(f"{name}: padding_mode='reflect' needs padding < input size, got padding "
+                             f"{padding} for input {shape[2:]}")
+
+
+# ---- pooling ----------------------------------------------------------------------------------
+_POOL_LAYOUTS = {1: "(N, C, L)", 2: "(N, C, H, W)"}
+
+
+def check_pool_args(name: str, kernel_size: Sequence[int], stride: Sequence[int],
+                    padding: Sequence[int], dilation: Optional[Sequence[int]] = None) -> None:
+    """Positive kernel and stride; padding at most half of the (dilated) kernel, as torch requires."""
+    if any(k <= 0 for k in kernel_size) or any(s <= 0 for s in stride):
+        raise ValueError(f"{name}: kernel_size and stride must be positive, got "
+                         f"{tuple(kernel_size)} and {tuple(stride)}")
+    eff = _dilated(kernel_size, dilation)
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, eff)):
+        raise ValueError(f"{name}: padding {tuple(padding)} should be at most half of the kernel "
+                         f"size {eff}")
+
+
+def _dilated(kernel_size: Sequence[int], dilation: Optional[Sequence[int]]) -> Tuple[int, ...]:
+    if dilation is None:
+        return tuple(kernel_size)
+    return tuple(d * (k - 1) + 1 for d, k in zip(dilation, kernel_size))
+
+
+def pool_output_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
+    """torch's pooled length (ceil_mode drops a last window that would start in the right padding)."""
+    if ceil_mode:
+        out = -(-(size + 2 * padding - kernel) // stride) + 1
+        if (out - 1) * stride >= size + padding:
+            out -= 1
+        return out
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def check_pool_input(name: str, shape: Shape, kernel_size: Sequence[int], stride: Sequence[int],
+                     padding: Sequence[int], ceil_mode: bool,
+                     dilation: Optional[Sequence[int]] = None) -> None:
+    """Rank (N, C, *spatial) and a positive output size on every spatial axis."""
+    n, shape = len(kernel_size), tuple(shape)
+    who = f"{name}(kernel_size={tuple(kernel_size)})"
+    if len(shape) != n + 2:
+        raise shape_error(who, _POOL_LAYOUTS[n], shape)
+    eff = _dilated(kernel_size, dilation)
+    sizes = tuple(pool_output_size(shape[2 + i], eff[i], stride[i], padding[i], ceil_mode) for i in range(n))
+    if any(o <= 0 for o in sizes):
+        raise ValueError(f"{who}: input spatial size {shape[2:]} is too small (output would be {sizes})")
+
+
+def check_adaptive_pool_input(output_size: Any, shape: Shape) -> None:
+    if len(tuple(shape)) != 4:
+        size = (output_size,) * 2 if isinstance(output_size, numbers.Integral) else tuple(output_size)
+        raise shape_error(f"AdaptiveAvgPool2d(output_size={size})", "(N, C, H, W)", shape)
+
+
+# ---- normalisation ----------------------------------------------------------------------------
+# class name -> (layouts named in the message, accepted ranks)
+BATCHNORM_LAYOUTS = {"BatchNorm1d": (("(N, C)", "(N, C, L)"), (2, 3)),
+                     "BatchNorm2d": (("(N, C, H, W)",), (4,))}
+
+
+def check_batchnorm_momentum(name: str, momentum: Optional[float]) -> None:
+    if momentum is None:
+        raise NotImplementedError(f"{name}: momentum=None (cumulative average) is not supported by "
+                                  f"dualdl; pass a float")
+
+
+def check_batchnorm_input(name: str, num_features: int, shape: Shape, training: bool) -> None:
+    """Rank and channels for ``name`` (a key of :data:`BATCHNORM_LAYOUTS`); in train mode more than
+    one value per channel (a batch variance needs two)."""
+    layouts, ndims = BATCHNORM_LAYOUTS[name]
+    shape = tuple(shape)
+    if len(shape) not in ndims or shape[1] != num_features:
+        expected = " or ".join(l.replace("C", str(num_features), 1) for l in layouts)
+        raise shape_error(f"{name}({num_features})", expected, shape)
+    if training:
+        n = 1
+        for d in shape:
+            n *= d
+        if n // max(num_features, 1) <= 1:
+            raise ValueError(f"{name}: expected more than 1 value per channel when training, got input "
+                             f"of shape {shape}")
+
+
+def check_layernorm_input(normalized_shape: Sequence[int], shape: Shape) -> None:
+    k, shape, norm = len(normalized_shape), tuple(shape), tuple(normalized_shape)
+    if len(shape) < k or shape[len(shape) - k:] != norm:
+        raise shape_error(f"LayerNorm({norm})", "(*, " + ", ".join(map(str, norm)) + ")", shape)
+
+
+# ---- embedding --------------------------------------------------------------------------------
+def check_embedding_padding_idx(num_embeddings: int, padding_idx: Optional[int]) -> Optional[int]:
+    """``padding_idx`` in [-V, V), returned as a non-negative row index (None stays None)."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"Embedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
+                         f"got {padding_idx}")
+    return int(padding_idx) % num_embeddings
+
+
+def check_embedding_dtype(num_embeddings: int, embedding_dim: int, dtype: str, is_integer: bool) -> None:
+    """Integer indices only (``dtype`` a name such as ``"float32"``). Hides: MXNet truncates float
+    indices silently, torch refuses them."""
+    if not is_integer:
+        raise TypeError(f"Embedding({num_embeddings}, {embedding_dim}): indices must be an integer tensor "
+                        f"(int32/int64), got {dtype}; MXNet would silently truncate float indices")
+
+
+def check_embedding_range(num_embeddings: int, embedding_dim: int, lo: int, hi: int) -> None:
+    """Indices (smallest ``lo``, largest ``hi``) in [0, V). Hides: MXNet clips them silently."""
+    if lo < 0 or hi >= num_embeddings:
+        bad = lo if lo < 0 else hi
+        raise IndexError(f"Embedding({num_embeddings}, {embedding_dim}): index {bad} is out of range "
+                         f"[0, {num_embeddings}) (MXNet would clip it silently)")

@@ -13,7 +13,7 @@ import warnings
 from bisect import bisect_right
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler
+from .lr_scheduler_base import EPOCH_DEPRECATION_WARNING, LRScheduler
 
 
 def _per_group(name: str, optimizer: Any, value: Any) -> List[Any]:

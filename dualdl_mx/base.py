@@ -1,0 +1,250 @@
+"""The base of dualdl's modules on MXNet/Gluon: ``Module`` (write-once models), ``Layer`` (built-in
+layers), ``make_parameter`` and small helpers of the layer families.
+
+Each layer is a Gluon ``HybridBlock`` with PyTorch's constructor signature, parameter names
+(``weight``/``bias``/``running_mean``, never ``gamma``/``beta``), shapes, default initialisation
+and train/eval behaviour, so a state dict moves between backends unchanged.
+
+Differences hidden here (see docs/porting-guide.md):
+- parameters are created at construction (PyTorch style): no deferred ``in_units`` inference;
+- ``train()``/``eval()`` on the module decide Dropout/BatchNorm behaviour, not
+  ``autograd.record()``/``train_mode()`` as in Gluon;
+- gradients accumulate over backward calls until ``zero_grad()`` (``grad_req='add'``), as in
+  PyTorch; Gluon's default ``'write'`` overwrites them on every backward;
+- initialisation follows PyTorch's defaults (U(+-1/sqrt(fan_in)) for Linear/Conv weights and
+  biases), drawn from MXNet's RNG; Gluon's default is Uniform(0.07) with zero biases.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import mxnet as mx
+from mxnet import gluon, nd
+from mxnet.gluon import HybridBlock
+
+from dualdl.devices import device as _parse_device
+from dualdl.nn import checks as _checks
+from .core import native_device
+from .grads import zero_grad as _zero_grads
+
+__all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray"]
+
+
+class _ParameterSpec:
+    """What ``dl.nn.Parameter`` returns on MXNet, until assigned to a module attribute."""
+    __slots__ = ("data", "requires_grad")
+
+    def __init__(self, data: np.ndarray, requires_grad: bool):
+        self.data, self.requires_grad = data, requires_grad
+
+
+def make_parameter(data: Any, requires_grad: bool = True) -> _ParameterSpec:
+    if isinstance(data, nd.NDArray):
+        data = data.asnumpy()
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"nn.Parameter expects a numpy array or an NDArray on the mxnet backend, "
+                        f"got {type(data).__name__}")
+    return _ParameterSpec(np.array(data, copy=True), requires_grad)
+
+
+def _bind_and_call(block: "Module", fn, args: tuple, params: Dict[str, Any]):
+    """Run ``fn(block, *args)`` with parameter attributes holding their bound NDArray/Symbol."""
+    d = block.__dict__
+    if not params:
+        return fn(block, *args)
+    saved = {k: d[k] for k in params}
+    d.update(params)
+    try:
+        return fn(block, *args)
+    finally:
+        d.update(saved)
+
+
+class Module(HybridBlock):
+    """Base of every dualdl module on MXNet: a HybridBlock with PyTorch's module API
+    (``train/eval``, ``named_parameters``, ``named_buffers``, ``state_dict``, ``to``...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.training = True
+
+    # ---- write-once classes: route HybridBlock.forward -> hybrid_forward -> user's forward ----
+    @classmethod
+    def _dl_native_namespace(cls, user_cls: type) -> dict:
+        user_forward = getattr(user_cls, "forward", None)
+        if user_forward is None or user_forward is Module.forward or user_forward is HybridBlock.forward:
+            raise TypeError(f"{user_cls.__name__} must define forward(self, ...)")
+        sig = inspect.signature(user_forward)
+
+        names = [p.name for p in sig.parameters.values()][1:]
+
+        def positional(self, args, kwargs):
+            # Gluon's Block.__call__ and HybridBlock.forward are positional-only: bind keywords to
+            # positions, filling defaults only up to the last argument given (Gluon's hybridized
+            # inputs must be tensors or None, so trailing non-tensor defaults are left out)
+            bound = sig.bind(self, *args, **kwargs)
+            given = [i for i, n in enumerate(names) if n in bound.arguments]
+            bound.apply_defaults()
+            return tuple(bound.arguments[n] for n in names[:max(given) + 1]) if given else ()
+
+        def __call__(self, *args, **kwargs):
+            return HybridBlock.__call__(self, *(positional(self, args, kwargs) if kwargs else args))
+
+        def forward(self, *args, **kwargs):
+            return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))
+
+        def hybrid_forward(self, F, *args, **params):
+            return _bind_and_call(self, user_forward, args, params)
+
+        forward.__doc__ = user_forward.__doc__
+        return {"__call__": __call__, "forward": forward, "hybrid_forward": hybrid_forward}
+
+    # ---- attribute registration --------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, _ParameterSpec):
+            value = self._dl_new_param(name, value.data.shape, value.data.dtype,
+                                       data=value.data, requires_grad=value.requires_grad)
+            return
+        if isinstance(value, gluon.Parameter) and self._reg_params.get(name) is value:
+            return                       # already registered by _dl_new_param
+        super().__setattr__(name, value)
+
+    def _dl_new_param(self, name: str, shape: Tuple[int, ...], dtype: Any = "float32",
+                      init: Optional[mx.init.Initializer] = None, data: Optional[np.ndarray] = None,
+                      requires_grad: bool = True, buffer: bool = False) -> gluon.Parameter:
+        """Create, initialise (on the module's current context) and register a parameter."""
+        p = self.params.get(name, shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype).name,
+                            grad_req="add" if requires_grad and not buffer else "null",
+                            init=init or mx.init.Zero(), allow_deferred_init=False,
+                            differentiable=requires_grad and not buffer)
+        p._dl_buffer = buffer
+        p.initialize(ctx=self._dl_contexts())
+        if data is not None:
+            p.set_data(nd.array(data, dtype=np.dtype(dtype).name))
+        HybridBlock.__setattr__(self, name, p)
+        return p
+
+    def _dl_contexts(self) -> List[mx.Context]:
+        return getattr(self, "_dl_ctx", None) or [mx.current_context()]
+
+    def register_buffer(self, name: str, tensor: Any, persistent: bool = True) -> None:
+        """A non-learnable state tensor (grad_req='null'), saved in the state dict like torch's."""
+        arr = tensor.asnumpy() if isinstance(tensor, nd.NDArray) else np.asarray(tensor)
+        self._dl_new_param(name, arr.shape, arr.dtype, data=arr, buffer=True)
+
+    def register_parameter(self, name: str, param: Any) -> None:
+        setattr(self, name, param)
+
+    # ---- PyTorch's module API ------------------------------------------------------------------
+    def train(self, mode: bool = True) -> "Module":
+        """Set train/eval mode on this module and its children (Dropout, BatchNorm). Unlike Gluon,
+        the mode does not depend on ``autograd.record()``; a hybridized graph is rebuilt."""
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+            if isinstance(m, HybridBlock):
+                m._clear_cached_op()
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def named_children(self) -> Iterator[Tuple[str, HybridBlock]]:
+        return iter(self._children.items())
+
+    def children(self) -> Iterator[HybridBlock]:
+        return iter(self._children.values())
+
+    def named_modules(self, prefix: str = "") -> Iterator[Tuple[str, HybridBlock]]:
+        seen = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, m = stack.pop(0)
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            yield name, m
+            stack[0:0] = [((name + "." if name else "") + k, c) for k, c in m._children.items()]
+
+    def modules(self) -> Iterator[HybridBlock]:
+        for _, m in self.named_modules():
+            yield m
+
+    def _dl_named_tensors(self, prefix: str, buffers: bool) -> Iterator[Tuple[str, gluon.Parameter]]:
+        seen = set()
+        for name, p in self._collect_params_with_prefix(prefix).items():
+            if bool(getattr(p, "_dl_buffer", False)) == buffers and id(p) not in seen:
+                seen.add(id(p))
+                yield name, p
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[Tuple[str, gluon.Parameter]]:
+        """Structural dotted names (``features.0.weight``), as ``torch.nn.Module.named_parameters``."""
+        return self._dl_named_tensors(prefix, buffers=False)
+
+    def parameters(self, recurse: bool = True) -> Iterator[gluon.Parameter]:
+        for _, p in self.named_parameters():
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[Tuple[str, gluon.Parameter]]:
+        return self._dl_named_tensors(prefix, buffers=True)
+
+    def buffers(self, recurse: bool = True) -> Iterator[gluon.Parameter]:
+        for _, p in self.named_buffers():
+            yield p
+
+    def state_dict(self) -> Dict[str, nd.NDArray]:
+        """Parameters then buffers by structural name, as NDArrays (first context's copy)."""
+        out = {}
+        for name, p in self._collect_params_with_prefix().items():
+            out[name] = p.data(p.list_ctx()[0])
+        return out
+
+    def load_state_dict(self, state_dict: Dict[str, Any], strict: bool = True):
+        from dualdl.state import load_state_dict
+        return load_state_dict(self, state_dict, strict=strict)
+
+    def to(self, device: Any) -> "Module":
+        """Move every parameter to a device (``reset_ctx``); a list of devices replicates them
+        (MXNet data parallelism: one copy per context)."""
+        devs = device if isinstance(device, (list, tuple)) else [device]
+        ctxs = [d if isinstance(d, mx.Context) else native_device(_parse_device(d)) for d in devs]
+        for m in self.modules():
+            object.__setattr__(m, "_dl_ctx", ctxs)
+        self.collect_params().reset_ctx(ctxs)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero the gradients and mark them stale (torch's ``None``): an optimizer step skips a
+        parameter with no backward since the last ``zero_grad``."""
+        _zero_grads(list(self.parameters()))
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        lines = [f"{type(self).__name__}({extra}" + (")" if not self._children else "")]
+        if self._children:
+            for k, c in self._children.items():
+                sub = repr(c).replace("\n", "\n  ")
+                lines.append(f"  ({k}): {sub}")
+            lines.append(")")
+        return "\n".join(lines)
+
+
+class Layer(Module):
+    """Base of dualdl's built-in MXNet layers: they implement ``hybrid_forward(F, x, **params)``
+    directly (no user-forward binding)."""
+
+    @staticmethod
+    def _uniform(bound: float) -> mx.init.Initializer:
+        return mx.init.Uniform(scale=bound)
+
+
+def shape_error(layer: str, expected: str, x: Any) -> ValueError:
+    return _checks.shape_error(layer, expected, x.shape)
+
+
+def is_ndarray(x: Any) -> bool:
+    return isinstance(x, nd.NDArray)

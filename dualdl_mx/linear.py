@@ -1,0 +1,86 @@
+"""``Linear``, ``Identity`` and ``Flatten`` on MXNet with PyTorch's semantics."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import mxnet as mx
+
+from dualdl.nn.checks import check_linear_input, explain
+from .base import Layer, is_ndarray
+
+__all__ = ["Linear", "Identity", "Flatten"]
+
+
+class Linear(Layer):
+    """``y = x W^T + b`` on the last axis (``FullyConnected(flatten=False)``). Gluon's ``Dense``
+    flattens all non-batch axes by default; dualdl never does."""
+    _dl_layer = "Linear"
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        super().__init__()
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        self.weight = self._dl_new_param("weight", (self.out_features, self.in_features),
+                                         init=self._uniform(bound))
+        self.bias = (self._dl_new_param("bias", (self.out_features,), init=self._uniform(bound))
+                     if bias else None)
+
+    def hybrid_forward(self, F, x, weight, bias=None):
+        try:
+            return F.FullyConnected(x, weight, bias, num_hidden=self.out_features,
+                                    no_bias=bias is None, flatten=False)
+        except mx.base.MXNetError:      # NDArrays: shape inference raises at the call (synchronously)
+            err = is_ndarray(x) and explain(check_linear_input, self.in_features, self.out_features, x.shape)
+            if err:
+                raise err from None
+            raise
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Flatten(Layer):
+    """``torch.nn.Flatten(start_dim=1, end_dim=-1)`` (Gluon's Flatten always keeps axis 0 only).
+    Hybridized, ``end_dim`` must be -1 or non-negative (a Symbol's rank is unknown)."""
+    _dl_layer = "Flatten"
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def hybrid_forward(self, F, x):
+        s, e = self.start_dim, self.end_dim
+        if is_ndarray(x):
+            nd_ = max(x.ndim, 1)
+            s_, e_ = s + nd_ if s < 0 else s, e + nd_ if e < 0 else e
+            if not (0 <= s_ < nd_ and 0 <= e_ < nd_) or s_ > e_:
+                raise ValueError(f"Flatten(start_dim={s}, end_dim={e}): invalid for input of shape "
+                                 f"{tuple(x.shape)}")
+            shp = tuple(x.shape)
+            if not x.ndim:
+                return x.reshape((1,))
+            return x.reshape(shp[:s_] + (int(np.prod(shp[s_:e_ + 1])),) + shp[e_ + 1:])
+        if s < 0 or (e < 0 and e != -1):
+            raise NotImplementedError(f"Flatten(start_dim={s}, end_dim={e}): negative dims other than "
+                                      f"end_dim=-1 need the input rank, unknown under hybridize()")
+        if e == -1:
+            return F.flatten(x) if s == 1 else F.reshape(x, shape=(0,) * s + (-1,))
+        for _ in range(e - s):
+            x = F.reshape(x, shape=(0,) * s + (-3, -2))
+        return x if e > s else F.identity(x)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Identity(Layer):
+    """``torch.nn.Identity``: returns its input (constructor arguments are ignored)."""
+    _dl_layer = "Identity"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def hybrid_forward(self, F, x):
+        return x if is_ndarray(x) else F.identity(x)

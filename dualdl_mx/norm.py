@@ -1,0 +1,254 @@
+"""``BatchNorm1d``/``BatchNorm2d`` (with the numerics that give torch's results on MXNet) and
+``LayerNorm`` over any number of trailing axes."""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Tuple
+
+import numpy as np
+import mxnet as mx
+from mxnet import autograd
+
+from dualdl.nn import checks as C
+from dualdl.nn.checks import IntOrTuple
+from . import compiled
+from .base import Layer, is_ndarray
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+
+# opt-in: MXNet's fused BatchNorm operator in NDArray mode (faster, less precise; see _BatchNorm)
+_FUSED_BATCHNORM = os.environ.get("DUALDL_MX_FUSED_BATCHNORM", "0") == "1"
+
+
+class _BatchNorm(Layer):
+    """torch's BatchNorm on MXNet.
+
+    Non-hybridized (NDArray) it is exactly torch's: batch statistics in train mode, running
+    statistics updated *in forward* with the unbiased batch variance and torch's momentum (weight
+    of the new value); eval mode uses the running statistics. ``train()``/``eval()`` decide, not
+    ``autograd.record()``.
+
+    Hybridized (Symbol), outputs and gradients are the same (batch statistics in train mode,
+    inside ``autograd.record()`` or not), but a graph cannot assign to the running statistics, so
+    MXNet's fused ``BatchNorm`` op (``momentum=1-m``, its output multiplied by 0) updates them,
+    fed 2 rows (mean -/+ std) whose biased variance is the unbiased one of the batch: the values
+    are torch's, but they are updated only inside ``autograd.record()``, when backward runs
+    (Gluon's rule), not by a forward alone. Eval mode uses the fused op on the running statistics.
+    """
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *, bias: bool = True) -> None:
+        super().__init__()
+        C.check_batchnorm_momentum(type(self).__name__, momentum)
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        c = (self.num_features,)
+        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
+        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
+        if track_running_stats:
+            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
+            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
+        else:
+            self.running_mean = self.running_var = None
+
+    def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
+        c = (self.num_features,)
+        return F.BatchNorm(x, weight if weight is not None else F.ones(shape=c),
+                           bias if bias is not None else F.zeros(shape=c), running_mean, running_var,
+                           eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
+                           use_global_stats=use_global_stats, axis=1)
+
+    def _imperative(self, x, weight, bias, running_mean, running_var):
+        """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
+        ``eval()`` decide, not ``record()``), running statistics updated in forward with the
+        unbiased variance. Batch statistics run MXNet's fused ``BatchNorm`` operator in float64
+        (:func:`_batchnorm_op_formula`): in float32 the operator (MKLDNN) is 10x less precise than
+        torch (5e-7..1e-5 measured, torch 1e-7; its float32 sums), which makes long runs drift
+        apart between backends; in float64 it is exact to float32 rounding (<= 6e-8 of the largest
+        value, torch's <= 1.1e-7 on well-conditioned inputs and 1e-4 at mean/std = 1e4), and at
+        1.0 ms against 0.82 ms float32 on (16, 16, 8, 32) costs 1.2x, where the GEMM form
+        (:func:`_gemm_batchnorm`, kept for running statistics) cost 2.9x. The price is memory:
+        backward keeps the float64 copy of the input (2x a float32 input's bytes; the GEMM form
+        kept several float32 intermediates). An ``autograd.Function``
+        with BN's closed-form backward hung MXNet's threaded engine (apache/mxnet#15844) and is
+        not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the operator in the input's dtype instead
+        (faster, less precise; eval mode then uses the operator with the running statistics)."""
+        dtype = np.dtype(x.dtype).name
+        compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"
+        if _FUSED_BATCHNORM and self.track_running_stats and not self.training:
+            return mx.nd.BatchNorm(x, *self._affine(weight, bias, x.context), running_mean, running_var,
+                                   eps=self.eps, fix_gamma=False, use_global_stats=True, axis=1)
+        track = self.training and self.track_running_stats
+        if self.training or not self.track_running_stats:
+            n = x.size // self.num_features
+            aux_mean, aux_var = _aux_scratch(self.num_features, x.context, compute)
+            with autograd.train_mode():                 # batch statistics whatever record() says
+                out = compiled.run(_batchnorm_op_formula, dict(
+                    x=x, weight=weight, bias=bias, aux_mean=aux_mean, aux_var=aux_var,
+                    running_mean=running_mean if track else None, running_var=running_var if track else None),
+                    eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=dtype, compute=compute)
+            if not track:
+                return out
+            y, new_mean, new_var = out
+            with autograd.pause():
+                new_mean.copyto(running_mean)
+                new_var.copyto(running_var)
+            return y
+        return compiled.run(_batchnorm_running_formula, dict(x=x, weight=weight, bias=bias,
+                                                             running_mean=running_mean, running_var=running_var),
+                            eps=self.eps)
+
+    def _affine(self, weight, bias, ctx):
+        c = (self.num_features,)
+        return (weight if weight is not None else mx.nd.ones(c, ctx=ctx),
+                bias if bias is not None else mx.nd.zeros(c, ctx=ctx))
+
+    def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
+        if is_ndarray(x):
+            C.check_batchnorm_input(self._dl_layer, self.num_features, x.shape, self.training)
+            return self._imperative(x, weight, bias, running_mean, running_var)
+        if self.track_running_stats and not self.training:
+            return self._fused(F, x, weight, bias, running_mean, running_var, True)
+        return self._symbolic(F, x, weight, bias, running_mean, running_var)
+
+    def _gemm_form(self, F, x, weight, bias, mean=None, var=None, update=None):
+        return _gemm_batchnorm(F, x, weight, bias, self.eps, mean, var, update)
+
+    def _symbolic(self, F, x, weight, bias, running_mean, running_var):
+        """Hybridized, batch statistics (:meth:`_gemm_form`). The running statistics need an
+        assignment a graph cannot make: MXNet's fused op updates them (its output x 0), fed the 2
+        rows ``mean -/+ std`` whose biased variance is the batch's unbiased one (the op uses the
+        biased); so they change only when backward runs inside ``record()`` (Gluon's rule)."""
+        def update(F, mean, var, n_):
+            bessel = n_ / (F.relu(n_ - 2.0) + 1.0)                          # n/(n-1); 1 when n == 1, not inf
+            std = F.sqrt(F.broadcast_mul(var, bessel))
+            rows = F.transpose(F.concat(mean - std, mean + std, dim=1))     # (2, C)
+            fused = self._fused(F, rows, weight, bias, running_mean, running_var, False)
+            return F.reshape(F.sum(fused, axis=0), shape=(-1, 1)) * 0.0
+        track = self.training and self.track_running_stats
+        return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=None):
+    """BatchNorm on the (C, n) view of x (``F`` = nd or sym) with every per-channel reduction and
+    broadcast written as a GEMM with a ones row: MXNet's reductions (and the backward of its
+    broadcast ops, which reduces) are 4-10x slower than a GEMV on CPU, even over a contiguous
+    axis. Batch statistics (two-pass: mean, then the mean square of the centred data) unless
+    ``mean``/``var`` (C, 1) are given; ``update(F, mean, var, n)`` may return a (C, 1) zero that
+    ties a running-statistics op into the graph. Returns (y, mean, biased var)."""
+    moved = F.swapaxes(x, 0, 1)
+    flat = F.reshape(moved, shape=(0, -1))                              # (C, n)
+    ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))    # (1, n)
+    if mean is None:
+        n_ = F.reshape(F.sum(ones), shape=(1, 1))
+        mean = F.broadcast_div(F.dot(flat, ones, transpose_b=True), n_)
+        xc = flat - F.dot(mean, ones)
+        var = F.broadcast_div(F.dot(F.square(xc), ones, transpose_b=True), n_)
+    else:
+        xc = flat - F.dot(mean, ones)
+    scale = F.rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * F.reshape(weight, shape=(-1, 1))
+    if update is not None:
+        scale = scale + update(F, mean, var, n_)
+    y = xc * F.dot(scale, ones)
+    if bias is not None:
+        y = y + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
+    return F.swapaxes(F.reshape_like(y, moved), 0, 1), mean, var
+
+
+def _batchnorm_running_formula(F, x, running_mean, running_var, weight=None, bias=None, *, eps: float):
+    """Eager BatchNorm with the running statistics (eval mode) as one compiled graph: the GEMM
+    form, which keeps gradients precise when an eval-mode BatchNorm is fine-tuned through."""
+    c = (-1, 1)
+    return _gemm_batchnorm(F, x, weight, bias, eps, F.reshape(running_mean, shape=c),
+                           F.reshape(running_var, shape=c))[0]
+
+
+_AUX_SCRATCH: dict = {}
+
+
+def _aux_scratch(c: int, ctx, dtype: str) -> Tuple[Any, Any]:
+    """(C,) arrays for the operator's moving statistics, which it updates in train mode: dualdl
+    keeps torch's running statistics itself, so these only absorb the writes."""
+    key = (c, ctx, dtype)
+    pair = _AUX_SCRATCH.get(key)
+    if pair is None:
+        pair = _AUX_SCRATCH[key] = (mx.nd.zeros((c,), ctx=ctx, dtype=dtype),
+                                    mx.nd.ones((c,), ctx=ctx, dtype=dtype))
+    return pair
+
+
+def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
+                          running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str,
+                          compute: str):
+    """BatchNorm with batch statistics: MXNet's fused operator in the ``compute`` dtype (float64:
+    exact to float32 rounding; run under train_mode, moving statistics into the scratch ``aux_*``),
+    cast back to ``dtype``. Given the running statistics, also returns torch's update of them
+    (momentum-weighted, unbiased variance ``var * bessel``, computed in ``compute``; torch computes
+    it in float64 on CPU) for the caller to copy in."""
+    def cast(t, to):
+        return t if to == dtype and compute == dtype else F.cast(t, dtype=to)
+    w = cast(weight, compute) if weight is not None else F.ones_like(aux_var)
+    b = cast(bias, compute) if bias is not None else F.zeros_like(aux_mean)
+    y, mean, inv_std = F.BatchNorm(cast(x, compute), w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
+                                   use_global_stats=False, output_mean_var=True, axis=1)
+    y = cast(y, dtype)
+    if running_mean is None:
+        return y
+    var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
+    m = momentum
+    new_mean = (1 - m) * cast(running_mean, compute) + m * mean
+    new_var = (1 - m) * cast(running_var, compute) + m * (var * bessel)
+    return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
+            F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
+
+
+class BatchNorm1d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L))")
+    _dl_layer = "BatchNorm1d"
+
+
+class BatchNorm2d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm2d`` ((N, C, H, W))")
+    _dl_layer = "BatchNorm2d"
+
+
+class LayerNorm(Layer):
+    """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
+    one axis and calls its parameters gamma/beta)."""
+    _dl_layer = "LayerNorm"
+
+    def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, (int, np.integer)):
+            normalized_shape = (int(normalized_shape),)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps, self.elementwise_affine = float(eps), bool(elementwise_affine)
+        shape = self.normalized_shape
+        self.weight = self._dl_new_param("weight", shape, init=mx.init.One()) if elementwise_affine else None
+        self.bias = (self._dl_new_param("bias", shape, init=mx.init.Zero())
+                     if elementwise_affine and bias else None)
+
+    def hybrid_forward(self, F, x, weight=None, bias=None):
+        k = len(self.normalized_shape)
+        if is_ndarray(x):
+            C.check_layernorm_input(self.normalized_shape, x.shape)
+        if k == 1 and weight is not None:       # MXNet's fused op (as the Transformer layers use it)
+            return F.LayerNorm(x, weight, F.zeros_like(weight) if bias is None else bias, axis=-1, eps=self.eps)
+        axes = tuple(range(-k, 0))
+        xc = F.broadcast_sub(x, F.mean(x, axis=axes, keepdims=True))
+        var = F.mean(F.square(xc), axis=axes, keepdims=True)
+        y = F.broadcast_div(xc, F.sqrt(var + self.eps))
+        if weight is not None:
+            y = F.broadcast_mul(y, weight)
+        if bias is not None:
+            y = F.broadcast_add(y, bias)
+        return y
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
