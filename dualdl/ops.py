@@ -502,7 +502,9 @@ def eye(n: int, m: Optional[int] = None, *, dtype: Any = None, device: Any = Non
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
              backend: Optional[str] = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (default float32). MXNet:
-    torch's formula in float64, cast (measured: identical to torch in float32 and float64)."""
+    torch's formula in the output dtype (measured: within 1 ulp of torch, 6e-8 in float32 and
+    2.2e-16 in float64 for ``linspace(-3.5, 2.25, 11)``: torch's SIMD kernel picks its formula per
+    vector chunk)."""
     if int(steps) < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     be, dt, dev = _creation(dtype, device, backend)

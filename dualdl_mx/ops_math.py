@@ -146,9 +146,11 @@ def eye(n: int, m: Optional[int], dtype: np.dtype, device):
 
 
 def linspace(start: float, end: float, steps: int, dtype: np.dtype, device):
-    """torch's formula (``start + i*step`` for the first half, ``end - (steps-1-i)*step`` after),
-    computed in float64 then cast."""
-    i = np.arange(steps, dtype=np.float64)
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    vals = np.where(i < steps // 2, start + i * step, end - (steps - 1 - i) * step)
-    return nd.array(vals.astype(dtype), ctx=device, dtype=dtype)
+    """torch's CPU formula in the output dtype: ``start + i*step`` for the first half,
+    ``end - (steps-1-i)*step`` for the rest."""
+    dt = np.dtype(dtype)
+    i = np.arange(steps).astype(dt)
+    lo, hi = dt.type(start), dt.type(end)
+    step = (hi - lo) / dt.type(steps - 1) if steps > 1 else dt.type(0)
+    vals = np.where(np.arange(steps) < steps // 2, lo + step * i, hi - step * (dt.type(steps - 1) - i))
+    return nd.array(vals.astype(dt), ctx=device, dtype=dt)

@@ -223,3 +223,149 @@ def test_mxnet_hybridized_matches_torch(case, dtype):
     ref_outs, ref_grads, cot = _torch_run(ref, arrays)
     outs, grads = _mx_run(fn, arrays, cot, hybridize=True)
     _compare(outs, grads, ref_outs, ref_grads, dtype, _mx_tol(name, dtype))
+
+
+def _nd(a):
+    import mxnet as mx
+    return mx.nd.array(a, dtype=a.dtype)
+
+
+def _hybrid(fn):
+    class OpNet(dl.nn.Module):
+        def forward(self, *a):
+            return fn(ops, *a)
+    net = OpNet(backend="mxnet")
+    net.hybridize()
+    return net
+
+
+@pytest.mark.parametrize("call, inputs, what", [
+    (lambda o, x: o.cumprod(x, 1), [X], "cumprod: the size along dim"),
+    (lambda o, x: o.cumsum(x, -1), [X], "cumsum: a negative dim"),
+    (lambda o, x: o.flip(x, -1), [X], "flip: a negative dim"),
+    (lambda o, x, i: o.gather(x, -1, i), [X, idx(4, 2, 3, 4)], "gather: a negative dim"),
+    (lambda o, x: o.sort(x, 1, stable=True), [X], "stable=True"),
+    (lambda o, x: o.interpolate(x, size=(7, 4)), [IMG], "pass one integer scale_factor"),
+    (lambda o, x, w: o.conv2d(x, w), [IMG, u(4, 3, 3, 3)], "use dualdl.nn.Conv2d"),
+    (lambda o, x, m, v: o.batch_norm(x, m, v, training=True), [IMG, u(3), u(3)], "in place"),
+])
+def test_symbol_limits_raise_clear_errors(call, inputs, what):
+    net = _hybrid(call)
+    with pytest.raises(ValueError, match=what):
+        net(*[_nd(a.astype("float32") if a.dtype.kind == "f" else a) for a in inputs])
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda o, x: o.pad(x, (1, 1), mode="wrap"), "mode"),
+    (lambda o, x: o.pad(x, (1,)), "divisible by 2"),
+    (lambda o, x: o.pad(x, (4, 4), mode="reflect"), "reflect padding|Padding size"),
+    (lambda o, x: o.gather(x, 1, dl.from_numpy(idx(2, 2, 3))), "dimensions"),
+    (lambda o, x: o.index_select(x, 2, dl.from_numpy(np.array([0, 4]))), "out of range"),
+    (lambda o, x: o.expand(x, 3, 4), "number of sizes"),
+    (lambda o, x: o.repeat(x, 2, 2), "repeat"),
+    (lambda o, x: o.interpolate(o.unsqueeze(x, 0), size=(3, 3), scale_factor=2), "scale_factor"),
+    (lambda o, x: o.layer_norm(x, (3,)), "normalized_shape"),
+    (lambda o, x: o.group_norm(x, 2), "divisible"),
+    (lambda o, x: o.bmm(x, o.sum(x, 0)), "3-D|3D"),
+])
+def test_bad_input_raises_on_both(backend, call, what):
+    x = dl.from_numpy(X.astype(np.float32))
+    with pytest.raises((ValueError, RuntimeError, IndexError), match=what):
+        call(ops, x)
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda o, x: o.gather(x, 1, dl.from_numpy(idx(2, 2, 3, 4)), sparse_grad=True), "sparse_grad"),
+    (lambda o, x: o.pad(x, (-1, 1)), "negative padding"),
+    (lambda o, x: o.norm(x, "nuc"), "nuc"),
+    (lambda o, x: o.max_pool2d(o.unsqueeze(x, 0), 2, dilation=2), "dilation"),
+    (lambda o, x: o.avg_pool2d(o.unsqueeze(x, 0), 2, divisor_override=3), "divisor_override"),
+    (lambda o, x: o.interpolate(o.unsqueeze(x, 0), scale_factor=2, antialias=True), "antialias"),
+    (lambda o, x: o.scaled_dot_product_attention(x, x, x, enable_gqa=True), "enable_gqa"),
+])
+def test_mxnet_refuses_what_it_cannot_honour(call, what):
+    with dl.use("mxnet"):
+        x = dl.from_numpy(X.astype(np.float32))
+        with pytest.raises(ValueError, match=what):
+            call(ops, x)
+
+
+def test_isnan_isfinite_are_bool(backend):
+    a = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], dtype=np.float32)
+    x = dl.from_numpy(a)
+    got_nan, got_fin = dl.to_numpy(ops.isnan(x)), dl.to_numpy(ops.isfinite(x))
+    assert got_nan.dtype == np.bool_ and got_fin.dtype == np.bool_
+    np.testing.assert_array_equal(got_nan, np.isnan(a))
+    np.testing.assert_array_equal(got_fin, np.isfinite(a))
+
+
+def test_isnan_hybridized():
+    net = _hybrid(lambda o, x: o.isnan(x))
+    a = np.array([1.0, np.nan, 2.0], dtype=np.float32)
+    for _ in range(2):
+        out = net(_nd(a)).asnumpy()
+    np.testing.assert_array_equal(out, np.isnan(a))
+
+
+def test_logsumexp_of_all_minus_inf_is_minus_inf(backend):
+    a = np.array([[-np.inf, -np.inf], [0.0, 1.0]], dtype=np.float32)
+    out = dl.to_numpy(ops.logsumexp(dl.from_numpy(a), 1))
+    np.testing.assert_allclose(out, torch.logsumexp(torch.tensor(a), 1).numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("args", [(0.0, 1.0, 7), (-3.5, 2.25, 11), (1.0, 1.0, 1), (2.0, -1.0, 0), (0, 10, 6)])
+def test_linspace_equals_torch(backend, args, dtype):
+    got = dl.to_numpy(ops.linspace(*args, dtype=dtype))
+    want = torch.linspace(*args, dtype=getattr(torch, dtype)).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    ulp = np.finfo(dtype).eps * 4             # torch's SIMD kernel picks its formula per chunk
+    np.testing.assert_allclose(got, want, rtol=ulp, atol=ulp)
+
+
+@pytest.mark.parametrize("n, m", [(3, None), (2, 4), (4, 1)])
+def test_eye_equals_torch(backend, n, m):
+    got = dl.to_numpy(ops.eye(n, m))
+    want = torch.eye(n, n if m is None else m).numpy()
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    assert dl.to_numpy(ops.eye(2, dtype="float64")).dtype == np.float64
+
+
+def test_batch_norm_training_updates_running_stats_as_torch(backend):
+    x = IMG.astype(np.float32)
+    rm, rv = np.zeros(3, np.float32), np.ones(3, np.float32)
+    t_rm, t_rv = torch.tensor(rm), torch.tensor(rv)
+    want = TF.batch_norm(torch.tensor(x), t_rm, t_rv, training=True, momentum=0.3).numpy()
+    d_rm, d_rv = dl.from_numpy(rm.copy()), dl.from_numpy(rv.copy())
+    got = dl.to_numpy(ops.batch_norm(dl.from_numpy(x), d_rm, d_rv, training=True, momentum=0.3))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dl.to_numpy(d_rm), t_rm.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(dl.to_numpy(d_rv), t_rv.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_sdpa_dropout_applies_when_p_positive(backend):
+    q = dl.from_numpy(Q.astype(np.float32))
+    out = dl.to_numpy(ops.scaled_dot_product_attention(q, q, q, dropout_p=1.0))
+    np.testing.assert_array_equal(out, np.zeros_like(Q, dtype=np.float32))
+    half = dl.to_numpy(ops.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
+    assert np.isfinite(half).all() and not np.allclose(half, 0)
+
+
+def test_mxnet_bilinear_default_differs_from_torch_default():
+    """The porting bug dualdl hides: MXNet's BilinearResize2D defaults to align_corners=True."""
+    import mxnet as mx
+    a = IMG.astype(np.float32)
+    native_mx = mx.nd.contrib.BilinearResize2D(mx.nd.array(a), height=7, width=9).asnumpy()
+    torch_default = TF.interpolate(torch.tensor(a), size=(7, 9), mode="bilinear").numpy()
+    assert np.abs(native_mx - torch_default).max() > 0.05
+    with dl.use("mxnet"):
+        ours = dl.to_numpy(ops.interpolate(dl.from_numpy(a), size=(7, 9), mode="bilinear"))
+    np.testing.assert_allclose(ours, torch_default, rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool2d_ceil_mode(backend):
+    x = u(1, 2, 7, 7).astype(np.float32)
+    got = dl.to_numpy(ops.max_pool2d(dl.from_numpy(x), 3, stride=2, ceil_mode=True))
+    want = TF.max_pool2d(torch.tensor(x), 3, stride=2, ceil_mode=True).numpy()
+    np.testing.assert_allclose(got, want)
