@@ -19,7 +19,7 @@ from collections import namedtuple
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from mxnet import nd, sym
+from mxnet import nd
 
 from dualdl.tensor import resolve_shape
 

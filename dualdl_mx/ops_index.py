@@ -9,7 +9,7 @@ stable, so ``stable=True`` sorts NDArrays with numpy's stable sort (and is refus
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 from mxnet import nd

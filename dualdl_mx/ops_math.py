@@ -9,7 +9,7 @@ return bool through MXNet's numpy operators.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import numpy as np
 from mxnet import nd

@@ -1,10 +1,11 @@
 """dualdl.ops on MXNet, shape and layout: expand, repeat, tile, flip, roll, pad, triu, tril.
 
 MXNet differences hidden: ``broadcast_to`` keeps a dim with 0 (torch's ``expand`` with -1);
-torch's ``Tensor.repeat`` is numpy's (and MXNet's) ``tile``; ``reverse``/``np.flip`` reject negative
-axes (resolved on NDArrays; on Symbols write them non-negative); legacy ``pad`` takes 4-D/5-D input only and has no circular
-mode, so ``pad`` is built from slices, ``repeat`` and ``concat`` (any rank, on Symbols too, with
-gradients); MXNet has ``np.tril`` but no ``triu`` (``x - tril(x, k - 1)``).
+torch's ``Tensor.repeat`` is numpy's (and MXNet's) ``tile``; ``reverse``/``np.flip`` reject
+negative axes (resolved on NDArrays; on Symbols write them non-negative); legacy ``pad`` takes
+4-D/5-D input only and has no circular mode, so ``pad`` is built from slices, ``repeat`` and
+``concat`` (any rank, on Symbols too, with gradients); MXNet has ``np.tril`` but no ``triu``
+(``x - tril(x, k - 1)``).
 """
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from typing import Optional, Sequence, Union
 from .ops_base import _F, _is_nd, _np, nonneg_dim
 
 
-def _sizes(op: str, sizes) -> tuple:
+def _sizes(sizes) -> tuple:
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     return tuple(int(s) for s in sizes)
 
 
 def expand(input, *sizes):
-    sizes = _sizes("expand", sizes)
+    sizes = _sizes(sizes)
     F = _F(input)
     if _is_nd(input):
         lead = len(sizes) - input.ndim
@@ -37,7 +38,7 @@ def expand(input, *sizes):
 
 def repeat(input, *repeats):
     """torch's ``Tensor.repeat`` (numpy's ``tile``), not ``repeat_interleave``."""
-    repeats = _sizes("repeat", repeats)
+    repeats = _sizes(repeats)
     if _is_nd(input) and len(repeats) < input.ndim:
         raise ValueError(f"repeat: number of repeat dims ({len(repeats)}) can not be smaller than "
                          f"the number of dimensions ({input.ndim}) of the tensor")

@@ -143,19 +143,22 @@ def _torch_run(fn, arrays):
     return [o.detach().numpy() for o in outs], grads, cot
 
 
+def _hybrid(fn):
+    class OpNet(dl.nn.Module):
+        def forward(self, *a):
+            return fn(ops, *a)
+    net = OpNet(backend="mxnet")
+    net.hybridize()
+    return net
+
+
 def _mx_run(fn, arrays, cot, hybridize):
     import mxnet as mx
     xs = [mx.nd.array(np.asarray(a), dtype=a.dtype) for a in arrays]
     for x, a in zip(xs, arrays):
         if _grad(a):
             x.attach_grad()
-    call = (lambda *a: fn(ops, *a))
-    if hybridize:
-        class OpNet(dl.nn.Module):
-            def forward(self, *a):
-                return fn(ops, *a)
-        call = OpNet(backend="mxnet")
-        call.hybridize()
+    call = _hybrid(fn) if hybridize else (lambda *a: fn(ops, *a))
     with mx.autograd.record():
         out = call(*xs)
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -205,38 +208,23 @@ def test_torch_backend_is_native_torch(case, dtype):
     _compare(outs, grads, ref_outs, ref_grads, dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
-def test_mxnet_ndarray_matches_torch(case, dtype):
-    name, fn, ref, arrays, _ = case
-    arrays = _inputs(arrays, dtype)
-    ref_outs, ref_grads, cot = _torch_run(ref, arrays)
-    outs, grads = _mx_run(fn, arrays, cot, hybridize=False)
-    _compare(outs, grads, ref_outs, ref_grads, dtype, _mx_tol(name, dtype))
+MX_RUNS = [pytest.param(c, False, id=f"{c[0]}-ndarray") for c in CASES] + \
+    [pytest.param(c, True, id=f"{c[0]}-hybridized") for c in CASES if c[4]]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", [c for c in CASES if c[4]], ids=lambda c: c[0])
-def test_mxnet_hybridized_matches_torch(case, dtype):
+@pytest.mark.parametrize("case, hybridize", MX_RUNS)
+def test_mxnet_matches_torch(case, hybridize, dtype):
+    """NDArrays, and Symbols in a hybridized block where MXNet allows it (case[4])."""
     name, fn, ref, arrays, _ = case
     arrays = _inputs(arrays, dtype)
     ref_outs, ref_grads, cot = _torch_run(ref, arrays)
-    outs, grads = _mx_run(fn, arrays, cot, hybridize=True)
+    outs, grads = _mx_run(fn, arrays, cot, hybridize)
     _compare(outs, grads, ref_outs, ref_grads, dtype, _mx_tol(name, dtype))
-
 
 def _nd(a):
     import mxnet as mx
     return mx.nd.array(a, dtype=a.dtype)
-
-
-def _hybrid(fn):
-    class OpNet(dl.nn.Module):
-        def forward(self, *a):
-            return fn(ops, *a)
-    net = OpNet(backend="mxnet")
-    net.hybridize()
-    return net
 
 
 @pytest.mark.parametrize("call, inputs, what", [
