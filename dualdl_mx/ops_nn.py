@@ -5,12 +5,13 @@ signatures).
 MXNet differences hidden: ``BilinearResize2D`` defaults to ``align_corners=True`` (torch: False;
 0.08 to 0.55 max abs difference measured on [0, 1) images), here ``align_corners`` is always passed;
 ``UpSampling`` (nearest) takes integer scales only, other sizes gather rows/columns on NDArrays;
-``Convolution``/``Pooling`` need the kernel size and filter count, read from the weight (so
-``conv2d`` needs NDArrays); the norms are written out with biased batch variance for normalising
+``Convolution`` needs the kernel size and filter count, read from the weight (so ``conv2d``
+needs NDArrays); pooling runs dualdl's pooling layers' forward (their fixes of ``Pooling``); the norms are written out with biased batch variance for normalising
 and unbiased for ``running_var`` as torch does (MXNet's BatchNorm op: see dualdl's BatchNorm).
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -107,15 +108,24 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
                           dilate=d, num_group=int(groups), no_bias=bias is None)
 
 
-def _pool(op, input, kernel_size, stride, padding, ceil_mode, pool_type, **kw):
+@functools.lru_cache(maxsize=256)
+def _pool_layer(kind: str, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool):
+    """dualdl's pooling layer for these settings (stateless, cached): its forward carries the
+    workarounds of MXNet's Pooling (``ceil_mode`` without the 'full' convention, whose average
+    backward is 0.17-0.25 off; MKLDNN's max-pool backward under ``record(train_mode=False)``)."""
+    # through the index: importing layers.py before nn.py breaks their import cycle (after issue
+    # 15's split of the layers this becomes ``from .pool import AvgPool2d, MaxPool2d``)
+    from .nn import AvgPool2d, MaxPool2d
+    if kind == "max":
+        return MaxPool2d(kernel, stride, padding, ceil_mode=ceil_mode)
+    return AvgPool2d(kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+
+def _pool(op, input, kernel_size, stride, padding, ceil_mode, kind, count_include_pad=True):
     k = _pair(kernel_size, f"{op} kernel_size")
     s = k if stride is None or stride == [] else _pair(stride, f"{op} stride")
-    p = _pair(padding, f"{op} padding")
-    if any(pi * 2 > ki for pi, ki in zip(p, k)):
-        raise ValueError(f"{op}: pad should be at most half of effective kernel size, got "
-                         f"padding {p} for kernel {k}")
-    return _F(input).Pooling(input, kernel=k, stride=s, pad=p, pool_type=pool_type,
-                             pooling_convention="full" if ceil_mode else "valid", **kw)
+    layer = _pool_layer(kind, k, s, _pair(padding, f"{op} padding"), bool(ceil_mode), bool(count_include_pad))
+    return layer.hybrid_forward(_F(input), input)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -131,8 +141,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
                count_include_pad: bool = True, divisor_override: Optional[int] = None):
     if divisor_override is not None:
         raise ValueError("avg_pool2d: divisor_override is not supported on MXNet")
-    return _pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, "avg",
-                 count_include_pad=bool(count_include_pad))
+    return _pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, "avg", count_include_pad)
 
 
 # ---- normalisation ---------------------------------------------------------------------------
@@ -223,6 +232,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         cols = F.reshape(F.contrib.arange_like(scores, axis=-1), shape=(1, -1))
         scores = masked_fill(scores, F.broadcast_greater(cols, rows), float("-inf"))
     elif attn_mask is not None:
+        ok = (np.bool_, np.dtype(query.dtype)) if _is_nd(query) else ()
+        if _is_nd(attn_mask) and ok and np.dtype(attn_mask.dtype) not in ok:
+            raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = takes part) "
+                            f"or have the query's dtype {np.dtype(query.dtype)} (added), got "
+                            f"{np.dtype(attn_mask.dtype)} (as torch)")
         if _is_nd(attn_mask) and np.dtype(attn_mask.dtype) == np.bool_:
             scores = masked_fill(scores, F.np.logical_not(attn_mask.as_np_ndarray()).as_nd_ndarray(),
                                  float("-inf"))

@@ -107,6 +107,9 @@ CASES = [
     ("conv2d_groups_dil", lambda o, x, w: o.conv2d(x, w, groups=3, dilation=(1, 2), padding="same"), lambda t, F, x, w: F.conv2d(x, w, groups=3, dilation=(1, 2), padding="same"), [IMG, u(6, 1, 3, 3)], False),
     ("max_pool2d", lambda o, x: o.max_pool2d(x, 2), lambda t, F, x: F.max_pool2d(x, 2), [IMG], True),
     ("max_pool2d_pad", lambda o, x: o.max_pool2d(x, 3, stride=2, padding=1), lambda t, F, x: F.max_pool2d(x, 3, stride=2, padding=1), [IMG], True),
+    ("max_pool2d_ceil", lambda o, x: o.max_pool2d(x, 3, 2, 1, ceil_mode=True), lambda t, F, x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), [u(2, 2, 8, 7)], True),
+    ("avg_pool2d_ceil", lambda o, x: o.avg_pool2d(x, 3, 2, 1, ceil_mode=True), lambda t, F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), [u(2, 2, 8, 7)], True),
+    ("avg_pool2d_ceil_excl", lambda o, x: o.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=False), lambda t, F, x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=False), [u(2, 2, 7, 6)], True),
     ("avg_pool2d", lambda o, x: o.avg_pool2d(x, (2, 3), stride=1), lambda t, F, x: F.avg_pool2d(x, (2, 3), stride=1), [IMG], True),
     ("avg_pool2d_pad_excl", lambda o, x: o.avg_pool2d(x, 3, 2, 1, count_include_pad=False), lambda t, F, x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [IMG], True),
     ("batch_norm_eval", lambda o, x, m, v, w, b: o.batch_norm(x, m, v, w, b), lambda t, F, x, m, v, w, b: F.batch_norm(x, m, v, w, b), [IMG, Stat(u(3)), Stat(u(3, lo=0.5, hi=2)), u(3), u(3)], True),
@@ -332,6 +335,14 @@ def test_batch_norm_training_updates_running_stats_as_torch(backend):
     np.testing.assert_allclose(dl.to_numpy(d_rv), t_rv.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("mask_dtype", ["int64", "float64"])
+def test_sdpa_refuses_integer_and_other_float_masks(backend, mask_dtype):
+    q = dl.from_numpy(Q.astype(np.float32))
+    mask = dl.from_numpy(np.ones((4, 4), dtype=mask_dtype))
+    with pytest.raises((TypeError, RuntimeError), match="attn_mask"):
+        ops.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
 def test_sdpa_dropout_applies_when_p_positive(backend):
     q = dl.from_numpy(Q.astype(np.float32))
     out = dl.to_numpy(ops.scaled_dot_product_attention(q, q, q, dropout_p=1.0))
@@ -350,6 +361,20 @@ def test_mxnet_bilinear_default_differs_from_torch_default():
     with dl.use("mxnet"):
         ours = dl.to_numpy(ops.interpolate(dl.from_numpy(a), size=(7, 9), mode="bilinear"))
     np.testing.assert_allclose(ours, torch_default, rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool2d_gradient_when_recording_in_eval_mode():
+    """MKLDNN's max-pool backward under record(train_mode=False) is wrong; the layer's fix holds."""
+    import mxnet as mx
+    a = u(2, 3, 6, 6).astype(np.float32)
+    x = mx.nd.array(a)
+    x.attach_grad()
+    with mx.autograd.record(train_mode=False):
+        y = ops.max_pool2d(x, 2)
+    y.backward(mx.nd.ones_like(y))
+    t = torch.tensor(a, requires_grad=True)
+    TF.max_pool2d(t, 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), t.grad.numpy())
 
 
 def test_max_pool2d_ceil_mode(backend):
