@@ -122,6 +122,16 @@ CASES = [
     ("sdpa_causal_scale", lambda o, q, k, v: o.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3), lambda t, F, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3), [Q, K, V], True),
     ("sdpa_float_mask", lambda o, q, k, v, m: o.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda t, F, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), [Q, K, V, MASK_F], True),
     ("sdpa_bool_mask", lambda o, q, k, v, m: o.scaled_dot_product_attention(q, k, v, attn_mask=m), lambda t, F, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), [Q, K, V, MASK_B], False),
+    # odd shapes: size-1 dims, one element, k = size
+    ("odd_gather_1", lambda o, x, i: o.gather(x, 0, i), lambda t, F, x, i: t.gather(x, 0, i), [u(1, 3), idx(1, 1, 2)], True),
+    ("odd_sort_len1", lambda o, x: tuple(o.sort(x, 1)), lambda t, F, x: tuple(t.sort(x, dim=1)), [u(3, 1)], True),
+    ("odd_topk_all", lambda o, x: tuple(o.topk(x, 5)), lambda t, F, x: tuple(t.topk(x, 5)), [P], True),
+    ("odd_cumprod_len1", lambda o, x: o.cumprod(x, 0), lambda t, F, x: t.cumprod(x, 0), [u(1, 4)], False),
+    ("odd_var_single", lambda o, x: o.var(x, 1, correction=0), lambda t, F, x: t.var(x, 1, correction=0), [u(3, 1)], True),
+    ("odd_pad_1x1", lambda o, x: o.pad(x, (2, 2, 1, 1), mode="replicate"), lambda t, F, x: F.pad(x, (2, 2, 1, 1), mode="replicate"), [u(1, 1, 1, 1)], True),
+    ("odd_interp_1x1", lambda o, x: o.interpolate(x, size=(3, 2), mode="bilinear"), lambda t, F, x: F.interpolate(x, size=(3, 2), mode="bilinear"), [u(1, 2, 1, 1)], True),
+    ("odd_sdpa_one_key", lambda o, q, k, v: o.scaled_dot_product_attention(q, k, v), lambda t, F, q, k, v: F.scaled_dot_product_attention(q, k, v), [u(1, 3, 2), u(1, 1, 2), u(1, 1, 4)], True),
+    ("odd_group_norm_1group", lambda o, x: o.group_norm(x, 1), lambda t, F, x: F.group_norm(x, 1), [u(3, 2, 4)], True),
 ]
 DTYPES = ["float32", "float64"]
 # MXNet computes these in float32 inside float64 ops (measured max abs differences to torch):
@@ -329,7 +339,8 @@ def test_batch_norm_training_updates_running_stats_as_torch(backend):
     t_rm, t_rv = torch.tensor(rm), torch.tensor(rv)
     want = TF.batch_norm(torch.tensor(x), t_rm, t_rv, training=True, momentum=0.3).numpy()
     d_rm, d_rv = dl.from_numpy(rm.copy()), dl.from_numpy(rv.copy())
-    got = dl.to_numpy(ops.batch_norm(dl.from_numpy(x), d_rm, d_rv, training=True, momentum=0.3))
+    with dl.autograd.record():                  # inside a recorded step, as in a training loop
+        got = dl.to_numpy(ops.batch_norm(dl.from_numpy(x), d_rm, d_rv, training=True, momentum=0.3))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(dl.to_numpy(d_rm), t_rm.numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(dl.to_numpy(d_rv), t_rv.numpy(), rtol=1e-6, atol=1e-6)
