@@ -19,43 +19,14 @@ from collections import namedtuple
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from mxnet import nd, sym
+from mxnet import nd
 
 from dualdl.tensor import resolve_shape
 
 from . import compiled
+from .ops_base import _F, _axis, _is_nd, _is_tensor, _np
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
-
-_NS = {nd.NDArray: nd, sym.Symbol: sym}
-
-
-def _F(x: Any):
-    """``mx.nd`` for NDArrays, ``mx.sym`` for Symbols (cached per type: this is the hot path)."""
-    try:
-        return _NS[type(x)]
-    except KeyError:
-        F = sym if isinstance(x, sym.Symbol) else nd
-        _NS[type(x)] = F
-        return F
-
-
-def _is_tensor(x: Any) -> bool:
-    return isinstance(x, (nd.NDArray, sym.Symbol))
-
-
-def _is_nd(x: Any) -> bool:
-    return isinstance(x, nd.NDArray)
-
-
-def _np(x: Any) -> Any:
-    return x.as_np_ndarray() if _is_tensor(x) else x
-
-
-def _axis(dim: int, ndim: int, what: str = "dim") -> int:
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"{what} {dim} is out of range for a tensor with {ndim} dimensions")
-    return dim % ndim
 
 
 # ---- activations -----------------------------------------------------------------------------
@@ -210,9 +181,11 @@ def abs(x):
 
 
 def clamp(x, min: Optional[float] = None, max: Optional[float] = None):
-    lo = -np.inf if min is None else float(min)
-    hi = np.inf if max is None else float(max)
-    return _F(x).clip(x, lo, hi)
+    """``maximum``/``minimum`` with scalars, not ``clip``: clip stores its bounds as float32 (0.3
+    clamps a float64 tensor to 0.30000001192...)."""
+    F = _F(x)
+    y = x if min is None else F.maximum(x, float(min))
+    return y if max is None else F.minimum(y, float(max))
 
 
 def zeros_like(x):
@@ -445,3 +418,14 @@ def one_hot(x, num_classes: int = -1):
                              "(hybridized MXNet) does not have; pass num_classes")
         num_classes = int(x.max().asscalar()) + 1 if x.size else 0
     return _F(x).one_hot(x, depth=int(num_classes), dtype="int64")
+
+
+# ---- the ops of the other files (one module for backend.module("ops")) -----------------------
+from .ops_index import argsort, gather, index_select, sort, take_along_dim, topk  # noqa: E402
+from .ops_math import (bmm, baddbmm, cumprod, cumsum, einsum, erf, eye, isfinite, isnan,  # noqa: E402
+                       linspace, logsumexp, maximum, minimum, norm, outer, std, var)
+from .ops_nn import (avg_pool2d, batch_norm, conv2d, group_norm, interpolate, layer_norm,  # noqa: E402
+                     max_pool2d, scaled_dot_product_attention)
+from .ops_shape import expand, flip, pad, repeat, roll, tile, tril, triu  # noqa: E402
+
+clip = clamp

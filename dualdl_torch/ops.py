@@ -237,3 +237,14 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
 
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     return TF.one_hot(x, num_classes)
+
+
+# ---- the ops of the other files (one module for backend.module("ops")) -----------------------
+from .ops_index import argsort, gather, index_select, sort, take_along_dim, topk  # noqa: E402
+from .ops_math import (bmm, baddbmm, cumprod, cumsum, einsum, erf, eye, isfinite, isnan,  # noqa: E402
+                       linspace, logsumexp, maximum, minimum, norm, outer, std, var)
+from .ops_nn import (avg_pool2d, batch_norm, conv2d, group_norm, interpolate, layer_norm,  # noqa: E402
+                     max_pool2d, scaled_dot_product_attention)
+from .ops_shape import expand, flip, pad, repeat, roll, tile, tril, triu  # noqa: E402
+
+clip = clamp
