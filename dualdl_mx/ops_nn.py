@@ -19,6 +19,7 @@ import numpy as np
 from mxnet import nd
 
 from .ops_base import _F, _is_nd, symbol_error
+from .pool import AvgPool2d, MaxPool2d
 
 
 def _pair(v, what: str):
@@ -113,9 +114,6 @@ def _pool_layer(kind: str, kernel, stride, padding, ceil_mode: bool, count_inclu
     """dualdl's pooling layer for these settings (stateless, cached): its forward carries the
     workarounds of MXNet's Pooling (``ceil_mode`` without the 'full' convention, whose average
     backward is 0.17-0.25 off; MKLDNN's max-pool backward under ``record(train_mode=False)``)."""
-    # through the index: importing layers.py before nn.py breaks their import cycle (after issue
-    # 15's split of the layers this becomes ``from .pool import AvgPool2d, MaxPool2d``)
-    from .nn import AvgPool2d, MaxPool2d
     if kind == "max":
         return MaxPool2d(kernel, stride, padding, ceil_mode=ceil_mode)
     return AvgPool2d(kernel, stride, padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad)
