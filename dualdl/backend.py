@@ -1,7 +1,8 @@
 """The backend contract and the registry that finds backends by name or by tensor type.
 
 Each adapter package (``dualdl_torch``, ``dualdl_mx``) exposes a ``Backend`` subclass in its
-``__init__`` and the same set of modules (``ADAPTER_MODULES``). Nothing here imports a framework:
+``__init__`` and the same set of modules (``ADAPTER_MODULES``), with the names listed in
+:mod:`dualdl.contract`. Nothing here imports a framework:
 an adapter is imported the first time its backend is used, and a tensor is matched to a backend
 only among frameworks already in ``sys.modules`` (the einops rule), so ``import dualdl`` stays cheap
 and both backends can live in one process.
@@ -14,16 +15,21 @@ import contextvars
 import importlib
 import importlib.util
 import os
+import re
 import sys
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .devices import Device
+from . import config
+from . import devices as _devices
+from .contract import CONTRACT
+from .devices import Device, cpu, gpu
 
 __all__ = [
     "Backend", "BackendNotInstalledError", "KNOWN_BACKENDS", "ADAPTER_MODULES",
     "get_backend", "backend_for", "backend_of", "use", "backend", "available_backends",
+    "canonical_name", "devices", "visible_gpus", "on_backend_created",
 ]
 
 # name -> (adapter package, framework module, pip extra)
@@ -33,10 +39,9 @@ KNOWN_BACKENDS: Dict[str, Tuple[str, str, str]] = {
 }
 _ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
 
-# The modules every adapter package provides, with the same names (Keras 3's rule).
-ADAPTER_MODULES: Tuple[str, ...] = (
-    "core", "nn", "ops", "losses", "optim", "parallel", "distributed", "state",
-)
+# The modules every adapter package provides, with the same names (Keras 3's rule); what each
+# must contain is written down in dualdl/contract.py.
+ADAPTER_MODULES: Tuple[str, ...] = tuple(CONTRACT)
 
 
 class BackendNotInstalledError(ImportError):
@@ -109,6 +114,25 @@ class Backend(abc.ABC):
         """The framework's own device object (``torch.device`` / ``mx.Context``)."""
 
     @abc.abstractmethod
+    def device_from_native(self, obj: Any) -> Device:
+        """The :class:`Device` for this framework's own device object (``torch.device`` /
+        ``mx.Context``); ``ValueError`` for a kind dualdl does not handle."""
+
+    def numpy_dtype(self, dtype: Any) -> np.dtype:
+        """The numpy dtype for this framework's own dtype object (``torch.float32`` ...)."""
+        return np.dtype(dtype)
+
+    def native_lr_scheduler(self, name: str) -> Optional[type]:
+        """The framework's own scheduler class ``name`` (``StepLR`` ...) when it has PyTorch's
+        semantics, else ``None`` (then dualdl's neutral scheduler drives the optimizer)."""
+        return None
+
+    #: whether tensors in this framework's optimizer/scheduler states come back from a Trainer
+    #: state file as native tensors (torch's ``optimizer.load_state_dict`` wants tensors) rather
+    #: than numpy arrays
+    native_state_tensors: bool = False
+
+    @abc.abstractmethod
     def cuda_initialized(self) -> bool:
         """Whether this framework already initialised CUDA in this process."""
 
@@ -133,6 +157,12 @@ class Backend(abc.ABC):
 
 _instances: Dict[str, Backend] = {}
 _type_cache: Dict[type, Backend] = {}
+
+
+def canonical_name(name: str) -> str:
+    """The registry's name for ``name`` or one of its aliases (``"pytorch"`` -> ``"torch"``);
+    ``ValueError`` listing the known backends otherwise."""
+    return _canonical(name)
 
 
 def _canonical(name: str) -> str:
@@ -162,9 +192,18 @@ def get_backend(name: Optional[str] = None) -> Backend:
     module = importlib.import_module(adapter)
     inst = module.Backend()
     _instances[key] = inst
-    from .random import _apply_pending
-    _apply_pending(inst)
+    for hook in _ON_CREATED:
+        hook(inst)
     return inst
+
+
+# called with each backend right after it is first built (dualdl.random applies a pending seed)
+_ON_CREATED: List[Callable[[Backend], None]] = []
+
+
+def on_backend_created(hook: Callable[[Backend], None]) -> None:
+    """Run ``hook(backend)`` whenever a backend is first instantiated in this process."""
+    _ON_CREATED.append(hook)
 
 
 def backend_for(x: Any) -> Backend:
@@ -219,6 +258,40 @@ def backend_of(obj: Any, default: Any = _RAISE) -> Backend:
         f"model, parameter, optimizer or device; got {t.__module__}.{t.__qualname__}")
 
 
+def _device_from_native(obj: Any) -> Optional[Device]:
+    """A framework device object as a :class:`Device` (``None`` when no backend owns it)."""
+    be = backend_of(obj, default=None)
+    return be.device_from_native(obj) if be is not None else None
+
+
+_devices.set_native_parser(_device_from_native)
+
+
+def devices(backend: Optional[str] = None) -> List[Device]:
+    """The usable devices of a backend (default: the active one): every GPU, else the CPU."""
+    n = get_backend(backend).gpu_count()
+    return [gpu(i) for i in range(n)] if n else [cpu(0)]
+
+
+def visible_gpus(ids: Union[str, Sequence[int]]) -> None:
+    """Set ``CUDA_VISIBLE_DEVICES`` (e.g. ``"1,2,3"``): afterwards those GPUs are ``gpu(0..2)``.
+
+    Must run before any framework initialises CUDA: the variable is read once per process.
+    Raises ``RuntimeError`` if torch or MXNet already did so (the setting would be ignored).
+    """
+    if not isinstance(ids, str):
+        ids = ",".join(str(int(i)) for i in ids)
+    ids = ids.replace(" ", "")
+    if ids and not re.fullmatch(r"\d+(,\d+)*", ids):
+        raise ValueError(f"visible_gpus expects comma-separated GPU indices like '1,2,3', got {ids!r}")
+    for name, (_, framework, _) in KNOWN_BACKENDS.items():
+        if framework in sys.modules and get_backend(name).cuda_initialized():
+            raise RuntimeError(
+                f"{framework} has already initialised CUDA in this process, so CUDA_VISIBLE_DEVICES "
+                f"can no longer change which GPUs it sees; call dualdl.visible_gpus() before any GPU use")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ids
+
+
 def available_backends() -> Sequence[str]:
     """Names of the backends whose framework is installed (nothing is imported)."""
     return [k for k, (_, fw, _) in KNOWN_BACKENDS.items() if importlib.util.find_spec(fw) is not None]
@@ -226,7 +299,7 @@ def available_backends() -> Sequence[str]:
 
 # ---- the active backend: a context variable, so threads and asyncio tasks each see their own --
 def _default_name() -> str:
-    env = os.environ.get("DUALDL_BACKEND")
+    env = config.backend()
     if env:
         try:
             return _canonical(env)

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .backend import backend_for, get_backend
+from .backend import backend_for, backend_of, get_backend
 from .devices import Device, DeviceLike, device as _parse_device
 
 __all__ = [
@@ -30,9 +30,10 @@ ShapeLike = Union[int, Sequence[int]]
 def _dtype(dtype: Any, default: Optional[np.dtype] = None) -> np.dtype:
     if dtype is None:
         return default
-    if hasattr(dtype, "is_floating_point") and type(dtype).__module__.startswith("torch"):
-        import torch  # a torch dtype was passed, so torch is already imported
-        dtype = torch.empty((), dtype=dtype).numpy().dtype
+    if not isinstance(dtype, (str, np.dtype, type)):
+        owner = backend_of(dtype, default=None)     # a framework's dtype object (torch.float32)
+        if owner is not None:
+            dtype = owner.numpy_dtype(dtype)
     d = np.dtype(dtype)
     if d not in SUPPORTED_DTYPES:
         raise TypeError(f"unsupported dtype {d}; dualdl supports {', '.join(map(str, SUPPORTED_DTYPES))}")

@@ -52,8 +52,7 @@ class Backend(_Contract):
         return t.reshape(shape)
 
     def device_of(self, t) -> Device:
-        c = t.context
-        return Device("gpu" if c.device_type == "gpu" else "cpu", int(c.device_id))
+        return self.device_from_native(t.context)
 
     def to_device(self, t, device: Device):
         ctx = native_device(device)
@@ -78,6 +77,9 @@ class Backend(_Contract):
 
     def native_device(self, device: Device) -> mx.Context:
         return native_device(device)
+
+    def device_from_native(self, obj: mx.Context) -> Device:
+        return Device("gpu" if obj.device_type == "gpu" else "cpu", int(obj.device_id))
 
     def cuda_initialized(self) -> bool:
         # MXNet initialises CUDA lazily on the first GPU op; a GPU-less build never does.
