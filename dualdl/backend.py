@@ -118,6 +118,11 @@ class Backend(abc.ABC):
         """The :class:`Device` for this framework's own device object (``torch.device`` /
         ``mx.Context``); ``ValueError`` for a kind dualdl does not handle."""
 
+    def is_symbolic(self, t: Any) -> bool:
+        """Whether ``t`` is a graph node without a shape (an MXNet Symbol in a hybridized
+        forward) rather than an array: the tensor functions then go to the adapter's ``ops``."""
+        return False
+
     def numpy_dtype(self, dtype: Any) -> np.dtype:
         """The numpy dtype for this framework's own dtype object (``torch.float32`` ...)."""
         return np.dtype(dtype)

@@ -78,6 +78,9 @@ class Backend(_Contract):
     def native_device(self, device: Device) -> mx.Context:
         return native_device(device)
 
+    def is_symbolic(self, t) -> bool:
+        return isinstance(t, mx.sym.Symbol)
+
     def device_from_native(self, obj: mx.Context) -> Device:
         return Device("gpu" if obj.device_type == "gpu" else "cpu", int(obj.device_id))
 
