@@ -38,6 +38,9 @@ KNOWN_BACKENDS: Dict[str, Tuple[str, str, str]] = {
     "mxnet": ("dualdl_mx", "mxnet", "mxnet"),
 }
 _ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
+# name -> "module:function" run before the framework's first import (it must import no framework):
+# leaked DMLC_* variables would turn `import mxnet` into a blocking ps-lite node
+_BEFORE_IMPORT: Dict[str, str] = {"mxnet": "dualdl.distributed.env:check_mxnet_node_env"}
 
 # The modules every adapter package provides, with the same names (Keras 3's rule); what each
 # must contain is written down in dualdl/contract.py.
@@ -190,10 +193,10 @@ def get_backend(name: Optional[str] = None) -> Backend:
         raise BackendNotInstalledError(
             f"the {key!r} backend needs the {framework!r} package, which is not installed; "
             f"install it with: pip install 'dualdl[{extra}]'")
-    if key == "mxnet" and framework not in sys.modules:
-        # leaked DMLC_* variables would turn `import mxnet` into a blocking ps-lite node
-        from .distributed.env import check_mxnet_node_env
-        check_mxnet_node_env()
+    check = _BEFORE_IMPORT.get(key)
+    if check is not None and framework not in sys.modules:
+        mod_name, _, func = check.partition(":")
+        getattr(importlib.import_module(mod_name), func)()
     module = importlib.import_module(adapter)
     inst = module.Backend()
     _instances[key] = inst
