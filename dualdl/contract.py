@@ -39,45 +39,96 @@ def cls(signature: str, meaning: str) -> Name:
 
 # nn: layers and the write-once base (an index: the adapter may define them in family modules)
 NN: Dict[str, Name] = {
-    "Module": cls("()", "the base class of write-once modules (``torch.nn.Module`` / Gluon ``HybridBlock`` mixin)"),
-    "make_parameter": fn("(data, requires_grad=...)", "a native parameter holding a copy of the numpy array ``data``"),
-    "Linear": cls("(in_features, out_features, bias=...)", "the ``torch.nn.Linear`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Module": cls("()",
+        "the base class of write-once modules (``torch.nn.Module`` / Gluon ``HybridBlock`` mixin)"),
+    "make_parameter": fn("(data, requires_grad=...)",
+        "a native parameter holding a copy of the numpy array ``data``"),
+    "Linear": cls("(in_features, out_features, bias=...)",
+        "the ``torch.nn.Linear`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "Identity": cls("()", "the ``torch.nn.Identity`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Flatten": cls("(start_dim=..., end_dim=...)", "the ``torch.nn.Flatten`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Embedding": cls("(num_embeddings, embedding_dim, padding_idx=...)", "the ``torch.nn.Embedding`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Conv1d": cls("(in_channels, out_channels, kernel_size, stride=..., padding=..., dilation=..., groups=..., bias=..., padding_mode=...)", "the ``torch.nn.Conv1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Conv2d": cls("(in_channels, out_channels, kernel_size, stride=..., padding=..., dilation=..., groups=..., bias=..., padding_mode=...)", "the ``torch.nn.Conv2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "MaxPool1d": cls("(kernel_size, stride=..., padding=..., dilation=..., return_indices=..., ceil_mode=...)", "the ``torch.nn.MaxPool1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "MaxPool2d": cls("(kernel_size, stride=..., padding=..., dilation=..., return_indices=..., ceil_mode=...)", "the ``torch.nn.MaxPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "AvgPool1d": cls("(kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=...)", "the ``torch.nn.AvgPool1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "AvgPool2d": cls("(kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...)", "the ``torch.nn.AvgPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "AdaptiveAvgPool2d": cls("(output_size)", "the ``torch.nn.AdaptiveAvgPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "BatchNorm1d": cls("(num_features, eps=..., momentum=..., affine=..., track_running_stats=...)", "the ``torch.nn.BatchNorm1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "BatchNorm2d": cls("(num_features, eps=..., momentum=..., affine=..., track_running_stats=...)", "the ``torch.nn.BatchNorm2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "LayerNorm": cls("(normalized_shape, eps=..., elementwise_affine=..., bias=...)", "the ``torch.nn.LayerNorm`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Flatten": cls("(start_dim=..., end_dim=...)",
+        "the ``torch.nn.Flatten`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Embedding": cls("(num_embeddings, embedding_dim, padding_idx=...)",
+        "the ``torch.nn.Embedding`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Conv1d": cls(
+        "(in_channels, out_channels, kernel_size, stride=..., padding=..., dilation=..., groups=..., "
+        "bias=..., padding_mode=...)",
+        "the ``torch.nn.Conv1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Conv2d": cls(
+        "(in_channels, out_channels, kernel_size, stride=..., padding=..., dilation=..., groups=..., "
+        "bias=..., padding_mode=...)",
+        "the ``torch.nn.Conv2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "MaxPool1d": cls(
+        "(kernel_size, stride=..., padding=..., dilation=..., return_indices=..., ceil_mode=...)",
+        "the ``torch.nn.MaxPool1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "MaxPool2d": cls(
+        "(kernel_size, stride=..., padding=..., dilation=..., return_indices=..., ceil_mode=...)",
+        "the ``torch.nn.MaxPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "AvgPool1d": cls("(kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=...)",
+        "the ``torch.nn.AvgPool1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "AvgPool2d": cls(
+        "(kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...)",
+        "the ``torch.nn.AvgPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "AdaptiveAvgPool2d": cls("(output_size)",
+        "the ``torch.nn.AdaptiveAvgPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "BatchNorm1d": cls("(num_features, eps=..., momentum=..., affine=..., track_running_stats=...)",
+        "the ``torch.nn.BatchNorm1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "BatchNorm2d": cls("(num_features, eps=..., momentum=..., affine=..., track_running_stats=...)",
+        "the ``torch.nn.BatchNorm2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "LayerNorm": cls("(normalized_shape, eps=..., elementwise_affine=..., bias=...)",
+        "the ``torch.nn.LayerNorm`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "ReLU": cls("(inplace=...)", "the ``torch.nn.ReLU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "LeakyReLU": cls("(negative_slope=..., inplace=...)", "the ``torch.nn.LeakyReLU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "ELU": cls("(alpha=..., inplace=...)", "the ``torch.nn.ELU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "LeakyReLU": cls("(negative_slope=..., inplace=...)",
+        "the ``torch.nn.LeakyReLU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "ELU": cls("(alpha=..., inplace=...)",
+        "the ``torch.nn.ELU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "GELU": cls("(approximate=...)", "the ``torch.nn.GELU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "SiLU": cls("(inplace=...)", "the ``torch.nn.SiLU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "Sigmoid": cls("()", "the ``torch.nn.Sigmoid`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "Tanh": cls("()", "the ``torch.nn.Tanh`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "Softmax": cls("(dim=...)", "the ``torch.nn.Softmax`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "LogSoftmax": cls("(dim=...)", "the ``torch.nn.LogSoftmax`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Dropout": cls("(p=..., inplace=...)", "the ``torch.nn.Dropout`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "Sequential": cls("(*args)", "the ``torch.nn.Sequential`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "ModuleList": cls("(modules=...)", "the ``torch.nn.ModuleList`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "ModuleDict": cls("(modules=...)", "the ``torch.nn.ModuleDict`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "RNN": cls("(input_size, hidden_size, num_layers=..., nonlinearity=..., bias=..., batch_first=..., dropout=..., bidirectional=..., layout=...)", "the ``torch.nn.RNN`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "LSTM": cls("(input_size, hidden_size, num_layers=..., bias=..., batch_first=..., dropout=..., bidirectional=..., layout=...)", "the ``torch.nn.LSTM`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "GRU": cls("(input_size, hidden_size, num_layers=..., bias=..., batch_first=..., dropout=..., bidirectional=..., layout=...)", "the ``torch.nn.GRU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "RNNCell": cls("(input_size, hidden_size, bias=..., nonlinearity=...)", "the ``torch.nn.RNNCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "LSTMCell": cls("(input_size, hidden_size, bias=...)", "the ``torch.nn.LSTMCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "GRUCell": cls("(input_size, hidden_size, bias=...)", "the ``torch.nn.GRUCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "MultiheadAttention": cls("(embed_dim, num_heads, dropout=..., bias=..., add_bias_kv=..., add_zero_attn=..., kdim=..., vdim=..., batch_first=..., device=..., dtype=...)", "the ``torch.nn.MultiheadAttention`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "PositionalEncoding": cls("(d_model, max_len=..., dropout=..., style=..., scale=..., batch_first=..., layout=...)", "the ``torch.nn.PositionalEncoding`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "TransformerEncoderLayer": cls("(d_model, nhead, dim_feedforward=..., dropout=..., activation=..., layer_norm_eps=..., batch_first=..., norm_first=..., bias=..., device=..., dtype=..., layout=...)", "the ``torch.nn.TransformerEncoderLayer`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
-    "TransformerEncoder": cls("(encoder_layer, num_layers, norm=..., enable_nested_tensor=..., mask_check=...)", "the ``torch.nn.TransformerEncoder`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "LogSoftmax": cls("(dim=...)",
+        "the ``torch.nn.LogSoftmax`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Dropout": cls("(p=..., inplace=...)",
+        "the ``torch.nn.Dropout`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Sequential": cls("(*args)",
+        "the ``torch.nn.Sequential`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "ModuleList": cls("(modules=...)",
+        "the ``torch.nn.ModuleList`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "ModuleDict": cls("(modules=...)",
+        "the ``torch.nn.ModuleDict`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "RNN": cls(
+        "(input_size, hidden_size, num_layers=..., nonlinearity=..., bias=..., batch_first=..., "
+        "dropout=..., bidirectional=..., layout=...)",
+        "the ``torch.nn.RNN`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "LSTM": cls(
+        "(input_size, hidden_size, num_layers=..., bias=..., batch_first=..., dropout=..., "
+        "bidirectional=..., layout=...)",
+        "the ``torch.nn.LSTM`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "GRU": cls(
+        "(input_size, hidden_size, num_layers=..., bias=..., batch_first=..., dropout=..., "
+        "bidirectional=..., layout=...)",
+        "the ``torch.nn.GRU`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "RNNCell": cls("(input_size, hidden_size, bias=..., nonlinearity=...)",
+        "the ``torch.nn.RNNCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "LSTMCell": cls("(input_size, hidden_size, bias=...)",
+        "the ``torch.nn.LSTMCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "GRUCell": cls("(input_size, hidden_size, bias=...)",
+        "the ``torch.nn.GRUCell`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "MultiheadAttention": cls(
+        "(embed_dim, num_heads, dropout=..., bias=..., add_bias_kv=..., add_zero_attn=..., kdim=..., "
+        "vdim=..., batch_first=..., device=..., dtype=...)",
+        "the ``torch.nn.MultiheadAttention`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "PositionalEncoding": cls(
+        "(d_model, max_len=..., dropout=..., style=..., scale=..., batch_first=..., layout=...)",
+        "the ``torch.nn.PositionalEncoding`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "TransformerEncoderLayer": cls(
+        "(d_model, nhead, dim_feedforward=..., dropout=..., activation=..., layer_norm_eps=..., "
+        "batch_first=..., norm_first=..., bias=..., device=..., dtype=..., layout=...)",
+        "the ``torch.nn.TransformerEncoderLayer`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "TransformerEncoder": cls(
+        "(encoder_layer, num_layers, norm=..., enable_nested_tensor=..., mask_check=...)",
+        "the ``torch.nn.TransformerEncoder`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
 }
 
 # ops: tensor functions (``dualdl.ops`` dispatches here by tensor type)
@@ -86,7 +137,8 @@ OPS: Dict[str, Name] = {
     "sigmoid": fn("(x)", "``torch.sigmoid`` semantics on native tensors"),
     "tanh": fn("(x)", "``torch.tanh`` semantics on native tensors"),
     "gelu": fn("(x, approximate=...)", "``torch.nn.functional.gelu`` semantics on native tensors"),
-    "leaky_relu": fn("(x, negative_slope=...)", "``torch.nn.functional.leaky_relu`` semantics on native tensors"),
+    "leaky_relu": fn("(x, negative_slope=...)",
+        "``torch.nn.functional.leaky_relu`` semantics on native tensors"),
     "elu": fn("(x, alpha=...)", "``torch.nn.functional.elu`` semantics on native tensors"),
     "silu": fn("(x)", "``torch.nn.functional.silu`` semantics on native tensors"),
     "softmax": fn("(x, dim)", "``torch.softmax`` semantics on native tensors"),
@@ -130,70 +182,122 @@ OPS: Dict[str, Name] = {
 
 # losses: loss functions (``dualdl.losses`` / ``dualdl.losses.gluon`` dispatch here)
 LOSSES: Dict[str, Name] = {
-    "reduce": fn("(loss, reduction)", "PyTorch's reduction: 'mean' over all elements, 'sum', or 'none' (unchanged)."),
+    "reduce": fn("(loss, reduction)",
+        "PyTorch's reduction: 'mean' over all elements, 'sum', or 'none' (unchanged)."),
     "mse_loss": fn("(input, target, reduction=...)", "``F.mse_loss``"),
     "l1_loss": fn("(input, target, reduction=...)", "``F.l1_loss``"),
     "smooth_l1_loss": fn("(input, target, reduction=..., beta=...)", "``F.smooth_l1_loss``"),
     "huber_loss": fn("(input, target, reduction=..., delta=...)", "``F.huber_loss``"),
-    "binary_cross_entropy_with_logits": fn("(input, target, weight=..., pos_weight=..., reduction=...)", "``F.binary_cross_entropy_with_logits``"),
+    "binary_cross_entropy_with_logits": fn("(input, target, weight=..., pos_weight=..., reduction=...)",
+        "``F.binary_cross_entropy_with_logits``"),
     "kl_div": fn("(input, target, reduction=..., log_target=...)", "``F.kl_div``"),
     "nll_loss": fn("(input, target, weight=..., ignore_index=..., reduction=...)", "``F.nll_loss``"),
-    "cross_entropy": fn("(input, target, weight=..., ignore_index=..., reduction=..., label_smoothing=...)", "``F.cross_entropy`` (class indices or probabilities, label smoothing)"),
-    "ctc_loss": fn("(log_probs, targets, input_lengths, target_lengths, blank=..., reduction=..., zero_infinity=..., check_log_probs=...)", "``F.ctc_loss`` (log-probabilities TNC)"),
-    "gluon_l2_loss": fn("(pred, label, sample_weight=..., weight=..., batch_axis=...)", "Gluon ``L2Loss``'s numbers (per-sample, halved square)"),
-    "gluon_l1_loss": fn("(pred, label, sample_weight=..., weight=..., batch_axis=...)", "Gluon ``L1Loss``'s numbers"),
-    "gluon_huber_loss": fn("(pred, label, sample_weight=..., rho=..., weight=..., batch_axis=...)", "Gluon ``HuberLoss``'s numbers"),
-    "gluon_sigmoid_bce_loss": fn("(pred, label, sample_weight=..., pos_weight=..., from_sigmoid=..., weight=..., batch_axis=...)", "Gluon ``SigmoidBinaryCrossEntropyLoss``'s numbers"),
-    "gluon_softmax_ce_loss": fn("(pred, label, sample_weight=..., axis=..., sparse_label=..., from_logits=..., weight=..., batch_axis=...)", "Gluon ``SoftmaxCrossEntropyLoss``'s numbers"),
-    "gluon_ctc_loss": fn("(pred, label, pred_lengths=..., label_lengths=..., sample_weight=..., layout=..., label_layout=..., weight=...)", "Gluon ``CTCLoss``'s numbers (infeasible samples get a zero gradient)"),
+    "cross_entropy": fn("(input, target, weight=..., ignore_index=..., reduction=..., label_smoothing=...)",
+        "``F.cross_entropy`` (class indices or probabilities, label smoothing)"),
+    "ctc_loss": fn(
+        "(log_probs, targets, input_lengths, target_lengths, blank=..., reduction=..., zero_infinity=..., "
+        "check_log_probs=...)",
+        "``F.ctc_loss`` (log-probabilities TNC)"),
+    "gluon_l2_loss": fn("(pred, label, sample_weight=..., weight=..., batch_axis=...)",
+        "Gluon ``L2Loss``'s numbers (per-sample, halved square)"),
+    "gluon_l1_loss": fn("(pred, label, sample_weight=..., weight=..., batch_axis=...)",
+        "Gluon ``L1Loss``'s numbers"),
+    "gluon_huber_loss": fn("(pred, label, sample_weight=..., rho=..., weight=..., batch_axis=...)",
+        "Gluon ``HuberLoss``'s numbers"),
+    "gluon_sigmoid_bce_loss": fn(
+        "(pred, label, sample_weight=..., pos_weight=..., from_sigmoid=..., weight=..., batch_axis=...)",
+        "Gluon ``SigmoidBinaryCrossEntropyLoss``'s numbers"),
+    "gluon_softmax_ce_loss": fn(
+        "(pred, label, sample_weight=..., axis=..., sparse_label=..., from_logits=..., weight=..., "
+        "batch_axis=...)",
+        "Gluon ``SoftmaxCrossEntropyLoss``'s numbers"),
+    "gluon_ctc_loss": fn(
+        "(pred, label, pred_lengths=..., label_lengths=..., sample_weight=..., layout=..., "
+        "label_layout=..., weight=...)",
+        "Gluon ``CTCLoss``'s numbers (infeasible samples get a zero gradient)"),
 }
 
 # optim: optimizers with torch's signatures and gradient utilities
 OPTIM: Dict[str, Name] = {
-    "SGD": cls("(params, lr=..., momentum=..., dampening=..., weight_decay=..., nesterov=..., *, maximize=..., foreach=..., differentiable=..., fused=...)", "Implements stochastic gradient descent (optionally with momentum)."),
-    "Adam": cls("(params, lr=..., betas=..., eps=..., weight_decay=..., amsgrad=..., *, foreach=..., maximize=..., capturable=..., differentiable=..., fused=..., decoupled_weight_decay=...)", "Implements Adam algorithm."),
-    "AdamW": cls("(params, lr=..., betas=..., eps=..., weight_decay=..., amsgrad=..., *, maximize=..., foreach=..., capturable=..., differentiable=..., fused=...)", "Implements AdamW algorithm, where weight decay does not accumulate in the momentum nor variance."),
-    "RMSprop": cls("(params, lr=..., alpha=..., eps=..., weight_decay=..., momentum=..., centered=..., capturable=..., foreach=..., maximize=..., differentiable=...)", "Implements RMSprop algorithm."),
-    "clip_grad_norm_": fn("(params, max_norm, norm_type=...)", "``torch.nn.utils.clip_grad_norm_`` (all device copies scaled)"),
-    "clip_grad_value_": fn("(params, clip_value)", "``torch.nn.utils.clip_grad_value_`` on every gradient copy"),
-    "grad_maxima": fn("(params)", "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
+    "SGD": cls(
+        "(params, lr=..., momentum=..., dampening=..., weight_decay=..., nesterov=..., *, maximize=..., "
+        "foreach=..., differentiable=..., fused=...)",
+        "Implements stochastic gradient descent (optionally with momentum)."),
+    "Adam": cls(
+        "(params, lr=..., betas=..., eps=..., weight_decay=..., amsgrad=..., *, foreach=..., maximize=..., "
+        "capturable=..., differentiable=..., fused=..., decoupled_weight_decay=...)",
+        "Implements Adam algorithm."),
+    "AdamW": cls(
+        "(params, lr=..., betas=..., eps=..., weight_decay=..., amsgrad=..., *, maximize=..., foreach=..., "
+        "capturable=..., differentiable=..., fused=...)",
+        "Implements AdamW algorithm, where weight decay does not accumulate in the momentum nor variance."),
+    "RMSprop": cls(
+        "(params, lr=..., alpha=..., eps=..., weight_decay=..., momentum=..., centered=..., "
+        "capturable=..., foreach=..., maximize=..., differentiable=...)",
+        "Implements RMSprop algorithm."),
+    "clip_grad_norm_": fn("(params, max_norm, norm_type=...)",
+        "``torch.nn.utils.clip_grad_norm_`` (all device copies scaled)"),
+    "clip_grad_value_": fn("(params, clip_value)",
+        "``torch.nn.utils.clip_grad_value_`` on every gradient copy"),
+    "grad_maxima": fn("(params)",
+        "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
     "grads_finite": fn("(params, cache=...)", "whether every gradient element is finite"),
 }
 
 # optim_adaptive: the adaptive optimizers (``dl.optim.Adagrad`` ...)
 OPTIM_ADAPTIVE: Dict[str, Name] = {
-    "Adagrad": cls("(params, lr=..., lr_decay=..., weight_decay=..., initial_accumulator_value=..., eps=..., foreach=..., *, maximize=..., differentiable=..., fused=...)", "Implements Adagrad algorithm."),
-    "Adadelta": cls("(params, lr=..., rho=..., eps=..., weight_decay=..., foreach=..., *, capturable=..., maximize=..., differentiable=...)", "Implements Adadelta algorithm."),
-    "Adamax": cls("(params, lr=..., betas=..., eps=..., weight_decay=..., foreach=..., *, maximize=..., differentiable=..., capturable=...)", "Implements Adamax algorithm (a variant of Adam based on infinity norm)."),
-    "NAdam": cls("(params, lr=..., betas=..., eps=..., weight_decay=..., momentum_decay=..., decoupled_weight_decay=..., *, foreach=..., maximize=..., capturable=..., differentiable=...)", "Implements NAdam algorithm."),
+    "Adagrad": cls(
+        "(params, lr=..., lr_decay=..., weight_decay=..., initial_accumulator_value=..., eps=..., "
+        "foreach=..., *, maximize=..., differentiable=..., fused=...)",
+        "Implements Adagrad algorithm."),
+    "Adadelta": cls(
+        "(params, lr=..., rho=..., eps=..., weight_decay=..., foreach=..., *, capturable=..., "
+        "maximize=..., differentiable=...)",
+        "Implements Adadelta algorithm."),
+    "Adamax": cls(
+        "(params, lr=..., betas=..., eps=..., weight_decay=..., foreach=..., *, maximize=..., "
+        "differentiable=..., capturable=...)",
+        "Implements Adamax algorithm (a variant of Adam based on infinity norm)."),
+    "NAdam": cls(
+        "(params, lr=..., betas=..., eps=..., weight_decay=..., momentum_decay=..., "
+        "decoupled_weight_decay=..., *, foreach=..., maximize=..., capturable=..., differentiable=...)",
+        "Implements NAdam algorithm."),
 }
 
 # optim_lamb: the LAMB optimizer
 OPTIM_LAMB: Dict[str, Name] = {
-    "LAMB": cls("(params, lr=..., betas=..., eps=..., weight_decay=..., bias_correction=..., lower_bound=..., upper_bound=..., *, maximize=...)", "Layer-wise adaptive moments (You et al. 2019), MXNet 1.9.1's formula."),
+    "LAMB": cls(
+        "(params, lr=..., betas=..., eps=..., weight_decay=..., bias_correction=..., lower_bound=..., "
+        "upper_bound=..., *, maximize=...)",
+        "Layer-wise adaptive moments (You et al. 2019), MXNet 1.9.1's formula."),
 }
 
 # state: state dicts (``dualdl.state``, checkpoints)
 STATE: Dict[str, Name] = {
-    "is_model": fn("(obj)", "whether ``obj`` is this framework's model (``torch.nn.Module`` / Gluon ``Block``)"),
+    "is_model": fn("(obj)",
+        "whether ``obj`` is this framework's model (``torch.nn.Module`` / Gluon ``Block``)"),
     "state_dict": fn("(model)", "parameters then buffers by structural name, as native tensors (detached)"),
     "state_targets": fn("(model)", "name -> native parameter/buffer a state dict is loaded into"),
-    "assign": fn("(model, arrays)", "copy validated host arrays into the model's existing parameters/buffers"),
+    "assign": fn("(model, arrays)",
+        "copy validated host arrays into the model's existing parameters/buffers"),
 }
 
 # distributed: multi-process training (``dualdl.distributed``)
 DISTRIBUTED: Dict[str, Name] = {
-    "init": fn("(*, world_size=..., timeout=...)", "join the process group / kvstore this process was launched into"),
+    "init": fn("(*, world_size=..., timeout=...)",
+        "join the process group / kvstore this process was launched into"),
     "is_distributed": fn("()", "whether this process is part of an initialised multi-process job"),
     "rank": fn("()", "this process's rank"),
     "world_size": fn("()", "the number of processes"),
     "barrier": fn("()", "block until every process reaches this call"),
     "shutdown": fn("()", "leave the process group"),
     "broadcast_parameters": fn("(params, src=...)", "copy rank ``src``'s parameter values to every process"),
-    "wrap_model": fn("(model, **kwargs)", "the model as the framework trains it distributed (DDP on torch, unchanged on MXNet)"),
+    "wrap_model": fn("(model, **kwargs)",
+        "the model as the framework trains it distributed (DDP on torch, unchanged on MXNet)"),
     "gradient_reduction": fn("()", "who sums gradients over processes (``'ddp'``, ``'kvstore'`` ...)"),
     "kvstore": fn("()", "the kvstore to hand a Gluon Trainer (``None`` on torch)"),
-    "DistributedEnvError": cls("(*args, **kwargs)", "The environment of a distributed process is missing, inconsistent or leaked in."),
+    "DistributedEnvError": cls("(*args, **kwargs)",
+        "The environment of a distributed process is missing, inconsistent or leaked in."),
 }
 
 # ============================================================================================
@@ -202,22 +306,38 @@ DISTRIBUTED: Dict[str, Name] = {
 # concern (autograd / grads / buffers / rng / replicas / reducer): only this block changes then.
 PARALLEL: Dict[str, Dict[str, Name]] = {
     "parallel": {
-        "record": fn("(train_mode=...)", "context manager: autograd recording (``autograd.record`` / grad enabled) in train or eval mode"),
+        # -> autograd.py after the split
+        "record": fn("(train_mode=...)",
+            "context manager: autograd recording (``autograd.record`` / grad enabled) in train or eval mode"),
         "no_grad": fn("()", "context manager: no autograd recording"),
-        "backward": fn("(losses, grads, retain_graph)", "Backpropagate each loss; a non-scalar loss backpropagates its sum (MXNet's rule)."),
+        "backward": fn("(losses, grads, retain_graph)",
+            "Backpropagate each loss; a non-scalar loss backpropagates its sum (MXNet's rule)."),
+        # -> grads.py
         "trainable": fn("(model)", "``(name, parameter)`` of the parameters with gradients"),
-        "model_devices": fn("(model)", "The one device holding the model's tensors (``cpu(0)`` for an empty model)."),
-        "zero_grad": fn("(params, cache=...)", "``grad = None`` (torch's default ``set_to_none=True``): an unused parameter stays None."),
-        "allreduce_grads": fn("(params)", "sum the gradients of every device copy into every copy (a no-op where replicas share one parameter)"),
+        "model_devices": fn("(model)",
+            "The one device holding the model's tensors (``cpu(0)`` for an empty model)."),
+        "zero_grad": fn("(params, cache=...)",
+            "``grad = None`` (torch's default ``set_to_none=True``): an unused parameter stays None."),
+        "allreduce_grads": fn("(params)",
+            "sum the gradients of every device copy into every copy (a no-op where replicas share one parameter)"),
         "scale_grads": fn("(params, factor)", "multiply every gradient (all copies) by ``factor``"),
         "stale": fn("(named)", "Names of parameters with no gradient since the last zero_grad."),
-        "snapshot_buffers": fn("(model)", "a copy of the model's buffers (BatchNorm running stats) to restore later"),
+        # -> buffers.py (with the replica buffers)
+        "snapshot_buffers": fn("(model)",
+            "a copy of the model's buffers (BatchNorm running stats) to restore later"),
         "restore_buffers": fn("(model, snap)", "put a :func:`snapshot_buffers` copy back"),
-        "sync_buffers": fn("(model)", "copy replica 0's buffers to every device copy (a no-op where one module holds them)"),
-        "rng_state": fn("()", "the framework RNG state to save in a checkpoint (``None`` where it cannot be read)"),
+        "sync_buffers": fn("(model)",
+            "copy replica 0's buffers to every device copy (a no-op where one module holds them)"),
+        # -> rng.py
+        "rng_state": fn("()",
+            "the framework RNG state to save in a checkpoint (``None`` where it cannot be read)"),
         "set_rng_state": fn("(state)", "restore :func:`rng_state`'s value"),
-        "split_to": fn("(a, axis, sizes, devices)", "Pieces of ``a`` of the given sizes along ``axis``, piece i on devices[i]."),
-        "Replicas": cls("(model, devices, strategy)", "Runs forward, loss and backward of one batch over ``devices`` with a strategy."),
+        # -> replicas.py
+        "split_to": fn("(a, axis, sizes, devices)",
+            "Pieces of ``a`` of the given sizes along ``axis``, piece i on devices[i]."),
+        "Replicas": cls("(model, devices, strategy)",
+            "Runs forward, loss and backward of one batch over ``devices`` with a strategy."),
+        # -> reducer.py
         "DistReducer": cls("(model, named)", "sums gradients over the processes of a distributed job"),
     },
 }
