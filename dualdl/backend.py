@@ -17,6 +17,7 @@ import importlib.util
 import os
 import re
 import sys
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -104,6 +105,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def full(self, shape: Tuple[int, ...], value: Any, dtype: np.dtype, device: Device) -> Any: ...
+
+    def full_like(self, t: Any, value: Any) -> Any:
+        """A tensor of ``t``'s shape, dtype and device filled with ``value`` (override with the
+        framework's own ``*_like``: this is on forward paths)."""
+        return self.full(tuple(self.shape(t)), value, self.dtype(t), self.device_of(t))
 
     @abc.abstractmethod
     def arange(self, start: float, stop: float, step: float, dtype: np.dtype, device: Device) -> Any: ...
@@ -231,7 +237,9 @@ def backend_for(x: Any) -> Backend:
         f"got {t.__module__}.{t.__qualname__}")
 
 
-_owner_cache: Dict[type, Optional[Backend]] = {}
+# weak: a strong cache would keep write-once model classes (and what their module holds) alive
+# until interpreter teardown, after MXNet's engine stopped (a distributed worker then aborts at exit)
+_owner_cache: "weakref.WeakKeyDictionary[type, Optional[Backend]]" = weakref.WeakKeyDictionary()
 _RAISE = object()
 
 

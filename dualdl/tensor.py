@@ -206,6 +206,8 @@ def _like(t: Any, value: Any, dtype: Any, device: DeviceLike, symbolic: Optional
             raise TypeError(f"{symbolic or 'full_like'}() of an MXNet Symbol (a hybridized forward) "
                             f"takes no value, dtype= or device=: the symbol's own are used")
         return getattr(be.module("ops"), symbolic)(t)
+    if dtype is None and device is None:
+        return be.full_like(t, value)
     d = _parse_device(device) if device is not None else be.device_of(t)
     return be.full(tuple(be.shape(t)), value, _dtype(dtype, be.dtype(t)), d)
 

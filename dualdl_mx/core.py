@@ -65,6 +65,15 @@ class Backend(_Contract):
             return mx.nd.array(np.full(shape, value, dtype=dtype), ctx=native_device(device), dtype=dtype)
         return mx.nd.full(shape, value, ctx=native_device(device), dtype=dtype)
 
+    def full_like(self, t, value):
+        if _legacy_unshapeable(t.shape):      # nd.zeros_like rejects () and 0-size arrays
+            return mx.nd.array(np.full(t.shape, value, dtype=t.dtype), ctx=t.context, dtype=t.dtype)
+        if value == 0:
+            return mx.nd.zeros_like(t)
+        if value == 1:
+            return mx.nd.ones_like(t)
+        return mx.nd.full(t.shape, value, ctx=t.context, dtype=t.dtype)
+
     def arange(self, start, stop, step, dtype, device):
         # nd.arange computes in the requested dtype; build in numpy for torch-identical values.
         return mx.nd.array(np.arange(start, stop, step, dtype=dtype), ctx=native_device(device), dtype=dtype)

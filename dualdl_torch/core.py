@@ -63,6 +63,9 @@ class Backend(_Contract):
     def full(self, shape, value, dtype, device):
         return torch.full(shape, value, dtype=torch_dtype(dtype), device=native_device(device))
 
+    def full_like(self, t, value):
+        return torch.full_like(t, value)
+
     def arange(self, start, stop, step, dtype, device):
         return torch.arange(start, stop, step, dtype=torch_dtype(dtype), device=native_device(device))
 
