@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib as _importlib
 
 from .backend import (BackendNotInstalledError, available_backends, backend, backend_for,
-                      get_backend, use)
-from .devices import Device, cpu, device, devices, gpu, visible_gpus
+                      devices, get_backend, use, visible_gpus)
+from .devices import Device, cpu, device, gpu
 from .random import seed
 from .tensor import (arange, device_of, from_numpy, full, full_like, is_tensor, item, ones,
                      ones_like, reshape, to_device, to_numpy, zeros, zeros_like)

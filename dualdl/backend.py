@@ -1,7 +1,8 @@
 """The backend contract and the registry that finds backends by name or by tensor type.
 
 Each adapter package (``dualdl_torch``, ``dualdl_mx``) exposes a ``Backend`` subclass in its
-``__init__`` and the same set of modules (``ADAPTER_MODULES``). Nothing here imports a framework:
+``__init__`` and the same set of modules (``ADAPTER_MODULES``), with the names listed in
+:mod:`dualdl.contract`. Nothing here imports a framework:
 an adapter is imported the first time its backend is used, and a tensor is matched to a backend
 only among frameworks already in ``sys.modules`` (the einops rule), so ``import dualdl`` stays cheap
 and both backends can live in one process.
@@ -14,16 +15,22 @@ import contextvars
 import importlib
 import importlib.util
 import os
+import re
 import sys
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .devices import Device
+from . import config
+from . import devices as _devices
+from .contract import CONTRACT
+from .devices import Device, cpu, gpu
 
 __all__ = [
     "Backend", "BackendNotInstalledError", "KNOWN_BACKENDS", "ADAPTER_MODULES",
     "get_backend", "backend_for", "backend_of", "use", "backend", "available_backends",
+    "canonical_name", "devices", "visible_gpus", "on_backend_created",
 ]
 
 # name -> (adapter package, framework module, pip extra)
@@ -32,12 +39,13 @@ KNOWN_BACKENDS: Dict[str, Tuple[str, str, str]] = {
     "mxnet": ("dualdl_mx", "mxnet", "mxnet"),
 }
 _ALIASES = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}
+# name -> "module:function" run before the framework's first import (it must import no framework):
+# leaked DMLC_* variables would turn `import mxnet` into a blocking ps-lite node
+_BEFORE_IMPORT: Dict[str, str] = {"mxnet": "dualdl.distributed.env:check_mxnet_node_env"}
 
-# The modules every adapter package provides, with the same names (Keras 3's rule).
-ADAPTER_MODULES: Tuple[str, ...] = (
-    "core", "nn", "ops", "losses", "optim", "autograd", "grads", "buffers", "rng", "replicas", "reducer",
-    "distributed", "state", "testing",
-)
+# The modules every adapter package provides, with the same names (Keras 3's rule); what each
+# must contain is written down in dualdl/contract.py.
+ADAPTER_MODULES: Tuple[str, ...] = tuple(CONTRACT)
 
 
 class BackendNotInstalledError(ImportError):
@@ -98,6 +106,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def full(self, shape: Tuple[int, ...], value: Any, dtype: np.dtype, device: Device) -> Any: ...
 
+    def full_like(self, t: Any, value: Any) -> Any:
+        """A tensor of ``t``'s shape, dtype and device filled with ``value`` (override with the
+        framework's own ``*_like``: this is on forward paths)."""
+        return self.full(tuple(self.shape(t)), value, self.dtype(t), self.device_of(t))
+
     @abc.abstractmethod
     def arange(self, start: float, stop: float, step: float, dtype: np.dtype, device: Device) -> Any: ...
 
@@ -108,6 +121,30 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def native_device(self, device: Device) -> Any:
         """The framework's own device object (``torch.device`` / ``mx.Context``)."""
+
+    @abc.abstractmethod
+    def device_from_native(self, obj: Any) -> Device:
+        """The :class:`Device` for this framework's own device object (``torch.device`` /
+        ``mx.Context``); ``ValueError`` for a kind dualdl does not handle."""
+
+    def is_symbolic(self, t: Any) -> bool:
+        """Whether ``t`` is a graph node without a shape (an MXNet Symbol in a hybridized
+        forward) rather than an array: the tensor functions then go to the adapter's ``ops``."""
+        return False
+
+    def numpy_dtype(self, dtype: Any) -> np.dtype:
+        """The numpy dtype for this framework's own dtype object (``torch.float32`` ...)."""
+        return np.dtype(dtype)
+
+    def native_lr_scheduler(self, name: str) -> Optional[type]:
+        """The framework's own scheduler class ``name`` (``StepLR`` ...) when it has PyTorch's
+        semantics, else ``None`` (then dualdl's neutral scheduler drives the optimizer)."""
+        return None
+
+    #: whether tensors in this framework's optimizer/scheduler states come back from a Trainer
+    #: state file as native tensors (torch's ``optimizer.load_state_dict`` wants tensors) rather
+    #: than numpy arrays
+    native_state_tensors: bool = False
 
     @abc.abstractmethod
     def cuda_initialized(self) -> bool:
@@ -136,6 +173,12 @@ _instances: Dict[str, Backend] = {}
 _type_cache: Dict[type, Backend] = {}
 
 
+def canonical_name(name: str) -> str:
+    """The registry's name for ``name`` or one of its aliases (``"pytorch"`` -> ``"torch"``);
+    ``ValueError`` listing the known backends otherwise."""
+    return _canonical(name)
+
+
 def _canonical(name: str) -> str:
     key = str(name).strip().lower()
     key = _ALIASES.get(key, key)
@@ -156,16 +199,25 @@ def get_backend(name: Optional[str] = None) -> Backend:
         raise BackendNotInstalledError(
             f"the {key!r} backend needs the {framework!r} package, which is not installed; "
             f"install it with: pip install 'dualdl[{extra}]'")
-    if key == "mxnet" and framework not in sys.modules:
-        # leaked DMLC_* variables would turn `import mxnet` into a blocking ps-lite node
-        from .distributed.env import check_mxnet_node_env
-        check_mxnet_node_env()
+    check = _BEFORE_IMPORT.get(key)
+    if check is not None and framework not in sys.modules:
+        mod_name, _, func = check.partition(":")
+        getattr(importlib.import_module(mod_name), func)()
     module = importlib.import_module(adapter)
     inst = module.Backend()
     _instances[key] = inst
-    from .random import _apply_pending
-    _apply_pending(inst)
+    for hook in _ON_CREATED:
+        hook(inst)
     return inst
+
+
+# called with each backend right after it is first built (dualdl.random applies a pending seed)
+_ON_CREATED: List[Callable[[Backend], None]] = []
+
+
+def on_backend_created(hook: Callable[[Backend], None]) -> None:
+    """Run ``hook(backend)`` whenever a backend is first instantiated in this process."""
+    _ON_CREATED.append(hook)
 
 
 def backend_for(x: Any) -> Backend:
@@ -185,7 +237,9 @@ def backend_for(x: Any) -> Backend:
         f"got {t.__module__}.{t.__qualname__}")
 
 
-_owner_cache: Dict[type, Optional[Backend]] = {}
+# weak: a strong cache would keep write-once model classes (and what their module holds) alive
+# until interpreter teardown, after MXNet's engine stopped (a distributed worker then aborts at exit)
+_owner_cache: "weakref.WeakKeyDictionary[type, Optional[Backend]]" = weakref.WeakKeyDictionary()
 _RAISE = object()
 
 
@@ -220,6 +274,40 @@ def backend_of(obj: Any, default: Any = _RAISE) -> Backend:
         f"model, parameter, optimizer or device; got {t.__module__}.{t.__qualname__}")
 
 
+def _device_from_native(obj: Any) -> Optional[Device]:
+    """A framework device object as a :class:`Device` (``None`` when no backend owns it)."""
+    be = backend_of(obj, default=None)
+    return be.device_from_native(obj) if be is not None else None
+
+
+_devices.set_native_parser(_device_from_native)
+
+
+def devices(backend: Optional[str] = None) -> List[Device]:
+    """The usable devices of a backend (default: the active one): every GPU, else the CPU."""
+    n = get_backend(backend).gpu_count()
+    return [gpu(i) for i in range(n)] if n else [cpu(0)]
+
+
+def visible_gpus(ids: Union[str, Sequence[int]]) -> None:
+    """Set ``CUDA_VISIBLE_DEVICES`` (e.g. ``"1,2,3"``): afterwards those GPUs are ``gpu(0..2)``.
+
+    Must run before any framework initialises CUDA: the variable is read once per process.
+    Raises ``RuntimeError`` if torch or MXNet already did so (the setting would be ignored).
+    """
+    if not isinstance(ids, str):
+        ids = ",".join(str(int(i)) for i in ids)
+    ids = ids.replace(" ", "")
+    if ids and not re.fullmatch(r"\d+(,\d+)*", ids):
+        raise ValueError(f"visible_gpus expects comma-separated GPU indices like '1,2,3', got {ids!r}")
+    for name, (_, framework, _) in KNOWN_BACKENDS.items():
+        if framework in sys.modules and get_backend(name).cuda_initialized():
+            raise RuntimeError(
+                f"{framework} has already initialised CUDA in this process, so CUDA_VISIBLE_DEVICES "
+                f"can no longer change which GPUs it sees; call dualdl.visible_gpus() before any GPU use")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ids
+
+
 def available_backends() -> Sequence[str]:
     """Names of the backends whose framework is installed (nothing is imported)."""
     return [k for k, (_, fw, _) in KNOWN_BACKENDS.items() if importlib.util.find_spec(fw) is not None]
@@ -227,7 +315,7 @@ def available_backends() -> Sequence[str]:
 
 # ---- the active backend: a context variable, so threads and asyncio tasks each see their own --
 def _default_name() -> str:
-    env = os.environ.get("DUALDL_BACKEND")
+    env = config.backend()
     if env:
         try:
             return _canonical(env)

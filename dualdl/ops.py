@@ -189,13 +189,8 @@ def clamp(x: Tensor, min: Optional[float] = None, max: Optional[float] = None) -
     return _ops(x).clamp(x, min, max)
 
 
-def zeros_like(x: Tensor) -> Tensor:
-    """Zeros with ``x``'s shape, dtype and device (works on Symbols, unlike dualdl.zeros_like)."""
-    return _ops(x).zeros_like(x)
-
-
-def ones_like(x: Tensor) -> Tensor:
-    return _ops(x).ones_like(x)
+# one implementation with dualdl.zeros_like / ones_like (dtype=, device=; Symbols; 0-size NDArrays)
+from .tensor import ones_like, zeros_like  # noqa: E402
 
 
 def where(cond: Tensor, a: Union[Tensor, Number], b: Union[Tensor, Number]) -> Tensor:
@@ -260,10 +255,8 @@ def permute(x: Tensor, dims: Sequence[int]) -> Tensor:
     return _ops(x).permute(x, dims)
 
 
-def reshape(x: Tensor, shape: Union[int, Sequence[int]]) -> Tensor:
-    """Positive sizes and at most one ``-1``. MXNet's codes 0/-2/-3/-4 are rejected with a
-    ``ValueError`` on both backends (works on Symbols)."""
-    return _ops(x).reshape(x, shape)
+# one implementation with dualdl.reshape (positive sizes and one -1; Symbols; 0-size NDArrays)
+from .tensor import reshape  # noqa: E402
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:

@@ -16,6 +16,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from .backend import KNOWN_BACKENDS, _instances, get_backend, on_backend_created
+
 __all__ = ["seed", "initial_seed"]
 
 _SEED: Optional[int] = None
@@ -38,7 +40,6 @@ def seed(n: int, deterministic: bool = False) -> None:
     _SEED, _DETERMINISTIC = int(n), bool(deterministic)
     _pyrandom.seed(_SEED)
     np.random.seed(_SEED)
-    from .backend import KNOWN_BACKENDS, _instances, get_backend
     for key, (_, framework, _) in KNOWN_BACKENDS.items():
         if key in _instances:
             _instances[key].seed(_SEED, _DETERMINISTIC)
@@ -81,7 +82,6 @@ class _SeedOnImport(importlib.abc.MetaPathFinder):
 
         def exec_then_seed(module) -> None:
             exec_module(module)
-            from .backend import KNOWN_BACKENDS, get_backend
             # imported by its dualdl adapter: get_backend seeds it once the adapter is built
             if KNOWN_BACKENDS[key][0] not in sys.modules and _SEED is not None:
                 get_backend(key)
@@ -96,3 +96,6 @@ def _apply_pending(be) -> None:
     """Called when a backend is first instantiated: apply an earlier ``seed()`` to it."""
     if _SEED is not None:
         be.seed(_SEED, _DETERMINISTIC)
+
+
+on_backend_created(_apply_pending)

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Tuple
 
-import sys
-
 import numpy as np
 
-from .backend import KNOWN_BACKENDS, backend_for, get_backend
+from .backend import backend_for, backend_of
 
 __all__ = ["state_dict", "load_state_dict", "named_parameters", "backend_of_model",
            "StateDictError", "LoadResult", "normalize_keys"]
@@ -37,11 +35,9 @@ class LoadResult(NamedTuple):
 
 def backend_of_model(model: Any):
     """The backend whose framework ``model`` belongs to (torch Module or Gluon Block)."""
-    for name, (_, framework, _) in KNOWN_BACKENDS.items():
-        if framework in sys.modules:
-            be = get_backend(name)
-            if be.module("state").is_model(model):
-                return be
+    be = backend_of(model, default=None)
+    if be is not None and be.module("state").is_model(model):
+        return be
     raise TypeError(f"expected a torch.nn.Module or a Gluon Block, got {type(model).__name__}")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .backend import backend_for, get_backend
+from .backend import backend_for, backend_of, get_backend
 from .devices import Device, DeviceLike, device as _parse_device
 
 __all__ = [
@@ -30,9 +30,10 @@ ShapeLike = Union[int, Sequence[int]]
 def _dtype(dtype: Any, default: Optional[np.dtype] = None) -> np.dtype:
     if dtype is None:
         return default
-    if hasattr(dtype, "is_floating_point") and type(dtype).__module__.startswith("torch"):
-        import torch  # a torch dtype was passed, so torch is already imported
-        dtype = torch.empty((), dtype=dtype).numpy().dtype
+    if not isinstance(dtype, (str, np.dtype, type)):
+        owner = backend_of(dtype, default=None)     # a framework's dtype object (torch.float32)
+        if owner is not None:
+            dtype = owner.numpy_dtype(dtype)
     d = np.dtype(dtype)
     if d not in SUPPORTED_DTYPES:
         raise TypeError(f"unsupported dtype {d}; dualdl supports {', '.join(map(str, SUPPORTED_DTYPES))}")
@@ -123,12 +124,17 @@ def resolve_shape(shape: ShapeLike, size: int, current: Tuple[int, ...] = None) 
 
 
 def reshape(t: Any, shape: ShapeLike):
-    """Reshape with PyTorch's meaning: positive sizes and at most one ``-1`` (inferred).
+    """Reshape with PyTorch's meaning: positive sizes and at most one ``-1`` (inferred); also
+    ``dualdl.ops.reshape``. Works on MXNet Symbols (inside a hybridized forward) too.
 
     Hides: MXNet's ``reshape`` gives 0/-2/-3/-4 special meanings (copy/merge/split dims); they
-    never leak through here. On torch this is ``Tensor.reshape`` (a view when possible).
+    never leak through here (a ``ValueError`` on both backends). On torch this is
+    ``Tensor.reshape`` (a view when possible); MXNet NDArrays of shape ``()`` or with a 0 size,
+    which legacy ``reshape`` cannot produce, are rebuilt.
     """
     be = backend_for(t)
+    if be.is_symbolic(t):               # no shape to resolve against: the adapter checks the codes
+        return be.module("ops").reshape(t, shape)
     cur = tuple(be.shape(t))
     return be.reshape(t, resolve_shape(shape, math.prod(cur), cur))
 
@@ -193,18 +199,29 @@ def arange(start: float, stop: float = None, step: float = 1, dtype: Any = None,
     return be.arange(start, stop, step, dt, d)
 
 
-def _like(t: Any, value: Any, dtype: Any, device: DeviceLike):
+def _like(t: Any, value: Any, dtype: Any, device: DeviceLike, symbolic: Optional[str] = None):
     be = backend_for(t)
+    if be.is_symbolic(t):
+        if symbolic is None or dtype is not None or device is not None:
+            raise TypeError(f"{symbolic or 'full_like'}() of an MXNet Symbol (a hybridized forward) "
+                            f"takes no value, dtype= or device=: the symbol's own are used")
+        return getattr(be.module("ops"), symbolic)(t)
+    if dtype is None and device is None:
+        return be.full_like(t, value)
     d = _parse_device(device) if device is not None else be.device_of(t)
     return be.full(tuple(be.shape(t)), value, _dtype(dtype, be.dtype(t)), d)
 
 
 def zeros_like(t: Any, dtype: Any = None, device: DeviceLike = None):
-    return _like(t, 0, dtype, device)
+    """Zeros with ``t``'s shape, and its dtype and device unless given; also
+    ``dualdl.ops.zeros_like``. Works on MXNet Symbols (without dtype=/device=) and on MXNet
+    NDArrays of shape ``()`` or with a 0 size (which ``nd.zeros_like`` rejects)."""
+    return _like(t, 0, dtype, device, "zeros_like")
 
 
 def ones_like(t: Any, dtype: Any = None, device: DeviceLike = None):
-    return _like(t, 1, dtype, device)
+    """Ones, as :func:`zeros_like`; also ``dualdl.ops.ones_like``."""
+    return _like(t, 1, dtype, device, "ones_like")
 
 
 def full_like(t: Any, value: Any, dtype: Any = None, device: DeviceLike = None):

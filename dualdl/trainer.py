@@ -160,14 +160,15 @@ class Trainer:
     def _join(self, distributed: Optional[bool]) -> Any:
         """The cross-process reducer (None in one process); broadcasts rank 0's initial model."""
         from . import distributed as ddist
+        from . import config
         from .distributed.env import launched_backend
         if distributed is not None and not isinstance(distributed, bool):
             raise TypeError(f"distributed must be True, False or None, got {distributed!r}")
         if distributed is False:
             return None
         if not ddist.is_initialized():
-            world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
-            launched = launched_backend() or os.environ.get("DMLC_ROLE") or world != "1"
+            world = (config.get("WORLD_SIZE") or "1").strip() or "1"
+            launched = launched_backend() or config.get("DMLC_ROLE") or world != "1"
             if distributed or launched:
                 raise RuntimeError("this process is part of a multi-process job (or distributed=True) "
                                    "but dl.distributed.init() was not called: call it before creating "

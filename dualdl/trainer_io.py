@@ -14,6 +14,9 @@ from typing import Any, Dict
 
 import numpy as np
 
+from .backend import backend_of, get_backend
+from .devices import Device
+
 __all__ = ["encode", "decode", "write", "read"]
 
 _META = "__dualdl_trainer_state__.json"
@@ -35,14 +38,12 @@ def encode(obj: Any, arrays: Dict[str, np.ndarray]) -> Any:
         name = f"a{len(arrays)}"
         arrays[name] = obj
         return {"__array__": name}
-    mod = type(obj).__module__
-    if mod.startswith("torch") and hasattr(obj, "detach"):
+    be = backend_of(obj, default=None)
+    if be is not None and isinstance(obj, be.tensor_types()):
         name = f"a{len(arrays)}"
-        arrays[name] = obj.detach().cpu().numpy()
-        return {"__tensor__": name}
-    if mod.startswith("mxnet") and hasattr(obj, "asnumpy"):
-        name = f"a{len(arrays)}"
-        arrays[name] = obj.asnumpy()
+        arrays[name] = be.to_numpy(obj)
+        if be.native_state_tensors:     # comes back as a tensor of the same backend
+            return {"__tensor__": name, "backend": be.name}
         return {"__array__": name}
     if isinstance(obj, dict):
         return {"__dict__": [[encode(k, arrays), encode(v, arrays)] for k, v in obj.items()]}
@@ -68,9 +69,9 @@ def decode(obj: Any, arrays: Any) -> Any:
         return np.array(arrays[obj["__scalar__"]])[()]
     if "__float__" in obj:
         return float(obj["__float__"])
-    if "__tensor__" in obj:
-        import torch
-        return torch.from_numpy(np.array(arrays[obj["__tensor__"]]))
+    if "__tensor__" in obj:                 # files written before "backend" was recorded: torch
+        a = np.array(arrays[obj["__tensor__"]])
+        return get_backend(obj.get("backend", "torch")).from_numpy(a, Device("cpu", 0), a.dtype)
     raise ValueError(f"unknown entry in a Trainer state file: {sorted(obj)[:3]}")
 
 

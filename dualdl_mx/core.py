@@ -52,8 +52,7 @@ class Backend(_Contract):
         return t.reshape(shape)
 
     def device_of(self, t) -> Device:
-        c = t.context
-        return Device("gpu" if c.device_type == "gpu" else "cpu", int(c.device_id))
+        return self.device_from_native(t.context)
 
     def to_device(self, t, device: Device):
         ctx = native_device(device)
@@ -65,6 +64,15 @@ class Backend(_Contract):
         if _legacy_unshapeable(shape):
             return mx.nd.array(np.full(shape, value, dtype=dtype), ctx=native_device(device), dtype=dtype)
         return mx.nd.full(shape, value, ctx=native_device(device), dtype=dtype)
+
+    def full_like(self, t, value):
+        if _legacy_unshapeable(t.shape):      # nd.zeros_like rejects () and 0-size arrays
+            return mx.nd.array(np.full(t.shape, value, dtype=t.dtype), ctx=t.context, dtype=t.dtype)
+        if value == 0:
+            return mx.nd.zeros_like(t)
+        if value == 1:
+            return mx.nd.ones_like(t)
+        return mx.nd.full(t.shape, value, ctx=t.context, dtype=t.dtype)
 
     def arange(self, start, stop, step, dtype, device):
         # nd.arange computes in the requested dtype; build in numpy for torch-identical values.
@@ -78,6 +86,12 @@ class Backend(_Contract):
 
     def native_device(self, device: Device) -> mx.Context:
         return native_device(device)
+
+    def is_symbolic(self, t) -> bool:
+        return isinstance(t, mx.sym.Symbol)
+
+    def device_from_native(self, obj: mx.Context) -> Device:
+        return Device("gpu" if obj.device_type == "gpu" else "cpu", int(obj.device_id))
 
     def cuda_initialized(self) -> bool:
         # MXNet initialises CUDA lazily on the first GPU op; a GPU-less build never does.

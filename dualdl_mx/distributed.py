@@ -14,6 +14,7 @@ from typing import Any, List, Optional
 
 import mxnet as mx
 
+from dualdl import config
 from dualdl.distributed.env import RANK_FILE, DistributedEnvError, int_env
 
 __all__ = ["init", "is_distributed", "rank", "world_size", "barrier", "shutdown",
@@ -25,7 +26,7 @@ _bcast_next = [_BCAST_KEY0]
 
 
 def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -> None:
-    role = os.environ.get("DMLC_ROLE")
+    role = config.get("DMLC_ROLE")
     if not role:
         if world_size is not None and int(world_size) != 1:
             raise DistributedEnvError(f"expected world size {world_size} but this is a single "
@@ -40,7 +41,7 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
         raise DistributedEnvError(f"expected world size {world_size} but this job has "
                                   f"DMLC_NUM_WORKER={expected_env} workers; launch it with "
                                   f"--nproc {world_size} (times --nnodes)")
-    kv_type = os.environ.get("DUALDL_MX_KVSTORE", "dist_sync")
+    kv_type = config.mx_kvstore()
     if kv_type not in ("dist_sync", "dist_sync_device"):
         raise DistributedEnvError(f"DUALDL_MX_KVSTORE={kv_type!r}; expected dist_sync or "
                                   f"dist_sync_device (dist_async does not give the "
@@ -52,7 +53,7 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
     _state["kv"] = kv
     _exit_at_once_on_uncaught_exception()
     _release_at_exit()
-    path = os.environ.get(RANK_FILE)
+    path = config.get(RANK_FILE)
     if path:   # tells `dualdl launch` which kvstore rank this launch slot received
         try:
             with open(path, "w") as f:

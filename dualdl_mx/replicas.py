@@ -14,7 +14,6 @@ Hides:
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, Callable, List, Sequence, Tuple
 
@@ -22,6 +21,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
 
+from dualdl import config
 from dualdl.devices import Device
 from dualdl.parallel import split_bounds
 from .base import Module as _DlModule
@@ -34,7 +34,7 @@ __all__ = ["split_to", "Replicas", "needs_serial", "worker_threads_risk"]
 # ---- the deadlock guard ----------------------------------------------------------------------
 def _env_int(name: str) -> int:
     try:
-        return int(os.environ.get(name, "1") or "1")
+        return int(config.get(name) or "1")
     except ValueError:
         return 1
 

@@ -63,6 +63,9 @@ class Backend(_Contract):
     def full(self, shape, value, dtype, device):
         return torch.full(shape, value, dtype=torch_dtype(dtype), device=native_device(device))
 
+    def full_like(self, t, value):
+        return torch.full_like(t, value)
+
     def arange(self, start, stop, step, dtype, device):
         return torch.arange(start, stop, step, dtype=torch_dtype(dtype), device=native_device(device))
 
@@ -71,6 +74,22 @@ class Backend(_Contract):
 
     def native_device(self, device: Device) -> torch.device:
         return native_device(device)
+
+    def device_from_native(self, obj: torch.device) -> Device:
+        kind = "gpu" if obj.type == "cuda" else obj.type
+        if kind not in ("cpu", "gpu"):
+            raise ValueError(f"unsupported torch device type {obj.type!r}; dualdl handles cpu and cuda")
+        return Device(kind, obj.index or 0)
+
+    def numpy_dtype(self, dtype) -> np.dtype:
+        return _TORCH_TO_NP[dtype] if dtype in _TORCH_TO_NP else torch.empty((), dtype=dtype).numpy().dtype
+
+    def native_lr_scheduler(self, name: str):
+        # torch's own schedulers are the reference dualdl's neutral ones reproduce
+        import torch.optim.lr_scheduler as tls
+        return getattr(tls, name)
+
+    native_state_tensors = True     # torch's optimizer.load_state_dict wants its tensors back
 
     def cuda_initialized(self) -> bool:
         return torch.cuda.is_initialized()

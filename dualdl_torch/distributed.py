@@ -15,6 +15,7 @@ from typing import Any, List, Optional
 import torch
 import torch.distributed as dist
 
+from dualdl import config
 from dualdl.distributed.env import DistributedEnvError, int_env, is_loopback
 
 __all__ = ["init", "is_distributed", "rank", "world_size", "barrier", "shutdown",
@@ -26,7 +27,7 @@ DEFAULT_TIMEOUT = 1800.0
 
 def _store(addr: str, port: int, rank_: int, world: int, timeout: datetime.timedelta):
     """The rendezvous store; rank 0 hosts it, bound to loopback when the master is loopback."""
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":   # torchrun hosts the store
+    if config.get("TORCHELASTIC_USE_AGENT_STORE") == "True":   # torchrun hosts the store
         return dist.TCPStore(addr, port, world, False, timeout=timeout)
     if rank_ != 0 or not is_loopback(addr):
         return dist.TCPStore(addr, port, world, rank_ == 0, timeout=timeout)
@@ -70,12 +71,12 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
     if local >= local_world:
         raise DistributedEnvError(f"LOCAL_RANK={local} is not below LOCAL_WORLD_SIZE={local_world}")
     _check_world(world, world_size)
-    addr = env.get("MASTER_ADDR")
+    addr = config.get("MASTER_ADDR", env)
     if not addr:
         raise DistributedEnvError("MASTER_ADDR is not set; start the job with `dualdl launch`")
     port = int_env("MASTER_PORT", minimum=1)
     td = datetime.timedelta(seconds=float(timeout) if timeout else DEFAULT_TIMEOUT)
-    pg_backend = env.get("DUALDL_TORCH_DIST_BACKEND") or (
+    pg_backend = config.torch_dist_backend(env) or (
         "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo")
     if pg_backend not in ("gloo", "nccl"):
         raise DistributedEnvError(f"DUALDL_TORCH_DIST_BACKEND={pg_backend!r}; expected gloo or nccl")

@@ -12,7 +12,10 @@ os.environ.pop("DUALDL_BACKEND", None)
 import numpy as np
 import pytest
 
-BACKENDS = ("torch", "mxnet")
+from dualdl import config as dualdl_config
+from dualdl.backend import KNOWN_BACKENDS
+
+BACKENDS = tuple(KNOWN_BACKENDS)      # every registered backend (imports no framework)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -37,7 +40,7 @@ def _nvidia_driver() -> bool:
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` are skipped with one reason on machines without an NVIDIA driver
     (unless ``DUALDL_REQUIRE_GPU=1``, set by ``make gpu-check``: then they run and say what is missing)."""
-    if _nvidia_driver() or os.environ.get("DUALDL_REQUIRE_GPU") == "1":
+    if _nvidia_driver() or dualdl_config.require_gpu():
         return
     skip = pytest.mark.skip(reason="gpu: no NVIDIA driver on this machine (run `make gpu-check` on a CUDA machine)")
     for item in items:

@@ -1,6 +1,7 @@
 """Backend registry, the active backend (contextvars), dispatch by tensor type, the adapter contract."""
 import asyncio
 import importlib
+import json
 import subprocess
 import sys
 import threading
@@ -141,3 +142,39 @@ def test_backend_of_refuses_foreign_objects_with_the_type_named():
         assert backend_of(obj, None) is None
         with pytest.raises(TypeError, match=type(obj).__qualname__):
             backend_of(obj)
+
+
+def test_framework_specific_knowledge_is_a_backend_method():
+    """Native dtypes, LR schedulers and Trainer-state tensors are answered by the owning backend."""
+    import mxnet as mx
+    import torch
+    from dualdl import trainer_io
+    tb, mb = dl.get_backend("torch"), dl.get_backend("mxnet")
+    assert tb.numpy_dtype(torch.float64) == np.float64 and mb.numpy_dtype("float16") == np.float16
+    assert dl.to_numpy(dl.zeros(2, dtype=torch.int32, backend="mxnet")).dtype == np.int32
+    assert tb.native_lr_scheduler("StepLR") is torch.optim.lr_scheduler.StepLR
+    assert mb.native_lr_scheduler("StepLR") is None
+    assert mb.is_symbolic(mx.sym.var("x")) and not mb.is_symbolic(mx.nd.zeros(1)) and not tb.is_symbolic(torch.zeros(1))
+    arrays = {}
+    state = trainer_io.encode({"t": torch.arange(3), "m": mx.nd.ones(2, dtype="float64")}, arrays)
+    back = trainer_io.decode(json.loads(json.dumps(state)), arrays)
+    assert isinstance(back["t"], torch.Tensor) and back["t"].tolist() == [0, 1, 2]
+    assert isinstance(back["m"], np.ndarray) and back["m"].dtype == np.float64 and back["m"].tolist() == [1, 1]
+    old = trainer_io.decode({"__tensor__": "a0"}, {"a0": np.ones(2, np.float32)})   # files from 0.1.0
+    assert isinstance(old, torch.Tensor) and old.dtype == torch.float32
+
+
+def test_port_sides_and_optimizers_find_their_backend():
+    import mxnet as mx
+    import torch
+    from dualdl.optim import backend_of_params
+    from dualdl.port.sides import framework_of
+    assert framework_of(torch.nn.Linear(2, 2)) == "torch" and framework_of(mx.gluon.nn.Dense(2)) == "gluon"
+    with pytest.raises(TypeError, match="neither a torch.nn.Module nor a Gluon Block"):
+        framework_of(object())
+    lin = torch.nn.Linear(2, 2)
+    assert backend_of_params(lin.parameters()).name == "torch"
+    with pytest.raises(TypeError, match="expected torch Parameters or Gluon Parameters, got int"):
+        backend_of_params([1])
+    opt = dl.optim.SGD(lin.parameters(), lr=0.1)
+    assert isinstance(dl.optim.lr_scheduler.StepLR(opt, 2), torch.optim.lr_scheduler.StepLR)

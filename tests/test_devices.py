@@ -55,3 +55,12 @@ def test_visible_gpus_refuses_after_cuda_init():
     torch.zeros(1, device="cuda")
     with pytest.raises(RuntimeError, match="already initialised CUDA"):
         dl.visible_gpus("0")
+
+
+def test_native_devices_are_parsed_by_their_backend():
+    import torch
+    with pytest.raises(ValueError, match="unsupported torch device type 'meta'; dualdl handles cpu and cuda"):
+        dl.device(torch.device("meta"))
+    with pytest.raises(TypeError, match="cannot interpret object"):
+        dl.device(object())
+    assert dl.get_backend("torch").device_from_native(torch.device("cuda", 3)) == dl.gpu(3)

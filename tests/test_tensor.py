@@ -141,3 +141,54 @@ def test_empty_tensors_reshape_like_torch(backend):
         assert dl.to_numpy(dl.to_device(z, dl.cpu(1))).shape == (0, 5)
     one = dl.from_numpy(np.full((1, 1), 4.0, np.float32))
     assert tuple(dl.reshape(one, ()).shape) == () and dl.item(dl.reshape(one, ())) == 4.0
+
+
+# ---- one reshape / zeros_like for dualdl and dualdl.ops (issue 15) -------------------------------------
+def test_ops_reshape_and_zeros_like_are_the_tensor_functions():
+    from dualdl import ops
+    assert ops.reshape is dl.reshape and ops.zeros_like is dl.zeros_like and ops.ones_like is dl.ones_like
+
+
+def test_reshape_and_zeros_like_union_on_arrays(backend):
+    from dualdl import ops
+    x = dl.from_numpy(np.arange(6, dtype=np.float64).reshape(2, 3))
+    np.testing.assert_array_equal(dl.to_numpy(ops.reshape(x, (3, -1))), np.arange(6).reshape(3, 2))
+    with pytest.raises(ValueError, match="special codes"):
+        ops.reshape(x, (0, -1))
+    z = ops.zeros_like(x, dtype="int32")
+    assert dl.to_numpy(z).dtype == np.int32 and dl.to_numpy(z).tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert dl.to_numpy(ops.ones_like(x)).dtype == np.float64 and dl.to_numpy(ops.ones_like(x)).sum() == 6
+    empty, scalar = dl.zeros((5, 0)), dl.full((), 2.0)   # MXNet's nd.zeros_like rejects both
+    assert dl.to_numpy(ops.zeros_like(empty)).shape == (5, 0)
+    assert dl.to_numpy(ops.ones_like(scalar)).shape == () and dl.item(ops.ones_like(scalar)) == 1.0
+    assert tuple(ops.reshape(empty, (0, 5)).shape) == (0, 5)
+
+
+def test_reshape_and_zeros_like_on_symbols_in_a_hybridized_forward():
+    import mxnet as mx
+    from dualdl import ops
+
+    class Net(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return dl.reshape(x, (-1, 3)) + ops.zeros_like(dl.reshape(x, (2, 3))) + dl.ones_like(
+                ops.reshape(x, (2, -1)))
+
+    net = Net()
+    net.hybridize()
+    x = mx.nd.array(np.arange(6, dtype=np.float32))
+    np.testing.assert_array_equal(net(x).asnumpy(), np.arange(6, dtype=np.float32).reshape(2, 3) + 1)
+
+    class Bad(mx.gluon.HybridBlock):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def hybrid_forward(self, F, x):
+            return self.fn(x)
+
+    for fn, match in ((lambda x: dl.reshape(x, (0, -1)), "special codes"),
+                      (lambda x: dl.zeros_like(x, dtype="int32"), "takes no value, dtype= or device=")):
+        bad = Bad(fn)
+        bad.hybridize()
+        with pytest.raises((ValueError, TypeError), match=match):
+            bad(x)

@@ -18,8 +18,8 @@ __all__ = ["default_collate", "pad_collate", "to_tensors"]
 
 
 def _is_native_tensor(x: Any) -> bool:
-    mod = type(x).__module__
-    return mod.startswith("torch") or mod.startswith("mxnet")
+    from ..tensor import is_tensor
+    return not isinstance(x, (np.ndarray, Number, str, bytes)) and is_tensor(x)
 
 
 def _is_namedtuple(x: Any) -> bool:

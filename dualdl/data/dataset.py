@@ -72,9 +72,8 @@ def _as_column(a: Any, k: int) -> Any:
         if a.ndim == 0:
             raise ValueError(f"array {k} is 0-dimensional; each array needs a first (sample) axis")
         return a
-    mod = type(a).__module__
-    if mod.startswith("torch") or mod.startswith("mxnet"):
-        from ..tensor import to_numpy
+    from ..tensor import is_tensor, to_numpy
+    if is_tensor(a):
         return to_numpy(a)
     if not (hasattr(a, "__len__") and hasattr(a, "__getitem__")) or isinstance(a, (str, bytes)):
         raise TypeError(f"array {k} must be a numpy array, a native tensor or a sequence "

@@ -203,7 +203,7 @@ class DistributedSampler(_EpochSampler):
                  rank: Optional[int] = None, shuffle: bool = True, seed: Optional[int] = None,
                  drop_last: bool = False):
         super().__init__(seed)
-        import os
+        from .. import config
         self.dataset_len = _length(dataset_len, "dataset_len")
         if num_replicas is None or rank is None:
             from .. import distributed as ddist      # framework-free until a job was joined
@@ -211,9 +211,10 @@ class DistributedSampler(_EpochSampler):
                 num_replicas = ddist.world_size() if num_replicas is None else num_replicas
                 rank = ddist.rank() if rank is None else rank
         if num_replicas is None:
-            num_replicas = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
+            world = config.get("WORLD_SIZE")
+            num_replicas = int(world) if world is not None else None
         if rank is None:
-            rank = int(os.environ["RANK"]) if "RANK" in os.environ else None
+            rank = int(config.get("RANK")) if config.get("RANK") is not None else None
         if num_replicas is None or rank is None:
             raise ValueError("DistributedSampler needs num_replicas and rank (or the WORLD_SIZE and "
                              "RANK environment variables)")

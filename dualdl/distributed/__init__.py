@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 import numpy as np
 
+from .. import config
 from ..atomic import atomic_write
 from .env import (DistributedEnvError, check_mxnet_node_env, check_torch_env, int_env,
                   launched_backend)
@@ -97,7 +98,7 @@ def _check_expected_world(name: str, expected: Optional[int]) -> None:
     if expected is None:
         return
     var = "DMLC_NUM_WORKER" if name == "mxnet" else "WORLD_SIZE"
-    if var == "DMLC_NUM_WORKER" and not os.environ.get("DMLC_ROLE"):
+    if var == "DMLC_NUM_WORKER" and not config.get("DMLC_ROLE"):
         return
     actual = int_env(var, default=1, minimum=1)
     if actual != int(expected):
@@ -113,7 +114,7 @@ def is_initialized() -> bool:
 def _need_init(what: str) -> Any:
     if _impl is not None:
         return _impl
-    if launched_backend() or os.environ.get("DMLC_ROLE") or os.environ.get("WORLD_SIZE"):
+    if launched_backend() or config.get("DMLC_ROLE") or config.get("WORLD_SIZE"):
         raise RuntimeError(f"dualdl.distributed.{what}() needs dualdl.distributed.init() first in "
                            f"a launched process")
     return None

@@ -13,6 +13,8 @@ import socket
 import time
 from typing import Dict, Mapping, Optional
 
+from .. import config
+
 __all__ = [
     "DistributedEnvError", "LAUNCH_BACKEND", "LAUNCHER_PID", "RANK_FILE", "DMLC_REQUIRED",
     "dmlc_vars", "int_env", "is_loopback", "check_no_dmlc", "check_mxnet_node_env", "launched_backend",
@@ -38,14 +40,14 @@ def dmlc_vars(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 def launched_backend(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The backend `dualdl launch` started this process for, or None."""
     env = os.environ if env is None else env
-    return env.get(LAUNCH_BACKEND) or None
+    return config.get(LAUNCH_BACKEND, env) or None
 
 
 def int_env(name: str, env: Optional[Mapping[str, str]] = None, default: Optional[int] = None,
             minimum: int = 0) -> int:
     """``int(env[name])`` with an error that names the variable and what was expected."""
     env = os.environ if env is None else env
-    raw = env.get(name)
+    raw = config.get(name, env)
     if raw is None or raw == "":
         if default is None:
             raise DistributedEnvError(f"environment variable {name} is not set; a distributed "
@@ -79,7 +81,7 @@ def check_no_dmlc(backend: str, env: Optional[Mapping[str, str]] = None) -> None
     """Refuse a ``DMLC_ROLE`` in a process that is not an MXNet node (it would block in
     ``import mxnet``)."""
     env = os.environ if env is None else env
-    if env.get("DMLC_ROLE"):
+    if config.get("DMLC_ROLE", env):
         leaked = ", ".join(sorted(dmlc_vars(env)))
         raise DistributedEnvError(
             f"DMLC_ROLE={env['DMLC_ROLE']!r} is set in a {backend} process ({leaked}); these "
@@ -96,12 +98,12 @@ def check_mxnet_node_env(env: Optional[Mapping[str, str]] = None,
     60) for the scheduler's TCP port, so that leaked variables give an error instead of a hang.
     """
     env = os.environ if env is None else env
-    role = env.get("DMLC_ROLE")
+    role = config.get("DMLC_ROLE", env)
     if not role:
         return False
     if role not in ("worker", "server", "scheduler"):
         raise DistributedEnvError(f"DMLC_ROLE={role!r}; expected worker, server or scheduler")
-    missing = [k for k in DMLC_REQUIRED if not env.get(k)]
+    missing = [k for k in DMLC_REQUIRED if not config.get(k, env)]
     if missing:
         raise DistributedEnvError(
             f"DMLC_ROLE={role!r} is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'}"
@@ -116,7 +118,7 @@ def check_mxnet_node_env(env: Optional[Mapping[str, str]] = None,
         return True
     host = env["DMLC_PS_ROOT_URI"]
     if connect_timeout is None:
-        connect_timeout = float(env.get(CONNECT_TIMEOUT, "60"))
+        connect_timeout = config.dmlc_connect_timeout(env)
     deadline = time.monotonic() + connect_timeout
     last: Optional[BaseException] = None
     while True:
@@ -158,8 +160,9 @@ def check_torch_env(env: Optional[Mapping[str, str]] = None) -> None:
     """Rank 0 of a loopback job checks MASTER_PORT before importing torch."""
     env = os.environ if env is None else env
     check_no_dmlc("torch", env)
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":    # torchrun's agent holds the port
+    if config.get("TORCHELASTIC_USE_AGENT_STORE", env) == "True":    # torchrun's agent holds the port
         return
-    if env.get("RANK") == "0" and env.get("MASTER_ADDR") and env.get("MASTER_PORT", "").isdigit():
+    if (config.get("RANK", env) == "0" and config.get("MASTER_ADDR", env)
+            and (config.get("MASTER_PORT", env) or "").isdigit()):
         if is_loopback(env["MASTER_ADDR"]):
             check_port_free(env["MASTER_ADDR"], int(env["MASTER_PORT"]), "MASTER_PORT")

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence
 
+from .. import config
+from ..backend import KNOWN_BACKENDS, canonical_name
 from .env import LAUNCH_BACKEND, LAUNCHER_PID, RANK_FILE, dmlc_vars, is_loopback
 from .lifeline import die_with_parent
 
@@ -45,7 +47,7 @@ class LaunchError(Exception):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nproc", "--nproc-per-node", dest="nproc", type=int, default=1,
                    help="training processes (torch ranks / MXNet workers) on this node")
-    p.add_argument("--backend", choices=("torch", "mxnet"), default=None,
+    p.add_argument("--backend", choices=tuple(KNOWN_BACKENDS), default=None,
                    help="engine (default: $DUALDL_BACKEND or torch)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds; kill every process after this and exit 124 (default: none)")
@@ -98,10 +100,10 @@ class _Config:
 
 
 def _validate(args: argparse.Namespace) -> _Config:
-    backend = args.backend or os.environ.get("DUALDL_BACKEND") or "torch"
-    backend = {"pytorch": "torch", "mx": "mxnet", "gluon": "mxnet"}.get(backend, backend)
-    if backend not in ("torch", "mxnet"):
-        raise LaunchError(f"unknown backend {backend!r}; expected torch or mxnet")
+    try:
+        backend = canonical_name(args.backend or config.backend() or "torch")
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
     for name in ("nproc", "nnodes", "num_servers"):
         if getattr(args, name) < 1:
             raise LaunchError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -146,7 +148,7 @@ def _validate(args: argparse.Namespace) -> _Config:
 
 def _check_framework(python: str, backend: str) -> None:
     """The workers' interpreter must find the framework (else every rank dies at import)."""
-    module = "torch" if backend == "torch" else "mxnet"
+    _, module, extra = KNOWN_BACKENDS[backend]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DMLC_")}
     code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     try:
@@ -155,7 +157,6 @@ def _check_framework(python: str, backend: str) -> None:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise LaunchError(f"cannot run the workers' Python {python!r}: {e}") from None
     if r.returncode != 0:
-        extra = "torch" if backend == "torch" else "mxnet"
         raise LaunchError(f"the workers' Python ({python}) cannot import {module!r}, which "
                           f"--backend {backend} needs; install it there (pip install "
                           f"'dualdl[{extra}]') or pick another --backend/--python")

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional
 
+from .. import config
 from .env import LAUNCHER_PID
 
 __all__ = ["die_with_parent", "watch_launcher"]
@@ -73,7 +74,7 @@ def watch_launcher(env: Optional[Mapping[str, str]] = None, interval: float = 0.
     no longer the launcher named by ``$DUALDL_LAUNCHER_PID``; returns whether one was started.
     Without that variable (not started by `dualdl launch`) nothing happens."""
     env = os.environ if env is None else env
-    raw = env.get(LAUNCHER_PID, "")
+    raw = config.get(LAUNCHER_PID, env) or ""
     if not raw.isdigit() or getattr(watch_launcher, "_started", False):
         return False
     launcher = int(raw)

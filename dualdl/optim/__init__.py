@@ -16,11 +16,10 @@ What this hides (measured in shared/reference/mxnet-vs-torch.md §3):
 """
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any, Iterable, List
 
-from ..backend import get_backend
+from ..backend import backend_of
 from .groups import BIASES_AND_NORMS, param_groups
 from . import lr_scheduler
 
@@ -43,12 +42,10 @@ def _first_param(params: List[Any]):
 def backend_of_params(params: Iterable[Any]):
     """The backend owning these parameters (torch tensors or Gluon Parameters)."""
     first = _first_param(list(params))
-    mod = type(first).__module__
-    if mod.startswith("torch"):
-        return get_backend("torch")
-    if mod.startswith("mxnet"):
-        return get_backend("mxnet")
-    raise TypeError(f"expected torch Parameters or Gluon Parameters, got {type(first).__name__}")
+    be = backend_of(first, default=None)
+    if be is None:
+        raise TypeError(f"expected torch Parameters or Gluon Parameters, got {type(first).__name__}")
+    return be
 
 
 class _Factory:
@@ -58,8 +55,7 @@ class _Factory:
     def __new__(cls, params, *args, **kwargs):
         params = list(params)
         be = backend_of_params(params)
-        mod = be.module("optim") if cls._module == "optim" else importlib.import_module(f"{be.adapter}.{cls._module}")
-        return getattr(mod, cls.__name__)(params, *args, **kwargs)
+        return getattr(be.module(cls._module), cls.__name__)(params, *args, **kwargs)
 
 
 class SGD(_Factory):

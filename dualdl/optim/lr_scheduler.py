@@ -16,19 +16,21 @@ from .lr_scheduler_base import EPOCH_DEPRECATION_WARNING, LRScheduler  # noqa: F
 from .lr_scheduler_warmup import (_LinearLR, _OneCycleLR, _PolynomialLR,  # noqa: F401
                                   _ReduceLROnPlateau, _SequentialLR)
 
+from ..backend import backend_of
+
 __all__ = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR", "PolynomialLR",
            "SequentialLR", "OneCycleLR", "ReduceLROnPlateau", "LRScheduler"]
 
 
-def _is_torch(optimizer: Any) -> bool:
-    return type(optimizer).__module__.startswith(("torch", "dualdl_torch"))
-
-
 class _Factory:
+    """The optimizer's framework's own scheduler where it has PyTorch's semantics
+    (``Backend.native_lr_scheduler``), else dualdl's neutral one."""
+
     def __new__(cls, optimizer, *args, **kwargs):
-        if _is_torch(optimizer):
-            import torch.optim.lr_scheduler as tls
-            return getattr(tls, cls.__name__)(optimizer, *args, **kwargs)
+        be = backend_of(optimizer, default=None)
+        native = be.native_lr_scheduler(cls.__name__) if be is not None else None
+        if native is not None:
+            return native(optimizer, *args, **kwargs)
         return globals()["_" + cls.__name__](optimizer, *args, **kwargs)
 
 

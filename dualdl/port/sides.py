@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..backend import backend_of
 from .hyper import gluon_hyper, torch_hyper
 from .inputs import Inputs, gluon_leaf, guarded, torch_leaf
 from .slots import Slot, gluon_role, torch_role, ROLE_RANK
@@ -24,16 +25,17 @@ class PortWarning(UserWarning):
     """Something the port cannot see well (hybridized Gluon block, layers that never ran)."""
 
 
+# backend name -> the side's name in port reports
+_SIDE_NAMES = {"torch": "torch", "mxnet": "gluon"}
+
+
 def framework_of(model: Any) -> str:
-    mod = type(model).__module__
-    for cls in type(model).__mro__:
-        m = cls.__module__
-        if m.startswith("torch"):
-            return "torch"
-        if m.startswith(("mxnet", "gluonnlp")):
-            return "gluon"
-    raise TypeError(f"{type(model).__name__} (from {mod}) is neither a torch.nn.Module nor a "
-                    f"Gluon Block")
+    """``"torch"`` or ``"gluon"``: the side of a port ``model`` is on (``backend_of``)."""
+    be = backend_of(model, default=None)
+    if be is None or be.name not in _SIDE_NAMES:
+        raise TypeError(f"{type(model).__name__} (from {type(model).__module__}) is neither a "
+                        f"torch.nn.Module nor a Gluon Block")
+    return _SIDE_NAMES[be.name]
 
 
 def make_side(model: Any, who: str = "model") -> "Side":
