@@ -90,14 +90,19 @@ def test_check_parity_by_backend_name():
 
 
 def test_the_table_check_can_fail():
-    """A wrong reference, a perturbed weight and a stale known divergence are reported as failures;
+    """A wrong reference, a perturbed weight, a wrong output dtype and a stale known divergence are
+    reported as failures;
     a tolerance override without a reason is refused."""
     import torch
-    from dualdl.testing.spec import layer, op
+    from dualdl.testing.spec import In, layer, op
     wrong = run_spec(layer("ReLU", (4, 3), ref=torch.nn.Sigmoid))
     assert any("output[0]" in f for f in wrong.failures)
     off_by_eps = run_spec(op("mul", (4, 3), 1.0 + 1e-9, ref=lambda a, b: a * 1.0), "float64")
     assert off_by_eps.failures, "1e-9 relative off must fail the float64 check"
+    wrong_dtype = run_spec(op("eye", In((1,), grad=False), call=lambda f, x: f(3, dtype=x.dtype), checks=("train",),
+                              ref=lambda n, dtype: torch.eye(n, dtype=torch.float64)))
+    assert all(any(f.startswith(f"{c} train output[0]: dtype float32, reference float64") for f in wrong_dtype.failures)
+               for c in ("torch", "mxnet")), wrong_dtype.failures
     stale = run_spec(layer("ReLU", (4, 3), known={"float32 mxnet": "made up"}))
     assert any("no longer occurs" in f for f in stale.failures)
     with pytest.raises(ValueError, match="needs a reason"):

@@ -33,13 +33,16 @@ CANDIDATES: Dict[str, Tuple[str, bool]] = {"torch": ("torch", False), "mxnet": (
 # |candidate - reference| <= TOLERANCE[dtype] * max(1, max |reference|), per compared tensor
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 REFERENCE = "torch"
+FLOAT_KINDS = ("float", "positive", "unit", "ties")      # input kinds that can take a gradient
 LR = 0.1
 
 
 @dataclass(frozen=True)
 class In:
     """One input: its shape and value kind: ``float`` (standard normal), ``positive`` (0.1 .. 2),
-    ``unit`` (0 .. 1, probabilities), ``int`` (indices in [0, high)) or ``bool`` (a random mask). ``grad``: ask for its gradient."""
+    ``unit`` (0 .. 1, probabilities), ``ties`` (whole numbers -2 .. 2 as floats, many equal),
+    ``nonfinite`` (standard normal with NaN, inf and -inf planted), ``int`` (indices in [0, high))
+    or ``bool`` (a random mask). ``grad``: ask for its gradient."""
     shape: Tuple[int, ...]
     kind: str = "float"
     high: int = 0
@@ -52,11 +55,19 @@ class In:
             return rng.uniform(0.1, 2.0, self.shape).astype(dtype)
         if self.kind == "unit":
             return rng.uniform(0.0, 1.0, self.shape).astype(dtype)
+        if self.kind == "ties":
+            return rng.integers(-2, 3, self.shape).astype(dtype)
+        if self.kind == "nonfinite":
+            a = rng.standard_normal(self.shape).astype(dtype)
+            flat = a.reshape(-1)
+            flat[rng.permutation(flat.size)[:3]] = [np.nan, np.inf, -np.inf][:min(3, flat.size)]
+            return a
         if self.kind == "int":
             return rng.integers(0, self.high, self.shape).astype(np.int64)
         if self.kind == "bool":
             return rng.random(self.shape) < 0.5
-        raise ValueError(f"unknown input kind {self.kind!r}; expected float, positive, unit, int or bool")
+        raise ValueError(f"unknown input kind {self.kind!r}; expected float, positive, unit, ties, nonfinite, "
+                         f"int or bool")
 
 
 def pos(*shape: int) -> In:
@@ -232,6 +243,7 @@ def _sgd(model: Any) -> Any:
 def run_spec(spec: Spec, dtype: str = "float32", seed: int = 0,
              candidates: Sequence[str] = tuple(CANDIDATES)) -> RowResult:
     """Run one row in ``dtype`` against the reference; never raises on a mismatch (see failures)."""
+    from ..backend import _using
     from ..state import load_state_dict
     dt = np.dtype(dtype)
     rng = np.random.default_rng(seed)
@@ -251,7 +263,7 @@ def run_spec(spec: Spec, dtype: str = "float32", seed: int = 0,
 
     ref_model = prepare(REFERENCE, ref_model)
     xs = [i.draw(rng, dt) for i in spec.inputs]
-    want = [i.grad and i.kind in ("float", "positive", "unit") for i in spec.inputs]
+    want = [i.grad and i.kind in FLOAT_KINDS for i in spec.inputs]
     modes = [m for m in ("train", "eval") if m in spec.checks]
     ref_runner = Runner(REFERENCE, ref_model, dt)
     gouts: Dict[str, List[Optional[np.ndarray]]] = {}
@@ -266,10 +278,11 @@ def run_spec(spec: Spec, dtype: str = "float32", seed: int = 0,
         if hyb and "hybridize" not in spec.checks:
             continue
         try:
-            model = prepare(backend, _build_candidate(spec, backend))
-            if hyb:
-                model.hybridize()
-            runs = _steps(Runner(backend, model, dt), spec, xs, want, modes, gouts)
+            with _using(backend):          # active while it runs: creation ops (eye) create on it
+                model = prepare(backend, _build_candidate(spec, backend))
+                if hyb:
+                    model.hybridize()
+                runs = _steps(Runner(backend, model, dt), spec, xs, want, modes, gouts)
         except Exception as e:      # a candidate that cannot run is a measured failure, not a crash
             res.failures.append(f"{cand} {modes[0]}: raised {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             continue
@@ -348,6 +361,9 @@ def _compare(res: RowResult, cand: str, mode: str, got: Any, ref: Any, tol: floa
         a_ = np.asarray(a).reshape(b_.shape) if np.size(a) == b_.size else np.asarray(a)
         if a_.shape != b_.shape:
             res.failures.append(f"{cand} {mode} {what}: shape {a_.shape}, reference {b_.shape}")
+            continue
+        if a_.dtype != b_.dtype:
+            res.failures.append(f"{cand} {mode} {what}: dtype {a_.dtype}, reference {b_.dtype}")
             continue
         if b_.dtype.kind not in "fc":
             if not np.array_equal(a_, b_):

@@ -3,5 +3,6 @@ generates the checks from ROWS; adding an entry to dualdl is adding its row (doc
 from .layers import ROWS as LAYER_ROWS
 from .losses import ROWS as LOSS_ROWS
 from .ops import ROWS as OP_ROWS
+from .ops_more import ROWS as OP_MORE_ROWS
 
-ROWS = LAYER_ROWS + OP_ROWS + LOSS_ROWS
+ROWS = LAYER_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
