@@ -150,7 +150,12 @@ class LogSoftmax(_SoftmaxBase):
 
 class PReLU(Layer):
     """``torch.nn.PReLU(num_parameters=1, init=0.25)``: ``weight`` of shape (num_parameters,), one
-    slope or one per channel (dim 1). Gluon's PReLU names it ``alpha`` and initialises it lazily."""
+    slope or one per channel (dim 1). Gluon's PReLU names it ``alpha`` and initialises it lazily.
+
+    Written as ``relu(x) + w * min(x, 0)``, with ``w`` broadcast over the channel dim by MXNet's
+    prelu op applied to a constant -1: the prelu op applied to ``x`` itself gives a wrong slope
+    gradient inside a hybridized graph (measured 0.11 off a gradient of 0.15 after Conv2d, in a
+    bound Symbol too; eager it is right)."""
     _dl_layer = "PReLU"
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
@@ -165,9 +170,10 @@ class PReLU(Layer):
     def hybrid_forward(self, F, x, weight):
         if is_ndarray(x):
             check_prelu_input(self.num_parameters, x.shape)
-            if x.ndim < 2 and self.num_parameters == 1:      # MXNet's prelu wants a channel axis
-                return F.LeakyReLU(x.reshape((1, -1)), gamma=weight, act_type="prelu").reshape(x.shape)
-        return F.LeakyReLU(x, gamma=weight, act_type="prelu")
+            if x.ndim < 2:                                   # MXNet's prelu wants a channel axis
+                return self.hybrid_forward(F, x.reshape((1, -1)), weight).reshape(x.shape)
+        minus_w = F.LeakyReLU(-F.ones_like(x), gamma=weight, act_type="prelu")     # -w, x's shape
+        return F.relu(x) + minus_w * F.relu(-x)
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"

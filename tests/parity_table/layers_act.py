@@ -12,6 +12,8 @@ ROWS = [
     layer("PReLU", (4, 30), **F32_ACT),
     layer("PReLU", (2, 3, 4, 5), 3, 0.1, id="per channel 4-d", **F32_ACT),
     layer("PReLU", (7,), id="1-d", checks=("train", "step", "eval", "float64"), **F32_ACT),
+    layer("Sequential", (2, 3, 8, 8), lambda nn: (nn.Conv2d(3, 4, 3), nn.PReLU(4), nn.Flatten(), nn.Linear(144, 3)),
+          id="conv-prelu-linear: MXNet's prelu op gives a wrong slope gradient here, hybridized", **F32_ACT),
     layer("ReLU6", (4, 30) , id="wide"),
     layer("Hardswish", (4, 30)),
     layer("Hardsigmoid", (4, 30), tol64=1e-7, reason="torch's float64 hardsigmoid backward multiplies by 1/6 "
