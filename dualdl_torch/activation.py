@@ -41,16 +41,7 @@ class PReLU(nn.PReLU):
             raise
 
 
-ReLU = _simple("ReLU", nn.ReLU)
-Sigmoid = _simple("Sigmoid", nn.Sigmoid)
-Tanh = _simple("Tanh", nn.Tanh)
-LeakyReLU = _simple("LeakyReLU", nn.LeakyReLU)
-ELU = _simple("ELU", nn.ELU)
-SiLU = _simple("SiLU", nn.SiLU)
-Softmax = _simple("Softmax", nn.Softmax)
-LogSoftmax = _simple("LogSoftmax", nn.LogSoftmax)
-ReLU6 = _simple("ReLU6", nn.ReLU6)
-Hardswish = _simple("Hardswish", nn.Hardswish)
-Hardsigmoid = _simple("Hardsigmoid", nn.Hardsigmoid)
-Softplus = _simple("Softplus", nn.Softplus)
-Mish = _simple("Mish", nn.Mish)
+# the torch.nn classes used as they are (marked as the dualdl layer of the same name)
+_SIMPLE = ("ReLU", "Sigmoid", "Tanh", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
+           "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish")
+globals().update({name: _simple(name, getattr(nn, name)) for name in _SIMPLE})
