@@ -1,12 +1,17 @@
-"""Activations on MXNet with PyTorch's names and defaults: ReLU ... LogSoftmax."""
+"""Activations on MXNet with PyTorch's names and defaults: ReLU ... LogSoftmax, PReLU, ReLU6,
+Hardswish, Hardsigmoid, Softplus, Mish."""
 from __future__ import annotations
 
 import math
 from typing import Optional
 
+import mxnet as mx
+
+from dualdl.nn.resample_checks import check_prelu_input
 from .base import Layer, is_ndarray
 
-__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
+           "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
 
 class _Activation(Layer):
@@ -141,3 +146,90 @@ class LogSoftmax(_SoftmaxBase):
     def _apply(self, F, x, dim: int):
         xs = F.broadcast_sub(x, F.max(x, axis=dim, keepdims=True))
         return F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=dim, keepdims=True)))
+
+
+class PReLU(Layer):
+    """``torch.nn.PReLU(num_parameters=1, init=0.25)``: ``weight`` of shape (num_parameters,), one
+    slope or one per channel (dim 1). Gluon's PReLU names it ``alpha`` and initialises it lazily.
+
+    Written as ``relu(x) + w * min(x, 0)``, with ``w`` broadcast over the channel dim by MXNet's
+    prelu op applied to a constant -1: the prelu op applied to ``x`` itself gives a wrong slope
+    gradient inside a hybridized graph (measured 0.11 off a gradient of 0.15 after Conv2d, in a
+    bound Symbol too; eager it is right)."""
+    _dl_layer = "PReLU"
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
+        super().__init__()
+        if device is not None or dtype is not None:
+            raise ValueError("PReLU: device= and dtype= are not supported on MXNet; use .to(device) "
+                             "and .cast(dtype) on the model")
+        self.num_parameters, self.init = int(num_parameters), float(init)
+        self.weight = self._dl_new_param("weight", (self.num_parameters,),
+                                         init=mx.init.Constant(self.init))
+
+    def hybrid_forward(self, F, x, weight):
+        if is_ndarray(x):
+            check_prelu_input(self.num_parameters, x.shape)
+            if x.ndim < 2:                                   # MXNet's prelu wants a channel axis
+                return self.hybrid_forward(F, x.reshape((1, -1)), weight).reshape(x.shape)
+        minus_w = F.LeakyReLU(-F.ones_like(x), gamma=weight, act_type="prelu")     # -w, x's shape
+        return F.relu(x) + minus_w * F.relu(-x)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class ReLU6(_Activation):
+    """``torch.nn.ReLU6``: ``clip(x, 0, 6)`` (Gluon has no ReLU6 block)."""
+    _dl_layer = "ReLU6"
+
+    def hybrid_forward(self, F, x):
+        return F.clip(x, 0.0, 6.0)
+
+
+class Hardswish(_Activation):
+    """``torch.nn.Hardswish``: ``x * relu6(x + 3) / 6`` (MXNet has no op)."""
+    _dl_layer = "Hardswish"
+
+    def hybrid_forward(self, F, x):
+        return x * F.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class Hardsigmoid(_Activation):
+    """``torch.nn.Hardsigmoid``: ``relu6(x + 3) / 6`` (MXNet's ``hard_sigmoid`` defaults to slope 0.2)."""
+    _dl_layer = "Hardsigmoid"
+
+    def hybrid_forward(self, F, x):
+        return F.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def softplus(F, x, beta: float, threshold: float):
+    """torch's softplus: ``log1p(exp(beta x)) / beta``, ``x`` where ``beta x > threshold``. The exp
+    is taken of ``min(beta x, threshold)``, so the unused branch has no inf/NaN gradient (MXNet's
+    ``softrelu`` has neither beta nor threshold)."""
+    bx = x * beta
+    smooth = F.log1p(F.exp(F.minimum(bx, threshold))) / beta
+    return F.where(bx > threshold, x, smooth)
+
+
+class Softplus(Layer):
+    """``torch.nn.Softplus(beta=1.0, threshold=20.0)``."""
+    _dl_layer = "Softplus"
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def hybrid_forward(self, F, x):
+        return softplus(F, x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Mish(_Activation):
+    """``torch.nn.Mish``: ``x * tanh(softplus(x))`` (MXNet 1.x has no op)."""
+    _dl_layer = "Mish"
+
+    def hybrid_forward(self, F, x):
+        return x * F.tanh(softplus(F, x, 1.0, 20.0))

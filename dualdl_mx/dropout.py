@@ -1,19 +1,29 @@
-"""``Dropout`` on MXNet: follows ``train()``/``eval()`` (torch), not ``autograd.record()`` (Gluon)."""
+"""``Dropout``, ``Dropout1d`` and ``Dropout2d`` on MXNet: follow ``train()``/``eval()`` (torch),
+not ``autograd.record()`` (Gluon)."""
 from __future__ import annotations
 
+from typing import Tuple
+
+from dualdl.nn.resample_checks import channel_dropout_axes, check_channel_dropout_input
 from .base import Layer, is_ndarray
 
-__all__ = ["Dropout", "dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "dropout"]
 
 
-def dropout(F, x, p: float, training: bool):
+def _check_p(name: str, p: float) -> float:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: probability has to be between 0 and 1, but got {p}")
+    return float(p)
+
+
+def dropout(F, x, p: float, training: bool, axes: Tuple[int, ...] = ()):
     """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives zeros
-    (MXNet's Dropout scales by 1/(1-p): NaN)."""
+    (MXNet's Dropout scales by 1/(1-p): NaN). ``axes``: the axes one mask value covers."""
     if not training or p == 0.0:
         return x if is_ndarray(x) else F.identity(x)
     if p == 1.0:
         return F.zeros_like(x)
-    return F.Dropout(x, p=p, mode="always")
+    return F.Dropout(x, p=p, mode="always", axes=axes)
 
 
 class Dropout(Layer):
@@ -23,12 +33,33 @@ class Dropout(Layer):
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = float(p), bool(inplace)
+        self.p, self.inplace = _check_p(type(self).__name__, p), bool(inplace)
 
     def hybrid_forward(self, F, x):
         return dropout(F, x, self.p, self.training)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class _ChannelDropout(Dropout):
+    """Zeroes whole channels: one mask value per (sample, channel), shared by the dims after the
+    channel dim (MXNet's ``Dropout(axes=...)``), scaled by 1/(1-p) as torch."""
+
+    def hybrid_forward(self, F, x):
+        name = type(self).__name__
+        if is_ndarray(x):
+            check_channel_dropout_input(name, x.shape)
+        axes = channel_dropout_axes(name, x.ndim if is_ndarray(x) else None)
+        return dropout(F, x, self.p, self.training, axes)
+
+
+class Dropout1d(_ChannelDropout):
+    """``torch.nn.Dropout1d``: (N, C, L) or (C, L); hybridized, (N, C, L)."""
+    _dl_layer = "Dropout1d"
+
+
+class Dropout2d(_ChannelDropout):
+    """``torch.nn.Dropout2d``: (N, C, H, W), or (N, C, L) as torch 2.13 takes a 3-D input;
+    hybridized, (N, C, H, W)."""
+    _dl_layer = "Dropout2d"

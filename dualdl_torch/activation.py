@@ -1,10 +1,15 @@
 """Activations on torch: the ``torch.nn`` classes marked as dualdl layers; GELU checks
-``approximate`` at construction (torch only at forward)."""
+``approximate`` at construction (torch only at forward), PReLU explains a channel mismatch."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax"]
+from dualdl.nn.checks import explain
+from dualdl.nn.resample_checks import check_prelu_input
+
+__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
+           "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
 
 def _simple(name: str, base: type) -> type:
@@ -22,11 +27,21 @@ class GELU(nn.GELU):
         super().__init__(approximate)
 
 
-ReLU = _simple("ReLU", nn.ReLU)
-Sigmoid = _simple("Sigmoid", nn.Sigmoid)
-Tanh = _simple("Tanh", nn.Tanh)
-LeakyReLU = _simple("LeakyReLU", nn.LeakyReLU)
-ELU = _simple("ELU", nn.ELU)
-SiLU = _simple("SiLU", nn.SiLU)
-Softmax = _simple("Softmax", nn.Softmax)
-LogSoftmax = _simple("LogSoftmax", nn.LogSoftmax)
+class PReLU(nn.PReLU):
+    """``torch.nn.PReLU`` with a ValueError naming the expected channels (torch: RuntimeError)."""
+    _dl_layer = "PReLU"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            return super().forward(x)
+        except RuntimeError:
+            err = explain(check_prelu_input, self.num_parameters, tuple(x.shape))
+            if err:
+                raise err from None
+            raise
+
+
+# the torch.nn classes used as they are (marked as the dualdl layer of the same name)
+_SIMPLE = ("ReLU", "Sigmoid", "Tanh", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
+           "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish")
+globals().update({name: _simple(name, getattr(nn, name)) for name in _SIMPLE})

@@ -1,11 +1,35 @@
-"""Dropout on torch: ``torch.nn.Dropout``, marked as the dualdl layer."""
+"""Dropout on torch: ``torch.nn.Dropout``, ``Dropout1d`` and ``Dropout2d``, marked as dualdl layers;
+the channel dropouts raise a ValueError naming the layouts they take (torch: RuntimeError or a
+warning)."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-__all__ = ["Dropout"]
+from dualdl.nn.resample_checks import check_channel_dropout_input
+
+__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
 
 
 class Dropout(nn.Dropout):
     """``torch.nn.Dropout``."""
     _dl_layer = "Dropout"
+
+
+class Dropout1d(nn.Dropout1d):
+    """``torch.nn.Dropout1d``: zeroes whole channels of (N, C, L) or (C, L)."""
+    _dl_layer = "Dropout1d"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_channel_dropout_input("Dropout1d", tuple(x.shape))
+        return super().forward(x)
+
+
+class Dropout2d(nn.Dropout2d):
+    """``torch.nn.Dropout2d``: zeroes whole channels of (N, C, H, W); a 3-D input is taken as
+    (N, C, L), as torch 2.13 does (with its warning)."""
+    _dl_layer = "Dropout2d"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_channel_dropout_input("Dropout2d", tuple(x.shape))
+        return super().forward(x)

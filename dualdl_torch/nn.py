@@ -12,7 +12,9 @@ from .conv import Conv1d, Conv2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
-from .dropout import Dropout
+from .activation import Hardsigmoid, Hardswish, Mish, PReLU, ReLU6, Softplus
+from .dropout import Dropout, Dropout1d, Dropout2d
+from .resample import PixelShuffle, ReflectionPad2d, Unflatten, Upsample, ZeroPad2d
 from .containers import ModuleDict, ModuleList, Sequential
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
@@ -26,4 +28,6 @@ __all__ = [
     "Dropout", "Sequential", "ModuleList", "ModuleDict",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",
+    "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish", "Dropout1d", "Dropout2d",
+    "Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten",
 ]

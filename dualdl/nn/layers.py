@@ -66,6 +66,25 @@ LAYERS = {
     "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
     "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
     "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
+    "PReLU": "Gluon PReLU names its slope alpha (init 0.25, lazily shaped); here torch's weight (num_parameters,), "
+             "one slope or one per channel (dim 1), via LeakyReLU(act_type='prelu').",
+    "ReLU6": "Gluon has no ReLU6 block; clip(x, 0, 6).",
+    "Hardswish": "Gluon/MXNet 1.x have no hard-swish; x * clip(x + 3, 0, 6) / 6 as torch.",
+    "Hardsigmoid": "MXNet's hard_sigmoid defaults to alpha=0.2 (x/5 + 0.5; torch x/6 + 0.5: 0.083 off at x = 2.5); "
+                   "here clip(x + 3, 0, 6) / 6.",
+    "Softplus": "MXNet's Activation('softrelu') has no beta/threshold; here log1p(exp(beta x)) / beta, x above "
+                "the threshold (finite gradients for large x).",
+    "Mish": "MXNet 1.x has no mish; x * tanh(softplus(x)).",
+    "Dropout1d": "Channel dropout (one mask value per (N, C), MXNet Dropout(axes=...)); train()/eval() decides "
+                 "as Dropout; p = 1 gives zeros (MXNet: NaN).",
+    "Dropout2d": "As Dropout1d for (N, C, H, W); a 3-D input is (N, C, L) as torch 2.13 takes it.",
+    "Upsample": "No Gluon block; MXNet's BilinearResize2D defaults to align_corners=True (torch False, 0.08-0.55 "
+                "off) and UpSampling takes integer scales only: dualdl.ops.interpolate (4-D; hybridized, "
+                "nearest needs one integer scale_factor).",
+    "PixelShuffle": "No Gluon block in MXNet 1.x; reshape + transpose (torch's channel order).",
+    "ZeroPad2d": "No Gluon block (legacy pad is 4-D/5-D only); dualdl.ops.pad; negative (cropping) padding refused.",
+    "ReflectionPad2d": "No Gluon block; dualdl.ops.pad(mode='reflect'), each pad smaller than its dim.",
+    "Unflatten": "No Gluon block; reshape (hybridized: reshape's -4 split codes, dim >= 0).",
 }
 
 

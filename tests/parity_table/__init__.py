@@ -1,8 +1,9 @@
 """The parity table: one row per entry (layer, op, loss) and its odd cases. tests/test_parity_table.py
 generates the checks from ROWS; adding an entry to dualdl is adding its row (docs/parity.md)."""
 from .layers import ROWS as LAYER_ROWS
+from .layers_act import ROWS as ACT_ROWS
 from .losses import ROWS as LOSS_ROWS
 from .ops import ROWS as OP_ROWS
 from .ops_more import ROWS as OP_MORE_ROWS
 
-ROWS = LAYER_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
+ROWS = LAYER_ROWS + ACT_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS

@@ -1,0 +1,124 @@
+"""Resampling, padding and reshaping layers on MXNet with PyTorch's signatures: ``Upsample``,
+``PixelShuffle``, ``ZeroPad2d``, ``ReflectionPad2d``, ``Unflatten``. Upsample and the pads are
+``dualdl.ops.interpolate`` / ``dualdl.ops.pad`` (one implementation: ``ops_nn``/``ops_shape``).
+
+MXNet differences hidden: ``BilinearResize2D`` defaults to ``align_corners=True`` (torch: False),
+``UpSampling`` takes integer scales only (see ``ops_nn.interpolate``); Gluon has no pixel-shuffle,
+pad or unflatten blocks (``nn.PixelShuffle2D`` exists only in MXNet 2; legacy ``pad`` is 4-D/5-D
+only).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_upsample_args,
+                                       check_unflatten_input, pad2d_sides, unflatten_sizes)
+from .base import Layer, is_ndarray
+from .ops_nn import interpolate
+from .ops_shape import pad
+
+__all__ = ["Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten"]
+
+
+class Upsample(Layer):
+    """``torch.nn.Upsample`` for (N, C, H, W), modes 'nearest' and 'bilinear'. Hybridized,
+    'nearest' needs one integer ``scale_factor`` (MXNet's ``UpSampling``)."""
+    _dl_layer = "Upsample"
+
+    def __init__(self, size: Union[None, int, Tuple[int, int]] = None,
+                 scale_factor: Union[None, float, Tuple[float, float]] = None, mode: str = "nearest",
+                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None) -> None:
+        super().__init__()
+        check_upsample_args(size, scale_factor, mode, align_corners)
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def hybrid_forward(self, F, x):
+        if is_ndarray(x) and x.ndim != 4:
+            raise ValueError(f"Upsample(mode={self.mode!r}): expected input of shape (N, C, H, W) on MXNet, "
+                             f"got {tuple(x.shape)}")
+        return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                           self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class PixelShuffle(Layer):
+    """``torch.nn.PixelShuffle``: (N, C r^2, H, W) -> (N, C, H r, W r), written as reshape +
+    transpose (shape-free, so Symbols too)."""
+    _dl_layer = "PixelShuffle"
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = int(upscale_factor)
+
+    def hybrid_forward(self, F, x):
+        r = self.upscale_factor
+        if is_ndarray(x):
+            check_pixel_shuffle_input(r, x.shape)
+            if x.ndim == 3:
+                return self.hybrid_forward(F, x.expand_dims(0))[0]
+        x = F.reshape(x, shape=(0, -4, -1, r * r, -2))             # (N, C, r*r, H, W)
+        x = F.reshape(x, shape=(0, 0, -4, r, r, -2))               # (N, C, r, r, H, W)
+        x = F.transpose(x, axes=(0, 1, 4, 2, 5, 3))                # (N, C, H, r, W, r)
+        return F.reshape(x, shape=(0, 0, -3, -3))
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class _Pad2d(Layer):
+    _mode = "constant"
+
+    def __init__(self, padding: Union[int, Sequence[int]]) -> None:
+        super().__init__()
+        self.padding = pad2d_sides(type(self).__name__, padding)
+
+    def hybrid_forward(self, F, x):
+        if is_ndarray(x):
+            check_pad2d_input(type(self).__name__, self.padding, x.shape, self._mode == "reflect")
+        return pad(x, self.padding, self._mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(_Pad2d):
+    """``torch.nn.ZeroPad2d(padding)``: (left, right, top, bottom) zeros; no cropping on MXNet."""
+    _dl_layer = "ZeroPad2d"
+
+
+class ReflectionPad2d(_Pad2d):
+    """``torch.nn.ReflectionPad2d(padding)``: each pad smaller than the padded dim."""
+    _dl_layer = "ReflectionPad2d"
+    _mode = "reflect"
+
+
+class Unflatten(Layer):
+    """``torch.nn.Unflatten(dim, unflattened_size)`` (one -1 allowed). Hybridized, ``dim`` must be
+    non-negative (a Symbol's rank is unknown)."""
+    _dl_layer = "Unflatten"
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), unflatten_sizes(unflattened_size)
+
+    def hybrid_forward(self, F, x):
+        d, sizes = self.dim, self.unflattened_size
+        if is_ndarray(x):
+            check_unflatten_input(d, sizes, x.shape)
+            d = d % x.ndim
+            return x.reshape(tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
+        if d < 0:
+            raise NotImplementedError(f"Unflatten(dim={d}): a negative dim needs the input rank, unknown "
+                                      f"under hybridize()")
+        for i, s in enumerate(sizes[:-1]):           # split one size off the front at a time
+            rest = -1 if s != -1 else math.prod(sizes[i + 1:])
+            x = F.reshape(x, shape=(0,) * (d + i) + (-4, s, rest, -2))
+        return x
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
