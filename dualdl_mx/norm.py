@@ -1,5 +1,5 @@
-"""``BatchNorm1d``/``BatchNorm2d`` (with the numerics that give torch's results on MXNet) and
-``LayerNorm`` over any number of trailing axes."""
+"""``BatchNorm1d``/``2d``/``3d`` (with the numerics that give torch's results on MXNet),
+``LayerNorm`` over any number of trailing axes, ``GroupNorm`` and ``InstanceNorm1d``/``2d``."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,8 @@ from dualdl.nn.checks import IntOrTuple
 from . import compiled
 from .base import Layer, is_ndarray
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d"]
 
 # opt-in: MXNet's fused BatchNorm operator in NDArray mode (faster, less precise; see _BatchNorm)
 _FUSED_BATCHNORM = os.environ.get("DUALDL_MX_FUSED_BATCHNORM", "0") == "1"
@@ -217,6 +218,11 @@ class BatchNorm2d(_BatchNorm):
     _dl_layer = "BatchNorm2d"
 
 
+class BatchNorm3d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm3d`` ((N, C, D, H, W))")
+    _dl_layer = "BatchNorm3d"
+
+
 class LayerNorm(Layer):
     """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
     one axis and calls its parameters gamma/beta)."""
@@ -252,3 +258,172 @@ class LayerNorm(Layer):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+# ---- GroupNorm / InstanceNorm: statistics over a (N, G, -1) view, in float64 ----------------------
+class _DtypeAware(Layer):
+    """Remembers the dtype ``cast()`` gave the layer: a Symbol has no dtype, and the float64
+    formula casts its result back to the input's (eager: the input's own dtype)."""
+    _dl_dtype = "float32"
+
+    def cast(self, dtype: Any) -> None:
+        self._dl_dtype = np.dtype(dtype).name
+        super().cast(dtype)
+
+    def _dl_run(self, F, x, inputs: dict, **static: Any):
+        if is_ndarray(x):
+            return compiled.run(_grouped_norm_formula, dict(x=x, **inputs), dtype=np.dtype(x.dtype).name,
+                                **static)
+        return _grouped_norm_formula(F, x, **inputs, dtype=self._dl_dtype, **static)
+
+
+def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
+                          channels: int, groups: int, eps: float, stats: str = "input",
+                          momentum: float = 0.1, dtype: str = "float32"):
+    """torch's group/instance norm (``F`` = nd or sym): x viewed (N, groups, -1) and normalised
+    over the last axis by its mean and biased variance (two-pass), then the per-channel affine.
+    Computed in float64 and cast back to ``dtype``, as dualdl's BatchNorm (exact to float32
+    rounding, where a float32 two-pass in MXNet's reductions loses 10x torch's precision).
+    ``stats``: ``input``; ``running`` (eval mode with running statistics: (C,) mean/var);
+    ``update`` (also return torch's new running statistics, the instance means and unbiased
+    variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``
+    (hybridized: MXNet's fused BatchNorm op updates them in backward, as BatchNorm's)."""
+    def cast(t, to):
+        return t if to == dtype else F.cast(t, dtype=to)
+    x64 = cast(x, "float64")
+    if stats == "running":
+        v = F.reshape(x64, shape=(0, channels, -1))
+        mean = F.reshape(cast(running_mean, "float64"), shape=(1, -1, 1))
+        inv = F.rsqrt(F.reshape(cast(running_var, "float64"), shape=(1, -1, 1)) + eps)
+        y = F.broadcast_mul(F.broadcast_sub(v, mean), inv)
+    else:
+        v = F.reshape(x64, shape=(0, groups, -1))                             # (N, G, M)
+        mean = F.mean(v, axis=2, keepdims=True)
+        xc = F.broadcast_sub(v, mean)
+        var = F.mean(F.square(xc), axis=2, keepdims=True)
+        y = F.reshape(F.broadcast_mul(xc, F.rsqrt(var + eps)), shape=(0, channels, -1))
+    if weight is not None:
+        y = F.broadcast_mul(y, F.reshape(cast(weight, "float64"), shape=(1, -1, 1)))
+    if bias is not None:
+        y = F.broadcast_add(y, F.reshape(cast(bias, "float64"), shape=(1, -1, 1)))
+    if stats in ("update", "tie"):
+        m_ = F.sum(F.ones_like(F.slice_axis(F.slice_axis(v, axis=0, begin=0, end=1), axis=1, begin=0, end=1)))
+        bessel = F.broadcast_div(m_, m_ - 1.0)
+        batch_mean = F.mean(F.reshape(mean, shape=(0, -1)), axis=0)                     # (C,)
+        batch_var = F.broadcast_mul(F.mean(F.reshape(var, shape=(0, -1)), axis=0), bessel)
+        if stats == "tie":
+            tie = _running_update_tie(F, F.cast(batch_mean, dtype=dtype), F.cast(batch_var, dtype=dtype),
+                                      running_mean, running_var, momentum)
+            y = F.broadcast_add(y, cast(tie, "float64"))
+        else:
+            new_mean = (1 - momentum) * cast(running_mean, "float64") + momentum * batch_mean
+            new_var = (1 - momentum) * cast(running_var, "float64") + momentum * batch_var
+            return [cast(F.reshape_like(y, x64), dtype),
+                    F.BlockGrad(cast(new_mean, dtype)), F.BlockGrad(cast(new_var, dtype))]
+    return cast(F.reshape_like(y, x64), dtype)
+
+
+def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float):
+    """A zero (1, 1, 1) that ties MXNet's fused BatchNorm op into a graph so that it updates
+    ``running_*`` to torch's ``(1 - m) * running + m * (mean, var)`` (``var`` unbiased): the op
+    is fed the 2 rows ``mean -/+ sqrt(var)``, whose mean and biased variance are these, and
+    updates its moving statistics when backward runs inside ``autograd.record()``."""
+    std = F.sqrt(var)
+    rows = F.stack(mean - std, mean + std, axis=0)                            # (2, C)
+    row = F.slice_axis(rows, axis=0, begin=0, end=1)
+    fused = F.BatchNorm(rows, F.ones_like(F.reshape(row, shape=(-1,))), F.zeros_like(F.reshape(row, shape=(-1,))),
+                        running_mean, running_var, momentum=1.0 - momentum, fix_gamma=False,
+                        use_global_stats=False, axis=1)
+    return F.reshape(F.sum(fused), shape=(1, 1, 1)) * 0.0
+
+
+class GroupNorm(_DtypeAware):
+    """``torch.nn.GroupNorm`` ((N, C, *)): per-channel weight/bias (C,). MXNet 1.x's GroupNorm op
+    and Gluon's block have gamma/beta of shape (num_groups,) (one per group) and a float32 sum."""
+    _dl_layer = "GroupNorm"
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 *, bias: bool = True) -> None:
+        super().__init__()
+        C.check_groupnorm_args(int(num_groups), int(num_channels))
+        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
+        self.affine = bool(affine)
+        c = (self.num_channels,)
+        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
+        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
+
+    def hybrid_forward(self, F, x, weight=None, bias=None):
+        if is_ndarray(x):
+            C.check_groupnorm_input(self.num_groups, self.num_channels, x.shape)
+        return self._dl_run(F, x, dict(weight=weight, bias=bias), channels=self.num_channels,
+                            groups=self.num_groups, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _InstanceNorm(_DtypeAware):
+    """torch's InstanceNorm on MXNet: each (sample, channel) normalised by its own mean and biased
+    variance (affine=False and no running statistics by default, as torch; Gluon's InstanceNorm
+    has center/scale True, gamma/beta, and no running statistics). With
+    ``track_running_stats=True`` train mode updates them as torch (instance means and unbiased
+    variances averaged over the batch, momentum = weight of the new value): in forward when not
+    hybridized; hybridized, by MXNet's fused op when backward runs inside ``autograd.record()``
+    (as dualdl's hybridized BatchNorm). Eval mode then normalises by them."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True) -> None:
+        super().__init__()
+        if track_running_stats:
+            C.check_batchnorm_momentum(type(self).__name__, momentum)
+        self.num_features, self.eps = int(num_features), float(eps)
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        c = (self.num_features,)
+        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
+        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
+        if track_running_stats:
+            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
+            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
+        else:
+            self.running_mean = self.running_var = None
+
+    def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
+        use_input_stats = self.training or not self.track_running_stats
+        eager = is_ndarray(x)
+        if eager:
+            C.check_instancenorm_input(self._dl_layer, self.num_features, x.shape, use_input_stats)
+        inputs = dict(weight=weight, bias=bias)
+        if not use_input_stats:
+            stats = "running"
+        elif self.track_running_stats:
+            stats = "update" if eager else "tie"
+        else:
+            stats = "input"
+        if stats != "input":
+            inputs.update(running_mean=running_mean, running_var=running_var)
+        static = dict(channels=self.num_features, groups=self.num_features, eps=self.eps, stats=stats)
+        if stats in ("update", "tie"):
+            static["momentum"] = self.momentum
+        out = self._dl_run(F, x, inputs, **static)
+        if stats != "update":
+            return out
+        y, new_mean, new_var = out
+        with autograd.pause():
+            new_mean.copyto(running_mean)
+            new_var.copyto(running_var)
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm1d`` ((N, C, L))")
+    _dl_layer = "InstanceNorm1d"
+
+
+class InstanceNorm2d(_InstanceNorm):
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm2d`` ((N, C, H, W))")
+    _dl_layer = "InstanceNorm2d"

@@ -2,6 +2,7 @@
 generates the checks from ROWS; adding an entry to dualdl is adding its row (docs/parity.md)."""
 from .layers import ROWS as LAYER_ROWS
 from .losses import ROWS as LOSS_ROWS
+from .norm_rows import ROWS as NORM_ROWS
 from .ops import ROWS as OP_ROWS
 
-ROWS = LAYER_ROWS + OP_ROWS + LOSS_ROWS
+ROWS = LAYER_ROWS + NORM_ROWS + OP_ROWS + LOSS_ROWS
