@@ -288,13 +288,16 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
     ``update`` (also return torch's new running statistics, the instance means and unbiased
     variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``
     (hybridized: MXNet's fused BatchNorm op updates them in backward, as BatchNorm's)."""
-    def cast(t, to):
-        return t if to == dtype else F.cast(t, dtype=to)
-    x64 = cast(x, "float64")
+    def to64(t):
+        return t if dtype == "float64" else F.cast(t, dtype="float64")
+
+    def back(t):
+        return t if dtype == "float64" else F.cast(t, dtype=dtype)
+    x64 = to64(x)
     if stats == "running":
         v = F.reshape(x64, shape=(0, channels, -1))
-        mean = F.reshape(cast(running_mean, "float64"), shape=(1, -1, 1))
-        inv = F.rsqrt(F.reshape(cast(running_var, "float64"), shape=(1, -1, 1)) + eps)
+        mean = F.reshape(to64(running_mean), shape=(1, -1, 1))
+        inv = F.rsqrt(F.reshape(to64(running_var), shape=(1, -1, 1)) + eps)
         y = F.broadcast_mul(F.broadcast_sub(v, mean), inv)
     else:
         v = F.reshape(x64, shape=(0, groups, -1))                             # (N, G, M)
@@ -303,24 +306,24 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
         var = F.mean(F.square(xc), axis=2, keepdims=True)
         y = F.reshape(F.broadcast_mul(xc, F.rsqrt(var + eps)), shape=(0, channels, -1))
     if weight is not None:
-        y = F.broadcast_mul(y, F.reshape(cast(weight, "float64"), shape=(1, -1, 1)))
+        y = F.broadcast_mul(y, F.reshape(to64(weight), shape=(1, -1, 1)))
     if bias is not None:
-        y = F.broadcast_add(y, F.reshape(cast(bias, "float64"), shape=(1, -1, 1)))
+        y = F.broadcast_add(y, F.reshape(to64(bias), shape=(1, -1, 1)))
     if stats in ("update", "tie"):
         m_ = F.sum(F.ones_like(F.slice_axis(F.slice_axis(v, axis=0, begin=0, end=1), axis=1, begin=0, end=1)))
         bessel = F.broadcast_div(m_, m_ - 1.0)
         batch_mean = F.mean(F.reshape(mean, shape=(0, -1)), axis=0)                     # (C,)
         batch_var = F.broadcast_mul(F.mean(F.reshape(var, shape=(0, -1)), axis=0), bessel)
         if stats == "tie":
-            tie = _running_update_tie(F, F.cast(batch_mean, dtype=dtype), F.cast(batch_var, dtype=dtype),
+            tie = _running_update_tie(F, back(batch_mean), back(batch_var),
                                       running_mean, running_var, momentum)
-            y = F.broadcast_add(y, cast(tie, "float64"))
+            y = F.broadcast_add(y, to64(tie))
         else:
-            new_mean = (1 - momentum) * cast(running_mean, "float64") + momentum * batch_mean
-            new_var = (1 - momentum) * cast(running_var, "float64") + momentum * batch_var
-            return [cast(F.reshape_like(y, x64), dtype),
-                    F.BlockGrad(cast(new_mean, dtype)), F.BlockGrad(cast(new_var, dtype))]
-    return cast(F.reshape_like(y, x64), dtype)
+            new_mean = (1 - momentum) * to64(running_mean) + momentum * batch_mean
+            new_var = (1 - momentum) * to64(running_var) + momentum * batch_var
+            return [back(F.reshape_like(y, x64)),
+                    F.BlockGrad(back(new_mean)), F.BlockGrad(back(new_var))]
+    return back(F.reshape_like(y, x64))
 
 
 def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float):
