@@ -21,6 +21,24 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"
 _FUSED_BATCHNORM = os.environ.get("DUALDL_MX_FUSED_BATCHNORM", "0") == "1"
 
 
+def _norm_params(layer: Layer, c: int, affine: bool, bias: bool, track_running_stats: bool) -> None:
+    """torch's norm parameters in torch's order: weight (ones), bias (zeros), then the buffers
+    running_mean (zeros), running_var (ones), each (c,); absent ones are None."""
+    shape = (c,)
+    layer.weight = layer._dl_new_param("weight", shape, init=mx.init.One()) if affine else None
+    layer.bias = layer._dl_new_param("bias", shape, init=mx.init.Zero()) if affine and bias else None
+    if track_running_stats:
+        layer.running_mean = layer._dl_new_param("running_mean", shape, init=mx.init.Zero(), buffer=True)
+        layer.running_var = layer._dl_new_param("running_var", shape, init=mx.init.One(), buffer=True)
+    else:
+        layer.running_mean = layer.running_var = None
+
+
+def _stats_repr(m: Layer) -> str:
+    return (f"{m.num_features}, eps={m.eps}, momentum={m.momentum}, affine={m.affine}, "
+            f"track_running_stats={m.track_running_stats}")
+
+
 class _BatchNorm(Layer):
     """torch's BatchNorm on MXNet.
 
@@ -42,14 +60,7 @@ class _BatchNorm(Layer):
         C.check_batchnorm_momentum(type(self).__name__, momentum)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        c = (self.num_features,)
-        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
-        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
-        if track_running_stats:
-            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
-            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
-        else:
-            self.running_mean = self.running_var = None
+        _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
     def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
         c = (self.num_features,)
@@ -129,8 +140,7 @@ class _BatchNorm(Layer):
         return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return _stats_repr(self)
 
 
 def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=None):
@@ -351,9 +361,7 @@ class GroupNorm(_DtypeAware):
         C.check_groupnorm_args(int(num_groups), int(num_channels))
         self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
         self.affine = bool(affine)
-        c = (self.num_channels,)
-        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
-        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
+        _norm_params(self, self.num_channels, affine, bias, False)
 
     def hybrid_forward(self, F, x, weight=None, bias=None):
         if is_ndarray(x):
@@ -382,14 +390,7 @@ class _InstanceNorm(_DtypeAware):
         self.num_features, self.eps = int(num_features), float(eps)
         self.momentum = None if momentum is None else float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        c = (self.num_features,)
-        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
-        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
-        if track_running_stats:
-            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
-            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
-        else:
-            self.running_mean = self.running_var = None
+        _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
         use_input_stats = self.training or not self.track_running_stats
@@ -418,8 +419,7 @@ class _InstanceNorm(_DtypeAware):
         return y
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return _stats_repr(self)
 
 
 class InstanceNorm1d(_InstanceNorm):
