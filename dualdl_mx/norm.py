@@ -291,9 +291,11 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
                           channels: int, groups: int, eps: float, stats: str = "input",
                           momentum: float = 0.1, dtype: str = "float32"):
     """torch's group/instance norm (``F`` = nd or sym): x viewed (N, groups, -1) and normalised
-    over the last axis by its mean and biased variance (two-pass), then the per-channel affine.
-    Computed in float64 and cast back to ``dtype``, as dualdl's BatchNorm (exact to float32
-    rounding, where a float32 two-pass in MXNet's reductions loses 10x torch's precision).
+    over the last axis by its mean and biased variance (two-pass), then the per-channel affine,
+    both in the GEMM forms of :func:`_gemm_batchnorm` (MXNet's reductions and broadcast backward
+    cost 2.7x more). Computed in float64 and cast back to ``dtype``, as dualdl's BatchNorm: exact
+    to float32 rounding (3.1e-8 from float64 at mean 1000 / std 0.1; MXNet's float32 LayerNorm
+    op, applied to (N, G, M), is 1.4e-3 off there, torch's float32 kernels 2e-4).
     ``stats``: ``input``; ``running`` (eval mode with running statistics: (C,) mean/var);
     ``update`` (also return torch's new running statistics, the instance means and unbiased
     variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``
@@ -308,22 +310,22 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
         v = F.reshape(x64, shape=(0, channels, -1))
         mean = F.reshape(to64(running_mean), shape=(1, -1, 1))
         inv = F.rsqrt(F.reshape(to64(running_var), shape=(1, -1, 1)) + eps)
-        y = F.broadcast_mul(F.broadcast_sub(v, mean), inv)
+        y = F.broadcast_mul(F.broadcast_sub(v, mean), inv)                   # (N, C, M)
     else:
         v = F.reshape(x64, shape=(0, groups, -1))                             # (N, G, M)
-        mean = F.mean(v, axis=2, keepdims=True)
-        xc = F.broadcast_sub(v, mean)
-        var = F.mean(F.square(xc), axis=2, keepdims=True)
-        y = F.reshape(F.broadcast_mul(xc, F.rsqrt(var + eps)), shape=(0, channels, -1))
-    if weight is not None:
-        y = F.broadcast_mul(y, F.reshape(to64(weight), shape=(1, -1, 1)))
-    if bias is not None:
-        y = F.broadcast_add(y, F.reshape(to64(bias), shape=(1, -1, 1)))
+        rows = F.reshape(F.expand_dims(v, axis=0), shape=(0, -3, 0))          # (1, N*G, M)
+        y, mean, var = _gemm_batchnorm(F, rows, None, None, eps)              # mean, var: (N*G, 1)
+        y = F.reshape(F.reshape_like(y, v), shape=(0, channels, -1))          # (N, C, M)
+    if weight is not None or bias is not None:
+        y = _gemm_affine(F, y, to64(weight) if weight is not None else None,
+                         to64(bias) if bias is not None else None)
     if stats in ("update", "tie"):
         m_ = F.sum(F.ones_like(F.slice_axis(F.slice_axis(v, axis=0, begin=0, end=1), axis=1, begin=0, end=1)))
         bessel = F.broadcast_div(m_, m_ - 1.0)
-        batch_mean = F.mean(F.reshape(mean, shape=(0, -1)), axis=0)                     # (C,)
-        batch_var = F.broadcast_mul(F.mean(F.reshape(var, shape=(0, -1)), axis=0), bessel)
+        per_sample = F.reshape_like(F.reshape(mean, shape=(-1,)), F.slice_axis(v, axis=2, begin=0, end=1))
+        batch_mean = F.mean(F.reshape(per_sample, shape=(0, -1)), axis=0)                   # (C,)
+        per_sample = F.reshape_like(F.reshape(var, shape=(-1,)), F.slice_axis(v, axis=2, begin=0, end=1))
+        batch_var = F.broadcast_mul(F.mean(F.reshape(per_sample, shape=(0, -1)), axis=0), bessel)
         if stats == "tie":
             tie = _running_update_tie(F, back(batch_mean), back(batch_var),
                                       running_mean, running_var, momentum)
@@ -334,6 +336,20 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
             return [back(F.reshape_like(y, x64)),
                     F.BlockGrad(back(new_mean)), F.BlockGrad(back(new_var))]
     return back(F.reshape_like(y, x64))
+
+
+def _gemm_affine(F, y, weight=None, bias=None):
+    """``y * weight + bias`` per channel on (N, C, M), on the (C, N*M) view with the broadcasts
+    written as GEMMs with a ones row (as :func:`_gemm_batchnorm`): the backward of MXNet's
+    broadcast ops reduces, and its reductions cost 4x the normalisation itself on CPU."""
+    moved = F.swapaxes(y, 0, 1)                                               # (C, N, M)
+    flat = F.reshape(moved, shape=(0, -1))
+    ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))
+    if weight is not None:
+        flat = flat * F.dot(F.reshape(weight, shape=(-1, 1)), ones)
+    if bias is not None:
+        flat = flat + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
+    return F.swapaxes(F.reshape_like(flat, moved), 0, 1)
 
 
 def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float):
