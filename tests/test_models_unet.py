@@ -1,6 +1,6 @@
 """A whole model written once: a small U-Net (Conv2d + GroupNorm + ReLU down blocks, MaxPool2d, a
 bottleneck, nearest 2x upsampling written with dualdl.ops, skip concats with ops.cat), trained 3
-Adam steps on torch and on MXNet from the same weights and batches. Measured differences per step
+Adam steps on torch and on MXNet (eager and hybridized) from the same weights and batches. Measured differences per step
 are printed (``pytest -s``) and reported in docs/models.md ("Whole models")."""
 import numpy as np
 import pytest
@@ -27,10 +27,10 @@ class Block(nn.Module):
 
 
 def upsample_nearest2x(x):
-    """Nearest-neighbour 2x upsampling of (N, C, H, W) from stack + reshape (no interpolate op)."""
-    n, c, h, w = x.shape
-    x = ops.reshape(ops.stack([x, x], dim=-1), (n, c, h, 2 * w))
-    return ops.reshape(ops.stack([x, x], dim=3), (n, c, 2 * h, 2 * w))
+    """Nearest-neighbour 2x upsampling of (N, C, H, W) from unsqueeze + cat + flatten (no
+    interpolate op, no shape read: it hybridizes on MXNet)."""
+    x = ops.flatten(ops.cat([ops.unsqueeze(x, -1)] * 2, dim=-1), 3, 4)          # (N, C, H, 2W)
+    return ops.flatten(ops.cat([ops.unsqueeze(x, 3)] * 2, dim=3), 2, 3)          # (N, C, 2H, 2W)
 
 
 class UNet(nn.Module):
@@ -66,11 +66,14 @@ def initial_weights():
         return randomize_state(UNet(), np.random.default_rng(0))
 
 
-def train(backend: str, init):
-    """(losses, weights after each step) of 3 Adam steps through dl.Trainer."""
-    with dl.use(backend):
+def train(candidate: str, init):
+    """(losses, weights after each step, eval output) of 3 Adam steps through dl.Trainer;
+    ``candidate``: torch, mxnet or mxnet:hybridized."""
+    with dl.use(candidate.split(":")[0]):
         model = UNet()
         dl.load_state_dict(model, init)
+        if candidate.endswith(":hybridized"):
+            model.hybridize()
         opt = dl.optim.Adam(model.parameters(), lr=LR)
         tr = dl.Trainer(model, opt, dl.losses.MSELoss())
         losses, weights = [], []
@@ -82,11 +85,27 @@ def train(backend: str, init):
     return losses, weights, out
 
 
-def test_unet_trains_to_the_same_weights_on_both_backends():
+def test_upsampling_is_nearest():
+    x = np.arange(12, dtype=np.float32).reshape(1, 2, 2, 3)
+    with dl.use("torch"):
+        import torch
+        want = torch.nn.functional.interpolate(torch.from_numpy(x), scale_factor=2, mode="nearest").numpy()
+    for be in ("torch", "mxnet"):
+        with dl.use(be):
+            np.testing.assert_array_equal(dl.to_numpy(upsample_nearest2x(dl.from_numpy(x))), want)
+
+
+_RUNS = {}        # the torch reference, trained once for both candidates
+
+
+@pytest.mark.parametrize("candidate", ["mxnet", "mxnet:hybridized"])
+def test_unet_trains_to_the_same_weights_on_both_backends(candidate):
     init = initial_weights()
     assert any(k.endswith("norm.weight") for k in init)
-    lt, wt, ot = train("torch", init)
-    lm, wm, om = train("mxnet", init)
+    if "torch" not in _RUNS:
+        _RUNS["torch"] = train("torch", init)
+    lt, wt, ot = _RUNS["torch"]
+    lm, wm, om = train(candidate, init)
     assert set(wt[0]) == set(wm[0])
     rows = []
     for s in range(STEPS):
@@ -98,7 +117,7 @@ def test_unet_trains_to_the_same_weights_on_both_backends():
             float(np.abs(w).max()) for w in wt[s].values())), rows
         assert not np.allclose(wt[s]["head.weight"], init["head.weight"])     # it trained
     d_out = float(np.abs(ot - om).max())
-    print("\n| step | torch loss | |d loss| | max abs d weights | max rel d weights |")
+    print(f"\ntorch vs {candidate}\n| step | torch loss | |d loss| | max abs d weights | max rel d weights |")
     for r in rows:
         print("| %d | %.6f | %.1e | %.1e | %.1e |" % r)
     print(f"eval output after {STEPS} steps: max abs {d_out:.1e} (rel {d_out / np.abs(ot).max():.1e})")
