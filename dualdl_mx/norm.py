@@ -272,8 +272,9 @@ class LayerNorm(Layer):
 
 # ---- GroupNorm / InstanceNorm: statistics over a (N, G, -1) view, in float64 ----------------------
 class _DtypeAware(Layer):
-    """Remembers the dtype ``cast()`` gave the layer: a Symbol has no dtype, and the float64
-    formula casts its result back to the input's (eager: the input's own dtype)."""
+    """Remembers the dtype ``cast()`` gave the layer: the float64 formula casts its result back to
+    the input's dtype, which an NDArray has and a Symbol has not; hybridized, the output has the
+    dtype of the layer's last ``cast()`` (float32 by default), as Gluon's parameters do."""
     _dl_dtype = "float32"
 
     def cast(self, dtype: Any) -> None:
