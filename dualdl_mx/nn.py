@@ -11,7 +11,7 @@ from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
 from .conv import Conv1d, Conv2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
-from .norm import BatchNorm1d, BatchNorm2d, LayerNorm
+from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from .activation import Hardsigmoid, Hardswish, Mish, PReLU, ReLU6, Softplus
 from .dropout import Dropout, Dropout1d, Dropout2d
@@ -23,7 +23,8 @@ from .transformer import MultiheadAttention, PositionalEncoding, TransformerEnco
 __all__ = [
     "Module", "Layer", "make_parameter", "Linear",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
-    "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "Flatten", "Identity",
+    "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout",
+    "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Embedding", "Flatten", "Identity",
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
     "Sequential", "ModuleList", "ModuleDict",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",

@@ -1,5 +1,5 @@
-"""``BatchNorm1d``/``BatchNorm2d`` (with the numerics that give torch's results on MXNet) and
-``LayerNorm`` over any number of trailing axes."""
+"""``BatchNorm1d``/``2d``/``3d`` (with the numerics that give torch's results on MXNet),
+``LayerNorm`` over any number of trailing axes, ``GroupNorm`` and ``InstanceNorm1d``/``2d``."""
 from __future__ import annotations
 
 import os
@@ -14,10 +14,29 @@ from dualdl.nn.checks import IntOrTuple
 from . import compiled
 from .base import Layer, is_ndarray
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d"]
 
 # opt-in: MXNet's fused BatchNorm operator in NDArray mode (faster, less precise; see _BatchNorm)
 _FUSED_BATCHNORM = os.environ.get("DUALDL_MX_FUSED_BATCHNORM", "0") == "1"
+
+
+def _norm_params(layer: Layer, c: int, affine: bool, bias: bool, track_running_stats: bool) -> None:
+    """torch's norm parameters in torch's order: weight (ones), bias (zeros), then the buffers
+    running_mean (zeros), running_var (ones), each (c,); absent ones are None."""
+    shape = (c,)
+    layer.weight = layer._dl_new_param("weight", shape, init=mx.init.One()) if affine else None
+    layer.bias = layer._dl_new_param("bias", shape, init=mx.init.Zero()) if affine and bias else None
+    if track_running_stats:
+        layer.running_mean = layer._dl_new_param("running_mean", shape, init=mx.init.Zero(), buffer=True)
+        layer.running_var = layer._dl_new_param("running_var", shape, init=mx.init.One(), buffer=True)
+    else:
+        layer.running_mean = layer.running_var = None
+
+
+def _stats_repr(m: Layer) -> str:
+    return (f"{m.num_features}, eps={m.eps}, momentum={m.momentum}, affine={m.affine}, "
+            f"track_running_stats={m.track_running_stats}")
 
 
 class _BatchNorm(Layer):
@@ -41,14 +60,7 @@ class _BatchNorm(Layer):
         C.check_batchnorm_momentum(type(self).__name__, momentum)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        c = (self.num_features,)
-        self.weight = self._dl_new_param("weight", c, init=mx.init.One()) if affine else None
-        self.bias = self._dl_new_param("bias", c, init=mx.init.Zero()) if affine and bias else None
-        if track_running_stats:
-            self.running_mean = self._dl_new_param("running_mean", c, init=mx.init.Zero(), buffer=True)
-            self.running_var = self._dl_new_param("running_var", c, init=mx.init.One(), buffer=True)
-        else:
-            self.running_mean = self.running_var = None
+        _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
     def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
         c = (self.num_features,)
@@ -128,8 +140,7 @@ class _BatchNorm(Layer):
         return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return _stats_repr(self)
 
 
 def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=None):
@@ -217,6 +228,11 @@ class BatchNorm2d(_BatchNorm):
     _dl_layer = "BatchNorm2d"
 
 
+class BatchNorm3d(_BatchNorm):
+    __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm3d`` ((N, C, D, H, W))")
+    _dl_layer = "BatchNorm3d"
+
+
 class LayerNorm(Layer):
     """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
     one axis and calls its parameters gamma/beta)."""
@@ -252,3 +268,182 @@ class LayerNorm(Layer):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+# ---- GroupNorm / InstanceNorm: statistics over a (N, G, -1) view, in float64 ----------------------
+class _DtypeAware(Layer):
+    """Remembers the dtype ``cast()`` gave the layer: the float64 formula casts its result back to
+    the input's dtype, which an NDArray has and a Symbol has not; hybridized, the output has the
+    dtype of the layer's last ``cast()`` (float32 by default), as Gluon's parameters do."""
+    _dl_dtype = "float32"
+
+    def cast(self, dtype: Any) -> None:
+        self._dl_dtype = np.dtype(dtype).name
+        super().cast(dtype)
+
+    def _dl_run(self, F, x, inputs: dict, **static: Any):
+        if is_ndarray(x):
+            return compiled.run(_grouped_norm_formula, dict(x=x, **inputs), dtype=np.dtype(x.dtype).name,
+                                **static)
+        return _grouped_norm_formula(F, x, **inputs, dtype=self._dl_dtype, **static)
+
+
+def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
+                          channels: int, groups: int, eps: float, stats: str = "input",
+                          momentum: float = 0.1, dtype: str = "float32"):
+    """torch's group/instance norm (``F`` = nd or sym): x viewed (N, groups, -1) and normalised
+    over the last axis by its mean and biased variance (two-pass), then the per-channel affine,
+    both in the GEMM forms of :func:`_gemm_batchnorm` (MXNet's reductions and broadcast backward
+    cost 2.7x more). Computed in float64 and cast back to ``dtype``, as dualdl's BatchNorm: exact
+    to float32 rounding (3.1e-8 from float64 at mean 1000 / std 0.1; MXNet's float32 LayerNorm
+    op, applied to (N, G, M), is 1.4e-3 off there, torch's float32 kernels 2e-4).
+    ``stats``: ``input``; ``running`` (eval mode with running statistics: (C,) mean/var);
+    ``update`` (also return torch's new running statistics, the instance means and unbiased
+    variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``
+    (hybridized: MXNet's fused BatchNorm op updates them in backward, as BatchNorm's)."""
+    def to64(t):
+        return t if dtype == "float64" else F.cast(t, dtype="float64")
+
+    def back(t):
+        return t if dtype == "float64" else F.cast(t, dtype=dtype)
+    x64 = to64(x)
+    if stats == "running":
+        v = F.reshape(x64, shape=(0, channels, -1))
+        mean = F.reshape(to64(running_mean), shape=(1, -1, 1))
+        inv = F.rsqrt(F.reshape(to64(running_var), shape=(1, -1, 1)) + eps)
+        y = F.broadcast_mul(F.broadcast_sub(v, mean), inv)                   # (N, C, M)
+    else:
+        v = F.reshape(x64, shape=(0, groups, -1))                             # (N, G, M)
+        rows = F.reshape(F.expand_dims(v, axis=0), shape=(0, -3, 0))          # (1, N*G, M)
+        y, mean, var = _gemm_batchnorm(F, rows, None, None, eps)              # mean, var: (N*G, 1)
+        y = F.reshape(F.reshape_like(y, v), shape=(0, channels, -1))          # (N, C, M)
+    if weight is not None or bias is not None:
+        y = _gemm_affine(F, y, to64(weight) if weight is not None else None,
+                         to64(bias) if bias is not None else None)
+    if stats in ("update", "tie"):
+        m_ = F.sum(F.ones_like(F.slice_axis(F.slice_axis(v, axis=0, begin=0, end=1), axis=1, begin=0, end=1)))
+        bessel = F.broadcast_div(m_, m_ - 1.0)
+        per_sample = F.reshape_like(F.reshape(mean, shape=(-1,)), F.slice_axis(v, axis=2, begin=0, end=1))
+        batch_mean = F.mean(F.reshape(per_sample, shape=(0, -1)), axis=0)                   # (C,)
+        per_sample = F.reshape_like(F.reshape(var, shape=(-1,)), F.slice_axis(v, axis=2, begin=0, end=1))
+        batch_var = F.broadcast_mul(F.mean(F.reshape(per_sample, shape=(0, -1)), axis=0), bessel)
+        if stats == "tie":
+            tie = _running_update_tie(F, back(batch_mean), back(batch_var),
+                                      running_mean, running_var, momentum)
+            y = F.broadcast_add(y, to64(tie))
+        else:
+            new_mean = (1 - momentum) * to64(running_mean) + momentum * batch_mean
+            new_var = (1 - momentum) * to64(running_var) + momentum * batch_var
+            return [back(F.reshape_like(y, x64)),
+                    F.BlockGrad(back(new_mean)), F.BlockGrad(back(new_var))]
+    return back(F.reshape_like(y, x64))
+
+
+def _gemm_affine(F, y, weight=None, bias=None):
+    """``y * weight + bias`` per channel on (N, C, M), on the (C, N*M) view with the broadcasts
+    written as GEMMs with a ones row (as :func:`_gemm_batchnorm`): the backward of MXNet's
+    broadcast ops reduces, and its reductions cost 4x the normalisation itself on CPU."""
+    moved = F.swapaxes(y, 0, 1)                                               # (C, N, M)
+    flat = F.reshape(moved, shape=(0, -1))
+    ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))
+    if weight is not None:
+        flat = flat * F.dot(F.reshape(weight, shape=(-1, 1)), ones)
+    if bias is not None:
+        flat = flat + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
+    return F.swapaxes(F.reshape_like(flat, moved), 0, 1)
+
+
+def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float):
+    """A zero (1, 1, 1) that ties MXNet's fused BatchNorm op into a graph so that it updates
+    ``running_*`` to torch's ``(1 - m) * running + m * (mean, var)`` (``var`` unbiased): the op
+    is fed the 2 rows ``mean -/+ sqrt(var)``, whose mean and biased variance are these, and
+    updates its moving statistics when backward runs inside ``autograd.record()``."""
+    std = F.sqrt(var)
+    rows = F.stack(mean - std, mean + std, axis=0)                            # (2, C)
+    row = F.slice_axis(rows, axis=0, begin=0, end=1)
+    fused = F.BatchNorm(rows, F.ones_like(F.reshape(row, shape=(-1,))), F.zeros_like(F.reshape(row, shape=(-1,))),
+                        running_mean, running_var, momentum=1.0 - momentum, fix_gamma=False,
+                        use_global_stats=False, axis=1)
+    return F.reshape(F.sum(fused), shape=(1, 1, 1)) * 0.0
+
+
+class GroupNorm(_DtypeAware):
+    """``torch.nn.GroupNorm`` ((N, C, *)): per-channel weight/bias (C,). MXNet 1.x's GroupNorm op
+    and Gluon's block have gamma/beta of shape (num_groups,) (one per group) and a float32 sum."""
+    _dl_layer = "GroupNorm"
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 *, bias: bool = True) -> None:
+        super().__init__()
+        C.check_groupnorm_args(int(num_groups), int(num_channels))
+        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
+        self.affine = bool(affine)
+        _norm_params(self, self.num_channels, affine, bias, False)
+
+    def hybrid_forward(self, F, x, weight=None, bias=None):
+        if is_ndarray(x):
+            C.check_groupnorm_input(self.num_groups, self.num_channels, x.shape)
+        return self._dl_run(F, x, dict(weight=weight, bias=bias), channels=self.num_channels,
+                            groups=self.num_groups, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _InstanceNorm(_DtypeAware):
+    """torch's InstanceNorm on MXNet: each (sample, channel) normalised by its own mean and biased
+    variance (affine=False and no running statistics by default, as torch; Gluon's InstanceNorm
+    has center/scale True, gamma/beta, and no running statistics). With
+    ``track_running_stats=True`` train mode updates them as torch (instance means and unbiased
+    variances averaged over the batch, momentum = weight of the new value): in forward when not
+    hybridized; hybridized, by MXNet's fused op when backward runs inside ``autograd.record()``
+    (as dualdl's hybridized BatchNorm). Eval mode then normalises by them."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True) -> None:
+        super().__init__()
+        if track_running_stats:
+            C.check_batchnorm_momentum(type(self).__name__, momentum)
+        self.num_features, self.eps = int(num_features), float(eps)
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        _norm_params(self, self.num_features, affine, bias, track_running_stats)
+
+    def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
+        use_input_stats = self.training or not self.track_running_stats
+        eager = is_ndarray(x)
+        if eager:
+            C.check_instancenorm_input(self._dl_layer, self.num_features, x.shape, use_input_stats)
+        inputs = dict(weight=weight, bias=bias)
+        if not use_input_stats:
+            stats = "running"
+        elif self.track_running_stats:
+            stats = "update" if eager else "tie"
+        else:
+            stats = "input"
+        if stats != "input":
+            inputs.update(running_mean=running_mean, running_var=running_var)
+        static = dict(channels=self.num_features, groups=self.num_features, eps=self.eps, stats=stats)
+        if stats in ("update", "tie"):
+            static["momentum"] = self.momentum
+        out = self._dl_run(F, x, inputs, **static)
+        if stats != "update":
+            return out
+        y, new_mean, new_var = out
+        with autograd.pause():
+            new_mean.copyto(running_mean)
+            new_var.copyto(running_var)
+        return y
+
+    def extra_repr(self) -> str:
+        return _stats_repr(self)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm1d`` ((N, C, L))")
+    _dl_layer = "InstanceNorm1d"
+
+
+class InstanceNorm2d(_InstanceNorm):
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm2d`` ((N, C, H, W))")
+    _dl_layer = "InstanceNorm2d"

@@ -10,7 +10,7 @@ from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
 from .conv import Conv1d, Conv2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
-from .norm import BatchNorm1d, BatchNorm2d, LayerNorm
+from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .activation import Hardsigmoid, Hardswish, Mish, PReLU, ReLU6, Softplus
 from .dropout import Dropout, Dropout1d, Dropout2d
@@ -24,6 +24,7 @@ __all__ = [
     "Linear", "Identity", "Flatten", "Embedding", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+    "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
     "Dropout", "Sequential", "ModuleList", "ModuleDict",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",

@@ -1,47 +1,44 @@
-"""BatchNorm1d/2d and LayerNorm on torch: the ``torch.nn`` classes with layout checks, BatchNorm's
-"more than 1 value per channel" as a ValueError, and momentum=None (torch's cumulative average,
-which MXNet lacks) refused."""
+"""The norm layers on torch: the ``torch.nn`` classes with dualdl's neutral checks
+(``dualdl/nn/checks.py``), so a bad input gets the MXNet adapter's message word for word, and
+momentum=None (torch's cumulative average, which MXNet lacks) refused."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
-from .base import shape_error
+from dualdl.nn import checks as C
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d"]
+
+
+def _explained(call: Callable[[], torch.Tensor], check: Callable[..., None], *args: Any) -> torch.Tensor:
+    """torch's own ``call()``; when it fails, the neutral check's error if it has one (else torch's)."""
+    try:
+        return call()
+    except (ValueError, RuntimeError):
+        err = C.explain(check, *args)
+        if err is not None:
+            raise err from None
+        raise
 
 
 class _BNCheck:
-    _layouts: Tuple[str, ...] = ("(N, C, H, W)",)
-    _ndims: Tuple[int, ...] = (4,)
-
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = True, track_running_stats: bool = True, **kwargs: Any) -> None:
-        if momentum is None:
-            raise NotImplementedError(f"{type(self).__name__}: momentum=None (cumulative average) is not "
-                                      f"supported by dualdl; pass a float")
+        C.check_batchnorm_momentum(type(self).__name__, momentum)
         super().__init__(num_features, eps, momentum, affine, track_running_stats, **kwargs)
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
-        if x.dim() not in self._ndims or x.shape[1] != self.num_features:
-            layouts = " or ".join(l.replace("C", str(self.num_features), 1) for l in self._layouts)
-            raise shape_error(f"{type(self).__name__}({self.num_features})", layouts, x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input_dim(x)
-        if self.training and x.numel() // max(self.num_features, 1) <= 1:
-            raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
-                             f"training, got input of shape {tuple(x.shape)}")
-        return super().forward(x)
+        """torch's own up-front hook (rank), here the neutral rank/channel/values-per-channel check."""
+        C.check_batchnorm_input(self._dl_layer, self.num_features, tuple(x.shape), self.training)
 
 
 class BatchNorm1d(_BNCheck, nn.BatchNorm1d):
     """``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L)); momentum=None is rejected."""
     _dl_layer = "BatchNorm1d"
-    _layouts = ("(N, C)", "(N, C, L)")
-    _ndims = (2, 3)
 
 
 class BatchNorm2d(_BNCheck, nn.BatchNorm2d):
@@ -49,13 +46,54 @@ class BatchNorm2d(_BNCheck, nn.BatchNorm2d):
     _dl_layer = "BatchNorm2d"
 
 
+class BatchNorm3d(_BNCheck, nn.BatchNorm3d):
+    """``torch.nn.BatchNorm3d`` ((N, C, D, H, W)); momentum=None is rejected."""
+    _dl_layer = "BatchNorm3d"
+
+
 class LayerNorm(nn.LayerNorm):
-    """``torch.nn.LayerNorm`` with a ValueError for a trailing shape that does not match."""
+    """``torch.nn.LayerNorm`` with the neutral error for a trailing shape that does not match."""
     _dl_layer = "LayerNorm"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k = len(self.normalized_shape)
-        if x.dim() < k or tuple(x.shape[x.dim() - k:]) != tuple(self.normalized_shape):
-            raise shape_error(f"LayerNorm({tuple(self.normalized_shape)})",
-                              "(*, " + ", ".join(map(str, self.normalized_shape)) + ")", x)
+        return _explained(lambda: super(LayerNorm, self).forward(x), C.check_layernorm_input,
+                          self.normalized_shape, tuple(x.shape))
+
+
+class GroupNorm(nn.GroupNorm):
+    """``torch.nn.GroupNorm``; (N, C, *) checked up front (torch normalises an empty batch, which
+    MXNet cannot), the neutral divisibility error at construction."""
+    _dl_layer = "GroupNorm"
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 **kwargs: Any) -> None:
+        C.check_groupnorm_args(num_groups, num_channels)
+        super().__init__(num_groups, num_channels, eps, affine, **kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        C.check_groupnorm_input(self.num_groups, self.num_channels, tuple(x.shape))
         return super().forward(x)
+
+
+class _INCheck:
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, **kwargs: Any) -> None:
+        if track_running_stats:
+            C.check_batchnorm_momentum(type(self).__name__, momentum)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, **kwargs)
+
+    def _check_input_dim(self, x: torch.Tensor) -> None:
+        """torch's own up-front hook; the neutral check refuses what torch takes and MXNet cannot:
+        unbatched and empty input, a channel count other than num_features."""
+        C.check_instancenorm_input(self._dl_layer, self.num_features, tuple(x.shape),
+                                   self.training or not self.track_running_stats)
+
+
+class InstanceNorm1d(_INCheck, nn.InstanceNorm1d):
+    """``torch.nn.InstanceNorm1d`` ((N, C, L) only)."""
+    _dl_layer = "InstanceNorm1d"
+
+
+class InstanceNorm2d(_INCheck, nn.InstanceNorm2d):
+    """``torch.nn.InstanceNorm2d`` ((N, C, H, W) only)."""
+    _dl_layer = "InstanceNorm2d"

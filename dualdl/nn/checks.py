@@ -17,7 +17,8 @@ __all__ = [
     "check_conv_args", "conv_sides", "check_conv_input",
     "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
     "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
-    "check_layernorm_input",
+    "check_layernorm_input", "check_groupnorm_args", "check_groupnorm_input", "INSTANCENORM_LAYOUTS",
+    "check_instancenorm_input",
     "check_embedding_padding_idx", "check_embedding_dtype", "check_embedding_range",
 ]
 
@@ -172,7 +173,8 @@ def check_adaptive_pool_input(output_size: Any, shape: Shape) -> None:
 # ---- normalisation ----------------------------------------------------------------------------
 # class name -> (layouts named in the message, accepted ranks)
 BATCHNORM_LAYOUTS = {"BatchNorm1d": (("(N, C)", "(N, C, L)"), (2, 3)),
-                     "BatchNorm2d": (("(N, C, H, W)",), (4,))}
+                     "BatchNorm2d": (("(N, C, H, W)",), (4,)),
+                     "BatchNorm3d": (("(N, C, D, H, W)",), (5,))}
 
 
 def check_batchnorm_momentum(name: str, momentum: Optional[float]) -> None:
@@ -202,6 +204,44 @@ def check_layernorm_input(normalized_shape: Sequence[int], shape: Shape) -> None
     k, shape, norm = len(normalized_shape), tuple(shape), tuple(normalized_shape)
     if len(shape) < k or shape[len(shape) - k:] != norm:
         raise shape_error(f"LayerNorm({norm})", "(*, " + ", ".join(map(str, norm)) + ")", shape)
+
+
+def check_groupnorm_args(num_groups: int, num_channels: int) -> None:
+    if num_groups <= 0 or num_channels % num_groups:
+        raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                         f"({num_groups})")
+
+
+def check_groupnorm_input(num_groups: int, num_channels: int, shape: Shape) -> None:
+    """(N, C, *) with C = num_channels and no empty input. Hides: torch normalises an empty batch
+    (MXNet's operators cannot) and raises a RuntimeError for a wrong channel count."""
+    shape = tuple(shape)
+    who = f"GroupNorm({num_groups}, {num_channels})"
+    if len(shape) < 2 or shape[1] != num_channels:
+        raise shape_error(who, f"(N, {num_channels}, *)", shape)
+    check_not_empty(who, shape)
+
+
+# class name -> the layout named in the message (its rank: the number of axes in it)
+INSTANCENORM_LAYOUTS = {"InstanceNorm1d": "(N, C, L)", "InstanceNorm2d": "(N, C, H, W)"}
+
+
+def check_instancenorm_input(name: str, num_features: int, shape: Shape, use_input_stats: bool) -> None:
+    """Batched input with C = num_features, not empty; normalising by its own statistics (train
+    mode, or no running statistics) needs more than 1 spatial element. Hides: torch also takes
+    unbatched input, an empty batch, and (affine=False, no running stats) any channel count with
+    a warning; dualdl refuses these on both backends."""
+    layout, shape = INSTANCENORM_LAYOUTS[name], tuple(shape)
+    who = f"{name}({num_features})"
+    if len(shape) != layout.count(",") + 1 or shape[1] != num_features:
+        raise shape_error(who, layout.replace("C", str(num_features), 1), shape)
+    check_not_empty(who, shape)
+    spatial = 1
+    for d in shape[2:]:
+        spatial *= d
+    if use_input_stats and spatial <= 1:
+        raise ValueError(f"{name}: expected more than 1 spatial element when training, got input of "
+                         f"shape {shape}")
 
 
 # ---- embedding --------------------------------------------------------------------------------

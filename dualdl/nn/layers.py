@@ -30,6 +30,12 @@ LAYERS = {
                    "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
     "BatchNorm2d": "As BatchNorm1d. Hybridized, the running stats (torch's values) are updated by the fused op "
                    "at backward inside autograd.record() only.",
+    "BatchNorm3d": "As BatchNorm1d/2d on (N, C, D, H, W) (Gluon: BatchNorm(axis=1) on 5-d input).",
+    "GroupNorm": "MXNet 1.9's GroupNorm op/Gluon block: gamma/beta of shape (num_groups,), not per channel; "
+                 "here torch's weight/bias (C,), statistics in float64 (float32 rounding parity).",
+    "InstanceNorm1d": "Gluon InstanceNorm: beta (center=True), gamma fixed at 1 (scale=False), no running stats; "
+                      "here torch's affine=False, track_running_stats=False defaults, running stats as torch's.",
+    "InstanceNorm2d": "As InstanceNorm1d on (N, C, H, W).",
     "LayerNorm": "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape.",
     "Dropout": "Gluon Dropout is active only inside autograd.record(); here module.train()/eval() decides.",
     "Embedding": "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
