@@ -8,8 +8,9 @@ class implements; ``dualdl_mx.nn`` has a class of the same name for each.
 from .base import Module, make_parameter, shape_error
 from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .pool import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool3d, MaxPool3d
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .dropout import Dropout
@@ -26,4 +27,6 @@ __all__ = [
     "Dropout", "Sequential", "ModuleList", "ModuleDict",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",
+    "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool3d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
 ]
