@@ -131,17 +131,22 @@ class AvgPool1d(_AvgPoolNd):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-class AvgPool2d(_AvgPoolNd):
-    """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
-    _dl_layer = "AvgPool2d"
+class _AvgPoolDivisor(_AvgPoolNd):
+    """2-d/3-d average pooling: torch's signature has ``divisor_override`` (MXNet's Pooling has none)."""
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: Optional[int] = None) -> None:
         if divisor_override is not None:
-            raise NotImplementedError("AvgPool2d: divisor_override is not available on the mxnet backend")
+            raise NotImplementedError(f"{type(self).__name__}: divisor_override is not available on the "
+                                      f"mxnet backend")
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = None
+
+
+class AvgPool2d(_AvgPoolDivisor):
+    """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
+    _dl_layer = "AvgPool2d"
 
 
 class MaxPool3d(_MaxPoolNd):
@@ -150,18 +155,10 @@ class MaxPool3d(_MaxPoolNd):
     _n = 3
 
 
-class AvgPool3d(_AvgPoolNd):
+class AvgPool3d(_AvgPoolDivisor):
     """``torch.nn.AvgPool3d`` (NCDHW); ceil_mode as AvgPool2d."""
     _dl_layer = "AvgPool3d"
     _n = 3
-
-    def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
-                 ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override: Optional[int] = None) -> None:
-        if divisor_override is not None:
-            raise NotImplementedError("AvgPool3d: divisor_override is not available on the mxnet backend")
-        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
-        self.divisor_override = None
 
 
 class AdaptiveAvgPool2d(Layer):

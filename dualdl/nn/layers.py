@@ -66,17 +66,23 @@ LAYERS = {
     "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
     "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
     "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
-    "Conv3d": "F.Convolution (NCDHW) with torch's weight layout and init; padding as Conv2d.",
-    "ConvTranspose1d": "F.Deconvolution: same weight layout (in, out/groups, k), adj = output_padding, but MXNet "
-                       "needs adj < stride (torch: < max(stride, dilation); that case is cropped from the unpadded "
-                       "output); target_shape recomputes pad/adj (not torch's output_size=); init as torch.",
-    "ConvTranspose2d": "As ConvTranspose1d (NCHW); forward's output_size= picks output_padding as torch.",
-    "MaxPool3d": "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding).",
-    "AvgPool3d": "As AvgPool2d on NCDHW; no divisor_override.",
-    "AdaptiveAvgPool1d": "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L).",
-    "AdaptiveMaxPool1d": "MXNet has no adaptive max pooling: ROIPooling over the whole map (torch's bins); "
-                         "no return_indices.",
-    "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); output_size None entries unsupported on MXNet.",
+    "Conv3d": "F.Convolution (NCDHW) with torch's weight layout (out, in/groups, kd, kh, kw) and init; "
+             "padding ('same', reflect/replicate via 5-d F.pad) as Conv2d.",
+    "ConvTranspose1d": "F.Deconvolution, same weight layout (in, out/groups, k), adj = output_padding; torch's init "
+                      "(fan_in = out/groups * k; Gluon: Uniform(0.07)). MXNet refuses adj >= stride (torch allows "
+                      "output_padding < max(stride, dilation)) and its float64 Deconvolution is wrong with stride > "
+                      "1 and dilation > 1 (7.1 off): both run as a stride-1 deconvolution of the zero-interleaved "
+                      "input, cropped to torch's window.",
+    "ConvTranspose2d": "As ConvTranspose1d (NCHW). forward(x, output_size=) as torch (eager and hybridized); MXNet's "
+                      "target_shape is fixed per layer and refuses sizes that need output_padding > padding.",
+    "MaxPool3d": "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding; MKLDNN's eval-mode backward "
+                "quirk measured here too, 2.0-5.7 off hybridized).",
+    "AvgPool3d": "As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements); no divisor_override.",
+    "AdaptiveAvgPool1d": "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L) (torch's "
+                        "bins).",
+    "AdaptiveMaxPool1d": "MXNet has no adaptive max pooling: ROIPooling with one whole-map region per sample has "
+                        "torch's bins (exact, incl. overlapping and upsampling bins); no return_indices.",
+    "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.",
 }
 
 
