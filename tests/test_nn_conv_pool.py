@@ -79,10 +79,17 @@ def test_conv_transpose_output_size_as_torch(hybridize):
         m.hybridize()
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
     from mxnet import nd
+    from mxnet import autograd
     for size in [(7, 13), (8, 15), (7, 14), [2, 2, 8, 13]]:
-        want = ref(torch.from_numpy(x), output_size=size).detach().numpy()
-        got = m(nd.array(x), output_size=size).asnumpy()
-        assert got.shape == want.shape and np.abs(got - want).max() < 1e-5, size
+        ref.zero_grad()
+        want = ref(torch.from_numpy(x), output_size=size)
+        want.sum().backward()
+        m.zero_grad()
+        with autograd.record():
+            got = m(nd.array(x), output_size=size)
+        got.backward(nd.ones_like(got))
+        assert got.shape == want.shape and np.abs(got.asnumpy() - want.detach().numpy()).max() < 1e-5, size
+        assert np.abs(m.weight.grad().asnumpy() - ref.weight.grad.numpy()).max() < 1e-5, size
     errs = []
     for layer, t in ((ref, torch.from_numpy(x)), (m, nd.array(x))):
         with pytest.raises(ValueError, match="valid sizes range from") as e:
