@@ -168,10 +168,8 @@ class AdaptiveAvgPool2d(Layer):
 
     def __init__(self, output_size: IntOrTuple) -> None:
         super().__init__()
-        if isinstance(output_size, (int, np.integer)):
-            output_size = (int(output_size),) * 2
-        output_size = tuple(output_size)
-        if len(output_size) != 2 or any(o is None for o in output_size):
+        output_size = C.adaptive_output_size("AdaptiveAvgPool2d", output_size, 2)
+        if None in output_size:
             raise NotImplementedError(f"AdaptiveAvgPool2d: output_size must be an int or two ints on the "
                                       f"mxnet backend (None entries are not supported), got {output_size!r}")
         self.output_size = tuple(int(o) for o in output_size)
@@ -198,13 +196,10 @@ class _AdaptivePoolNd(Layer):
         n, name = self._n, type(self).__name__
         if return_indices:
             raise NotImplementedError(f"{name}: return_indices=True is not available on the mxnet backend")
-        sizes = (output_size,) * n if output_size is None or isinstance(output_size, (int, np.integer)) \
-            else tuple(output_size)
-        if len(sizes) != n or any(o is None for o in sizes):
-            raise NotImplementedError(f"{name}: output_size must be an int or {n} ints on the mxnet backend "
-                                      f"(None entries are not supported), got {output_size!r}")
-        if any(int(o) <= 0 for o in sizes):
-            raise ValueError(f"{name}: output_size must be positive, got {output_size!r}")
+        sizes = C.adaptive_output_size(name, output_size, n)
+        if None in sizes:
+            raise NotImplementedError(f"{name}: None in output_size (keep that axis) is not supported on the "
+                                      f"mxnet backend, got {output_size!r}")
         self._sizes = tuple(int(o) for o in sizes)
         self.output_size = self._sizes[0] if n == 1 else self._sizes
         self.return_indices = False

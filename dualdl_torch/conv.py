@@ -29,8 +29,21 @@ def run_checked(call, x: torch.Tensor, n: int, check, *args: Any) -> Any:
         raise
 
 
+def check_conv_tuples(layer: Any) -> None:
+    """kernel_size/stride/dilation/padding of n entries (torch checks them only in forward)."""
+    n = layer._n
+    for what in ("kernel_size", "stride", "dilation", "padding", "output_padding"):
+        v = getattr(layer, what, None)
+        if v is not None and not isinstance(v, str):
+            C.to_tuple(v, n, what)
+
+
 class _ConvCheck:
     _n = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        check_conv_tuples(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return run_checked(lambda: super(_ConvCheck, self).forward(x), x, self._n, C.check_conv_input,
@@ -66,6 +79,8 @@ class _ConvTransposeCheck:
         C.check_conv_transpose_args(type(self).__name__, in_channels, out_channels, groups,
                                     C.to_tuple(stride, n, "stride"), C.to_tuple(dilation, n, "dilation"),
                                     C.to_tuple(output_padding, n, "output_padding"), padding_mode)
+        C.to_tuple(kernel_size, n, "kernel_size")
+        C.to_tuple(padding, n, "padding")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
                          dilation, padding_mode, device, dtype)
 

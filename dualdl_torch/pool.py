@@ -71,6 +71,10 @@ class AvgPool3d(_PoolCheck, nn.AvgPool3d):
 class _AdaptiveCheck:
     _n = 2
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        C.adaptive_output_size(type(self).__name__, self.output_size, self._n)
+
     def forward(self, x: torch.Tensor) -> Any:
         return run_checked(lambda: super(_AdaptiveCheck, self).forward(x), x, self._n,
                            C.check_adaptive_pool_input, self.output_size, tuple(x.shape), type(self).__name__,

@@ -49,6 +49,11 @@ def test_the_torch_layer_raises_the_mxnet_message(make, shape):
     lambda: nn.ConvTranspose1d(2, 4, 3, groups=3),
     lambda: nn.ConvTranspose2d(2, 4, 3, padding_mode="reflect"),
     lambda: nn.MaxPool3d(2, padding=2),
+    lambda: nn.ConvTranspose2d(2, 3, 3, padding="same"),                # torch would fail in forward only
+    lambda: nn.Conv3d(2, 3, (3, 3)),
+    lambda: nn.AvgPool3d((2, 2)),
+    lambda: nn.AdaptiveMaxPool2d((2, 2, 2)),
+    lambda: nn.AdaptiveAvgPool1d(0),
 ])
 def test_bad_arguments_are_refused_alike(make):
     errs = []

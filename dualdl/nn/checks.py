@@ -18,7 +18,7 @@ __all__ = [
     "check_conv_transpose_args", "conv_transpose_output_size", "check_conv_transpose_input",
     "conv_transpose_output_padding",
     "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
-    "adaptive_bins",
+    "adaptive_output_size", "adaptive_bins",
     "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
     "check_layernorm_input",
     "check_embedding_padding_idx", "check_embedding_dtype", "check_embedding_range",
@@ -62,10 +62,10 @@ def to_tuple(v: IntOrTuple, n: int, what: str) -> Tuple[int, ...]:
     """An int or an n-sequence of ints as an n-tuple (torch's ``_pair``/``_single``)."""
     if isinstance(v, numbers.Integral):
         return (int(v),) * n
-    t = tuple(int(i) for i in v)
-    if len(t) != n:
+    if isinstance(v, str) or not hasattr(v, "__len__") or len(v) != n \
+            or not all(isinstance(i, numbers.Integral) for i in v):
         raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v!r}")
-    return t
+    return tuple(int(i) for i in v)
 
 
 # ---- Linear -----------------------------------------------------------------------------------
@@ -234,6 +234,17 @@ def check_adaptive_pool_input(output_size: Any, shape: Shape, name: str = "Adapt
     if len(shape) != n + 2:
         raise shape_error(who, _POOL_LAYOUTS[n], shape)
     check_not_empty(who, shape)
+
+
+def adaptive_output_size(name: str, output_size: Any, n: int) -> Tuple[Optional[int], ...]:
+    """``output_size`` as n entries, each a positive int or None (keep that axis's size, torch's
+    meaning); checked at construction on both backends (torch itself fails only in forward)."""
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, numbers.Integral) \
+        else tuple(output_size) if isinstance(output_size, (tuple, list)) else ()
+    if len(sizes) != n or any(o is not None and (not isinstance(o, numbers.Integral) or o <= 0) for o in sizes):
+        raise ValueError(f"{name}: output_size must be a positive int or a tuple of {n} (positive ints or "
+                         f"None), got {output_size!r}")
+    return tuple(None if o is None else int(o) for o in sizes)
 
 
 def adaptive_bins(size: int, out: int) -> Tuple[Tuple[int, int], ...]:
