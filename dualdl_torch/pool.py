@@ -22,16 +22,17 @@ class _PoolCheck:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         n = self._n
-        C.check_pool_args(type(self).__name__, C.to_tuple(self.kernel_size, n, "kernel_size"),
-                          C.to_tuple(self.stride, n, "stride"), C.to_tuple(self.padding, n, "padding"),
-                          C.to_tuple(getattr(self, "dilation", 1), n, "dilation"))
+        # kernel, stride, padding, dilation as n-tuples, once (the forward path only passes them on)
+        self._dl_tuples = tuple(C.to_tuple(v, n, what) for v, what in (
+            (self.kernel_size, "kernel_size"), (self.stride, "stride"), (self.padding, "padding"),
+            (getattr(self, "dilation", 1), "dilation")))
+        k, s, p, d = self._dl_tuples
+        C.check_pool_args(type(self).__name__, k, s, p, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = self._n
-        args = (type(self).__name__, tuple(x.shape), C.to_tuple(self.kernel_size, n, "kernel_size"),
-                C.to_tuple(self.stride, n, "stride"), C.to_tuple(self.padding, n, "padding"), self.ceil_mode,
-                C.to_tuple(getattr(self, "dilation", 1), n, "dilation"))
-        return run_checked(lambda: super(_PoolCheck, self).forward(x), x, n, C.check_pool_input, *args)
+        k, s, p, d = self._dl_tuples
+        return run_checked(lambda: super(_PoolCheck, self).forward(x), x, self._n, C.check_pool_input,
+                           type(self).__name__, tuple(x.shape), k, s, p, self.ceil_mode, d)
 
 
 class MaxPool1d(_PoolCheck, nn.MaxPool1d):
