@@ -15,18 +15,26 @@ __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
 
 def run_checked(call, x: torch.Tensor, n: int, check, *args: Any) -> Any:
     """``call()`` (torch's own layer call) after the up-front rank/empty check, with the neutral
-    ``check(*args)``'s error instead of torch's where it explains the failure."""
+    ``check(*args)``'s error instead of torch's where it explains the failure. ``args`` may hold
+    ``SHAPE``, replaced by the input's shape (built only when a check runs: no cost on success)."""
     if x.dim() != n + 2 or not x.numel():
-        err = C.explain(check, *args)
+        err = C.explain(check, *_with_shape(args, x))
         if err is not None:
             raise err
     try:
         return call()
     except (RuntimeError, ValueError):
-        err = C.explain(check, *args)
+        err = C.explain(check, *_with_shape(args, x))
         if err is not None:
             raise err from None
         raise
+
+
+SHAPE = object()
+
+
+def _with_shape(args: Sequence[Any], x: torch.Tensor) -> list:
+    return [tuple(x.shape) if a is SHAPE else a for a in args]
 
 
 def check_conv_tuples(layer: Any) -> None:
@@ -47,7 +55,7 @@ class _ConvCheck:
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return run_checked(lambda: super(_ConvCheck, self).forward(x), x, self._n, C.check_conv_input,
-                           type(self).__name__, self.in_channels, tuple(x.shape), self.kernel_size,
+                           type(self).__name__, self.in_channels, SHAPE, self.kernel_size,
                            self.dilation, self.padding, self.padding_mode)
 
 
@@ -91,7 +99,7 @@ class _ConvTransposeCheck:
             C.conv_transpose_output_padding(name, tuple(x.shape), output_size, self.kernel_size, self.stride,
                                             self.padding, self.dilation)
         return run_checked(call, x, self._n, C.check_conv_transpose_input, name, self.in_channels,
-                           tuple(x.shape), self.kernel_size, self.stride, self.padding, self.dilation,
+                           SHAPE, self.kernel_size, self.stride, self.padding, self.dilation,
                            self.output_padding)
 
 

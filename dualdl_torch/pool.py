@@ -10,7 +10,7 @@ from torch import nn
 
 from dualdl.nn import checks as C
 
-from .conv import run_checked
+from .conv import SHAPE, run_checked
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
@@ -32,7 +32,7 @@ class _PoolCheck:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k, s, p, d = self._dl_tuples
         return run_checked(lambda: super(_PoolCheck, self).forward(x), x, self._n, C.check_pool_input,
-                           type(self).__name__, tuple(x.shape), k, s, p, self.ceil_mode, d)
+                           type(self).__name__, SHAPE, k, s, p, self.ceil_mode, d)
 
 
 class MaxPool1d(_PoolCheck, nn.MaxPool1d):
@@ -78,7 +78,7 @@ class _AdaptiveCheck:
 
     def forward(self, x: torch.Tensor) -> Any:
         return run_checked(lambda: super(_AdaptiveCheck, self).forward(x), x, self._n,
-                           C.check_adaptive_pool_input, self.output_size, tuple(x.shape), type(self).__name__,
+                           C.check_adaptive_pool_input, self.output_size, SHAPE, type(self).__name__,
                            self._n)
 
 
