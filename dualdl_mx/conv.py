@@ -124,8 +124,10 @@ class Conv3d(_ConvNd):
 class _ConvTransposeNd(Layer):
     """torch's transposed convolution via ``F.Deconvolution``: same weight layout (in, out/groups,
     k...), ``adj`` = torch's ``output_padding``. MXNet refuses ``adj >= stride`` (torch allows
-    ``output_padding < max(stride, dilation)``): that case convolves unpadded and crops/pads to
-    torch's window. ``target_shape`` is never used (MXNet recomputes pad/adj from it)."""
+    ``output_padding < max(stride, dilation)``) and its float64 op is wrong with stride > 1 and
+    dilation > 1: those cases convolve unpadded and crop/pad to torch's window (:meth:`_deconv`).
+    ``target_shape`` is never used: it is fixed per op (torch's ``output_size=`` is per call) and
+    refuses sizes that need ``output_padding > padding``."""
     _n = 2
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1,
