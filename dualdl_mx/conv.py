@@ -1,9 +1,9 @@
-"""``Conv1d``/``Conv2d`` on MXNet with PyTorch's padding (incl. asymmetric 'same', reflect/replicate),
-weight layout and initialisation."""
+"""``Conv1d/2d/3d`` and ``ConvTranspose1d/2d`` on MXNet with PyTorch's padding (incl. asymmetric
+'same', reflect/replicate, output_padding), weight layouts and initialisation."""
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -11,7 +11,20 @@ from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple, to_tuple
 from .base import Layer, is_ndarray
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "pad_spatial"]
+
+
+def pad_spatial(F, x, sides: Sequence[Tuple[int, int]], mode: str = "constant", value: float = 0.0):
+    """Pad the spatial axes of an (N, C, *spatial) tensor by ``sides`` ((before, after) per axis).
+    Hides: MXNet's ``pad`` takes 4-D/5-D input only, so 1-D input goes through (N, C, 1, L)."""
+    sides = tuple(tuple(sd) for sd in sides)
+    if not any(sum(sd) for sd in sides):
+        return x
+    one_d = len(sides) == 1
+    if one_d:
+        x, sides = F.expand_dims(x, axis=2), ((0, 0),) + sides
+    x = F.pad(x, mode=mode, constant_value=value, pad_width=(0, 0, 0, 0) + sum(sides, ()))
+    return F.squeeze(x, axis=2) if one_d else x
 
 
 class _ConvNd(Layer):
@@ -60,12 +73,8 @@ class _ConvNd(Layer):
                            self.padding, self.padding_mode, self._sides)
 
     def _explicit_pad(self, F, x):
-        """torch's 'reflect'/'replicate' padding with F.pad (4-D only: 1-D input goes via (N, C, 1, L))."""
-        sides = ((0, 0),) * (2 - self._n) + self._sides
-        x4 = F.expand_dims(x, axis=2) if self._n == 1 else x
-        x4 = F.pad(x4, mode="reflect" if self.padding_mode == "reflect" else "edge",
-                   pad_width=(0, 0, 0, 0) + sides[0] + sides[1])
-        return F.squeeze(x4, axis=2) if self._n == 1 else x4
+        """torch's 'reflect'/'replicate' padding with F.pad."""
+        return pad_spatial(F, x, self._sides, "reflect" if self.padding_mode == "reflect" else "edge")
 
     def hybrid_forward(self, F, x, weight, bias=None):
         if is_ndarray(x):
@@ -103,4 +112,134 @@ class Conv1d(_ConvNd):
 class Conv2d(_ConvNd):
     """``torch.nn.Conv2d`` on NCHW input via ``F.Convolution``; weight (out, in/groups, kh, kw)."""
     _dl_layer = "Conv2d"
+    _n = 2
+
+
+class Conv3d(_ConvNd):
+    """``torch.nn.Conv3d`` on NCDHW input via ``F.Convolution``; weight (out, in/groups, kd, kh, kw)."""
+    _dl_layer = "Conv3d"
+    _n = 3
+
+
+class _ConvTransposeNd(Layer):
+    """torch's transposed convolution via ``F.Deconvolution``: same weight layout (in, out/groups,
+    k...), ``adj`` = torch's ``output_padding``. MXNet refuses ``adj >= stride`` (torch allows
+    ``output_padding < max(stride, dilation)``) and its float64 op is wrong with stride > 1 and
+    dilation > 1: those cases convolve unpadded and crop/pad to torch's window (:meth:`_deconv`).
+    ``target_shape`` is never used: it is fixed per op (torch's ``output_size=`` is per call) and
+    refuses sizes that need ``output_padding > padding``."""
+    _n = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1,
+                 padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True,
+                 dilation: IntOrTuple = 1, padding_mode: str = "zeros") -> None:
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size = to_tuple(kernel_size, n, "kernel_size")
+        self.stride = to_tuple(stride, n, "stride")
+        self.padding = to_tuple(padding, n, "padding")
+        self.output_padding = to_tuple(output_padding, n, "output_padding")
+        self.dilation = to_tuple(dilation, n, "dilation")
+        C.check_conv_transpose_args(name, in_channels, out_channels, groups, self.stride, self.dilation,
+                                    self.output_padding, padding_mode)
+        self.padding_mode = padding_mode
+        # torch: kaiming_uniform(a=sqrt(5)) on (in, out/groups, k...): fan_in = out/groups * prod(k)
+        fan_in = self.out_channels // self.groups * int(np.prod(self.kernel_size))
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        self.weight = self._dl_new_param(
+            "weight", (self.in_channels, self.out_channels // self.groups) + self.kernel_size,
+            init=self._uniform(bound))
+        self.bias = self._dl_new_param("bias", (self.out_channels,), init=self._uniform(bound)) if bias else None
+
+    def _check(self, shape) -> None:
+        C.check_conv_transpose_input(type(self).__name__, self.in_channels, shape, self.kernel_size, self.stride,
+                                     self.padding, self.dilation, self.output_padding)
+
+    def forward(self, x, output_size: Optional[Sequence[int]] = None):
+        """``output_size=`` (torch's forward argument) picks the output padding for that size; a size
+        whose padding differs from the layer's own runs imperatively (also when hybridized)."""
+        if output_size is None:
+            return super().forward(x)
+        if not is_ndarray(x):
+            raise NotImplementedError(f"{type(self).__name__}: output_size= needs an NDArray input on the "
+                                      f"mxnet backend (a Symbol has no shape)")
+        self._check(x.shape)
+        adj = C.conv_transpose_output_padding(type(self).__name__, x.shape, output_size, self.kernel_size,
+                                              self.stride, self.padding, self.dilation)
+        if adj == self.output_padding:
+            return super().forward(x)
+        from mxnet import nd
+        bias = self.bias.data(x.context) if self.bias is not None else None
+        return self._deconv(nd, x, self.weight.data(x.context), bias, adj)
+
+    def __call__(self, x, output_size: Optional[Sequence[int]] = None):
+        return super().__call__(x) if output_size is None else super().__call__(x, output_size)
+
+    def hybrid_forward(self, F, x, weight, bias=None):
+        if is_ndarray(x):
+            self._check(x.shape)
+        return self._deconv(F, x, weight, bias, self.output_padding)
+
+    def _deconv(self, F, x, weight, bias, adj: Tuple[int, ...]):
+        n = self._n
+        kw = dict(kernel=self.kernel_size, dilate=self.dilation, num_filter=self.out_channels,
+                  num_group=self.groups, no_bias=bias is None)
+        strided_dilated = any(s > 1 for s in self.stride) and any(d > 1 for d in self.dilation)
+        if not strided_dilated and all(a < s for a, s in zip(adj, self.stride)):
+            return F.Deconvolution(x, weight, bias, stride=self.stride, pad=self.padding, adj=adj, **kw)
+        # MXNet refuses adj >= stride (torch allows it when dilation > stride), and its float64
+        # (non-MKLDNN) Deconvolution is wrong with stride > 1 and dilation > 1 (measured 7.1 off):
+        # zeros between the input elements (the stride), a stride-1 unpadded deconvolution, then
+        # torch's window [p, p + L) of that full output per axis, bias only past its end
+        stride = self.stride
+        if strided_dilated:
+            x, stride = _insert_zeros(F, x, self.stride), (1,) * n
+        out = F.Deconvolution(x, weight, bias, stride=stride, pad=(0,) * n, adj=(0,) * n, **kw)
+        sides = []
+        for i, (p, a) in enumerate(zip(self.padding, adj)):
+            out = F.slice_axis(out, axis=2 + i, begin=p, end=None if a >= p else a - p)
+            sides.append((0, max(a - p, 0)))
+        if bias is None or not any(after for _, after in sides):
+            return pad_spatial(F, out, sides)
+        b = F.reshape(bias, shape=(1, -1) + (1,) * n)
+        return F.broadcast_add(pad_spatial(F, F.broadcast_sub(out, b), sides), b)
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        for k, zero in (("padding", 0), ("output_padding", 0), ("dilation", 1)):
+            if getattr(self, k) != (zero,) * self._n:
+                s += f", {k}={getattr(self, k)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+def _insert_zeros(F, x, stride: Sequence[int]):
+    """``s - 1`` zeros between neighbours along each spatial axis (length (L - 1) s + 1): a strided
+    transposed convolution is a stride-1 one of this. Static reshapes only (works on Symbols)."""
+    for i, s in enumerate(stride):
+        if s == 1:
+            continue
+        axis = 2 + i
+        xe = F.expand_dims(x, axis=axis + 1)
+        z = F.zeros_like(xe)
+        x = F.concat(xe, *([z] * (s - 1)), dim=axis + 1)
+        x = F.reshape(x, shape=(0,) * axis + (-3,) + (0,) * (len(stride) - 1 - i))
+        x = F.slice_axis(x, axis=axis, begin=0, end=1 - s)
+    return x
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """``torch.nn.ConvTranspose1d`` on NCW input via ``F.Deconvolution``; weight (in, out/groups, k)."""
+    _dl_layer = "ConvTranspose1d"
+    _n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """``torch.nn.ConvTranspose2d`` on NCHW input via ``F.Deconvolution``; weight (in, out/groups, kh, kw)."""
+    _dl_layer = "ConvTranspose2d"
     _n = 2

@@ -9,9 +9,10 @@ from __future__ import annotations
 from .base import Layer, Module, is_ndarray, make_parameter, shape_error
 from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
+from .pool import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool3d, MaxPool3d
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from .activation import Hardsigmoid, Hardswish, Mish, PReLU, ReLU6, Softplus
 from .dropout import Dropout, Dropout1d, Dropout2d
@@ -31,4 +32,6 @@ __all__ = [
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish", "Dropout1d", "Dropout2d",
     "Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten",
+    "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool3d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
 ]

@@ -1,4 +1,5 @@
-"""Max/average/adaptive pooling on MXNet with PyTorch's output sizes (incl. ``ceil_mode``)."""
+"""Max/average pooling (1-3 d) and adaptive pooling on MXNet with PyTorch's output sizes (incl.
+``ceil_mode``) and adaptive bins."""
 from __future__ import annotations
 
 from typing import Optional
@@ -9,8 +10,10 @@ from mxnet import autograd
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple, to_tuple
 from .base import Layer, is_ndarray
+from .conv import pad_spatial
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
 
 
 class _PoolNd(Layer):
@@ -62,31 +65,23 @@ class _PoolNd(Layer):
         -inf; average = sum pooling / sum pooling of a mask of the elements torch counts."""
         k, s, p = self.kernel_size, self.stride, self.padding
         r = tuple(min(pi + si - 1, ki - 1) for ki, si, pi in zip(k, s, p))
-        one_d = self._n == 1
-        if one_d:                                   # F.pad needs 4-D: pool (N, C, 1, L) with (1, k)
-            x = F.expand_dims(x, axis=2)
-            k, s, p, r = (1,) + k, (1,) + s, (0,) + p, (0,) + r
+        zero = (0,) * self._n
 
         def pad(t, before, after, value):
-            if not any(before) and not any(after):
-                return t
-            return F.pad(t, mode="constant", constant_value=value,
-                         pad_width=(0, 0, 0, 0, before[0], after[0], before[1], after[1]))
+            return pad_spatial(F, t, tuple(zip(before, after)), "constant", value)
 
         def pool(t, kind):
-            return F.Pooling(t, kernel=k, stride=s, pad=(0, 0), pool_type=kind, pooling_convention="valid")
+            return F.Pooling(t, kernel=k, stride=s, pad=zero, pool_type=kind, pooling_convention="valid")
 
         if self._type == "max":
-            out = self._max_op(F, pad(x, p, r, float("-inf")), kernel=k, stride=s, pad=(0, 0))
+            return self._max_op(F, pad(x, p, r, float("-inf")), kernel=k, stride=s, pad=zero)
+        total = pool(pad(x, p, r, 0.0), "sum")
+        mask = F.ones_like(F.slice_axis(F.slice_axis(x, axis=0, begin=0, end=1), axis=1, begin=0, end=1))
+        if self.count_include_pad:              # torch counts the padding, not what lies past it
+            mask = pad(pad(mask, p, p, 1.0), zero, tuple(ri - pi for ri, pi in zip(r, p)), 0.0)
         else:
-            total = pool(pad(x, p, r, 0.0), "sum")
-            mask = F.ones_like(F.slice_axis(F.slice_axis(x, axis=0, begin=0, end=1), axis=1, begin=0, end=1))
-            if self.count_include_pad:              # torch counts the padding, not what lies past it
-                mask = pad(pad(mask, p, p, 1.0), (0, 0), tuple(ri - pi for ri, pi in zip(r, p)), 0.0)
-            else:
-                mask = pad(mask, p, r, 0.0)
-            out = F.broadcast_div(total, F.BlockGrad(pool(mask, "sum")))
-        return F.squeeze(out, axis=2) if one_d else out
+            mask = pad(mask, p, r, 0.0)
+        return F.broadcast_div(total, F.BlockGrad(pool(mask, "sum")))
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -136,17 +131,34 @@ class AvgPool1d(_AvgPoolNd):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-class AvgPool2d(_AvgPoolNd):
-    """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
-    _dl_layer = "AvgPool2d"
+class _AvgPoolDivisor(_AvgPoolNd):
+    """2-d/3-d average pooling: torch's signature has ``divisor_override`` (MXNet's Pooling has none)."""
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: Optional[int] = None) -> None:
         if divisor_override is not None:
-            raise NotImplementedError("AvgPool2d: divisor_override is not available on the mxnet backend")
+            raise NotImplementedError(f"{type(self).__name__}: divisor_override is not available on the "
+                                      f"mxnet backend")
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = None
+
+
+class AvgPool2d(_AvgPoolDivisor):
+    """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
+    _dl_layer = "AvgPool2d"
+
+
+class MaxPool3d(_MaxPoolNd):
+    """``torch.nn.MaxPool3d`` (NCDHW); ceil_mode as MaxPool2d."""
+    _dl_layer = "MaxPool3d"
+    _n = 3
+
+
+class AvgPool3d(_AvgPoolDivisor):
+    """``torch.nn.AvgPool3d`` (NCDHW); ceil_mode as AvgPool2d."""
+    _dl_layer = "AvgPool3d"
+    _n = 3
 
 
 class AdaptiveAvgPool2d(Layer):
@@ -156,10 +168,8 @@ class AdaptiveAvgPool2d(Layer):
 
     def __init__(self, output_size: IntOrTuple) -> None:
         super().__init__()
-        if isinstance(output_size, (int, np.integer)):
-            output_size = (int(output_size),) * 2
-        output_size = tuple(output_size)
-        if len(output_size) != 2 or any(o is None for o in output_size):
+        output_size = C.adaptive_output_size("AdaptiveAvgPool2d", output_size, 2)
+        if None in output_size:
             raise NotImplementedError(f"AdaptiveAvgPool2d: output_size must be an int or two ints on the "
                                       f"mxnet backend (None entries are not supported), got {output_size!r}")
         self.output_size = tuple(int(o) for o in output_size)
@@ -173,3 +183,72 @@ class AdaptiveAvgPool2d(Layer):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class _AdaptivePoolNd(Layer):
+    """Adaptive pooling over the last ``_n`` axes with torch's bins (bin i of L into o covers
+    [floor(i L / o), ceil((i + 1) L / o)), :func:`dualdl.nn.checks.adaptive_bins`). 1-d input runs
+    as (N, C, 1, L). Works on Symbols (no shape needed)."""
+    _n = 1
+
+    def __init__(self, output_size: IntOrTuple, return_indices: bool = False) -> None:
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        if return_indices:
+            raise NotImplementedError(f"{name}: return_indices=True is not available on the mxnet backend")
+        sizes = C.adaptive_output_size(name, output_size, n)
+        if None in sizes:
+            raise NotImplementedError(f"{name}: None in output_size (keep that axis) is not supported on the "
+                                      f"mxnet backend, got {output_size!r}")
+        self._sizes = tuple(int(o) for o in sizes)
+        self.output_size = self._sizes[0] if n == 1 else self._sizes
+        self.return_indices = False
+
+    def hybrid_forward(self, F, x):
+        if is_ndarray(x):
+            C.check_adaptive_pool_input(self.output_size, x.shape, type(self).__name__, self._n)
+        if self._n == 1:
+            return F.squeeze(self._pool2d(F, F.expand_dims(x, axis=2), (1,) + self._sizes), axis=2)
+        return self._pool2d(F, x, self._sizes)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    """``torch.nn.AdaptiveAvgPool1d`` (NCW) via ``contrib.AdaptiveAvgPooling2D`` on (N, C, 1, L)
+    (MXNet has no 1-d adaptive pooling; same bins as torch)."""
+    _dl_layer = "AdaptiveAvgPool1d"
+
+    def __init__(self, output_size: int) -> None:
+        super().__init__(output_size)
+        del self.return_indices
+
+    @staticmethod
+    def _pool2d(F, x, size):
+        return F.contrib.AdaptiveAvgPooling2D(x, output_size=size)
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    @staticmethod
+    def _pool2d(F, x, size):
+        """MXNet has no adaptive max pooling: ``ROIPooling`` with one region per sample covering the
+        whole map has torch's bins (measured equal for H 1..13, W 1..10, every output size up to 7,
+        float32 and float64, forward and gradient). The region is built from the input (arange_like:
+        no shape needed, so hybridized graphs work)."""
+        last = lambda axis: F.max(F.contrib.arange_like(x, axis=axis))      # size - 1, x's dtype
+        batch = F.contrib.arange_like(x, axis=0)
+        zero = F.zeros_like(batch)
+        rois = F.stack(batch, zero, zero, F.broadcast_add(zero, last(3)), F.broadcast_add(zero, last(2)), axis=1)
+        return F.ROIPooling(x, F.BlockGrad(rois), pooled_size=size, spatial_scale=1.0)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """``torch.nn.AdaptiveMaxPool1d`` (NCW) with torch's bins via ROIPooling on (N, C, 1, L)."""
+    _dl_layer = "AdaptiveMaxPool1d"
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """``torch.nn.AdaptiveMaxPool2d`` (NCHW) with torch's bins via ROIPooling."""
+    _dl_layer = "AdaptiveMaxPool2d"
+    _n = 2

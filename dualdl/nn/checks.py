@@ -15,7 +15,10 @@ __all__ = [
     "explain", "empty_batch_error", "check_not_empty", "shape_error", "to_tuple",
     "check_linear_input",
     "check_conv_args", "conv_sides", "check_conv_input",
+    "check_conv_transpose_args", "conv_transpose_output_size", "check_conv_transpose_input",
+    "conv_transpose_output_padding",
     "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
+    "adaptive_output_size", "adaptive_bins",
     "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
     "check_layernorm_input", "check_groupnorm_args", "check_groupnorm_input", "INSTANCENORM_LAYOUTS",
     "check_instancenorm_input",
@@ -60,10 +63,10 @@ def to_tuple(v: IntOrTuple, n: int, what: str) -> Tuple[int, ...]:
     """An int or an n-sequence of ints as an n-tuple (torch's ``_pair``/``_single``)."""
     if isinstance(v, numbers.Integral):
         return (int(v),) * n
-    t = tuple(int(i) for i in v)
-    if len(t) != n:
+    if isinstance(v, str) or not hasattr(v, "__len__") or len(v) != n \
+            or not all(isinstance(i, numbers.Integral) for i in v):
         raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v!r}")
-    return t
+    return tuple(int(i) for i in v)
 
 
 # ---- Linear -----------------------------------------------------------------------------------
@@ -77,7 +80,7 @@ def check_linear_input(in_features: int, out_features: int, shape: Shape) -> Non
 
 
 # ---- convolutions -----------------------------------------------------------------------------
-_CONV_LAYOUTS = {1: "(N, C_in, L)", 2: "(N, C_in, H, W)"}
+_CONV_LAYOUTS = {1: "(N, C_in, L)", 2: "(N, C_in, H, W)", 3: "(N, C_in, D, H, W)"}
 
 
 def check_conv_args(name: str, in_channels: int, out_channels: int, groups: int) -> None:
@@ -118,8 +121,66 @@ def check_conv_input(name: str, in_channels: int, shape: Shape, kernel_size: Seq
                              f"{padding} for input {shape[2:]}")
 
 
+# ---- transposed convolutions -------------------------------------------------------------------
+def check_conv_transpose_args(name: str, in_channels: int, out_channels: int, groups: int,
+                              stride: Sequence[int], dilation: Sequence[int], output_padding: Sequence[int],
+                              padding_mode: str = "zeros") -> None:
+    """Divisible channels, zeros padding only, and torch's ``output_padding < max(stride, dilation)``
+    (checked at construction on both; torch itself only fails in forward). Hides: MXNet's ``adj``
+    must be smaller than the stride alone."""
+    check_conv_args(name, in_channels, out_channels, groups)
+    if padding_mode != "zeros":
+        raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
+    for op, s, d in zip(output_padding, stride, dilation):
+        if op < 0 or op >= max(s, d):
+            raise ValueError(f"{name}: output_padding {tuple(output_padding)} must be smaller than either "
+                             f"stride {tuple(stride)} or dilation {tuple(dilation)}")
+
+
+def conv_transpose_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int,
+                               output_padding: int) -> int:
+    """torch's transposed-convolution length: (L - 1) s - 2 p + d (k - 1) + output_padding + 1."""
+    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+def check_conv_transpose_input(name: str, in_channels: int, shape: Shape, kernel_size: Sequence[int],
+                               stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                               output_padding: Sequence[int]) -> None:
+    """Rank and channels, no empty input, a positive output size on every spatial axis."""
+    n, shape = len(kernel_size), tuple(shape)
+    who = f"{name}(in_channels={in_channels})"
+    if len(shape) != n + 2 or shape[1] != in_channels:
+        raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
+    check_not_empty(who, shape)
+    sizes = tuple(conv_transpose_output_size(shape[2 + i], kernel_size[i], stride[i], padding[i], dilation[i],
+                                             output_padding[i]) for i in range(n))
+    if any(o <= 0 for o in sizes):
+        raise ValueError(f"{who}: input spatial size {shape[2:]} gives no output (output would be {sizes})")
+
+
+def conv_transpose_output_padding(name: str, shape: Shape, output_size: Sequence[int],
+                                  kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                                  dilation: Sequence[int]) -> Tuple[int, ...]:
+    """The output padding that gives ``output_size`` (forward's ``output_size=``, the n spatial
+    sizes or the full n + 2 shape), as torch computes it, with torch's range error. Hides: MXNet's
+    ``target_shape`` recomputes the padding itself and ignores ``pad``/``adj``."""
+    n, shape = len(kernel_size), tuple(shape)
+    want = tuple(int(o) for o in output_size)
+    if len(want) == n + 2:
+        want = want[2:]
+    if len(want) != n:
+        raise ValueError(f"{name}: output_size must have {n} or {n + 2} elements, got {len(want)}")
+    lo = tuple(conv_transpose_output_size(shape[2 + i], kernel_size[i], stride[i], padding[i], dilation[i], 0)
+               for i in range(n))
+    hi = tuple(m + s - 1 for m, s in zip(lo, stride))
+    if any(not a <= w <= b for w, a, b in zip(want, lo, hi)):
+        raise ValueError(f"{name}: requested an output size of {want}, but valid sizes range from {lo} to "
+                         f"{hi} (for an input of {shape[2:]})")
+    return tuple(w - a for w, a in zip(want, lo))
+
+
 # ---- pooling ----------------------------------------------------------------------------------
-_POOL_LAYOUTS = {1: "(N, C, L)", 2: "(N, C, H, W)"}
+_POOL_LAYOUTS = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}
 
 
 def check_pool_args(name: str, kernel_size: Sequence[int], stride: Sequence[int],
@@ -164,10 +225,33 @@ def check_pool_input(name: str, shape: Shape, kernel_size: Sequence[int], stride
         raise ValueError(f"{who}: input spatial size {shape[2:]} is too small (output would be {sizes})")
 
 
-def check_adaptive_pool_input(output_size: Any, shape: Shape) -> None:
-    if len(tuple(shape)) != 4:
-        size = (output_size,) * 2 if isinstance(output_size, numbers.Integral) else tuple(output_size)
-        raise shape_error(f"AdaptiveAvgPool2d(output_size={size})", "(N, C, H, W)", shape)
+def check_adaptive_pool_input(output_size: Any, shape: Shape, name: str = "AdaptiveAvgPool2d",
+                              n: int = 2) -> None:
+    """Rank (N, C, *spatial) for an adaptive pool over ``n`` axes, no empty input."""
+    shape = tuple(shape)
+    size = (output_size,) * n if isinstance(output_size, numbers.Integral) or output_size is None \
+        else tuple(output_size)
+    who = f"{name}(output_size={size[0] if n == 1 else size})"
+    if len(shape) != n + 2:
+        raise shape_error(who, _POOL_LAYOUTS[n], shape)
+    check_not_empty(who, shape)
+
+
+def adaptive_output_size(name: str, output_size: Any, n: int) -> Tuple[Optional[int], ...]:
+    """``output_size`` as n entries, each a positive int or None (keep that axis's size, torch's
+    meaning); checked at construction on both backends (torch itself fails only in forward)."""
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, numbers.Integral) \
+        else tuple(output_size) if isinstance(output_size, (tuple, list)) else ()
+    if len(sizes) != n or any(o is not None and (not isinstance(o, numbers.Integral) or o <= 0) for o in sizes):
+        raise ValueError(f"{name}: output_size must be a positive int or a tuple of {n} (positive ints or "
+                         f"None), got {output_size!r}")
+    return tuple(None if o is None else int(o) for o in sizes)
+
+
+def adaptive_bins(size: int, out: int) -> Tuple[Tuple[int, int], ...]:
+    """torch's adaptive-pooling windows: bin i covers [floor(i L / o), ceil((i + 1) L / o)); bins
+    overlap when L is not a multiple of o."""
+    return tuple((i * size // out, -(-(i + 1) * size // out)) for i in range(out))
 
 
 # ---- normalisation ----------------------------------------------------------------------------

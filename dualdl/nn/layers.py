@@ -91,6 +91,23 @@ LAYERS = {
     "ZeroPad2d": "No Gluon block (legacy pad is 4-D/5-D only); dualdl.ops.pad; negative (cropping) padding refused.",
     "ReflectionPad2d": "No Gluon block; dualdl.ops.pad(mode='reflect'), each pad smaller than its dim.",
     "Unflatten": "No Gluon block; reshape (hybridized: reshape's -4 split codes, dim >= 0).",
+    "Conv3d": "F.Convolution (NCDHW) with torch's weight layout (out, in/groups, kd, kh, kw) and init; "
+             "padding ('same', reflect/replicate via 5-d F.pad) as Conv2d.",
+    "ConvTranspose1d": "F.Deconvolution, same weight layout (in, out/groups, k), adj = output_padding; torch's init "
+                      "(fan_in = out/groups * k; Gluon: Uniform(0.07)). MXNet refuses adj >= stride (torch allows "
+                      "output_padding < max(stride, dilation)) and its float64 Deconvolution is wrong with stride > "
+                      "1 and dilation > 1 (7.1 off): both run as a stride-1 deconvolution of the zero-interleaved "
+                      "input, cropped to torch's window.",
+    "ConvTranspose2d": "As ConvTranspose1d (NCHW). forward(x, output_size=) as torch (eager and hybridized); MXNet's "
+                      "target_shape is fixed per layer and refuses sizes that need output_padding > padding.",
+    "MaxPool3d": "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding; MKLDNN's eval-mode backward "
+                "quirk measured here too, 2.0-5.7 off hybridized).",
+    "AvgPool3d": "As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements); no divisor_override.",
+    "AdaptiveAvgPool1d": "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L) (torch's "
+                        "bins).",
+    "AdaptiveMaxPool1d": "MXNet has no adaptive max pooling: ROIPooling with one whole-map region per sample has "
+                        "torch's bins (exact, incl. overlapping and upsampling bins); no return_indices.",
+    "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.",
 }
 
 

@@ -2,9 +2,10 @@
 generates the checks from ROWS; adding an entry to dualdl is adding its row (docs/parity.md)."""
 from .layers import ROWS as LAYER_ROWS
 from .layers_act import ROWS as ACT_ROWS
+from .conv_pool import ROWS as CONV_POOL_ROWS
 from .losses import ROWS as LOSS_ROWS
 from .norm_rows import ROWS as NORM_ROWS
 from .ops import ROWS as OP_ROWS
 from .ops_more import ROWS as OP_MORE_ROWS
 
-ROWS = LAYER_ROWS + ACT_ROWS + NORM_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
+ROWS = LAYER_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
