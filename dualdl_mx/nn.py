@@ -17,6 +17,7 @@ from .dropout import Dropout
 from .containers import ModuleDict, ModuleList, Sequential
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
     "Module", "Layer", "make_parameter", "Linear",
@@ -25,5 +26,6 @@ __all__ = [
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
     "Sequential", "ModuleList", "ModuleDict",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
 ]

@@ -16,6 +16,7 @@ from .dropout import Dropout
 from .containers import ModuleDict, ModuleList, Sequential
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
     "Module", "make_parameter", "shape_error",
@@ -26,4 +27,5 @@ __all__ = [
     "Dropout", "Sequential", "ModuleList", "ModuleDict",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
 ]
