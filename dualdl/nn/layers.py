@@ -82,4 +82,15 @@ def _declare(name: str, doc: str) -> type:
 
 
 globals().update({name: _declare(name, doc) for name, doc in LAYERS.items()})
+
+
+def _generate_square_subsequent_mask(sz: int, device=None, dtype=None, backend=None):
+    """torch.nn.Transformer.generate_square_subsequent_mask on the active backend (or ``backend=``):
+    a native (sz, sz) float tensor, -inf above the diagonal, 0 elsewhere."""
+    from ..backend import get_backend
+    native = get_backend(backend).module("nn").Transformer
+    return native.generate_square_subsequent_mask(sz, device=device, dtype=dtype)
+
+
+globals()["Transformer"].generate_square_subsequent_mask = staticmethod(_generate_square_subsequent_mask)
 __all__ = sorted(LAYERS)
