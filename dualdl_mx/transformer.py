@@ -512,6 +512,7 @@ class Transformer(_MaskedBlock):
             T.check_src(who, src.shape, self.d_model, self.batch_first, name="src")
         masks = _decoder_masks(who, self.d_model, self.nhead, self.batch_first, tgt, src, tgt_mask, memory_mask,
                                tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        T.warn_unmasked_memory(who, src_key_padding_mask, memory_key_padding_mask)
         src_mask, src_pad, _ = self.encoder.layers[0]._checked(who, src, src_mask, src_key_padding_mask,
                                                                bool(src_is_causal), None)
         return self._dl_call((), src, tgt, src_mask, src_pad, *masks)

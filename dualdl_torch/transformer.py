@@ -365,6 +365,7 @@ class Transformer(torch.nn.Transformer):
         T.check_src(who, tuple(src.shape), self.d_model, self.batch_first, name="src")
         _check_decoder_call(who, self.d_model, self.nhead, self.batch_first, tgt, src, tgt_mask, memory_mask,
                             tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        T.warn_unmasked_memory(who, src_key_padding_mask, memory_key_padding_mask)
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
                               is_causal=src_is_causal)
         return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,

@@ -206,3 +206,24 @@ def test_gluonnlp_decoder_and_its_incremental_decoding_rebuilt_on_both_backends(
               f"{d_inc:.1e} (|out| max {np.abs(ref).max():.2f})")
         assert d_full <= 1e-5 and d_inc <= 1e-5 and np.abs(ref).max() > 0.5
     assert (ref[~valid] == 0).all()          # gluonnlp zeroes padded target steps; torch's decoder does not
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+def test_transformer_warns_when_padded_memory_is_not_masked(be):
+    """dualdl's encoder zeroes padded source positions; torch.nn.Transformer's does not, so a decoder
+    attending to them (no memory_key_padding_mask) differs from torch's: warned. With the memory mask
+    (torch's advice) dualdl on torch equals torch.nn.Transformer exactly."""
+    model = dl.nn.Transformer(D, H, 1, 1, FF, dropout=0.0, backend=be)
+    src, tgt = _t(_x((S, N, D), 1), be), _t(_x((T, N, D), 2), be)
+    spad = _t(np.arange(S)[None] >= np.array([4, 2, 1])[:, None], be)
+    with pytest.warns(UserWarning, match="memory_key_padding_mask=src_key_padding_mask"):
+        model(src, tgt, src_key_padding_mask=spad)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = model(src, tgt, src_key_padding_mask=spad, memory_key_padding_mask=spad)
+    if be == "torch":
+        ref = torch.nn.Transformer(D, H, 1, 1, FF, dropout=0.0)
+        ref.load_state_dict(model.state_dict())
+        want = ref(src, tgt, src_key_padding_mask=spad, memory_key_padding_mask=spad)
+        assert torch.equal(out, want)

@@ -13,7 +13,7 @@ from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
            "check_valid_length", "check_attn_mask", "check_attn_mask_dtype", "check_activation",
-           "check_decoder_inputs", "check_stack_args", "causal_mask", "sinusoid_table", "MASK_FILL",
+           "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table", "MASK_FILL",
            "PE_STYLES"]
 
 # Masked attention scores get this additive value on both backends (not -inf): valid rows are
@@ -188,6 +188,17 @@ def check_decoder_inputs(who: str, tgt: Shape, memory: Shape, d_model: int, nhea
         if hint and m is None:
             raise ValueError(f"{who}: {name}_is_causal=True needs {name}_mask (the hint does not build one; "
                              f"pass Transformer.generate_square_subsequent_mask(T))")
+
+
+def warn_unmasked_memory(who: str, src_key_padding_mask, memory_key_padding_mask) -> None:
+    """Transformer: dualdl's encoder outputs 0 at padded source positions, torch's reference path
+    leaves values there; they only matter when the decoder attends to them (no memory mask)."""
+    if src_key_padding_mask is not None and memory_key_padding_mask is None:
+        import warnings
+        warnings.warn(f"{who}: src_key_padding_mask without memory_key_padding_mask: the decoder attends to "
+                      f"padded memory positions, which dualdl's encoder sets to 0 (torch.nn.Transformer leaves "
+                      f"other values there, so results differ from torch's); pass "
+                      f"memory_key_padding_mask=src_key_padding_mask to mask them", stacklevel=3)
 
 
 def causal_mask(sz: int) -> np.ndarray:
