@@ -214,14 +214,16 @@ def _maybe_to(block: Module, device) -> None:
 
 
 class _TransformerLayer(_MaskedBlock):
-    """What the encoder and decoder layers share, in torch's registration order: the attention
+    """What the encoder and decoder layers share (torch's constructor signature, the same for both),
+    in torch's registration order: the attention
     blocks named in ``_dl_attn`` (``self_attn``, then ``multihead_attn`` for the decoder),
     ``linear1``, ``dropout``, ``linear2``, ``norm1..k``, ``dropout1..k`` (k = attention blocks + 1)."""
     _dl_attn: Tuple[str, ...] = ("self_attn",)
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation: Any,
-                 layer_norm_eps: float, batch_first: Optional[bool], norm_first: bool, bias: bool, device,
-                 dtype, layout: Optional[str]) -> None:
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
+                 layout: Optional[str] = None) -> None:
         super().__init__()
         who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
         T.dims_ok(d_model, nhead, who)
@@ -270,13 +272,6 @@ class TransformerEncoderLayer(_TransformerLayer):
     padding (torch's convention), or ``valid_length`` (N,) (Gluon's); padded output positions are 0.
     """
     _dl_layer = "TransformerEncoderLayer"
-
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
-                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
-                 layout: Optional[str] = None) -> None:
-        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-                         norm_first, bias, device, dtype, layout)
 
     def _checked(self, who: str, src, src_mask, src_key_padding_mask, is_causal, valid_length):
         """Validate NDArray inputs and canonicalise masks (Symbols pass through unchecked)."""
@@ -398,13 +393,6 @@ class TransformerDecoderLayer(_TransformerLayer):
     (torch's decoder does not zero them)."""
     _dl_layer = "TransformerDecoderLayer"
     _dl_attn = ("self_attn", "multihead_attn")
-
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
-                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
-                 layout: Optional[str] = None) -> None:
-        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-                         norm_first, bias, device, dtype, layout)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False, memory_is_causal: bool = False):

@@ -133,6 +133,23 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         return out, w
 
 
+def _init_layer(self, base: type, attn: Tuple[str, ...], d_model, nhead, dim_feedforward, dropout, activation,
+                layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout) -> None:
+    """The encoder and decoder layers' construction: dualdl's argument checks, torch's own __init__
+    (the same init draws as torch), then dualdl's masking in the attention blocks ``attn``."""
+    who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
+    T.dims_ok(d_model, nhead, who)
+    if isinstance(activation, str):
+        activation = T.check_activation(who, activation)
+    bf = T.resolve_batch_first(batch_first, layout, who)
+    base.__init__(self, d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                  layer_norm_eps=layer_norm_eps, batch_first=bf, norm_first=norm_first, bias=bias, device=device,
+                  dtype=dtype)
+    for name in attn:
+        getattr(self, name).__class__ = MultiheadAttention
+    self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
+
+
 class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
     """``torch.nn.TransformerEncoderLayer`` (post-LN by default, relu/gelu FFN) with the same numbers
     as dualdl's MXNet build.
@@ -150,16 +167,8 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None,
                  layout: Optional[str] = None) -> None:
-        who = f"TransformerEncoderLayer(d_model={d_model}, nhead={nhead})"
-        T.dims_ok(d_model, nhead, who)
-        if isinstance(activation, str):
-            activation = T.check_activation(who, activation)
-        bf = T.resolve_batch_first(batch_first, layout, who)
-        super().__init__(d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                         activation=activation, layer_norm_eps=layer_norm_eps, batch_first=bf,
-                         norm_first=norm_first, bias=bias, device=device, dtype=dtype)
-        self.self_attn.__class__ = MultiheadAttention   # same init draws as torch; dualdl's masking
-        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
+        _init_layer(self, torch.nn.TransformerEncoderLayer, ("self_attn",), d_model, nhead, dim_feedforward, dropout, activation,
+                    layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
 
     def _who(self) -> str:
         return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
@@ -266,17 +275,8 @@ class TransformerDecoderLayer(torch.nn.TransformerDecoderLayer):
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None,
                  layout: Optional[str] = None) -> None:
-        who = f"TransformerDecoderLayer(d_model={d_model}, nhead={nhead})"
-        T.dims_ok(d_model, nhead, who)
-        if isinstance(activation, str):
-            activation = T.check_activation(who, activation)
-        bf = T.resolve_batch_first(batch_first, layout, who)
-        super().__init__(d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                         activation=activation, layer_norm_eps=layer_norm_eps, batch_first=bf,
-                         norm_first=norm_first, bias=bias, device=device, dtype=dtype)
-        self.self_attn.__class__ = MultiheadAttention        # same init draws as torch; dualdl's masking
-        self.multihead_attn.__class__ = MultiheadAttention
-        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
+        _init_layer(self, torch.nn.TransformerDecoderLayer, ("self_attn", "multihead_attn"), d_model, nhead, dim_feedforward, dropout, activation,
+                    layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
 
     def _who(self) -> str:
         return (f"TransformerDecoderLayer(d_model={self.d_model}, nhead={self.nhead}, "

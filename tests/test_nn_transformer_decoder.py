@@ -10,6 +10,7 @@ import dualdl as dl
 torch = pytest.importorskip("torch")
 mx = pytest.importorskip("mxnet")
 from mxnet import nd  # noqa: E402
+from test_parity_transformer import _randomise_gluon  # noqa: E402  (gluonnlp parameters, randomised)
 
 D, H, FF, N, T, S = 8, 2, 16, 3, 5, 4
 BACKENDS = ["torch", "mxnet"]
@@ -154,16 +155,8 @@ def _gluonnlp_decoders(maxlen):
     full.initialize(mx.init.Normal(0.3))
     mem = nd.array(_x((N, S, D), 5))
     full(nd.array(_x((N, T, D), 6)), full.init_state_from_encoder(mem, None))     # finish deferred init
-    mx.random.seed(11)
-    for name, p in full.collect_params().items():
-        if name.endswith("gamma"):
-            p.set_data(nd.random.uniform(0.5, 1.5, p.shape))
-        elif name.endswith(("beta", "bias")):
-            p.set_data(nd.random.uniform(-0.5, 0.5, p.shape))
-        elif name.endswith("weight"):
-            p.set_data(nd.random.normal(0, 0.3, p.shape))
-    step = TransformerOneStepDecoder(params=full.collect_params(), **kw)
-    return full, step, {k: v.data().asnumpy() for k, v in full.collect_params().items()}
+    P = _randomise_gluon(full)
+    return full, TransformerOneStepDecoder(params=full.collect_params(), **kw), P
 
 
 def _dualdl_gluonnlp_decoder(P, be, maxlen):
