@@ -220,3 +220,21 @@ def test_transformer_warns_when_padded_memory_is_not_masked(be):
         ref.load_state_dict(model.state_dict())
         want = ref(src, tgt, src_key_padding_mask=spad, memory_key_padding_mask=spad)
         assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("name", ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"])
+def test_signatures_are_torchs_on_both_backends(name):
+    """Constructor and forward: torch 2.13's parameter names, order and defaults on both adapters
+    (activation's default is the string "relu" for torch's F.relu; ``layout`` is dualdl's extra, and
+    the layers' ``batch_first=None`` means "not given", so that ``layout=`` may say it: False, as torch)."""
+    import inspect
+    import dualdl_mx.nn as mx_nn
+    import dualdl_torch.nn as torch_nn
+
+    def params(fn):
+        return [(p.name, "relu" if p.name == "activation" else False if (p.name, p.default) == ("batch_first", None) else p.default)
+                for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "layout")]
+    want = getattr(torch.nn, name)
+    for impl in (getattr(torch_nn, name), getattr(mx_nn, name)):
+        assert params(impl.__init__) == params(want.__init__), impl
+        assert params(impl.forward) == params(want.forward), impl
