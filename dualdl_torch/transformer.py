@@ -167,8 +167,8 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None,
                  layout: Optional[str] = None) -> None:
-        _init_layer(self, torch.nn.TransformerEncoderLayer, ("self_attn",), d_model, nhead, dim_feedforward, dropout, activation,
-                    layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
+        _init_layer(self, torch.nn.TransformerEncoderLayer, ("self_attn",), d_model, nhead, dim_feedforward, dropout,
+                    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
 
     def _who(self) -> str:
         return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
@@ -275,8 +275,9 @@ class TransformerDecoderLayer(torch.nn.TransformerDecoderLayer):
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None,
                  layout: Optional[str] = None) -> None:
-        _init_layer(self, torch.nn.TransformerDecoderLayer, ("self_attn", "multihead_attn"), d_model, nhead, dim_feedforward, dropout, activation,
-                    layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
+        _init_layer(self, torch.nn.TransformerDecoderLayer, ("self_attn", "multihead_attn"), d_model, nhead,
+                    dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias, device,
+                    dtype, layout)
 
     def _who(self) -> str:
         return (f"TransformerDecoderLayer(d_model={self.d_model}, nhead={self.nhead}, "

@@ -231,9 +231,14 @@ def test_signatures_are_torchs_on_both_backends(name):
     import dualdl_mx.nn as mx_nn
     import dualdl_torch.nn as torch_nn
 
+    def default(p):
+        if p.name == "activation":
+            return "relu"
+        return False if (p.name, p.default) == ("batch_first", None) else p.default
+
     def params(fn):
-        return [(p.name, "relu" if p.name == "activation" else False if (p.name, p.default) == ("batch_first", None) else p.default)
-                for p in inspect.signature(fn).parameters.values() if p.name not in ("self", "layout")]
+        return [(p.name, default(p)) for p in inspect.signature(fn).parameters.values()
+                if p.name not in ("self", "layout")]
     want = getattr(torch.nn, name)
     for impl in (getattr(torch_nn, name), getattr(mx_nn, name)):
         assert params(impl.__init__) == params(want.__init__), impl

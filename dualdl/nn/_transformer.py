@@ -13,8 +13,8 @@ from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
            "check_valid_length", "check_attn_mask", "check_attn_mask_dtype", "check_activation",
-           "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table", "MASK_FILL",
-           "PE_STYLES"]
+           "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table",
+           "MASK_FILL", "PE_STYLES"]
 
 # Masked attention scores get this additive value on both backends (not -inf): valid rows are
 # bit-identical (exp(-1e18 - max) == 0 in float32) and a row whose keys are all masked gets uniform
