@@ -243,3 +243,21 @@ def test_signatures_are_torchs_on_both_backends(name):
     for impl in (getattr(torch_nn, name), getattr(mx_nn, name)):
         assert params(impl.__init__) == params(want.__init__), impl
         assert params(impl.forward) == params(want.forward), impl
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+def test_dropout_follows_train_and_eval_and_p1_is_finite(be):
+    """Dropout 0.5 changes the output in train mode and not in eval mode; p = 1 gives finite outputs
+    (torch's guard, which the MXNet build shares through dualdl's Dropout)."""
+    x, mem = _t(_x((T, N, D), 1), be), _t(_x((S, N, D), 2), be)
+    layer = dl.nn.TransformerDecoderLayer(D, H, FF, dropout=0.5, backend=be)
+    layer.train()
+    with dl.autograd.record(layer):
+        a, b = dl.to_numpy(layer(x, mem)), dl.to_numpy(layer(x, mem))
+    assert np.abs(a - b).max() > 1e-3
+    layer.eval()
+    assert np.array_equal(dl.to_numpy(layer(x, mem)), dl.to_numpy(layer(x, mem)))
+    full = dl.nn.TransformerDecoderLayer(D, H, FF, dropout=1.0, backend=be)
+    full.train()
+    with dl.autograd.record(full):
+        assert np.isfinite(dl.to_numpy(full(x, mem))).all()
