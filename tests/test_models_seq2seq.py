@@ -17,7 +17,7 @@ D, HEADS, FF, N, S, T, STEPS, LR = 16, 2, 32, 4, 7, 6, 3, 0.05
 # SGD with momentum, not Adam: the gradient of attention's key bias (in_proj_bias[E:2E]) is 0 in exact
 # arithmetic (softmax ignores a per-query constant), so both backends hold rounding noise there (~1e-9,
 # opposite signs) and Adam's g / sqrt(v) turns that noise into full lr-sized steps (measured with Adam
-# lr 1e-2: 7.9e-3 apart after one step, everything else <= 3.7e-5; docs/models.md)
+# lr 1e-2: 7.9e-3 apart after one step, everything else <= 5.6e-5; docs/models.md)
 
 
 class Seq2SeqTransformer(nn.Module):
