@@ -179,6 +179,12 @@ NN: Dict[str, Name] = {
         "the ``torch.nn.AdaptiveMaxPool1d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "AdaptiveMaxPool2d": cls("(output_size, return_indices=...)",
         "the ``torch.nn.AdaptiveMaxPool2d`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "TransformerDecoderLayer": cls("(d_model, nhead, dim_feedforward=..., dropout=..., activation=..., layer_norm_eps=..., batch_first=..., norm_first=..., bias=..., device=..., dtype=..., layout=...)",
+        "the ``torch.nn.TransformerDecoderLayer`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "TransformerDecoder": cls("(decoder_layer, num_layers, norm=...)",
+        "the ``torch.nn.TransformerDecoder`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "Transformer": cls("(d_model=..., nhead=..., num_encoder_layers=..., num_decoder_layers=..., dim_feedforward=..., dropout=..., activation=..., custom_encoder=..., custom_decoder=..., layer_norm_eps=..., batch_first=..., norm_first=..., bias=..., device=..., dtype=...)",
+        "the ``torch.nn.Transformer`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
 }
 
 # ops: tensor functions (``dualdl.ops`` dispatches here by tensor type)

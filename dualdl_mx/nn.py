@@ -20,6 +20,7 @@ from .resample import PixelShuffle, ReflectionPad2d, Unflatten, Upsample, ZeroPa
 from .containers import ModuleDict, ModuleList, Sequential
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
     "Module", "Layer", "make_parameter", "Linear",
@@ -29,6 +30,7 @@ __all__ = [
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
     "Sequential", "ModuleList", "ModuleDict",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
     "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
     "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish", "Dropout1d", "Dropout2d",
     "Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten",

@@ -30,13 +30,16 @@ from mxnet import nd
 from mxnet.gluon import HybridBlock
 
 from dualdl.nn import _transformer as T
+from dualdl.devices import device as _parse_device
 from .base import Layer, Module, is_ndarray
 from .containers import ModuleList
+from .core import native_device
 from .dropout import Dropout, dropout
 from .linear import Linear
 from .norm import LayerNorm
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "PositionalEncoding"]
 
 
 class _MaskedBlock(Layer):
@@ -210,7 +213,56 @@ def _maybe_to(block: Module, device) -> None:
         block.to(device)
 
 
-class TransformerEncoderLayer(_MaskedBlock):
+class _TransformerLayer(_MaskedBlock):
+    """What the encoder and decoder layers share (torch's constructor signature, the same for both),
+    in torch's registration order: the attention
+    blocks named in ``_dl_attn`` (``self_attn``, then ``multihead_attn`` for the decoder),
+    ``linear1``, ``dropout``, ``linear2``, ``norm1..k``, ``dropout1..k`` (k = attention blocks + 1)."""
+    _dl_attn: Tuple[str, ...] = ("self_attn",)
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
+                 layout: Optional[str] = None) -> None:
+        super().__init__()
+        who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
+        T.dims_ok(d_model, nhead, who)
+        _check_dtype(who, dtype)
+        self.activation = T.check_activation(who, activation)
+        self.batch_first = T.resolve_batch_first(batch_first, layout, who)
+        self.d_model, self.nhead, self.norm_first = int(d_model), int(nhead), bool(norm_first)
+        self._dl_config = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
+                               activation=self.activation, layer_norm_eps=layer_norm_eps,
+                               batch_first=self.batch_first, norm_first=norm_first, bias=bias)
+        for name in self._dl_attn:
+            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=self.batch_first))
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        k = len(self._dl_attn) + 1
+        for i in range(1, k + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for i in range(1, k + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        _maybe_to(self, device)
+
+    def _who(self) -> str:
+        return f"{self._dl_layer}(d_model={self.d_model}, nhead={self.nhead}, batch_first={self.batch_first})"
+
+    def _sa_block(self, x, attn_mask, pad):
+        return self.dropout1(self.self_attn(x, x, x, pad, False, attn_mask)[0])
+
+    def _ff_block(self, F, x):
+        out = self.linear2(self.dropout(_activation(F, self.linear1(x), self.activation)))
+        return getattr(self, f"dropout{len(self._dl_attn) + 1}")(out)
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, nhead={self.nhead}, activation={self.activation!r}, "
+                f"norm_first={self.norm_first}, batch_first={self.batch_first}")
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """torch.nn.TransformerEncoderLayer on MXNet (post-LN unless ``norm_first``; relu or gelu).
 
     ``dropout`` defaults to 0.1 on both backends (torch's default; gluonnlp's was 0.0: pass
@@ -220,34 +272,6 @@ class TransformerEncoderLayer(_MaskedBlock):
     padding (torch's convention), or ``valid_length`` (N,) (Gluon's); padded output positions are 0.
     """
     _dl_layer = "TransformerEncoderLayer"
-
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
-                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
-                 layout: Optional[str] = None) -> None:
-        super().__init__()
-        who = f"TransformerEncoderLayer(d_model={d_model}, nhead={nhead})"
-        T.dims_ok(d_model, nhead, who)
-        _check_dtype(who, dtype)
-        self.activation = T.check_activation(who, activation)
-        self.batch_first = T.resolve_batch_first(batch_first, layout, who)
-        self.d_model, self.nhead, self.norm_first = int(d_model), int(nhead), bool(norm_first)
-        self._dl_config = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                               activation=self.activation, layer_norm_eps=layer_norm_eps,
-                               batch_first=self.batch_first, norm_first=norm_first, bias=bias)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=self.batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        _maybe_to(self, device)
-
-    def _who(self) -> str:
-        return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
-                f"batch_first={self.batch_first})")
 
     def _checked(self, who: str, src, src_mask, src_key_padding_mask, is_causal, valid_length):
         """Validate NDArray inputs and canonicalise masks (Symbols pass through unchecked)."""
@@ -283,12 +307,6 @@ class TransformerEncoderLayer(_MaskedBlock):
         pad = self._pad(F, x, pad, valid_length)
         return self._layer(F, x, attn_mask, pad)
 
-    def _sa_block(self, x, attn_mask, pad):
-        return self.dropout1(self.self_attn(x, x, x, pad, False, attn_mask)[0])
-
-    def _ff_block(self, F, x):
-        return self.dropout2(self.linear2(self.dropout(_activation(F, self.linear1(x), self.activation))))
-
     def _layer(self, F, x, attn_mask, pad):
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), attn_mask, pad)
@@ -297,10 +315,6 @@ class TransformerEncoderLayer(_MaskedBlock):
             x = self.norm1(x + self._sa_block(x, attn_mask, pad))
             x = self.norm2(x + self._ff_block(F, x))
         return _zero_padded(F, x, pad, self.batch_first)
-
-    def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, nhead={self.nhead}, activation={self.activation!r}, "
-                f"norm_first={self.norm_first}, batch_first={self.batch_first}")
 
 
 class TransformerEncoder(_MaskedBlock):
@@ -340,9 +354,9 @@ class TransformerEncoder(_MaskedBlock):
         return x
 
 
-def _clone_layer(layer: TransformerEncoderLayer) -> TransformerEncoderLayer:
+def _clone_layer(layer: _TransformerLayer) -> _TransformerLayer:
     """A new layer with ``layer``'s configuration, contexts, mode and weights (torch's deepcopy)."""
-    new = TransformerEncoderLayer(**layer._dl_config)
+    new = type(layer)(**layer._dl_config)
     ctxs = layer._dl_contexts()
     if ctxs != new._dl_contexts():
         new.to(ctxs)
@@ -351,6 +365,157 @@ def _clone_layer(layer: TransformerEncoderLayer) -> TransformerEncoderLayer:
         p.set_data(src[name].data(src[name].list_ctx()[0]).copy())
     new.train(layer.training)
     return new
+
+
+def _nd_shape(t: Any):
+    return None if t is None else tuple(t.shape)
+
+
+def _decoder_masks(who: str, d_model: int, nhead: int, batch_first: bool, tgt, memory, tgt_mask, memory_mask,
+                   tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal) -> Tuple:
+    """Check a decoder call (NDArrays; Symbols pass unchecked) and canonicalise its masks: additive
+    float attention masks, float 0/1 padding masks."""
+    if not is_ndarray(tgt):
+        return tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask
+    T.check_decoder_inputs(who, tgt.shape, _nd_shape(memory), d_model, nhead, batch_first, _nd_shape(tgt_mask),
+                           _nd_shape(memory_mask), _nd_shape(tgt_key_padding_mask),
+                           _nd_shape(memory_key_padding_mask), bool(tgt_is_causal), bool(memory_is_causal))
+    return (_nd_attn_mask(tgt_mask, tgt.dtype), _nd_attn_mask(memory_mask, tgt.dtype),
+            _nd_pad(tgt_key_padding_mask, tgt.dtype), _nd_pad(memory_key_padding_mask, tgt.dtype))
+
+
+class TransformerDecoderLayer(_TransformerLayer):
+    """torch.nn.TransformerDecoderLayer on MXNet: ``self_attn`` (on tgt), ``multihead_attn`` (tgt
+    queries, memory keys/values), FFN; post-LN unless ``norm_first``; relu or gelu; dropout 0.1 by
+    default (torch's). forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False); masks as torch's
+    (bool True = blocked, float added; key padding nonzero = pad). Padded tgt positions are not zeroed
+    (torch's decoder does not zero them)."""
+    _dl_layer = "TransformerDecoderLayer"
+    _dl_attn = ("self_attn", "multihead_attn")
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal: bool = False, memory_is_causal: bool = False):
+        masks = _decoder_masks(self._who(), self.d_model, self.nhead, self.batch_first, tgt, memory, tgt_mask,
+                               memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                               memory_is_causal)
+        return self._dl_call((), tgt, memory, *masks)
+
+    def hybrid_forward(self, F, x, memory, tgt_mask=None, memory_mask=None, tgt_pad=None, memory_pad=None):
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_pad)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_pad)
+            x = x + self._ff_block(F, self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_pad))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_pad))
+            x = self.norm3(x + self._ff_block(F, x))
+        return x
+
+    def _mha_block(self, x, memory, attn_mask, pad):
+        return self.dropout2(self.multihead_attn(x, memory, memory, pad, False, attn_mask)[0])
+
+
+class TransformerDecoder(_MaskedBlock):
+    """torch.nn.TransformerDecoder on MXNet: ``num_layers`` copies of ``decoder_layer`` (each starting
+    with its weights, as torch's deepcopy; the template is not a child), then ``norm``. forward(tgt,
+    memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=None, memory_is_causal=False)."""
+    _dl_layer = "TransformerDecoder"
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
+                 norm: Optional[HybridBlock] = None) -> None:
+        super().__init__()
+        self.num_layers = T.check_stack_args("TransformerDecoder", "decoder_layer", "TransformerDecoderLayer",
+                                             "mxnet", isinstance(decoder_layer, TransformerDecoderLayer),
+                                             decoder_layer, num_layers)
+        self.layers = ModuleList([_clone_layer(decoder_layer) for _ in range(self.num_layers)])
+        self.norm = norm
+
+    def _who(self) -> str:
+        f = self.layers[0]
+        return (f"TransformerDecoder(num_layers={self.num_layers}, d_model={f.d_model}, nhead={f.nhead}, "
+                f"batch_first={f.batch_first})")
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal: Optional[bool] = None, memory_is_causal: bool = False):
+        f = self.layers[0]
+        masks = _decoder_masks(self._who(), f.d_model, f.nhead, f.batch_first, tgt, memory, tgt_mask, memory_mask,
+                               tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        return self._dl_call((), tgt, memory, *masks)
+
+    def hybrid_forward(self, F, x, memory, tgt_mask=None, memory_mask=None, tgt_pad=None, memory_pad=None):
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, memory_mask, tgt_pad, memory_pad)
+        return x if self.norm is None else self.norm(x)
+
+
+def _xavier_uniform(block: Module) -> None:
+    """torch.nn.Transformer._reset_parameters: xavier-uniform on every parameter with more than one
+    axis (fans of a 2-D weight (out, in): in and out)."""
+    for _, p in block.named_parameters():
+        if len(p.shape) > 1:
+            fan_out, fan_in = p.shape[0], int(np.prod(p.shape[1:]))
+            bound = math.sqrt(6.0 / (fan_in + fan_out))
+            p.set_data(nd.random.uniform(-bound, bound, shape=p.shape, dtype=p.dtype))
+
+
+class Transformer(_MaskedBlock):
+    """torch.nn.Transformer on MXNet: ``encoder`` (dualdl TransformerEncoder + final LayerNorm) and
+    ``decoder`` (TransformerDecoder + final LayerNorm), torch's names; every parameter with more than
+    one axis re-drawn xavier-uniform, as torch's ``_reset_parameters``. forward(src, tgt, src_mask=None,
+    tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
+    ``generate_square_subsequent_mask(sz)``: float32 (sz, sz), -inf above the diagonal."""
+    _dl_layer = "Transformer"
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", custom_encoder: Optional[Any] = None,
+                 custom_decoder: Optional[Any] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        T.dims_ok(d_model, nhead, f"Transformer(d_model={d_model}, nhead={nhead})")
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                      norm_first, bias, None, dtype)
+        if custom_encoder is None:
+            custom_encoder = TransformerEncoder(TransformerEncoderLayer(*layer_args), num_encoder_layers,
+                                                LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        if custom_decoder is None:
+            custom_decoder = TransformerDecoder(TransformerDecoderLayer(*layer_args), num_decoder_layers,
+                                                LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        self.encoder, self.decoder = custom_encoder, custom_decoder
+        _xavier_uniform(self)
+        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bool(batch_first)
+        _maybe_to(self, device)
+
+    def _who(self) -> str:
+        return f"Transformer(d_model={self.d_model}, nhead={self.nhead}, batch_first={self.batch_first})"
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal: Optional[bool] = None,
+                tgt_is_causal: Optional[bool] = None, memory_is_causal: bool = False):
+        who = self._who()
+        if is_ndarray(src):
+            T.check_src(who, src.shape, self.d_model, self.batch_first, name="src")
+        masks = _decoder_masks(who, self.d_model, self.nhead, self.batch_first, tgt, src, tgt_mask, memory_mask,
+                               tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        T.warn_unmasked_memory(who, src_key_padding_mask, memory_key_padding_mask)
+        src_mask, src_pad, _ = self.encoder.layers[0]._checked(who, src, src_mask, src_key_padding_mask,
+                                                               bool(src_is_causal), None)
+        return self._dl_call((), src, tgt, src_mask, src_pad, *masks)
+
+    def hybrid_forward(self, F, src, tgt, src_mask=None, src_pad=None, tgt_mask=None, memory_mask=None,
+                       tgt_pad=None, memory_pad=None):
+        memory = self.encoder(src, src_mask, src_pad)
+        return self.decoder(tgt, memory, tgt_mask, memory_mask, tgt_pad, memory_pad)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
+        """torch's causal mask: (sz, sz), float -inf above the diagonal, 0 elsewhere (an NDArray)."""
+        ctx = (mx.current_context() if device is None else
+               device if isinstance(device, mx.Context) else native_device(_parse_device(device)))
+        return nd.array(T.causal_mask(sz), ctx=ctx, dtype=np.dtype(dtype or "float32").name)
 
 
 class PositionalEncoding(_MaskedBlock):

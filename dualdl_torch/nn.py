@@ -19,6 +19,7 @@ from .resample import PixelShuffle, ReflectionPad2d, Unflatten, Upsample, ZeroPa
 from .containers import ModuleDict, ModuleList, Sequential
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
     "Module", "make_parameter", "shape_error",
@@ -34,4 +35,5 @@ __all__ = [
     "Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten",
     "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool3d", "AvgPool3d",
     "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
 ]

@@ -10,6 +10,11 @@ What these subclasses change relative to plain torch (and why):
 - ``TransformerEncoderLayer``/``TransformerEncoder`` output 0 at padded positions (as gluonnlp and
   torch's nested-tensor fast path do; torch's slow path leaves values there);
 - input shapes are checked; errors name the layer, the expected layout and the shape received.
+
+``TransformerDecoderLayer``/``TransformerDecoder``/``Transformer`` are torch's (same init draws, same
+numbers); only the masking above (through this module's ``MultiheadAttention``) and the checks
+differ. The decoder does not zero padded ``tgt`` positions (torch's decoder has no fast path that
+would); ``Transformer``'s encoder does, as ``TransformerEncoder`` does.
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ import torch.nn.functional as F
 
 from dualdl.nn import _transformer as T
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "PositionalEncoding"]
 
 
 def _attn_mask_additive(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
@@ -58,6 +64,20 @@ def _zero_padded(x: torch.Tensor, pad: Optional[torch.Tensor], batch_first: bool
         return x
     p = pad if batch_first else pad.t()
     return x.masked_fill(p[..., None], 0.0)
+
+
+def _to_tnc(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """batch_first -> (L, N, E), keeping ``query is key is value`` / ``key is value`` as torch's own
+    MultiheadAttention does: F.multi_head_attention_forward then projects self-attention with one
+    packed GEMM (separate GEMMs round differently, up to 7e-6 relative after a few layers)."""
+    if key is value:
+        if query is key:
+            query = key = value = query.transpose(0, 1)
+        else:
+            query, key = query.transpose(0, 1), key.transpose(0, 1)
+            value = key
+        return query, key, value
+    return query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
 
 
 class MultiheadAttention(torch.nn.MultiheadAttention):
@@ -102,7 +122,7 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         kpm = _pad_additive(_pad_bool(key_padding_mask), query.dtype)
         am = _attn_mask_additive(attn_mask, query.dtype)
         if self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+            query, key, value = _to_tnc(query, key, value)
         out, w = F.multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
@@ -111,6 +131,23 @@ class MultiheadAttention(torch.nn.MultiheadAttention):
         if self.batch_first:
             out = out.transpose(0, 1)
         return out, w
+
+
+def _init_layer(self, base: type, attn: Tuple[str, ...], d_model, nhead, dim_feedforward, dropout, activation,
+                layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout) -> None:
+    """The encoder and decoder layers' construction: dualdl's argument checks, torch's own __init__
+    (the same init draws as torch), then dualdl's masking in the attention blocks ``attn``."""
+    who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
+    T.dims_ok(d_model, nhead, who)
+    if isinstance(activation, str):
+        activation = T.check_activation(who, activation)
+    bf = T.resolve_batch_first(batch_first, layout, who)
+    base.__init__(self, d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                  layer_norm_eps=layer_norm_eps, batch_first=bf, norm_first=norm_first, bias=bias, device=device,
+                  dtype=dtype)
+    for name in attn:
+        getattr(self, name).__class__ = MultiheadAttention
+    self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
 
 
 class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
@@ -130,16 +167,8 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None,
                  layout: Optional[str] = None) -> None:
-        who = f"TransformerEncoderLayer(d_model={d_model}, nhead={nhead})"
-        T.dims_ok(d_model, nhead, who)
-        if isinstance(activation, str):
-            activation = T.check_activation(who, activation)
-        bf = T.resolve_batch_first(batch_first, layout, who)
-        super().__init__(d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                         activation=activation, layer_norm_eps=layer_norm_eps, batch_first=bf,
-                         norm_first=norm_first, bias=bias, device=device, dtype=dtype)
-        self.self_attn.__class__ = MultiheadAttention   # same init draws as torch; dualdl's masking
-        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
+        _init_layer(self, torch.nn.TransformerEncoderLayer, ("self_attn",), d_model, nhead, dim_feedforward, dropout,
+                    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout)
 
     def _who(self) -> str:
         return (f"TransformerEncoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
@@ -216,6 +245,139 @@ class TransformerEncoder(torch.nn.TransformerEncoder):
         if self.norm is not None:
             x = _zero_padded(self.norm(x), pad, first.batch_first)
         return x
+
+
+def _shape(t: Optional[torch.Tensor]):
+    return None if t is None else tuple(t.shape)
+
+
+def _is_dl(obj: Any, name: str) -> bool:
+    return isinstance(obj, torch.nn.Module) and getattr(type(obj), "_dl_layer", None) == name
+
+
+def _check_decoder_call(who: str, d_model: int, nhead: int, batch_first: bool, tgt, memory, tgt_mask,
+                        memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                        memory_is_causal) -> None:
+    T.check_decoder_inputs(who, _shape(tgt), _shape(memory), d_model, nhead, batch_first, _shape(tgt_mask),
+                           _shape(memory_mask), _shape(tgt_key_padding_mask), _shape(memory_key_padding_mask),
+                           bool(tgt_is_causal), bool(memory_is_causal))
+
+
+class TransformerDecoderLayer(torch.nn.TransformerDecoderLayer):
+    """``torch.nn.TransformerDecoderLayer`` (self-attention, cross-attention on ``memory``, FFN;
+    post-LN unless ``norm_first``) with dualdl's masking (bool True = blocked, float added, masked
+    scores -1e18; key padding masks nonzero = pad) and checked shapes. forward(tgt, memory,
+    tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False, memory_is_causal=False). ``layout='NTC'|'TNC'`` may replace ``batch_first``."""
+    _dl_layer = "TransformerDecoderLayer"
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None,
+                 layout: Optional[str] = None) -> None:
+        _init_layer(self, torch.nn.TransformerDecoderLayer, ("self_attn", "multihead_attn"), d_model, nhead,
+                    dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias, device,
+                    dtype, layout)
+
+    def _who(self) -> str:
+        return (f"TransformerDecoderLayer(d_model={self.d_model}, nhead={self.nhead}, "
+                f"batch_first={self.batch_first})")
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None, tgt_key_padding_mask: Optional[torch.Tensor] = None,
+                memory_key_padding_mask: Optional[torch.Tensor] = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> torch.Tensor:
+        _check_decoder_call(self._who(), self.d_model, self.nhead, self.batch_first, tgt, memory, tgt_mask,
+                            memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                            memory_is_causal)
+        return super().forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                               memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+
+
+class TransformerDecoder(torch.nn.TransformerDecoder):
+    """``torch.nn.TransformerDecoder``: ``num_layers`` deep copies of ``decoder_layer`` (a
+    ``dl.nn.TransformerDecoderLayer``; all start with its weights) then ``norm``. forward(tgt, memory,
+    tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=None, memory_is_causal=False); ``tgt_is_causal=None`` detects a causal mask, as torch."""
+    _dl_layer = "TransformerDecoder"
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
+                 norm: Optional[torch.nn.Module] = None) -> None:
+        num_layers = T.check_stack_args("TransformerDecoder", "decoder_layer", "TransformerDecoderLayer", "torch",
+                                        _is_dl(decoder_layer, "TransformerDecoderLayer"), decoder_layer,
+                                        num_layers)
+        super().__init__(decoder_layer, num_layers, norm=norm)
+
+    def _who(self) -> str:
+        f = self.layers[0]
+        return (f"TransformerDecoder(num_layers={self.num_layers}, d_model={f.d_model}, nhead={f.nhead}, "
+                f"batch_first={f.batch_first})")
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: Optional[torch.Tensor] = None,
+                memory_mask: Optional[torch.Tensor] = None, tgt_key_padding_mask: Optional[torch.Tensor] = None,
+                memory_key_padding_mask: Optional[torch.Tensor] = None, tgt_is_causal: Optional[bool] = None,
+                memory_is_causal: bool = False) -> torch.Tensor:
+        f = self.layers[0]
+        _check_decoder_call(self._who(), f.d_model, f.nhead, f.batch_first, tgt, memory, tgt_mask, memory_mask,
+                            tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        return super().forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                               memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+
+
+class Transformer(torch.nn.Transformer):
+    """``torch.nn.Transformer`` built from dualdl's ``TransformerEncoder`` (+ final LayerNorm) and
+    ``TransformerDecoder`` (+ final LayerNorm), then torch's xavier-uniform re-init of every
+    parameter with more than one axis (the same draws as torch under the same seed). forward(src, tgt,
+    src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
+    Padded memory positions are 0 (dualdl's encoder); pass ``memory_key_padding_mask`` too, as torch's
+    docs advise, and they are never attended to."""
+    _dl_layer = "Transformer"
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: Any = "relu", custom_encoder: Optional[Any] = None,
+                 custom_decoder: Optional[Any] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
+        T.dims_ok(d_model, nhead, f"Transformer(d_model={d_model}, nhead={nhead})")
+        kw = dict(device=device, dtype=dtype)
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                      norm_first, bias)
+        if custom_encoder is None:
+            custom_encoder = TransformerEncoder(TransformerEncoderLayer(*layer_args, **kw), num_encoder_layers,
+                                                torch.nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        if custom_decoder is None:
+            custom_decoder = TransformerDecoder(TransformerDecoderLayer(*layer_args, **kw), num_decoder_layers,
+                                                torch.nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        super().__init__(d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward, dropout,
+                         activation, custom_encoder, custom_decoder, layer_norm_eps, batch_first, norm_first,
+                         bias, device, dtype)
+
+    def _who(self) -> str:
+        return f"Transformer(d_model={self.d_model}, nhead={self.nhead}, batch_first={self.batch_first})"
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
+                tgt_mask: Optional[torch.Tensor] = None, memory_mask: Optional[torch.Tensor] = None,
+                src_key_padding_mask: Optional[torch.Tensor] = None,
+                tgt_key_padding_mask: Optional[torch.Tensor] = None,
+                memory_key_padding_mask: Optional[torch.Tensor] = None, src_is_causal: Optional[bool] = None,
+                tgt_is_causal: Optional[bool] = None, memory_is_causal: bool = False) -> torch.Tensor:
+        who = self._who()
+        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first, name="src")
+        _check_decoder_call(who, self.d_model, self.nhead, self.batch_first, tgt, src, tgt_mask, memory_mask,
+                            tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        T.warn_unmasked_memory(who, src_key_padding_mask, memory_key_padding_mask)
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> torch.Tensor:
+        """torch's causal mask: (sz, sz), float -inf above the diagonal, 0 elsewhere."""
+        return torch.from_numpy(T.causal_mask(sz)).to(device=device, dtype=dtype or torch.get_default_dtype())
 
 
 class PositionalEncoding(torch.nn.Module):

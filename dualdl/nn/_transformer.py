@@ -5,7 +5,7 @@ Shapes are plain tuples here, so the same checks run on torch tensors and MXNet 
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -13,7 +13,8 @@ from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
            "check_valid_length", "check_attn_mask", "check_attn_mask_dtype", "check_activation",
-           "sinusoid_table", "MASK_FILL", "PE_STYLES"]
+           "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table",
+           "MASK_FILL", "PE_STYLES"]
 
 # Masked attention scores get this additive value on both backends (not -inf): valid rows are
 # bit-identical (exp(-1e18 - max) == 0 in float32) and a row whose keys are all masked gets uniform
@@ -135,17 +136,74 @@ def dims_ok(d_model: int, nhead: int, who: str) -> None:
         raise ValueError(f"{who}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")
 
 
+def check_stack_args(who: str, layer_arg: str, layer_name: str, backend: str, layer_ok: bool, layer,
+                     num_layers) -> int:
+    """TransformerEncoder/TransformerDecoder's stack arguments, the same on both backends; returns
+    ``num_layers``."""
+    if not layer_ok:
+        raise TypeError(f"{who}: {layer_arg} must be a dl.nn.{layer_name} built on {backend}, "
+                        f"got {type(layer).__name__}")
+    if int(num_layers) < 1:
+        raise ValueError(f"{who}: num_layers must be >= 1, got {num_layers}")
+    return int(num_layers)
+
+
 def check_encoder_args(backend: str, layer_ok: bool, encoder_layer, num_layers, enable_nested_tensor: bool) -> int:
     """TransformerEncoder's argument checks, the same on both backends; returns ``num_layers``.
     ``enable_nested_tensor=True`` is ignored with a warning: torch's nested-tensor fast path changes
     padded outputs, and dualdl gives the same padded outputs (zeros) on both backends."""
     import warnings
-    if not layer_ok:
-        raise TypeError(f"TransformerEncoder: encoder_layer must be a dl.nn.TransformerEncoderLayer built "
-                        f"on {backend}, got {type(encoder_layer).__name__}")
-    if int(num_layers) < 1:
-        raise ValueError(f"TransformerEncoder: num_layers must be >= 1, got {num_layers}")
+    num_layers = check_stack_args("TransformerEncoder", "encoder_layer", "TransformerEncoderLayer", backend,
+                                  layer_ok, encoder_layer, num_layers)
     if enable_nested_tensor:
         warnings.warn("dualdl TransformerEncoder never uses torch's nested-tensor fast path (it changes "
                       "padded outputs); enable_nested_tensor=True is ignored", stacklevel=3)
-    return int(num_layers)
+    return num_layers
+
+
+def check_decoder_inputs(who: str, tgt: Shape, memory: Shape, d_model: int, nhead: int, batch_first: bool,
+                         tgt_mask: Optional[Shape] = None, memory_mask: Optional[Shape] = None,
+                         tgt_key_padding_mask: Optional[Shape] = None,
+                         memory_key_padding_mask: Optional[Shape] = None,
+                         tgt_is_causal: bool = False, memory_is_causal: bool = False) -> None:
+    """TransformerDecoderLayer/TransformerDecoder/Transformer inputs (shapes, None = not given), one
+    wording on both backends: tgt (T, N, E) and memory (S, N, E) in the layer's layout with the same
+    N, tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S) or (N*nhead, T, S), key padding masks
+    (N, T) and (N, S); an ``is_causal`` hint needs its mask (torch raises deep inside attention)."""
+    check_src(who, tgt, d_model, batch_first, name="tgt")
+    check_src(who, memory, d_model, batch_first, name="memory")
+    (n, t), (nm, s) = _nt(tgt, batch_first), _nt(memory, batch_first)
+    if n != nm:
+        raise ValueError(f"{who}: tgt and memory must have the same batch size N, got tgt {tuple(tgt)} "
+                         f"(N={n}) and memory {tuple(memory)} (N={nm}) in layout {layout_name(batch_first)}")
+    if tgt_mask is not None:
+        check_attn_mask(who, tgt_mask, t, t, n, nhead, name="tgt_mask")
+    if memory_mask is not None:
+        check_attn_mask(who, memory_mask, t, s, n, nhead, name="memory_mask")
+    if tgt_key_padding_mask is not None:
+        check_key_padding_mask(who, tgt_key_padding_mask, tgt, batch_first, name="tgt_key_padding_mask")
+    if memory_key_padding_mask is not None:
+        check_key_padding_mask(who, memory_key_padding_mask, memory, batch_first, name="memory_key_padding_mask")
+    for hint, m, name in ((tgt_is_causal, tgt_mask, "tgt"), (memory_is_causal, memory_mask, "memory")):
+        if hint and m is None:
+            raise ValueError(f"{who}: {name}_is_causal=True needs {name}_mask (the hint does not build one; "
+                             f"pass Transformer.generate_square_subsequent_mask(T))")
+
+
+def warn_unmasked_memory(who: str, src_key_padding_mask, memory_key_padding_mask) -> None:
+    """Transformer: dualdl's encoder outputs 0 at padded source positions, torch's reference path
+    leaves values there; they only matter when the decoder attends to them (no memory mask)."""
+    if src_key_padding_mask is not None and memory_key_padding_mask is None:
+        import warnings
+        warnings.warn(f"{who}: src_key_padding_mask without memory_key_padding_mask: the decoder attends to "
+                      f"padded memory positions, which dualdl's encoder sets to 0 (torch.nn.Transformer leaves "
+                      f"other values there, so results differ from torch's); pass "
+                      f"memory_key_padding_mask=src_key_padding_mask to mask them", stacklevel=3)
+
+
+def causal_mask(sz: int) -> np.ndarray:
+    """torch's ``generate_square_subsequent_mask``: (sz, sz) float32, -inf above the diagonal, 0 elsewhere."""
+    if int(sz) < 0:
+        raise ValueError(f"generate_square_subsequent_mask: sz must be >= 0, got {sz}")
+    return np.triu(np.full((int(sz), int(sz)), -np.inf, dtype=np.float32), k=1)
+

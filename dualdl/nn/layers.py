@@ -63,6 +63,19 @@ LAYERS = {
                                "key padding mask (True = pad) or valid_length; padded outputs are 0.",
     "TransformerEncoder": "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
                           "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
+    "TransformerDecoderLayer": "gluonnlp's TransformerDecoderCell: NTC, no q/k/v/proj bias, dropout "
+                               "0.0, its own cell names (attention_cell_in/inter, proj_in/inter, ffn) "
+                               "and 0/1 masks; here torch's layer (self_attn, multihead_attn, "
+                               "linear1/2, norm1-3), TNC default; bit-identical to torch.nn on torch, "
+                               "MXNet <= 1.1e-5 (float32).",
+    "TransformerDecoder": "gluonnlp's decoder adds scale+PE+dropout+input LayerNorm itself, takes "
+                          "valid lengths, zeroes padded steps and carries one-step decoding states; "
+                          "here torch's stack of copies (+ optional norm), full sequences with "
+                          "tgt_mask, no states (gluonnlp's decoder rebuilt: 3.6e-7 torch, 0.0 MXNet).",
+    "Transformer": "gluonnlp has no single block (its NMT model wires encoder, decoder, embeddings "
+                   "and output layer); here torch.nn.Transformer: encoder/decoder with final norms, "
+                   "xavier init, generate_square_subsequent_mask; warns when padded memory is not "
+                   "masked (dualdl's encoder zeroes it).",
     "PositionalEncoding": "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
                           "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
     "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
@@ -116,4 +129,15 @@ def _declare(name: str, doc: str) -> type:
 
 
 globals().update({name: _declare(name, doc) for name, doc in LAYERS.items()})
+
+
+def _generate_square_subsequent_mask(sz: int, device=None, dtype=None, backend=None):
+    """torch.nn.Transformer.generate_square_subsequent_mask on the active backend (or ``backend=``):
+    a native (sz, sz) float tensor, -inf above the diagonal, 0 elsewhere."""
+    from ..backend import get_backend
+    native = get_backend(backend).module("nn").Transformer
+    return native.generate_square_subsequent_mask(sz, device=device, dtype=dtype)
+
+
+globals()["Transformer"].generate_square_subsequent_mask = staticmethod(_generate_square_subsequent_mask)
 __all__ = sorted(LAYERS)

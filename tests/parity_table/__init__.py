@@ -7,5 +7,6 @@ from .losses import ROWS as LOSS_ROWS
 from .norm_rows import ROWS as NORM_ROWS
 from .ops import ROWS as OP_ROWS
 from .ops_more import ROWS as OP_MORE_ROWS
+from .transformer_decoder import ROWS as DECODER_ROWS
 
-ROWS = LAYER_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
+ROWS = LAYER_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + DECODER_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS

@@ -1,0 +1,48 @@
+"""Rows for the Transformer decoder family (TransformerDecoderLayer, TransformerDecoder, Transformer)
+against torch.nn's own classes: layouts, pre-/post-LN, relu/gelu, no bias, additive float and bool
+attention masks, key padding masks, per-head (N*nhead, T, S) masks, odd sizes (batch 1, T 1)."""
+from dualdl.testing.spec import In, layer, mask
+
+from .known import F32_ACT
+
+D, H, FF = 8, 2, 16
+NOGRAD = dict(grad=False)
+# measured: MXNet's fused LayerNorm op is ~100 ulp off in float64 (3.2e-14 on a (10, 8) input against
+# numpy); stacked attention + LayerNorm blocks with random weights amplify MXNet-vs-torch float32
+# rounding to <= 1.5e-5 relative (dualdl on torch is bit-identical to torch.nn in every row)
+LN64 = dict(tol64=1e-10, reason="MXNet's float64 LayerNorm (~1e2 ulp), 3 per decoder layer: <= 3e-11 relative")
+STACK = dict(tol=5e-5, tol64=1e-10, reason="MXNet-vs-torch float32 rounding through 2-3 stacked attention/LayerNorm "
+                                          "blocks (<= 1.5e-5 rel), MXNet's float64 LayerNorm (~1e2 ulp)")
+
+
+def _m(*shape):                       # an additive float mask (standard normal), no gradient
+    return In(tuple(shape), **NOGRAD)
+
+
+ROWS = [
+    layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D)], D, H, FF, dropout=0.0, id="TNC", **LN64),
+    layer("TransformerDecoderLayer", [(2, 5, D), (2, 3, D)], D, H, FF, dropout=0.0, batch_first=True,
+          norm_first=True, activation="gelu", id="norm_first gelu batch_first", **F32_ACT),
+    layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D)], D, H, FF, dropout=0.0, bias=False, id="no bias",
+          **LN64),
+    layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D), _m(5, 5), _m(5, 4)], D, H, FF, dropout=0.0,
+          id="float tgt_mask memory_mask", **LN64),
+    layer("TransformerDecoderLayer", [(5, 3, D), (4, 3, D), _m(3 * H, 5, 5), _m(3 * H, 5, 4)], D, H, FF,
+          dropout=0.0, id="per-head masks (N*nhead, T, S)", **LN64),
+    # bool key padding masks (True = pad) with float attention masks; the draws leave no query with every
+    # key masked (there torch's SDPA path gives 0 and dualdl uniform weights: tests/test_nn_transformer_decoder.py)
+    layer("TransformerDecoderLayer", [(3, 4, D), (3, 3, D), _m(4, 4), _m(4, 3), mask(3, 4), mask(3, 3)],
+          D, H, FF, dropout=0.0, batch_first=True, id="float masks + bool key padding masks", **LN64),
+    layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D), mask(5, 5)], D, H, FF, dropout=0.0, id="bool tgt_mask", **LN64),
+    layer("TransformerDecoderLayer", [(1, 1, D), (1, 1, D)], D, H, FF, dropout=0.0, id="T 1 S 1 batch 1", **LN64),
+    layer("TransformerDecoder", [(5, 2, D), (4, 2, D)],
+          lambda nn: (nn.TransformerDecoderLayer(D, H, FF, dropout=0.0), 2, nn.LayerNorm(D)), id="2 layers + norm",
+          **STACK),
+    layer("TransformerDecoder", [(2, 5, D), (2, 4, D), _m(5, 5)],
+          lambda nn: (nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=True), 2),
+          id="batch_first norm_first tgt_mask", **STACK),
+    layer("Transformer", [(4, 2, D), (5, 2, D)], D, H, 1, 1, FF, dropout=0.0, id="1+1 layers TNC",
+          **STACK),
+    layer("Transformer", [(2, 4, D), (2, 5, D), _m(4, 4), _m(5, 5), _m(5, 4)], D, H, 2, 1, FF, dropout=0.0,
+          batch_first=True, norm_first=True, id="2+1 layers batch_first norm_first masks", **STACK),
+]
