@@ -6,7 +6,7 @@ Nothing in ``dualdl_mx`` imports this module; the classes live in ``base`` (``Mo
 """
 from __future__ import annotations
 
-from .base import Layer, Module, is_ndarray, make_parameter, shape_error
+from .base import Layer, Module, is_ndarray, make_parameter, shape_error, factory_kwargs
 from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
 from .conv import Conv1d, Conv2d
@@ -19,7 +19,7 @@ from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .transformer import MultiheadAttention, PositionalEncoding, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = [
-    "Module", "Layer", "make_parameter", "Linear",
+    "Module", "Layer", "make_parameter", "factory_kwargs", "Linear",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "Flatten", "Identity",
     "ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",

@@ -18,11 +18,12 @@ class _BNCheck:
     _ndims: Tuple[int, ...] = (4,)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, **kwargs: Any) -> None:
+                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
+                 bias: bool = True) -> None:
         if momentum is None:
             raise NotImplementedError(f"{type(self).__name__}: momentum=None (cumulative average) is not "
                                       f"supported by dualdl; pass a float")
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, **kwargs)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         if x.dim() not in self._ndims or x.shape[1] != self.num_features:
