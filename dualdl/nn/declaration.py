@@ -32,6 +32,9 @@ class Declaration:
 
     def compile(self, name: str) -> Tuple[inspect.Signature, Callable[..., Dict[str, Any]]]:
         """The ``inspect.Signature`` and the binder function (built once per layer, then cached)."""
+        return self._compiled(name)[:2]
+
+    def _compiled(self, name: str) -> Tuple[inspect.Signature, Callable[..., Dict[str, Any]], tuple]:
         cached = _COMPILED.get((name, self.signature))
         if cached is None:
             ns: Dict[str, Any] = {}
@@ -39,30 +42,35 @@ class Declaration:
             exec(compile(f"class {name}:\n    def __init__({params}):\n        return locals()\n",
                          f"<dualdl declaration of {name}>", "exec"), ns)
             fn = ns[name].__init__
-            cached = _COMPILED[(name, self.signature)] = (inspect.signature(fn), fn)
+            sig = inspect.signature(fn)
+            varargs = any(p.kind is _P.VAR_POSITIONAL for p in sig.parameters.values())
+            plan = tuple((p.name, _ROUTE[p.kind] if not (varargs and p.kind is _P.POSITIONAL_OR_KEYWORD)
+                          else "pos") for p in list(sig.parameters.values())[1:])
+            cached = _COMPILED[(name, self.signature)] = (sig, fn, plan)
         return cached
 
     def bind(self, name: str, args: tuple, kwargs: dict) -> Tuple[tuple, Dict[str, Any], Dict[str, Any]]:
         """Bind a call: ``(positional, keywords, bound)`` to pass on, or Python's TypeError."""
-        sig, fn = self.compile(name)
+        _, fn, plan = self._compiled(name)
         bound = fn(None, *args, **kwargs)
         del bound["self"]
-        pos, kw = [], {}
-        varargs = any(p.kind is _P.VAR_POSITIONAL for p in sig.parameters.values())
-        for p in list(sig.parameters.values())[1:]:
-            v = bound[p.name]
-            if p.kind is _P.VAR_POSITIONAL:
-                pos.extend(v)
-            elif p.kind is _P.VAR_KEYWORD:
-                kw.update(v)
-            elif p.kind is _P.POSITIONAL_ONLY or (varargs and p.kind is _P.POSITIONAL_OR_KEYWORD):
-                pos.append(v)
+        pos: list = []
+        kw: Dict[str, Any] = {}
+        for arg, route in plan:
+            if route == "kw":
+                kw[arg] = bound[arg]
+            elif route == "pos":
+                pos.append(bound[arg])
+            elif route == "*":
+                pos.extend(bound[arg])
             else:
-                kw[p.name] = v
+                kw.update(bound[arg])
         return tuple(pos), kw, bound
 
 
-_COMPILED: Dict[Tuple[str, str], Tuple[inspect.Signature, Callable[..., Dict[str, Any]]]] = {}
+_ROUTE = {_P.POSITIONAL_ONLY: "pos", _P.POSITIONAL_OR_KEYWORD: "kw", _P.VAR_POSITIONAL: "*",
+          _P.KEYWORD_ONLY: "kw", _P.VAR_KEYWORD: "**"}
+_COMPILED: Dict[Tuple[str, str], Tuple[inspect.Signature, Callable[..., Dict[str, Any]], tuple]] = {}
 
 
 def layer(signature: str, mxnet: str, dualdl: Optional[Mapping[str, str]] = None,
