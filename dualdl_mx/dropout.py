@@ -7,12 +7,13 @@ __all__ = ["Dropout", "dropout"]
 
 
 def dropout(F, x, p: float, training: bool):
-    """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives zeros
-    (MXNet's Dropout scales by 1/(1-p): NaN)."""
+    """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives
+    ``x * 0`` as torch (MXNet's Dropout scales by 1/(1-p): NaN), which keeps the graph connected
+    (zero gradients upstream; ``zeros_like`` cuts it and MXNet's backward then crashes)."""
     if not training or p == 0.0:
         return x if is_ndarray(x) else F.identity(x)
     if p == 1.0:
-        return F.zeros_like(x)
+        return x * 0.0
     return F.Dropout(x, p=p, mode="always")
 
 
