@@ -13,6 +13,7 @@ import dualdl as dl
 import dualdl_mx.nn as MX
 import dualdl_torch.nn as TO
 from dualdl.nn.layer_docs import TORCH_DOCS
+from dualdl.nn.declaration import Declaration
 from dualdl.nn.layers import LAYERS
 
 from layer_docs_gen import torch_docs
@@ -47,6 +48,11 @@ def accepted(cls, name):
         if params != passthrough or declared(name) == passthrough:
             return params
     raise AssertionError(cls)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_entry_declares_its_signature(name):
+    assert isinstance(LAYERS[name], Declaration), f"{name}: declare it with layer(signature, mxnet)"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -6,12 +6,18 @@ with PyTorch's signature, parameter names, shapes and default initialisation on 
 """
 from __future__ import annotations
 
+from typing import Union
+
 from .declaration import Declaration, layer
 from .layer_docs import TORCH_DOCS
 from .module import Module
 
 # The one registry: name -> declaration (PyTorch 2.13's signature, what MXNet does differently and
-# where dualdl departs from torch's signature). See docs/concepts.md "Declaring a layer".
+# where dualdl departs from torch's signature). See docs/concepts.md "One contract". An entry may
+# still be a plain string (the MXNet difference only): built without binding, and the contract test
+# (tests/test_layer_contract.py) fails until it is declared.
+_LAYOUT = {"batch_first": "None (default): from layout=, else False as torch",
+           "layout": "'NTC'/'TNC' (Gluon's names) instead of batch_first"}
 LAYERS = {
     "Linear": layer(
         'in_features, out_features, bias=True, device=None, dtype=None',
@@ -62,7 +68,9 @@ LAYERS = {
     "Embedding": layer(
         'num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None',
         "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
-        "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient."),
+        "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient; max_norm renormalises "
+        "the looked-up rows in place outside autograd, as torch (Gluon has no max_norm); sparse=True and "
+        "scale_grad_by_freq=True are refused."),
     "Flatten": layer(
         'start_dim=1, end_dim=-1',
         "Gluon Flatten keeps axis 0 only; here start_dim/end_dim (hybridized: end_dim -1 or >= 0)."),
@@ -116,12 +124,14 @@ LAYERS = {
         "gluonnlp: NTC input, dropout 0.0, no q/k/v/proj bias, dropout after ffn_2 only; "
         "here torch's layer (TNC default, dropout 0.1 on both, packed attention); "
         "key padding mask (True = pad) or valid_length; padded outputs are 0.",
-        dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same function", "batch_first": "None (default): from layout=, else False as torch", "layout": "dualdl: 'NTC'/'TNC' (Gluon's names) instead of batch_first"}),
+        dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
+                               "function", **_LAYOUT}),
     "TransformerEncoder": layer(
         'encoder_layer, num_layers, norm=None, enable_nested_tensor=False, mask_check=True',
         "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
         "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
-        dualdl={"enable_nested_tensor": "False: torch's nested-tensor fast path is off, so padded outputs are 0 on both backends"}),
+        dualdl={"enable_nested_tensor": "False: torch's nested-tensor fast path is off, so padded outputs "
+                                         "are 0 on both backends"}),
     "PositionalEncoding": layer(
         "d_model, max_len=5000, dropout=0.0, style='vaswani', scale=False, batch_first=None, layout=None",
         "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
@@ -131,15 +141,15 @@ LAYERS = {
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, layout=None',
         "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
         "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
-        dualdl={"batch_first": "None (default): from layout=, else False as torch", "layout": "dualdl: 'NTC'/'TNC' (Gluon's names) instead of batch_first"}),
+        dualdl=_LAYOUT),
     "GRU": layer(
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None',
         "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
-        dualdl={"batch_first": "None (default): from layout=, else False as torch", "layout": "dualdl: 'NTC'/'TNC' (Gluon's names) instead of batch_first"}),
+        dualdl=_LAYOUT),
     "RNN": layer(
         "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None",
         "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
-        dualdl={"batch_first": "None (default): from layout=, else False as torch", "layout": "dualdl: 'NTC'/'TNC' (Gluon's names) instead of batch_first"}),
+        dualdl=_LAYOUT),
     "LSTMCell": layer(
         'input_size, hidden_size, bias=True, device=None, dtype=None',
         "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names."),
@@ -163,10 +173,12 @@ def _doc(name: str, decl: Declaration) -> str:
             + f"\n\nOn MXNet: {decl.mxnet}\n")
 
 
-def _declare(name: str, decl: Declaration) -> type:
-    decl.compile(name)          # fail at import on a bad signature; bound calls reuse the cache
+def _declare(name: str, decl: Union[Declaration, str]) -> type:
+    if isinstance(decl, str):   # not declared yet (only the MXNet difference): built without binding
+        return type(name, (Module,), {"_dl_layer": name, "__doc__": f"On MXNet: {decl}", "__module__": __name__})
+    sig = decl.compile(name)[0]  # fail at import on a bad signature; bound calls reuse the cache
     return type(name, (Module,), {"_dl_layer": name, "_dl_decl": decl, "__doc__": _doc(name, decl),
-                                  "__module__": __name__, "__signature__": decl.compile(name)[0]})
+                                  "__module__": __name__, "__signature__": sig})
 
 
 globals().update({name: _declare(name, decl) for name, decl in LAYERS.items()})
