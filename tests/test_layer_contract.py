@@ -213,3 +213,16 @@ def test_binding_costs_microseconds():
             TO.Conv2d(3, 4, 3, padding=1)
         construct = (time.perf_counter() - t0) / 50
     assert per_call < 0.25 * construct, (per_call, construct)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docstring_args_are_declared_parameters(name):
+    """The Args section (torch's, or dualdl's own for PositionalEncoding) documents declared names."""
+    import re
+    doc = getattr(dl.nn, name).__doc__
+    assert f"``{name}({LAYERS[name].signature})``" in doc and f"On MXNet: {LAYERS[name].mxnet}" in doc
+    section = re.search(r"\nArgs:\n(.*?)(?:\n\n|\Z)", doc, re.S)
+    documented = re.findall(r"^    (\w+)(?: \(.*?\))?:", section.group(1), re.M) if section else []
+    assert set(documented) <= {p[0] for p in declared(name)}, documented
+    if not LAYERS[name].torch:
+        assert documented == [p[0] for p in declared(name)]

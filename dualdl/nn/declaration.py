@@ -24,11 +24,13 @@ class Declaration:
     ``self`` (``"in_features, out_features, bias=True, device=None, dtype=None"``); ``mxnet`` says
     what MXNet/Gluon does differently that the MXNet adapter hides; ``dualdl`` names each parameter
     whose name or default departs from torch's, with the reason; ``torch`` is False for a layer
-    torch.nn does not have (dualdl's own)."""
+    torch.nn does not have (dualdl's own), whose ``doc`` then gives its summary and Args/Shape
+    sections (torch's are stored in layer_docs.py)."""
     signature: str
     mxnet: str
     dualdl: Mapping[str, str] = field(default_factory=dict)
     torch: bool = True
+    doc: Tuple[str, str] = ("", "")
 
     def compile(self, name: str) -> Tuple[inspect.Signature, Callable[..., Dict[str, Any]]]:
         """The ``inspect.Signature`` and the binder function (built once per layer, then cached)."""
@@ -74,9 +76,9 @@ _COMPILED: Dict[Tuple[str, str], Tuple[inspect.Signature, Callable[..., Dict[str
 
 
 def layer(signature: str, mxnet: str, dualdl: Optional[Mapping[str, str]] = None,
-          torch: bool = True) -> Declaration:
+          torch: bool = True, doc: Tuple[str, str] = ("", "")) -> Declaration:
     """Declare a layer (see :class:`Declaration`); the registry is ``dualdl.nn.layers.LAYERS``."""
-    return Declaration(signature, mxnet, dict(dualdl or {}), torch)
+    return Declaration(signature, mxnet, dict(dualdl or {}), torch, doc)
 
 
 def _matches(value: Any, refused: Any) -> bool:

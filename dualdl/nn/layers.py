@@ -136,7 +136,20 @@ LAYERS = {
         "d_model, max_len=5000, dropout=0.0, style='vaswani', scale=False, batch_first=None, layout=None",
         "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
         "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
-        torch=False),
+        torch=False, doc=(
+            "Adds a sinusoidal positional encoding to a sequence (optionally scaled by sqrt(d_model) "
+            "first), then dropout.",
+            "Args:\n"
+            "    d_model: the number of expected features in the input\n"
+            "    max_len: the longest sequence; a longer one raises. Default: 5000\n"
+            "    dropout: the dropout value applied after the addition. Default: 0.0\n"
+            "    style: 'vaswani' (the standard table) or 'gluonnlp' (gluonnlp 0.10's). Default: 'vaswani'\n"
+            "    scale: multiply the input by sqrt(d_model) before adding. Default: False\n"
+            "    batch_first: (batch, seq, feature) if True, else (seq, batch, feature). Default: None\n"
+            "    layout: 'NTC' or 'TNC' instead of batch_first. Default: None (TNC)\n\n"
+            "Shape:\n"
+            "    - Input: (T, N, d_model), or (N, T, d_model) with batch_first=True\n"
+            "    - Output: the shape of the input")),
     "LSTM": layer(
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, layout=None',
         "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
@@ -164,7 +177,7 @@ LAYERS = {
 
 
 def _doc(name: str, decl: Declaration) -> str:
-    summary, sections = TORCH_DOCS.get(name, ("", ""))
+    summary, sections = TORCH_DOCS.get(name, decl.doc)
     own = "".join(f"\n    {k}: {v}" for k, v in decl.dualdl.items())
     return (f"{summary or 'dualdl.nn.' + name}\n\n``{name}({decl.signature})``"
             + (" (torch.nn's signature)" if decl.torch else " (dualdl's own layer)")
