@@ -77,3 +77,15 @@ def test_recurse_false_lists_the_modules_own_tensors_only(backend):
     assert sorted(n for n, _ in m.bn.named_buffers(recurse=False)) == \
         sorted(["running_mean", "running_var"] + (["num_batches_tracked"] if backend == "torch" else []))
     assert len(list(m.parameters())) == 5                             # recurse=True: all of them
+
+
+def test_embedding_weight_and_freeze_as_torch(backend):
+    """``_weight=`` (a numpy array on MXNet, a tensor on torch, as torch takes) sets the table;
+    ``_freeze=True`` makes it non-trainable."""
+    w = dl.from_numpy(W)
+    e = nn.Embedding(8, 3, _weight=w, _freeze=True)
+    np.testing.assert_array_equal(dl.to_numpy(e(dl.from_numpy(X))), W[X])
+    p = next(iter(e.parameters()))
+    assert (not p.requires_grad) if backend == "torch" else p.grad_req == "null"
+    with pytest.raises(ValueError if backend == "mxnet" else (RuntimeError, AssertionError)):
+        nn.Embedding(8, 4, _weight=w)
