@@ -215,8 +215,8 @@ class LSTM(_RNNBase):
     """``torch.nn.LSTM`` on MXNet; state ``(h, c)``."""
     _dl_layer = "LSTM"
     _gates = 4
-    _dl_cannot = {"proj_size": (lambda v: v != 0, "MXNet's RNN operator has no LSTM projection "
-                                                  "(projection_size needs cuDNN); expected proj_size=0")}
+    _dl_cannot = {"proj_size": (lambda v: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
+                                                  "LSTMP weight_hr); expected proj_size=0")}
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,

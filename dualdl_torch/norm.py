@@ -3,7 +3,7 @@
 which MXNet lacks) refused."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn

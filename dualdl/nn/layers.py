@@ -153,7 +153,8 @@ LAYERS = {
     "LSTM": layer(
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, layout=None',
         "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
-        "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
+        "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=; "
+        "proj_size > 0 is refused on MXNet (dualdl's MXNet LSTM has no projection).",
         dualdl=_LAYOUT),
     "GRU": layer(
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None',
