@@ -199,21 +199,14 @@ def test_refused_argument_raises_a_clear_error_on_mxnet_and_works_on_torch(name,
 
 
 def test_binding_costs_microseconds():
-    """The declaration is compiled once; a bound call adds a few microseconds to construction."""
+    """The declaration is compiled once; a bound call adds a few microseconds to construction
+    (best of 5 against the cheapest torch layer worth binding, on a loaded machine)."""
+    import timeit
     decl = LAYERS["Conv2d"]
-    decl.bind("Conv2d", (3, 4, 3), {"padding": 1})
-    n = 2000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        decl.bind("Conv2d", (3, 4, 3), {"padding": 1})
-    per_call = (time.perf_counter() - t0) / n
+    bind = min(timeit.repeat(lambda: decl.bind("Conv2d", (3, 4, 3), {"padding": 1}), number=500, repeat=5)) / 500
     with dl.use("torch"):
-        t0 = time.perf_counter()
-        for _ in range(50):
-            TO.Conv2d(3, 4, 3, padding=1)
-        construct = (time.perf_counter() - t0) / 50
-    assert per_call < 0.25 * construct, (per_call, construct)
-
+        build = min(timeit.repeat(lambda: TO.Conv2d(3, 4, 3, padding=1), number=50, repeat=5)) / 50
+    assert bind < 0.25 * build, (bind, build)
 
 @pytest.mark.parametrize("name", NAMES)
 def test_docstring_args_are_declared_parameters(name):
