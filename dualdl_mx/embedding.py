@@ -49,7 +49,13 @@ class Embedding(Layer):
                 d[padding_idx] = 0
 
     def forward(self, x, *args):
-        if self.max_norm is not None and is_ndarray(x):
+        if self.max_norm is not None:
+            if not is_ndarray(x):            # traced inside a hybridized parent: no place to renorm
+                raise NotImplementedError(
+                    f"Embedding({self.num_embeddings}, {self.embedding_dim}, max_norm={self.max_norm}) "
+                    f"inside a hybridized block: max_norm rewrites the looked-up rows before each "
+                    f"lookup, which a cached MXNet graph cannot do; hybridize the Embedding alone, or "
+                    f"keep its parent non-hybridized")
             self._renorm(x)                  # before the (possibly cached) graph reads the weight
         return super().forward(x, *args)
 

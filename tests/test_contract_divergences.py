@@ -89,3 +89,24 @@ def test_embedding_weight_and_freeze_as_torch(backend):
     assert (not p.requires_grad) if backend == "torch" else p.grad_req == "null"
     with pytest.raises(ValueError if backend == "mxnet" else (RuntimeError, AssertionError)):
         nn.Embedding(8, 4, _weight=w)
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(8, 3, max_norm=1.0)
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(self.emb(x))
+
+
+def test_embedding_max_norm_in_a_hybridized_parent_is_refused_not_skipped():
+    """A cached graph of the parent would skip the in-place renorm silently: refused clearly."""
+    with dl.use("mxnet"):
+        m = Tagger()
+        m(dl.from_numpy(X))                                           # eager: fine
+        m.hybridize()
+        with pytest.raises(NotImplementedError, match=r"Embedding\(8, 3, max_norm=1.0\) inside a "
+                                                      r"hybridized block"):
+            m(dl.from_numpy(X))

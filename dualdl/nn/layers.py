@@ -69,7 +69,8 @@ LAYERS = {
         'num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None',
         "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
         "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient; max_norm renormalises "
-        "the looked-up rows in place outside autograd, as torch (Gluon has no max_norm); sparse=True and "
+        "the looked-up rows in place outside autograd, as torch (Gluon has no max_norm; refused inside a "
+        "hybridized parent); sparse=True and "
         "scale_grad_by_freq=True are refused."),
     "Flatten": layer(
         'start_dim=1, end_dim=-1',
