@@ -159,10 +159,7 @@ class PReLU(Layer):
     _dl_layer = "PReLU"
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
-        super().__init__()
-        if device is not None or dtype is not None:
-            raise ValueError("PReLU: device= and dtype= are not supported on MXNet; use .to(device) "
-                             "and .cast(dtype) on the model")
+        super().__init__()        # device/dtype: applied by dualdl.nn's factory scope (base.factory_kwargs)
         self.num_parameters, self.init = int(num_parameters), float(init)
         self.weight = self._dl_new_param("weight", (self.num_parameters,),
                                          init=mx.init.Constant(self.init))

@@ -16,7 +16,9 @@ Differences hidden here (see docs/porting-guide.md):
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -25,11 +27,40 @@ from mxnet import gluon, nd
 from mxnet.gluon import HybridBlock
 
 from dualdl.devices import device as _parse_device
+from dualdl.tensor import _dtype
 from dualdl.nn import checks as _checks
 from .core import native_device
 from .grads import zero_grad as _zero_grads
 
-__all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray"]
+__all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray", "factory_kwargs"]
+
+_FACTORY = threading.local()        # the dtype of parameters created inside factory_kwargs' scope
+
+
+@contextlib.contextmanager
+def _factory_scope(ctx: Optional[mx.Context], dtype: Optional[str]) -> Iterator[None]:
+    prev = getattr(_FACTORY, "dtype", None)
+    _FACTORY.dtype = dtype or prev
+    try:
+        with (ctx or contextlib.nullcontext()):
+            yield
+    finally:
+        _FACTORY.dtype = prev
+
+
+def factory_kwargs(layer: str, device: Any, dtype: Any) -> Tuple[Optional[mx.Context], Optional[str], Any]:
+    """torch's ``device=``/``dtype=`` factory arguments on MXNet: the context and dtype of every
+    parameter (and buffer) the layer and its children create. Returns the native values and the
+    scope to build the layer in (Gluon layers take neither argument; ``ctx=`` goes to ``initialize``)."""
+    ctx = None if device is None else (device if isinstance(device, mx.Context)
+                                       else native_device(_parse_device(device)))
+    name = None
+    if dtype is not None:
+        name = _dtype(dtype).name
+        if name not in ("float16", "float32", "float64"):
+            raise ValueError(f"{layer}(dtype={dtype!r}): parameters must have a floating-point dtype "
+                             f"(float16, float32 or float64)")
+    return ctx, name, _factory_scope(ctx, name)
 
 
 class _ParameterSpec:
@@ -111,10 +142,12 @@ class Module(HybridBlock):
             return                       # already registered by _dl_new_param
         super().__setattr__(name, value)
 
-    def _dl_new_param(self, name: str, shape: Tuple[int, ...], dtype: Any = "float32",
+    def _dl_new_param(self, name: str, shape: Tuple[int, ...], dtype: Any = None,
                       init: Optional[mx.init.Initializer] = None, data: Optional[np.ndarray] = None,
                       requires_grad: bool = True, buffer: bool = False) -> gluon.Parameter:
-        """Create, initialise (on the module's current context) and register a parameter."""
+        """Create, initialise (on the module's current context) and register a parameter; its dtype
+        is ``dtype``, else the one ``factory_kwargs`` set for this construction, else float32."""
+        dtype = dtype or getattr(_FACTORY, "dtype", None) or "float32"
         p = self.params.get(name, shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype).name,
                             grad_req="add" if requires_grad and not buffer else "null",
                             init=init or mx.init.Zero(), allow_deferred_init=False,
@@ -171,26 +204,33 @@ class Module(HybridBlock):
         for _, m in self.named_modules():
             yield m
 
-    def _dl_named_tensors(self, prefix: str, buffers: bool) -> Iterator[Tuple[str, gluon.Parameter]]:
+    def _dl_named_tensors(self, prefix: str, buffers: bool, recurse: bool = True
+                          ) -> Iterator[Tuple[str, gluon.Parameter]]:
+        """Parameters or buffers by structural name; ``recurse=False``: this module's own only
+        (Gluon's ``collect_params`` always recurses)."""
         seen = set()
-        for name, p in self._collect_params_with_prefix(prefix).items():
+        if recurse:
+            items = self._collect_params_with_prefix(prefix).items()
+        else:
+            items = (((prefix + "." if prefix else "") + k, p) for k, p in self._reg_params.items())
+        for name, p in items:
             if bool(getattr(p, "_dl_buffer", False)) == buffers and id(p) not in seen:
                 seen.add(id(p))
                 yield name, p
 
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[Tuple[str, gluon.Parameter]]:
         """Structural dotted names (``features.0.weight``), as ``torch.nn.Module.named_parameters``."""
-        return self._dl_named_tensors(prefix, buffers=False)
+        return self._dl_named_tensors(prefix, buffers=False, recurse=recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[gluon.Parameter]:
-        for _, p in self.named_parameters():
+        for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[Tuple[str, gluon.Parameter]]:
-        return self._dl_named_tensors(prefix, buffers=True)
+        return self._dl_named_tensors(prefix, buffers=True, recurse=recurse)
 
     def buffers(self, recurse: bool = True) -> Iterator[gluon.Parameter]:
-        for _, p in self.named_buffers():
+        for _, p in self.named_buffers(recurse=recurse):
             yield p
 
     def state_dict(self) -> Dict[str, nd.NDArray]:

@@ -29,10 +29,12 @@ def pad_spatial(F, x, sides: Sequence[Tuple[int, int]], mode: str = "constant", 
 
 class _ConvNd(Layer):
     _n = 2
+    _dl_cannot = {"padding_mode": (("circular",), "MXNet has no circular padding ('zeros', 'reflect' and "
+                                                  "'replicate' are available)")}
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple,
                  stride: IntOrTuple = 1, padding: Union[str, IntOrTuple] = 0, dilation: IntOrTuple = 1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros") -> None:
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
         super().__init__()
         n, name = self._n, type(self).__name__
         C.check_conv_args(name, in_channels, out_channels, groups)
@@ -132,7 +134,7 @@ class _ConvTransposeNd(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1,
                  padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True,
-                 dilation: IntOrTuple = 1, padding_mode: str = "zeros") -> None:
+                 dilation: IntOrTuple = 1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
         super().__init__()
         n, name = self._n, type(self).__name__
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)

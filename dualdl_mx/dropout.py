@@ -17,12 +17,14 @@ def _check_p(name: str, p: float) -> float:
 
 
 def dropout(F, x, p: float, training: bool, axes: Tuple[int, ...] = ()):
-    """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives zeros
-    (MXNet's Dropout scales by 1/(1-p): NaN). ``axes``: the axes one mask value covers."""
+    """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives
+    ``x * 0`` as torch (MXNet's Dropout scales by 1/(1-p): NaN), which keeps the graph connected
+    (zero gradients upstream; ``zeros_like`` cuts it and MXNet's backward then crashes).
+    ``axes``: the axes one mask value covers (channel dropout)."""
     if not training or p == 0.0:
         return x if is_ndarray(x) else F.identity(x)
     if p == 1.0:
-        return F.zeros_like(x)
+        return x * 0.0
     return F.Dropout(x, p=p, mode="always", axes=axes)
 
 

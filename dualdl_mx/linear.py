@@ -18,7 +18,7 @@ class Linear(Layer):
     flattens all non-batch axes by default; dualdl never does."""
     _dl_layer = "Linear"
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         self.in_features, self.out_features = int(in_features), int(out_features)
         bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0

@@ -6,7 +6,7 @@ Nothing in ``dualdl_mx`` imports this module; the classes live in ``base`` (``Mo
 """
 from __future__ import annotations
 
-from .base import Layer, Module, is_ndarray, make_parameter, shape_error
+from .base import Layer, Module, is_ndarray, make_parameter, shape_error, factory_kwargs
 from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
@@ -23,7 +23,7 @@ from .transformer import MultiheadAttention, PositionalEncoding, TransformerEnco
 from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
-    "Module", "Layer", "make_parameter", "Linear",
+    "Module", "Layer", "make_parameter", "factory_kwargs", "Linear",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout",
     "BatchNorm3d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "Embedding", "Flatten", "Identity",

@@ -55,7 +55,8 @@ class _BatchNorm(Layer):
     (Gluon's rule), not by a forward alone. Eval mode uses the fused op on the running statistics.
     """
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, *, bias: bool = True) -> None:
+                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
+                 bias: bool = True) -> None:
         super().__init__()
         C.check_batchnorm_momentum(type(self).__name__, momentum)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
@@ -239,7 +240,7 @@ class LayerNorm(Layer):
     _dl_layer = "LayerNorm"
 
     def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True) -> None:
+                 bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         if isinstance(normalized_shape, (int, np.integer)):
             normalized_shape = (int(normalized_shape),)
@@ -373,7 +374,7 @@ class GroupNorm(_DtypeAware):
     _dl_layer = "GroupNorm"
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 *, bias: bool = True) -> None:
+                 device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
         C.check_groupnorm_args(int(num_groups), int(num_channels))
         self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
@@ -400,7 +401,8 @@ class _InstanceNorm(_DtypeAware):
     (as dualdl's hybridized BatchNorm). Eval mode then normalises by them."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True) -> None:
+                 affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
+                 bias: bool = True) -> None:
         super().__init__()
         if track_running_stats:
             C.check_batchnorm_momentum(type(self).__name__, momentum)

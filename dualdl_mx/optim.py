@@ -240,8 +240,8 @@ class SGD(Optimizer):
     d = d + mu*buf if nesterov else buf; w -= lr*d``."""
     _dl_optimizer = "SGD"
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: Optional[bool] = None, differentiable: bool = False, fused: Optional[bool] = None):
         check_torch_switches("SGD", differentiable)
         if lr < 0 or momentum < 0 or weight_decay < 0:
@@ -370,7 +370,7 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *, foreach: Optional[bool] = None,
+                 weight_decay: float = 0, amsgrad: bool = False, *, foreach: Optional[bool] = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
                  fused: Optional[bool] = None, decoupled_weight_decay: bool = False):
         check_torch_switches(type(self).__name__, differentiable, capturable)
@@ -453,7 +453,7 @@ class RMSprop(Optimizer):
     _dl_optimizer = "RMSprop"
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach: Optional[bool] = None, maximize: bool = False,
                  differentiable: bool = False):
         check_torch_switches("RMSprop", differentiable, capturable)

@@ -215,10 +215,12 @@ class LSTM(_RNNBase):
     """``torch.nn.LSTM`` on MXNet; state ``(h, c)``."""
     _dl_layer = "LSTM"
     _gates = 4
+    _dl_cannot = {"proj_size": (lambda v: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
+                                                  "LSTMP weight_hr); expected proj_size=0")}
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
-                 layout: Optional[str] = None) -> None:
+                 proj_size: int = 0, device=None, dtype=None, layout: Optional[str] = None) -> None:
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, layout)
 
     def _mode(self) -> str:
@@ -244,7 +246,7 @@ class GRU(_RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
-                 layout: Optional[str] = None) -> None:
+                 device=None, dtype=None, layout: Optional[str] = None) -> None:
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, layout)
 
     def _mode(self) -> str:
@@ -257,7 +259,7 @@ class RNN(_RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
-                 bidirectional: bool = False, layout: Optional[str] = None) -> None:
+                 bidirectional: bool = False, device=None, dtype=None, layout: Optional[str] = None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
@@ -271,7 +273,7 @@ class RNN(_RNNBase):
 class _CellBase(RNNCellChecks, Layer):
     _gates = 1
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True) -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.bias = int(input_size), int(hidden_size), bool(bias)
         gh, bound = self._gates * self.hidden_size, 1.0 / math.sqrt(self.hidden_size)
@@ -350,7 +352,8 @@ class RNNCell(_CellBase):
     """``torch.nn.RNNCell`` on MXNet (``nonlinearity`` "tanh" by default, or "relu")."""
     _dl_layer = "RNNCell"
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh") -> None:
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+                 device=None, dtype=None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, bias)

@@ -115,7 +115,6 @@ class MultiheadAttention(_MaskedBlock):
         if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
             raise NotImplementedError(f"{who}: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim are "
                                       f"not supported by dualdl")
-        _check_dtype(who, dtype)
         E = self.embed_dim = int(embed_dim)
         self.num_heads, self.head_dim = int(num_heads), E // int(num_heads)
         self.dropout, self.batch_first = float(dropout), bool(batch_first)
@@ -203,11 +202,6 @@ class MultiheadAttention(_MaskedBlock):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
 
 
-def _check_dtype(who: str, dtype) -> None:
-    if dtype is not None and np.dtype(dtype) != np.float32:
-        raise NotImplementedError(f"{who}: dtype={dtype} is not supported on MXNet (float32 only)")
-
-
 def _maybe_to(block: Module, device) -> None:
     if device is not None:
         block.to(device)
@@ -227,7 +221,6 @@ class _TransformerLayer(_MaskedBlock):
         super().__init__()
         who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
         T.dims_ok(d_model, nhead, who)
-        _check_dtype(who, dtype)
         self.activation = T.check_activation(who, activation)
         self.batch_first = T.resolve_batch_first(batch_first, layout, who)
         self.d_model, self.nhead, self.norm_first = int(d_model), int(nhead), bool(norm_first)

@@ -2,16 +2,28 @@
 every torch layer raises. Imports no other layer module: the family modules build on it."""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
 
-from dualdl.devices import Device
+from dualdl.devices import Device, device as _parse_device
+from dualdl.tensor import _dtype
 from dualdl.parallel import resolve_devices
-from .core import native_device
+from .core import native_device, torch_dtype
 
-__all__ = ["Module", "make_parameter", "shape_error"]
+__all__ = ["Module", "make_parameter", "shape_error", "factory_kwargs"]
+
+
+def factory_kwargs(layer: str, device: Any, dtype: Any) -> Tuple[Optional[torch.device], Optional[torch.dtype], Any]:
+    """torch's ``device=``/``dtype=``, also given as dualdl's neutral values (``"cpu"``, ``dl.cpu()``,
+    ``"float64"``, a numpy dtype): returns the torch values and a scope (nothing to enter on torch)."""
+    if device is not None and not isinstance(device, torch.device):
+        device = native_device(_parse_device(device))
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        dtype = torch_dtype(_dtype(dtype))
+    return device, dtype, contextlib.nullcontext()
 
 
 class Module(torch.nn.Module):

@@ -1,25 +1,25 @@
-"""Embedding on torch: ``torch.nn.Embedding`` with the index checks the MXNet side also makes
-(MXNet clips out-of-range indices silently; both backends raise instead)."""
+"""Embedding on torch: ``torch.nn.Embedding`` with the neutral index checks the MXNet side also
+makes (dualdl/nn/checks.py: MXNet clips out-of-range indices silently; both backends raise instead)."""
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from dualdl.nn import checks as C
 
 __all__ = ["Embedding"]
 
 
 class Embedding(nn.Embedding):
     """``torch.nn.Embedding`` with an IndexError that names the valid range and a TypeError for
-    non-integer indices."""
+    non-integer indices (the MXNet side's messages)."""
     _dl_layer = "Embedding"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
-        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
-            raise TypeError(f"{name}: indices must be an integer tensor (int32/int64), got {x.dtype}")
+        V, D = self.num_embeddings, self.embedding_dim
+        integer = not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool)
+        C.check_embedding_dtype(V, D, str(x.dtype).replace("torch.", ""), integer)
         if x.numel():
-            lo, hi = (int(v) for v in torch.aminmax(x))
-            if lo < 0 or hi >= self.num_embeddings:
-                bad = lo if lo < 0 else hi
-                raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
+            lo, hi = torch.aminmax(x)
+            C.check_embedding_range(V, D, int(lo), int(hi))
         return super().forward(x)

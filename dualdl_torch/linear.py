@@ -1,13 +1,12 @@
-"""Linear, Identity and Flatten on torch: the ``torch.nn`` classes with a ValueError that names the
-layer, the expected shape and the shape received (torch raises a RuntimeError without the layout)."""
+"""Linear, Identity and Flatten on torch: the ``torch.nn`` classes with the neutral checks' errors
+(dualdl/nn/checks.py, the MXNet side's words), which name the layer, the expected shape and the
+shape received (torch raises a RuntimeError without the layout)."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from dualdl.nn.checks import empty_batch_error
-
-from .base import shape_error
+from dualdl.nn import checks as C
 
 __all__ = ["Linear", "Identity", "Flatten"]
 
@@ -17,15 +16,14 @@ class Linear(torch.nn.Linear):
     _dl_layer = "Linear"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not x.numel():
-            raise empty_batch_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
-                                    tuple(x.shape))
+        if not x.numel():               # torch returns an empty output; MXNet cannot: refused on both
+            C.check_linear_input(self.in_features, self.out_features, tuple(x.shape))
         try:
             return torch.nn.functional.linear(x, self.weight, self.bias)
         except RuntimeError:            # explained only on failure: the check is on the hot path
-            if x.dim() == 0 or x.shape[-1] != self.in_features:
-                raise shape_error(f"Linear(in_features={self.in_features}, out_features={self.out_features})",
-                                  f"(*, {self.in_features})", x) from None
+            err = C.explain(C.check_linear_input, self.in_features, self.out_features, tuple(x.shape))
+            if err:
+                raise err from None
             raise
 
 

@@ -5,7 +5,7 @@ Every layer *is* the ``torch.nn`` layer (a thin subclass that adds a shape check
 the layer, the expected layout and the shape received). ``_dl_layer`` marks the dualdl layer each
 class implements; ``dualdl_mx.nn`` has a class of the same name for each.
 """
-from .base import Module, make_parameter, shape_error
+from .base import Module, make_parameter, shape_error, factory_kwargs
 from .linear import Flatten, Identity, Linear
 from .embedding import Embedding
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
@@ -22,7 +22,7 @@ from .transformer import MultiheadAttention, PositionalEncoding, TransformerEnco
 from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer
 
 __all__ = [
-    "Module", "make_parameter", "shape_error",
+    "Module", "make_parameter", "factory_kwargs", "shape_error",
     "Linear", "Identity", "Flatten", "Embedding", "Conv1d", "Conv2d",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm",

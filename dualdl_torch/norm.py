@@ -27,9 +27,10 @@ def _explained(call: Callable[[], torch.Tensor], check: Callable[..., None], *ar
 
 class _BNCheck:
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, **kwargs: Any) -> None:
+                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
+                 bias: bool = True) -> None:
         C.check_batchnorm_momentum(type(self).__name__, momentum)
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, **kwargs)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         """torch's own up-front hook (rank), here the neutral rank/channel/values-per-channel check."""
@@ -66,9 +67,9 @@ class GroupNorm(nn.GroupNorm):
     _dl_layer = "GroupNorm"
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 **kwargs: Any) -> None:
+                 device=None, dtype=None, *, bias: bool = True) -> None:
         C.check_groupnorm_args(num_groups, num_channels)
-        super().__init__(num_groups, num_channels, eps, affine, **kwargs)
+        super().__init__(num_groups, num_channels, eps, affine, device, dtype, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         C.check_groupnorm_input(self.num_groups, self.num_channels, tuple(x.shape))
@@ -77,10 +78,11 @@ class GroupNorm(nn.GroupNorm):
 
 class _INCheck:
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, **kwargs: Any) -> None:
+                 affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
+                 bias: bool = True) -> None:
         if track_running_stats:
             C.check_batchnorm_momentum(type(self).__name__, momentum)
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, **kwargs)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         """torch's own up-front hook; the neutral check refuses what torch takes and MXNet cannot:

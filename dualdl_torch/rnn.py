@@ -76,10 +76,10 @@ class LSTM(_Checked, torch.nn.LSTM):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
-                 layout: Optional[str] = None, **kwargs) -> None:
+                 proj_size: int = 0, device=None, dtype=None, layout: Optional[str] = None) -> None:
         super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers), bias=bias,
                          batch_first=resolve_layout("LSTM", batch_first, layout), dropout=dropout,
-                         bidirectional=bidirectional, **kwargs)
+                         bidirectional=bidirectional, proj_size=proj_size, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
         if not isinstance(input, PackedSequence):
@@ -93,10 +93,10 @@ class GRU(_Checked, torch.nn.GRU):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
-                 layout: Optional[str] = None, **kwargs) -> None:
+                 device=None, dtype=None, layout: Optional[str] = None) -> None:
         super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers), bias=bias,
                          batch_first=resolve_layout("GRU", batch_first, layout), dropout=dropout,
-                         bidirectional=bidirectional, **kwargs)
+                         bidirectional=bidirectional, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
         if not isinstance(input, PackedSequence):
@@ -110,13 +110,13 @@ class RNN(_Checked, torch.nn.RNN):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
-                 bidirectional: bool = False, layout: Optional[str] = None, **kwargs) -> None:
+                 bidirectional: bool = False, device=None, dtype=None, layout: Optional[str] = None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers),
                          nonlinearity=nonlinearity, bias=bias,
                          batch_first=resolve_layout("RNN", batch_first, layout), dropout=dropout,
-                         bidirectional=bidirectional, **kwargs)
+                         bidirectional=bidirectional, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
         if not isinstance(input, PackedSequence):

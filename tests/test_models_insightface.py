@@ -75,6 +75,7 @@ def _initial_weights() -> Dict[str, np.ndarray]:
     """torch's default init (made once), then norm scales/shifts, PReLU slopes and running stats
     randomised."""
     rng = np.random.default_rng(3)
+    dl.seed(3)          # torch's default init draws from its global generator: fixed, not test-order dependent
     with dl.use("torch"):
         sd = {k: dl.to_numpy(v) for k, v in dl.state_dict(IResNet()).items()}
     for k, a in sd.items():

@@ -107,6 +107,9 @@ class ArrayDataset(Dataset):
 class TensorDataset(ArrayDataset):
     """Like :class:`ArrayDataset`, but a sample is always a tuple, even of one array (torch's rule)."""
 
+    def __init__(self, *tensors: Any):
+        super().__init__(*tensors)
+
     def __getitem__(self, index: int) -> tuple:
         return tuple(a[index] for a in self._arrays)
 

@@ -199,12 +199,12 @@ class DistributedSampler(_EpochSampler):
     that runs to its end advances it); calling ``set_epoch(e)`` each epoch, torch-style, works too.
     """
 
-    def __init__(self, dataset_len: Union[int, Sized], num_replicas: Optional[int] = None,
+    def __init__(self, dataset: Union[int, Sized], num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: Optional[int] = None,
                  drop_last: bool = False):
         super().__init__(seed)
         from .. import config
-        self.dataset_len = _length(dataset_len, "dataset_len")
+        self.dataset_len = _length(dataset, "dataset")
         if num_replicas is None or rank is None:
             from .. import distributed as ddist      # framework-free until a job was joined
             if ddist.is_initialized():               # MXNet workers get their rank from the scheduler

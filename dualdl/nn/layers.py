@@ -6,130 +6,308 @@ with PyTorch's signature, parameter names, shapes and default initialisation on 
 """
 from __future__ import annotations
 
+from typing import Union
+
+from .declaration import Declaration, layer
+from .layer_docs import TORCH_DOCS
 from .module import Module
 
-# name -> what MXNet does differently that the MXNet implementation hides
+# The one registry: name -> declaration (PyTorch 2.13's signature, what MXNet does differently and
+# where dualdl departs from torch's signature). See docs/concepts.md "One contract". An entry may
+# still be a plain string (the MXNet difference only): built without binding, and the contract test
+# (tests/test_layer_contract.py) fails until it is declared.
+_LAYOUT = {"batch_first": "None (default): from layout=, else False as torch",
+           "layout": "'NTC'/'TNC' (Gluon's names) instead of batch_first"}
 LAYERS = {
-    "Linear": "Gluon Dense flattens non-batch axes by default and infers in_units lazily; "
-              "Linear applies to the last axis and creates its weight (out, in) at once.",
-    "Conv1d": "F.Convolution with torch's weight (out, in/groups, k) and U(+-1/sqrt(fan_in)) init; "
-              "padding='same' with an even kernel crops MXNet's symmetric padding; padding_mode 'reflect'/"
-              "'replicate' via F.pad ('circular' unsupported).",
-    "Conv2d": "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
-              "padding='same' handled as Conv1d; batched input only.",
-    "MaxPool1d": "ceil_mode=True: MXNet's 'full' convention adds a last window starting in the right padding "
-                 "(torch drops it) and its MKLDNN backward can fail; dualdl pads explicitly (-inf) instead.",
-    "MaxPool2d": "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices. "
-                 "MKLDNN's backward is wrong under record(train_mode=False): pooled in float64 then "
-                 "(non-hybridized only).",
-    "AvgPool1d": "ceil_mode=True: besides the extra window, MXNet's backward divides a clipped window by the "
-                 "full kernel (0.17-0.25 off); dualdl uses explicit padding + sum pooling / counted elements.",
-    "AvgPool2d": "ceil_mode as AvgPool1d; count_include_pad as torch; no divisor_override.",
-    "AdaptiveAvgPool2d": "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins).",
-    "BatchNorm1d": "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
-                   "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
-    "BatchNorm2d": "As BatchNorm1d. Hybridized, the running stats (torch's values) are updated by the fused op "
-                   "at backward inside autograd.record() only.",
-    "BatchNorm3d": "As BatchNorm1d/2d on (N, C, D, H, W) (Gluon: BatchNorm(axis=1) on 5-d input).",
-    "GroupNorm": "MXNet 1.9's GroupNorm op/Gluon block: gamma/beta of shape (num_groups,), not per channel; "
-                 "here torch's weight/bias (C,), statistics in float64 (float32 rounding parity).",
-    "InstanceNorm1d": "Gluon InstanceNorm: beta (center=True), gamma fixed at 1 (scale=False), no running stats; "
-                      "here torch's affine=False, track_running_stats=False defaults, running stats as torch's.",
-    "InstanceNorm2d": "As InstanceNorm1d on (N, C, H, W).",
-    "LayerNorm": "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape.",
-    "Dropout": "Gluon Dropout is active only inside autograd.record(); here module.train()/eval() decides.",
-    "Embedding": "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
-                 "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient.",
-    "Flatten": "Gluon Flatten keeps axis 0 only; here start_dim/end_dim (hybridized: end_dim -1 or >= 0).",
-    "Identity": "Gluon has no Identity block (returns the input).",
-    "ReLU": "Gluon: Activation('relu').",
-    "Sigmoid": "Gluon: Activation('sigmoid').",
-    "Tanh": "Gluon: Activation('tanh').",
-    "GELU": "Gluon GELU is erf only; approximate='tanh' is computed from its formula (they differ by <= 1e-3).",
-    "LeakyReLU": "Gluon LeakyReLU(alpha) has no default; torch's negative_slope=0.01.",
-    "ELU": "Gluon ELU(alpha=1.0); same formula.",
-    "SiLU": "Gluon Swish(beta=1.0); x * sigmoid(x).",
-    "Softmax": "MXNet softmax(axis=-1); torch's dim (None: torch's legacy implicit dim, NDArray only).",
-    "LogSoftmax": "MXNet log_softmax(axis=-1) is off by up to 3.5e-6 (torch 1.8e-7): computed from its formula.",
-    "Sequential": "Gluon (Hybrid)Sequential uses add(); here Sequential(*modules) or an OrderedDict, children "
-                  "'0', '1', ..., torch's indexing/append/insert.",
-    "ModuleList": "Gluon has none (a list plus register_child); children '0', '1', ..., not callable.",
-    "ModuleDict": "Gluon has none; children named by key, not callable.",
-    "MultiheadAttention": "Gluon/gluonnlp keep separate query/key/value Dense layers without bias and a 0/1 "
-                          "mask; here torch's packed in_proj_weight (3E, E), additive float or bool masks, "
-                          "masked scores -1e18 (finite) on both backends.",
-    "TransformerEncoderLayer": "gluonnlp: NTC input, dropout 0.0, no q/k/v/proj bias, dropout after ffn_2 only; "
-                               "here torch's layer (TNC default, dropout 0.1 on both, packed attention); "
-                               "key padding mask (True = pad) or valid_length; padded outputs are 0.",
-    "TransformerEncoder": "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
-                          "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
-    "TransformerDecoderLayer": "gluonnlp's TransformerDecoderCell: NTC, no q/k/v/proj bias, dropout "
-                               "0.0, its own cell names (attention_cell_in/inter, proj_in/inter, ffn) "
-                               "and 0/1 masks; here torch's layer (self_attn, multihead_attn, "
-                               "linear1/2, norm1-3), TNC default; bit-identical to torch.nn on torch, "
-                               "MXNet <= 1.1e-5 (float32).",
-    "TransformerDecoder": "gluonnlp's decoder adds scale+PE+dropout+input LayerNorm itself, takes "
-                          "valid lengths, zeroes padded steps and carries one-step decoding states; "
-                          "here torch's stack of copies (+ optional norm), full sequences with "
-                          "tgt_mask, no states (gluonnlp's decoder rebuilt: 3.6e-7 torch, 0.0 MXNet).",
-    "Transformer": "gluonnlp has no single block (its NMT model wires encoder, decoder, embeddings "
-                   "and output layer); here torch.nn.Transformer: encoder/decoder with final norms, "
-                   "xavier init, generate_square_subsequent_mask; warns when padded memory is not "
-                   "masked (dualdl's encoder zeroes it).",
-    "PositionalEncoding": "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
-                          "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
-    "LSTM": "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
-            "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=.",
-    "GRU": "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
-    "RNN": "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
-    "LSTMCell": "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names.",
-    "GRUCell": "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both).",
-    "RNNCell": "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'.",
-    "PReLU": "Gluon PReLU names its slope alpha (init 0.25, lazily shaped); here torch's weight (num_parameters,), "
-             "one slope or one per channel (dim 1), via LeakyReLU(act_type='prelu').",
-    "ReLU6": "Gluon has no ReLU6 block; clip(x, 0, 6).",
-    "Hardswish": "Gluon/MXNet 1.x have no hard-swish; x * clip(x + 3, 0, 6) / 6 as torch.",
-    "Hardsigmoid": "MXNet's hard_sigmoid defaults to alpha=0.2 (x/5 + 0.5; torch x/6 + 0.5: 0.083 off at x = 2.5); "
-                   "here clip(x + 3, 0, 6) / 6.",
-    "Softplus": "MXNet's Activation('softrelu') has no beta/threshold; here log1p(exp(beta x)) / beta, x above "
-                "the threshold (finite gradients for large x).",
-    "Mish": "MXNet 1.x has no mish; x * tanh(softplus(x)).",
-    "Dropout1d": "Channel dropout (one mask value per (N, C), MXNet Dropout(axes=...)); train()/eval() decides "
-                 "as Dropout; p = 1 gives zeros (MXNet: NaN).",
-    "Dropout2d": "As Dropout1d for (N, C, H, W); a 3-D input is (N, C, L) as torch 2.13 takes it.",
-    "Upsample": "No Gluon block; MXNet's BilinearResize2D defaults to align_corners=True (torch False, 0.08-0.55 "
-                "off) and UpSampling takes integer scales only: dualdl.ops.interpolate (4-D; hybridized, "
-                "nearest needs one integer scale_factor).",
-    "PixelShuffle": "No Gluon block in MXNet 1.x; reshape + transpose (torch's channel order).",
-    "ZeroPad2d": "No Gluon block (legacy pad is 4-D/5-D only); dualdl.ops.pad; negative (cropping) padding refused.",
-    "ReflectionPad2d": "No Gluon block; dualdl.ops.pad(mode='reflect'), each pad smaller than its dim.",
-    "Unflatten": "No Gluon block; reshape (hybridized: reshape's -4 split codes, dim >= 0).",
-    "Conv3d": "F.Convolution (NCDHW) with torch's weight layout (out, in/groups, kd, kh, kw) and init; "
-             "padding ('same', reflect/replicate via 5-d F.pad) as Conv2d.",
-    "ConvTranspose1d": "F.Deconvolution, same weight layout (in, out/groups, k), adj = output_padding; torch's init "
-                      "(fan_in = out/groups * k; Gluon: Uniform(0.07)). MXNet refuses adj >= stride (torch allows "
-                      "output_padding < max(stride, dilation)) and its float64 Deconvolution is wrong with stride > "
-                      "1 and dilation > 1 (7.1 off): both run as a stride-1 deconvolution of the zero-interleaved "
-                      "input, cropped to torch's window.",
-    "ConvTranspose2d": "As ConvTranspose1d (NCHW). forward(x, output_size=) as torch (eager and hybridized); MXNet's "
-                      "target_shape is fixed per layer and refuses sizes that need output_padding > padding.",
-    "MaxPool3d": "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding; MKLDNN's eval-mode backward "
-                "quirk measured here too, 2.0-5.7 off hybridized).",
-    "AvgPool3d": "As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements); no divisor_override.",
-    "AdaptiveAvgPool1d": "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L) (torch's "
-                        "bins).",
-    "AdaptiveMaxPool1d": "MXNet has no adaptive max pooling: ROIPooling with one whole-map region per sample has "
-                        "torch's bins (exact, incl. overlapping and upsampling bins); no return_indices.",
-    "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.",
+    "Linear": layer(
+        'in_features, out_features, bias=True, device=None, dtype=None',
+        "Gluon Dense flattens non-batch axes by default and infers in_units lazily; "
+        "Linear applies to the last axis and creates its weight (out, in) at once."),
+    "Conv1d": layer(
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None",
+        "F.Convolution with torch's weight (out, in/groups, k) and U(+-1/sqrt(fan_in)) init; "
+        "padding='same' with an even kernel crops MXNet's symmetric padding; padding_mode 'reflect'/"
+        "'replicate' via F.pad ('circular' unsupported)."),
+    "Conv2d": layer(
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None",
+        "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
+        "padding='same' handled as Conv1d; batched input only."),
+    "MaxPool1d": layer(
+        'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
+        "ceil_mode=True: MXNet's 'full' convention adds a last window starting in the right padding "
+        "(torch drops it) and its MKLDNN backward can fail; dualdl pads explicitly (-inf) instead."),
+    "MaxPool2d": layer(
+        'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
+        "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices. "
+        "MKLDNN's backward is wrong under record(train_mode=False): pooled in float64 then "
+        "(non-hybridized only)."),
+    "AvgPool1d": layer(
+        'kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True',
+        "ceil_mode=True: besides the extra window, MXNet's backward divides a clipped window by the "
+        "full kernel (0.17-0.25 off); dualdl uses explicit padding + sum pooling / counted elements."),
+    "AvgPool2d": layer(
+        'kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None',
+        "ceil_mode as AvgPool1d; count_include_pad as torch; no divisor_override."),
+    "AdaptiveAvgPool2d": layer(
+        'output_size',
+        "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins)."),
+    "BatchNorm1d": layer(
+        'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
+        "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
+        "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized)."),
+    "BatchNorm2d": layer(
+        'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
+        "As BatchNorm1d. Hybridized, the running stats (torch's values) are updated by the fused op "
+        "at backward inside autograd.record() only."),
+    "LayerNorm": layer(
+        'normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None',
+        "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape."),
+    "Dropout": layer(
+        'p=0.5, inplace=False',
+        "Gluon Dropout is active only inside autograd.record(); here module.train()/eval() decides."),
+    "Embedding": layer(
+        'num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None',
+        "Gluon clips out-of-range and accepts float indices, init U(+-0.07), no padding_idx; "
+        "here IndexError/TypeError, N(0,1), padding_idx row zero with no gradient; max_norm renormalises "
+        "the looked-up rows in place outside autograd, as torch (Gluon has no max_norm; refused inside a "
+        "hybridized parent); sparse=True and "
+        "scale_grad_by_freq=True are refused."),
+    "Flatten": layer(
+        'start_dim=1, end_dim=-1',
+        "Gluon Flatten keeps axis 0 only; here start_dim/end_dim (hybridized: end_dim -1 or >= 0)."),
+    "Identity": layer(
+        '*args, **kwargs',
+        "Gluon has no Identity block (returns the input)."),
+    "ReLU": layer(
+        'inplace=False',
+        "Gluon: Activation('relu')."),
+    "Sigmoid": layer(
+        '',
+        "Gluon: Activation('sigmoid')."),
+    "Tanh": layer(
+        '',
+        "Gluon: Activation('tanh')."),
+    "GELU": layer(
+        "approximate='none'",
+        "Gluon GELU is erf only; approximate='tanh' is computed from its formula (they differ by <= 1e-3)."),
+    "LeakyReLU": layer(
+        'negative_slope=0.01, inplace=False',
+        "Gluon LeakyReLU(alpha) has no default; torch's negative_slope=0.01."),
+    "ELU": layer(
+        'alpha=1.0, inplace=False',
+        "Gluon ELU(alpha=1.0); same formula."),
+    "SiLU": layer(
+        'inplace=False',
+        "Gluon Swish(beta=1.0); x * sigmoid(x)."),
+    "Softmax": layer(
+        'dim=None',
+        "MXNet softmax(axis=-1); torch's dim (None: torch's legacy implicit dim, NDArray only)."),
+    "LogSoftmax": layer(
+        'dim=None',
+        "MXNet log_softmax(axis=-1) is off by up to 3.5e-6 (torch 1.8e-7): computed from its formula."),
+    "Sequential": layer(
+        '*args',
+        "Gluon (Hybrid)Sequential uses add(); here Sequential(*modules) or an OrderedDict, children "
+        "'0', '1', ..., torch's indexing/append/insert."),
+    "ModuleList": layer(
+        'modules=None',
+        "Gluon has none (a list plus register_child); children '0', '1', ..., not callable."),
+    "ModuleDict": layer(
+        'modules=None',
+        "Gluon has none; children named by key, not callable."),
+    "MultiheadAttention": layer(
+        'embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None',
+        "Gluon/gluonnlp keep separate query/key/value Dense layers without bias and a 0/1 "
+        "mask; here torch's packed in_proj_weight (3E, E), additive float or bool masks, "
+        "masked scores -1e18 (finite) on both backends."),
+    "TransformerEncoderLayer": layer(
+        "d_model, nhead, dim_feedforward=2048, dropout=0.1, activation='relu', layer_norm_eps=1e-05, batch_first=None, norm_first=False, bias=True, device=None, dtype=None, layout=None",
+        "gluonnlp: NTC input, dropout 0.0, no q/k/v/proj bias, dropout after ffn_2 only; "
+        "here torch's layer (TNC default, dropout 0.1 on both, packed attention); "
+        "key padding mask (True = pad) or valid_length; padded outputs are 0.",
+        dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
+                               "function", **_LAYOUT}),
+    "TransformerEncoder": layer(
+        'encoder_layer, num_layers, norm=None, enable_nested_tensor=False, mask_check=True',
+        "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
+        "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
+        dualdl={"enable_nested_tensor": "False: torch's nested-tensor fast path is off, so padded outputs "
+                                         "are 0 on both backends"}),
+    "PositionalEncoding": layer(
+        "d_model, max_len=5000, dropout=0.0, style='vaswani', scale=False, batch_first=None, layout=None",
+        "gluonnlp's sinusoid uses angle pos/10000^(2j/d) with j the column index (style="
+        "'gluonnlp'); style='vaswani' is the standard table. Raises past max_len (gluonnlp clamps).",
+        torch=False, doc=(
+            "Adds a sinusoidal positional encoding to a sequence (optionally scaled by sqrt(d_model) "
+            "first), then dropout.",
+            "Args:\n"
+            "    d_model: the number of expected features in the input\n"
+            "    max_len: the longest sequence; a longer one raises. Default: 5000\n"
+            "    dropout: the dropout value applied after the addition. Default: 0.0\n"
+            "    style: 'vaswani' (the standard table) or 'gluonnlp' (gluonnlp 0.10's). Default: 'vaswani'\n"
+            "    scale: multiply the input by sqrt(d_model) before adding. Default: False\n"
+            "    batch_first: (batch, seq, feature) if True, else (seq, batch, feature). Default: None\n"
+            "    layout: 'NTC' or 'TNC' instead of batch_first. Default: None (TNC)\n\n"
+            "Shape:\n"
+            "    - Input: (T, N, d_model), or (N, T, d_model) with batch_first=True\n"
+            "    - Output: the shape of the input")),
+    "LSTM": layer(
+        'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, layout=None',
+        "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
+        "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or batch_first=; "
+        "proj_size > 0 is refused on MXNet (dualdl's MXNet LSTM has no projection).",
+        dualdl=_LAYOUT),
+    "GRU": layer(
+        'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None',
+        "As LSTM (gates r, z, n in both); state h. Dropout between layers follows train()/eval().",
+        dualdl=_LAYOUT),
+    "RNN": layer(
+        "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None",
+        "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
+        dualdl=_LAYOUT),
+    "LSTMCell": layer(
+        'input_size, hidden_size, bias=True, device=None, dtype=None',
+        "Gluon LSTMCell returns (out, [h, c]) with i2h_/h2h_ names; here (h, c) and torch's names."),
+    "GRUCell": layer(
+        'input_size, hidden_size, bias=True, device=None, dtype=None',
+        "Gluon GRUCell returns (out, [h]); here h' and torch's names (gates r, z, n in both)."),
+    "RNNCell": layer(
+        "input_size, hidden_size, bias=True, nonlinearity='tanh', device=None, dtype=None",
+        "Gluon RNNCell's activation is required; here nonlinearity='tanh' as torch; returns h'."),
+    "BatchNorm3d": layer(
+        'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
+        'As BatchNorm1d/2d on (N, C, D, H, W) (Gluon: BatchNorm(axis=1) on 5-d input).'),
+    "GroupNorm": layer(
+        'num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None, *, bias=True',
+        "MXNet 1.9's GroupNorm op/Gluon block: gamma/beta of shape (num_groups,), not per channel; here "
+        "torch's weight/bias (C,), statistics in float64 (float32 rounding parity)."),
+    "InstanceNorm1d": layer(
+        'num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None, *, bias=True',
+        'Gluon InstanceNorm: beta (center=True), gamma fixed at 1 (scale=False), no running stats; here '
+        "torch's affine=False, track_running_stats=False defaults, running stats as torch's."),
+    "InstanceNorm2d": layer(
+        'num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None, *, bias=True',
+        'As InstanceNorm1d on (N, C, H, W).'),
+    "TransformerDecoderLayer": layer(
+        "d_model, nhead, dim_feedforward=2048, dropout=0.1, activation='relu', layer_norm_eps=1e-05, batch_first=None, norm_first=False, bias=True, device=None, dtype=None, layout=None",
+        "gluonnlp's TransformerDecoderCell: NTC, no q/k/v/proj bias, dropout 0.0, its own cell names "
+        "(attention_cell_in/inter, proj_in/inter, ffn) and 0/1 masks; here torch's layer (self_attn, "
+        'multihead_attn, linear1/2, norm1-3), TNC default; bit-identical to torch.nn on torch, MXNet <= '
+        '1.1e-5 (float32).',
+        dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
+                               "function", **_LAYOUT}),
+    "TransformerDecoder": layer(
+        'decoder_layer, num_layers, norm=None',
+        "gluonnlp's decoder adds scale+PE+dropout+input LayerNorm itself, takes valid lengths, zeroes padded "
+        "steps and carries one-step decoding states; here torch's stack of copies (+ optional norm), full "
+        "sequences with tgt_mask, no states (gluonnlp's decoder rebuilt: 3.6e-7 torch, 0.0 MXNet)."),
+    "Transformer": layer(
+        "d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, dropout=0.1, activation='relu', custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-05, batch_first=False, norm_first=False, bias=True, device=None, dtype=None",
+        'gluonnlp has no single block (its NMT model wires encoder, decoder, embeddings and output layer); '
+        'here torch.nn.Transformer: encoder/decoder with final norms, xavier init, '
+        "generate_square_subsequent_mask; warns when padded memory is not masked (dualdl's encoder zeroes "
+        'it).',
+        dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
+                               "function"}),
+    "PReLU": layer(
+        'num_parameters=1, init=0.25, device=None, dtype=None',
+        "Gluon PReLU names its slope alpha (init 0.25, lazily shaped); here torch's weight (num_parameters,),"
+        " one slope or one per channel (dim 1), via LeakyReLU(act_type='prelu')."),
+    "ReLU6": layer(
+        'inplace=False',
+        'Gluon has no ReLU6 block; clip(x, 0, 6).'),
+    "Hardswish": layer(
+        'inplace=False',
+        'Gluon/MXNet 1.x have no hard-swish; x * clip(x + 3, 0, 6) / 6 as torch.'),
+    "Hardsigmoid": layer(
+        'inplace=False',
+        "MXNet's hard_sigmoid defaults to alpha=0.2 (x/5 + 0.5; torch x/6 + 0.5: 0.083 off at x = 2.5); here "
+        'clip(x + 3, 0, 6) / 6.'),
+    "Softplus": layer(
+        'beta=1.0, threshold=20.0',
+        "MXNet's Activation('softrelu') has no beta/threshold; here log1p(exp(beta x)) / beta, x above the "
+        'threshold (finite gradients for large x).'),
+    "Mish": layer(
+        'inplace=False',
+        'MXNet 1.x has no mish; x * tanh(softplus(x)).'),
+    "Dropout1d": layer(
+        'p=0.5, inplace=False',
+        'Channel dropout (one mask value per (N, C), MXNet Dropout(axes=...)); train()/eval() decides as '
+        'Dropout; p = 1 gives zeros (MXNet: NaN).'),
+    "Dropout2d": layer(
+        'p=0.5, inplace=False',
+        'As Dropout1d for (N, C, H, W); a 3-D input is (N, C, L) as torch 2.13 takes it.'),
+    "Upsample": layer(
+        "size=None, scale_factor=None, mode='nearest', align_corners=None, recompute_scale_factor=None",
+        "No Gluon block; MXNet's BilinearResize2D defaults to align_corners=True (torch False, 0.08-0.55 off)"
+        ' and UpSampling takes integer scales only: dualdl.ops.interpolate (4-D; hybridized, nearest needs '
+        'one integer scale_factor).'),
+    "PixelShuffle": layer(
+        'upscale_factor',
+        "No Gluon block in MXNet 1.x; reshape + transpose (torch's channel order)."),
+    "ZeroPad2d": layer(
+        'padding',
+        'No Gluon block (legacy pad is 4-D/5-D only); dualdl.ops.pad; negative (cropping) padding refused.'),
+    "ReflectionPad2d": layer(
+        'padding',
+        "No Gluon block; dualdl.ops.pad(mode='reflect'), each pad smaller than its dim."),
+    "Unflatten": layer(
+        'dim, unflattened_size',
+        "No Gluon block; reshape (hybridized: reshape's -4 split codes, dim >= 0)."),
+    "Conv3d": layer(
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None",
+        "F.Convolution (NCDHW) with torch's weight layout (out, in/groups, kd, kh, kw) and init; padding "
+        "('same', reflect/replicate via 5-d F.pad) as Conv2d."),
+    "ConvTranspose1d": layer(
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros', device=None, dtype=None",
+        "F.Deconvolution, same weight layout (in, out/groups, k), adj = output_padding; torch's init (fan_in "
+        '= out/groups * k; Gluon: Uniform(0.07)). MXNet refuses adj >= stride (torch allows output_padding < '
+        'max(stride, dilation)) and its float64 Deconvolution is wrong with stride > 1 and dilation > 1 (7.1 '
+        "off): both run as a stride-1 deconvolution of the zero-interleaved input, cropped to torch's window."),
+    "ConvTranspose2d": layer(
+        "in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros', device=None, dtype=None",
+        "As ConvTranspose1d (NCHW). forward(x, output_size=) as torch (eager and hybridized); MXNet's "
+        'target_shape is fixed per layer and refuses sizes that need output_padding > padding.'),
+    "MaxPool3d": layer(
+        'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
+        "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding; MKLDNN's eval-mode backward quirk "
+        'measured here too, 2.0-5.7 off hybridized).'),
+    "AvgPool3d": layer(
+        'kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None',
+        'As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements); no divisor_override.'),
+    "AdaptiveAvgPool1d": layer(
+        'output_size',
+        "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L) (torch's bins)."),
+    "AdaptiveMaxPool1d": layer(
+        'output_size, return_indices=False',
+        "MXNet has no adaptive max pooling: ROIPooling with one whole-map region per sample has torch's bins "
+        '(exact, incl. overlapping and upsampling bins); no return_indices.'),
+    "AdaptiveMaxPool2d": layer(
+        'output_size, return_indices=False',
+        'As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.'),
 }
 
 
-def _declare(name: str, doc: str) -> type:
-    return type(name, (Module,), {"_dl_layer": name, "__doc__": doc, "__module__": __name__})
+
+def _doc(name: str, decl: Declaration) -> str:
+    summary, sections = TORCH_DOCS.get(name, decl.doc)
+    own = "".join(f"\n    {k}: {v}" for k, v in decl.dualdl.items())
+    return (f"{summary or 'dualdl.nn.' + name}\n\n``{name}({decl.signature})``"
+            + (" (torch.nn's signature)" if decl.torch else " (dualdl's own layer)")
+            + (f"\n\n{sections}" if sections else "")
+            + (f"\n\nWhere dualdl departs from torch's signature:{own}" if own else "")
+            + f"\n\nOn MXNet: {decl.mxnet}\n")
 
 
-globals().update({name: _declare(name, doc) for name, doc in LAYERS.items()})
+def _declare(name: str, decl: Union[Declaration, str]) -> type:
+    if isinstance(decl, str):   # not declared yet (only the MXNet difference): built without binding
+        return type(name, (Module,), {"_dl_layer": name, "__doc__": f"On MXNet: {decl}", "__module__": __name__})
+    sig = decl.compile(name)[0]  # fail at import on a bad signature; bound calls reuse the cache
+    return type(name, (Module,), {"_dl_layer": name, "_dl_decl": decl, "__doc__": _doc(name, decl),
+                                  "__module__": __name__, "__signature__": sig})
 
+
+globals().update({name: _declare(name, decl) for name, decl in LAYERS.items()})
 
 def _generate_square_subsequent_mask(sz: int, device=None, dtype=None, backend=None):
     """torch.nn.Transformer.generate_square_subsequent_mask on the active backend (or ``backend=``):

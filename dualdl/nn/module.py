@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from ..backend import _using, get_backend
+from .declaration import refuse
 
 __all__ = ["Module", "ModuleMeta", "Parameter", "native_class"]
 
@@ -34,7 +35,7 @@ class ModuleMeta(type):
         layer = cls.__dict__.get("_dl_layer")
         with _using(be.name):
             if layer is not None:
-                return getattr(be.module("nn"), layer)(*args, **kwargs)
+                return _build_layer(cls, layer, be, args, kwargs)
             return native_class(cls, be.name)(*args, **kwargs)
 
     def __instancecheck__(cls, obj: Any) -> bool:
@@ -46,6 +47,25 @@ class ModuleMeta(type):
         if cls is Module:                              # any module dualdl built
             return getattr(type(obj), "_dl_layer", None) is not None
         return False
+
+
+def _build_layer(cls: type, layer: str, be: Any, args: tuple, kwargs: dict) -> Any:
+    """Bind the call against the layer's declaration (same acceptance and TypeError wording on both
+    backends), refuse what the adapter declares it cannot honour, then build the adapter's layer
+    with every declared argument by name; ``device``/``dtype`` are made native by the adapter's
+    ``factory_kwargs`` (MXNet: the parameters' context and dtype)."""
+    nn = be.module("nn")
+    impl = getattr(nn, layer)
+    decl = cls.__dict__.get("_dl_decl")
+    if decl is None:                                   # an entry without a declared signature
+        return impl(*args, **kwargs)
+    pos, kw, bound = decl.bind(layer, args, kwargs)
+    refuse(layer, impl, bound, be.name)
+    if kw.get("device") is not None or kw.get("dtype") is not None:
+        kw["device"], kw["dtype"], scope = nn.factory_kwargs(layer, kw.get("device"), kw.get("dtype"))
+        with scope:
+            return impl(*pos, **kw)
+    return impl(*pos, **kw)
 
 
 def native_class(cls: type, backend: str) -> type:

@@ -1,5 +1,6 @@
 """The parity table: one row per entry (layer, op, loss) and its odd cases. tests/test_parity_table.py
 generates the checks from ROWS; adding an entry to dualdl is adding its row (docs/parity.md)."""
+from .contract import ROWS as CONTRACT_ROWS
 from .layers import ROWS as LAYER_ROWS
 from .layers_act import ROWS as ACT_ROWS
 from .conv_pool import ROWS as CONV_POOL_ROWS
@@ -9,4 +10,5 @@ from .ops import ROWS as OP_ROWS
 from .ops_more import ROWS as OP_MORE_ROWS
 from .transformer_decoder import ROWS as DECODER_ROWS
 
-ROWS = LAYER_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + DECODER_ROWS + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS
+ROWS = (LAYER_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + DECODER_ROWS + CONTRACT_ROWS + OP_ROWS + OP_MORE_ROWS
+        + LOSS_ROWS)
