@@ -126,9 +126,9 @@ class _BatchNorm(Layer):
         is the batch's unbiased one (the op uses the biased); it updates them in its backward, so
         they change only when backward runs inside ``record()`` (Gluon's rule)."""
         track = self.training and self.track_running_stats
-        dtype = self._param_dtype()
-        if train_mode_follows_module() and dtype is not None:
-            return self._float64_op_graph(F, x, weight, bias, running_mean, running_var, track, dtype)
+        if train_mode_follows_module() and self._update_has_backward():
+            return self._float64_op_graph(F, x, weight, bias, running_mean, running_var, track,
+                                          np.dtype(self.weight.dtype).name)
 
         def update(F, mean, var, n_):
             return self._running_update(F, mean, var, n_, weight, bias, running_mean, running_var, (-1, 1))
@@ -143,9 +143,13 @@ class _BatchNorm(Layer):
         fused = self._fused(F, rows, weight, bias, running_mean, running_var, False)   # (2, C)
         return fused if out_shape is None else F.reshape(F.sum(fused, axis=0), shape=out_shape) * 0.0
 
-    def _param_dtype(self) -> Optional[str]:
-        p = self.weight if self.weight is not None else self.running_mean
-        return None if p is None else np.dtype(p.dtype).name
+    def _update_has_backward(self) -> bool:
+        """MXNet's fused op updates its moving statistics in its backward, which runs only if one
+        of its inputs needs a gradient: in the float64 graph, the weight or bias (its data input
+        comes from the main op's statistics, which carry no gradient). Without both (affine=False,
+        or both frozen when the graph is built) the GEMM form is used, whose tie carries one."""
+        return (self.weight is not None and self.bias is not None
+                and (self.weight.grad_req != "null" or self.bias.grad_req != "null"))
 
     def _scratch(self) -> Tuple[Any, Any]:
         """float64 (C,) arrays for the float64 operator's moving statistics (it updates them with
@@ -154,8 +158,7 @@ class _BatchNorm(Layer):
         checkpoint. Created on the first float64 graph, on the block's contexts."""
         pair = self.__dict__.get("_dl_scratch")
         if pair is None:
-            p = self.weight if self.weight is not None else self.running_mean
-            ctx = p.list_ctx() if p is not None else self._dl_contexts()
+            ctx = self.weight.list_ctx()
             pair = tuple(self.params.get(f"dl_scratch_{k}", shape=(self.num_features,), dtype="float64",
                                          grad_req="null", init=init, differentiable=False)
                          for k, init in (("mean", mx.init.Zero()), ("var", mx.init.One())))
@@ -172,9 +175,7 @@ class _BatchNorm(Layer):
 
         def cast(t):
             return t if dtype == "float64" else F.cast(t, dtype="float64")
-        w = cast(weight) if weight is not None else F.ones_like(s_var)
-        b = cast(bias) if bias is not None else F.zeros_like(s_mean)
-        y, mean, inv_std = F.BatchNorm(cast(x), w, b, s_mean, s_var, eps=self.eps, fix_gamma=False,
+        y, mean, inv_std = F.BatchNorm(cast(x), cast(weight), cast(bias), s_mean, s_var, eps=self.eps, fix_gamma=False,
                                        use_global_stats=False, output_mean_var=True, axis=1)
         if dtype != "float64":
             y = F.cast(y, dtype=dtype)

@@ -139,6 +139,17 @@ def test_hybridized_graph_forms_and_scratch_statistics():
         assert rel(y0, r[0]) < 1e-6 and rel(y.asnumpy(), r[0]) < 1e-6
     assert rel(outs[0], outs[1].astype(np.float64)) < 1e-6
     assert "_dl_scratch" in bn.__dict__ and "_dl_scratch" not in bn2.__dict__
+    with dl.use("mxnet"):                 # its update runs in the fused op's backward: it needs an
+        frozen = dl.nn.BatchNorm2d(4)     # input with a gradient, so no weight/bias: the GEMM form
+    frozen.weight.grad_req = frozen.bias.grad_req = "null"
+    frozen.hybridize()
+    xm = nd.array(x)
+    xm.attach_grad()
+    with autograd.record():
+        y = frozen(xm)
+    y.backward(nd.array(g))
+    assert "_dl_scratch" not in frozen.__dict__
+    np.testing.assert_allclose(frozen.running_mean.data().asnumpy(), 0.1 * r[4], rtol=1e-5, atol=1e-6)
     names = set(dl.state_dict(bn)) | {n for n, _ in bn.named_parameters()} | {n for n, _ in bn.named_buffers()}
     assert names == {"weight", "bias", "running_mean", "running_var"}
     n = x.size // 4
