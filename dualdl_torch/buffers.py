@@ -6,7 +6,7 @@ Hides: like real ``nn.DataParallel``, only replica 0's in-place buffer updates s
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -18,7 +18,10 @@ def _buffer_slots(model: torch.nn.Module) -> List[Tuple[torch.nn.Module, str]]:
 
 
 @torch.no_grad()
-def snapshot_buffers(model: torch.nn.Module) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+def snapshot_buffers(model: torch.nn.Module, cache: Optional[Dict[str, Any]] = None
+                     ) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """``cache``: the MXNet adapter keeps its plan there; buffers can be reassigned on torch
+    modules, so their slots are looked up on every call."""
     return [(m._buffers[k], m._buffers[k].clone()) for m, k in _buffer_slots(model)]
 
 
@@ -28,7 +31,7 @@ def restore_buffers(model: torch.nn.Module, snap) -> None:
         live.copy_(saved)
 
 
-def sync_buffers(model: torch.nn.Module) -> None:
+def sync_buffers(model: torch.nn.Module, cache: Optional[Dict[str, Any]] = None) -> None:
     """Nothing to do: one module holds the buffers (replica 0's updates, as DataParallel)."""
 
 
