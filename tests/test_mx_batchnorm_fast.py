@@ -49,25 +49,36 @@ def torch_err(x, w, b, g, r):
                rel(bn.bias.grad.numpy(), r[3]))
 
 
-@pytest.mark.parametrize("hybrid", [False, True])
-@pytest.mark.parametrize("shape", [(8, 16, 14, 14), (16, 6), (4, 5, 7)])
-def test_precision_matches_torch_against_float64(shape, hybrid):
-    x, w, b, g = make(shape, 0)
-    r = ref64(x, w, b, g)
+def _record_backward(m, x, g):
+    xm = nd.array(x)
+    xm.attach_grad()
+    with autograd.record():
+        y = m(xm)
+    y.backward(nd.array(g))
+    return y, xm
+
+
+def _bn_step(x, w, b, g, r, hybrid):
+    """A dualdl BatchNorm with weight w and bias b, one recorded forward+backward of x with
+    head gradient g; its errors against the float64 reference r."""
     with dl.use("mxnet"):
-        bn = dl.nn.BatchNorm2d(shape[1]) if len(shape) == 4 else dl.nn.BatchNorm1d(shape[1])
+        bn = dl.nn.BatchNorm2d(x.shape[1]) if x.ndim == 4 else dl.nn.BatchNorm1d(x.shape[1])
     bn.weight.set_data(nd.array(w))
     bn.bias.set_data(nd.array(b))
     if hybrid:
         bn.hybridize()
     bn.zero_grad()
-    xm = nd.array(x)
-    xm.attach_grad()
-    with autograd.record():
-        y = bn(xm)
-    y.backward(nd.array(g))
-    errs = {"out": rel(y.asnumpy(), r[0]), "dx": rel(xm.grad.asnumpy(), r[1]),
-            "dw": rel(bn.weight.grad().asnumpy(), r[2]), "db": rel(bn.bias.grad().asnumpy(), r[3])}
+    y, xm = _record_backward(bn, x, g)
+    return bn, {"out": rel(y.asnumpy(), r[0]), "dx": rel(xm.grad.asnumpy(), r[1]),
+                "dw": rel(bn.weight.grad().asnumpy(), r[2]), "db": rel(bn.bias.grad().asnumpy(), r[3])}
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("shape", [(8, 16, 14, 14), (16, 6), (4, 5, 7)])
+def test_precision_matches_torch_against_float64(shape, hybrid):
+    x, w, b, g = make(shape, 0)
+    r = ref64(x, w, b, g)
+    bn, errs = _bn_step(x, w, b, g, r, hybrid)
     t = torch_err(x, w, b, g, r)
     # torch's own error is ~1e-7 of the largest value; MXNet's fused op is 5e-6..1e-5; the float64
     # operator (eager, and hybridized under a dualdl module call) no worse than torch's kernels
@@ -88,18 +99,7 @@ def test_adversarial_activations_mean_1000_std_0_1(hybrid):
     w, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     g = rng.standard_normal(shape).astype(np.float32)
     r = ref64(x, w, b, g)
-    with dl.use("mxnet"):
-        bn = dl.nn.BatchNorm2d(8)
-    bn.weight.set_data(nd.array(w))
-    bn.bias.set_data(nd.array(b))
-    if hybrid:
-        bn.hybridize()
-    xm = nd.array(x)
-    xm.attach_grad()
-    with autograd.record():
-        y = bn(xm)
-    y.backward(nd.array(g))
-    err = max(rel(y.asnumpy(), r[0]), rel(xm.grad.asnumpy(), r[1]), rel(bn.weight.grad().asnumpy(), r[2]))
+    err = max(_bn_step(x, w, b, g, r, hybrid)[1].values())
     t = torch_err(x, w, b, g, r)
     assert err <= 2e-7 and t > 10 * err, f"hybrid={hybrid}: {err:.1e}, torch {t:.1e}"
 
@@ -143,11 +143,7 @@ def test_hybridized_graph_forms_and_scratch_statistics():
         frozen = dl.nn.BatchNorm2d(4)     # input with a gradient, so no weight/bias: the GEMM form
     frozen.weight.grad_req = frozen.bias.grad_req = "null"
     frozen.hybridize()
-    xm = nd.array(x)
-    xm.attach_grad()
-    with autograd.record():
-        y = frozen(xm)
-    y.backward(nd.array(g))
+    _record_backward(frozen, x, g)
     assert "_dl_scratch" not in frozen.__dict__
     np.testing.assert_allclose(frozen.running_mean.data().asnumpy(), 0.1 * r[4], rtol=1e-5, atol=1e-6)
     names = set(dl.state_dict(bn)) | {n for n, _ in bn.named_parameters()} | {n for n, _ in bn.named_buffers()}
