@@ -145,6 +145,13 @@ def test_hybridized_graph_forms_and_scratch_statistics():
     frozen.hybridize()
     _record_backward(frozen, x, g)
     assert "_dl_scratch" not in frozen.__dict__
+    with dl.use("mxnet"):                 # eval mode without running statistics: batch statistics,
+        untracked = dl.nn.BatchNorm2d(4, track_running_stats=False)    # is_train off (GEMM form)
+    untracked.weight.set_data(nd.array(w))
+    untracked.bias.set_data(nd.array(b))
+    untracked.eval()
+    untracked.hybridize()
+    assert rel(untracked(nd.array(x)).asnumpy(), r[0]) < 1e-6
     np.testing.assert_allclose(frozen.running_mean.data().asnumpy(), 0.1 * r[4], rtol=1e-5, atol=1e-6)
     names = set(dl.state_dict(bn)) | {n for n, _ in bn.named_parameters()} | {n for n, _ in bn.named_buffers()}
     assert names == {"weight", "bias", "running_mean", "running_var"}
