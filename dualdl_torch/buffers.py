@@ -47,8 +47,10 @@ class ReplicaBuffers:
 
     def __init__(self, model: torch.nn.Module, n: int):
         self.slots = _buffer_slots(model) if n > 1 and model.training else []
-        with torch.no_grad():
-            self.before = [m._buffers[k].detach().clone() for m, k in self.slots]
+        self.before = []
+        if self.slots:                       # one device: no no_grad() context (3-5 us a step)
+            with torch.no_grad():
+                self.before = [m._buffers[k].detach().clone() for m, k in self.slots]
         self.originals = [m._buffers[k] for m, k in self.slots]
 
     def enter(self, i: int) -> None:
