@@ -136,6 +136,7 @@ class Trainer:
         self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
         self._optim_impl = self._be.module("optim")
         self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
+        self._buffer_cache: Dict[str, Any] = {}          # the adapter's buffer snapshot plan (MXNet)
         self._check_optimizer()
         default = self._grads_impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
@@ -181,7 +182,7 @@ class Trainer:
                              f"on the {self._be.name!r} backend")
         reducer = self._be.module("reducer").DistReducer(self.model, self._named)
         reducer.broadcast_model(self.model)
-        self._buffers_impl.sync_buffers(self.model)
+        self._buffers_impl.sync_buffers(self.model, self._buffer_cache)
         self.rank, self.world_size = reducer.rank, reducer.world
         return reducer
 
@@ -284,7 +285,7 @@ class Trainer:
             r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
-        snap = buffers.snapshot_buffers(self.model)
+        snap = buffers.snapshot_buffers(self.model, self._buffer_cache)
         x_axes = [self._axis(a, self.batch_axis) for a in xs]
         y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
         try:
@@ -385,7 +386,7 @@ class Trainer:
             if not math.isfinite(norm):
                 return "gradient norm", norm
         self.optimizer.step()
-        buffers.sync_buffers(self.model)
+        buffers.sync_buffers(self.model, self._buffer_cache)
         if self.scheduler is not None:
             self.scheduler.step()
         self.global_step += 1
@@ -474,7 +475,7 @@ class Trainer:
             if isinstance(e, TrainerStateError):
                 raise
             raise TrainerStateError(f"cannot load the Trainer state (nothing was changed): {e}") from e
-        self._buffers_impl.sync_buffers(self.model)
+        self._buffers_impl.sync_buffers(self.model, self._buffer_cache)
         self.global_step = int(state["step"])
         self.skipped_steps = list(state.get("skipped_steps", []))
         self._micro = self._samples = 0

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import mxnet as mx
-from mxnet import gluon, nd
+from mxnet import autograd, gluon, nd
 from mxnet.gluon import HybridBlock
 
 from dualdl.devices import device as _parse_device
@@ -93,6 +93,32 @@ def _bind_and_call(block: "Module", fn, args: tuple, params: Dict[str, Any]):
         d.update(saved)
 
 
+_TRAIN_MODE_CALLS = [0]       # depth of outermost module calls run under train_mode() (see _call)
+
+
+def train_mode_follows_module() -> bool:
+    """True while an outermost dualdl module call in train mode runs (and builds its graphs) with
+    MXNet's ``is_train`` on, whatever ``autograd.record()`` says: a hybridized graph built then
+    may use operators whose train-mode behaviour depends on ``is_train`` (BatchNorm's)."""
+    return _TRAIN_MODE_CALLS[0] > 0
+
+
+def _call(block: HybridBlock, args: tuple):
+    """``HybridBlock.__call__``; an outermost call (NDArray inputs, not a graph being traced) of a
+    module in train mode runs under ``autograd.train_mode()``: train()/eval() decide, as in torch,
+    also for operators inside a hybridized graph, which read MXNet's ``is_train`` flag."""
+    if not block.training or (args and isinstance(args[0], mx.sym.Symbol)):
+        return HybridBlock.__call__(block, *args)
+    _TRAIN_MODE_CALLS[0] += 1
+    try:
+        if autograd.is_training():
+            return HybridBlock.__call__(block, *args)
+        with autograd.train_mode():
+            return HybridBlock.__call__(block, *args)
+    finally:
+        _TRAIN_MODE_CALLS[0] -= 1
+
+
 class Module(HybridBlock):
     """Base of every dualdl module on MXNet: a HybridBlock with PyTorch's module API
     (``train/eval``, ``named_parameters``, ``named_buffers``, ``state_dict``, ``to``...)."""
@@ -100,6 +126,9 @@ class Module(HybridBlock):
     def __init__(self) -> None:
         super().__init__()
         self.training = True
+
+    def __call__(self, *args):
+        return _call(self, args)
 
     # ---- write-once classes: route HybridBlock.forward -> hybrid_forward -> user's forward ----
     @classmethod
@@ -121,7 +150,7 @@ class Module(HybridBlock):
             return tuple(bound.arguments[n] for n in names[:max(given) + 1]) if given else ()
 
         def __call__(self, *args, **kwargs):
-            return HybridBlock.__call__(self, *(positional(self, args, kwargs) if kwargs else args))
+            return _call(self, positional(self, args, kwargs) if kwargs else args)
 
         def forward(self, *args, **kwargs):
             return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))

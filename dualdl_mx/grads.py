@@ -119,7 +119,8 @@ def scale_grads(params: Sequence[gluon.Parameter], factor: float) -> None:
 
 def stale(named: Sequence[Tuple[str, gluon.Parameter]]) -> List[str]:
     """Names of parameters with no backward since the last zero_grad (Gluon's stale gradient)."""
-    return [n for n, p in named if not _fresh(p)]
+    return [n for n, p in named if p._data is None or not p._data[0]._fresh_grad]   # _fresh, inlined:
+    # list_data()'s checks cost 1 us a parameter, 30 us a step on the demo CRNN
 
 
 def grad_arrays(params: Sequence[gluon.Parameter]) -> List[Optional[np.ndarray]]:

@@ -49,34 +49,116 @@ def torch_err(x, w, b, g, r):
                rel(bn.bias.grad.numpy(), r[3]))
 
 
-@pytest.mark.parametrize("hybrid", [False, True])
-@pytest.mark.parametrize("shape", [(8, 16, 14, 14), (16, 6), (4, 5, 7)])
-def test_precision_matches_torch_against_float64(shape, hybrid):
-    x, w, b, g = make(shape, 0)
-    r = ref64(x, w, b, g)
+def _record_backward(m, x, g):
+    xm = nd.array(x)
+    xm.attach_grad()
+    with autograd.record():
+        y = m(xm)
+    y.backward(nd.array(g))
+    return y, xm
+
+
+def _bn_step(x, w, b, g, r, hybrid):
+    """A dualdl BatchNorm with weight w and bias b, one recorded forward+backward of x with
+    head gradient g; its errors against the float64 reference r."""
     with dl.use("mxnet"):
-        bn = dl.nn.BatchNorm2d(shape[1]) if len(shape) == 4 else dl.nn.BatchNorm1d(shape[1])
+        bn = dl.nn.BatchNorm2d(x.shape[1]) if x.ndim == 4 else dl.nn.BatchNorm1d(x.shape[1])
     bn.weight.set_data(nd.array(w))
     bn.bias.set_data(nd.array(b))
     if hybrid:
         bn.hybridize()
     bn.zero_grad()
-    xm = nd.array(x)
-    xm.attach_grad()
-    with autograd.record():
-        y = bn(xm)
-    y.backward(nd.array(g))
-    errs = {"out": rel(y.asnumpy(), r[0]), "dx": rel(xm.grad.asnumpy(), r[1]),
-            "dw": rel(bn.weight.grad().asnumpy(), r[2]), "db": rel(bn.bias.grad().asnumpy(), r[3])}
+    y, xm = _record_backward(bn, x, g)
+    return bn, {"out": rel(y.asnumpy(), r[0]), "dx": rel(xm.grad.asnumpy(), r[1]),
+                "dw": rel(bn.weight.grad().asnumpy(), r[2]), "db": rel(bn.bias.grad().asnumpy(), r[3])}
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("shape", [(8, 16, 14, 14), (16, 6), (4, 5, 7)])
+def test_precision_matches_torch_against_float64(shape, hybrid):
+    x, w, b, g = make(shape, 0)
+    r = ref64(x, w, b, g)
+    bn, errs = _bn_step(x, w, b, g, r, hybrid)
     t = torch_err(x, w, b, g, r)
-    # torch's own error is ~1e-7 of the largest value; MXNet's fused op is 5e-6..1e-5
-    assert max(errs.values()) <= max(4 * t, 1e-6), f"{shape} hybrid={hybrid}: {errs} vs torch {t:.1e}"
-    if not hybrid:          # the float64 operator: no worse than torch's float32 kernels
-        assert max(errs.values()) <= max(t, 1e-7), f"{shape}: {errs} vs torch {t:.1e}"
+    # torch's own error is ~1e-7 of the largest value; MXNet's fused op is 5e-6..1e-5; the float64
+    # operator (eager, and hybridized under a dualdl module call) no worse than torch's kernels
+    assert max(errs.values()) <= max(t, 1e-7), f"{shape} hybrid={hybrid}: {errs} vs torch {t:.1e}"
     n = x.size // shape[1]
     rm, rv = bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy()
     np.testing.assert_allclose(rm, 0.1 * r[4], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(rv, 0.9 + 0.1 * r[5] * n / (n - 1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_adversarial_activations_mean_1000_std_0_1(hybrid):
+    """mean 1000 / std 0.1 (the float32 operator is 1e-2 off here): within float32 rounding of the
+    float64 reference, eager and hybridized, where torch is 1e-4 off."""
+    rng = np.random.default_rng(5)
+    shape = (8, 8, 8, 16)
+    x = (rng.standard_normal(shape) * 0.1 + 1000).astype(np.float32)
+    w, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    r = ref64(x, w, b, g)
+    err = max(_bn_step(x, w, b, g, r, hybrid)[1].values())
+    t = torch_err(x, w, b, g, r)
+    assert err <= 2e-7 and t > 10 * err, f"hybrid={hybrid}: {err:.1e}, torch {t:.1e}"
+
+
+def test_hybridized_graph_forms_and_scratch_statistics():
+    """Under a dualdl call the graph runs MXNet's operator in float64, whose moving statistics are
+    scratch parameters outside every state dict; under a native Gluon parent (whose caller
+    decides is_train) the GEMM form. Both give batch statistics in train mode outside record()
+    and the same numbers, and torch's running statistics after a recorded step."""
+    from mxnet import gluon
+    x, w, b, g = make((6, 4, 5, 5), 7)
+    with dl.use("mxnet"):
+        bn = dl.nn.BatchNorm2d(4, momentum=0.2)
+        bn2 = dl.nn.BatchNorm2d(4, momentum=0.2)
+
+    class Parent(gluon.HybridBlock):
+        def __init__(self, child):
+            super().__init__()
+            self.child = child
+
+        def hybrid_forward(self, F, x):
+            return self.child(x)
+    parent = Parent(bn2)
+    for m in (bn, bn2):
+        m.weight.set_data(nd.array(w))
+        m.bias.set_data(nd.array(b))
+    bn.hybridize()
+    parent.hybridize()
+    r = ref64(x, w, b, g)
+    outs = []
+    for m in (bn, parent):
+        y0 = m(nd.array(x)).asnumpy()                           # no record(): batch statistics
+        with autograd.record():
+            y = m(nd.array(x))
+        y.backward(nd.array(g))
+        outs.append(y.asnumpy())
+        assert rel(y0, r[0]) < 1e-6 and rel(y.asnumpy(), r[0]) < 1e-6
+    assert rel(outs[0], outs[1].astype(np.float64)) < 1e-6
+    assert "_dl_scratch" in bn.__dict__ and "_dl_scratch" not in bn2.__dict__
+    with dl.use("mxnet"):                 # its update runs in the fused op's backward: it needs an
+        frozen = dl.nn.BatchNorm2d(4)     # input with a gradient, so no weight/bias: the GEMM form
+    frozen.weight.grad_req = frozen.bias.grad_req = "null"
+    frozen.hybridize()
+    _record_backward(frozen, x, g)
+    assert "_dl_scratch" not in frozen.__dict__
+    with dl.use("mxnet"):                 # eval mode without running statistics: batch statistics,
+        untracked = dl.nn.BatchNorm2d(4, track_running_stats=False)    # is_train off (GEMM form)
+    untracked.weight.set_data(nd.array(w))
+    untracked.bias.set_data(nd.array(b))
+    untracked.eval()
+    untracked.hybridize()
+    assert rel(untracked(nd.array(x)).asnumpy(), r[0]) < 1e-6
+    np.testing.assert_allclose(frozen.running_mean.data().asnumpy(), 0.1 * r[4], rtol=1e-5, atol=1e-6)
+    names = set(dl.state_dict(bn)) | {n for n, _ in bn.named_parameters()} | {n for n, _ in bn.named_buffers()}
+    assert names == {"weight", "bias", "running_mean", "running_var"}
+    n = x.size // 4
+    for m in (bn, bn2):
+        np.testing.assert_allclose(m.running_mean.data().asnumpy(), 0.2 * r[4], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(m.running_var.data().asnumpy(), 0.8 + 0.2 * r[5] * n / (n - 1), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("train", [True, False])
