@@ -29,7 +29,7 @@ def _gelu_erf(F, x):
     """``0.5 x (1 + erf(x / sqrt 2))``. MXNet's erf backward has float32 precision in float64, so
     erf's derivative ``2/sqrt(pi) exp(-u^2)`` is put in by hand (``u - BlockGrad(u)`` is 0 but carries
     the gradient; u clipped to +-10, where the derivative is below 1e-43, keeps inf inputs finite)."""
-    u = x * (1.0 / math.sqrt(2.0))
+    u = x * math.sqrt(0.5)                        # M_SQRT1_2, as torch
     uc = F.clip(u, -10.0, 10.0)
     d_erf = F.BlockGrad(F.exp(-uc * uc) * (2.0 / math.sqrt(math.pi)))
     erf = F.BlockGrad(F.erf(u)) + (uc - F.BlockGrad(uc)) * d_erf
@@ -37,13 +37,15 @@ def _gelu_erf(F, x):
 
 
 def _leaky_relu_formula(F, x, *, slope: float):
-    """``max(slope x, x)`` (``min`` for slope > 1); at x = 0 the gradient is ``slope``, as torch's."""
-    return F.maximum(x * slope, x) if slope <= 1.0 else F.minimum(x * slope, x)
+    """torch's ``x > 0 ? x : slope x``: the same values (signed zeros included) and gradients (slope
+    at 0 and for NaN, 1 at +inf)."""
+    return F.where(x > 0, x, x * slope)
 
 
 def _elu_formula(F, x, *, alpha: float):
-    """``relu(x) + alpha expm1(min(x, 0))``: no where, no inf from the unused branch."""
-    return F.relu(x) + alpha * F.expm1(F.minimum(x, 0.0))
+    """torch's ``x > 0 ? x : alpha expm1(x)``; the exp is taken of ``min(x, 0)``, so the unused
+    branch has no inf (nor a NaN gradient) for large x."""
+    return F.where(x > 0, x, alpha * F.expm1(F.minimum(x, 0.0)))
 
 
 def gelu(F, x, approximate: str = "none"):
