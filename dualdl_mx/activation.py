@@ -20,7 +20,7 @@ __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softm
 def _exact_formula(x) -> bool:
     """True for float64 NDArrays. MXNet's ``LeakyReLU`` operator (act_type gelu/leaky/elu) keeps
     float32 precision in float64 (slope as a float32, erf in float32: up to 5.8e-7 off torch); its
-    exact formulas cost 2-10x the operator in float32, which keeps it. A Symbol has no dtype: it
+    exact formulas cost 2.5-15x the operator in float32, which keeps it. A Symbol has no dtype: it
     runs the operator (a hybridized float64 model keeps the float32-precision activations)."""
     return is_ndarray(x) and x.dtype == np.float64
 
