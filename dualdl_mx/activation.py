@@ -28,7 +28,8 @@ def _exact_formula(x) -> bool:
 def _gelu_erf(F, x):
     """``0.5 x (1 + erf(x / sqrt 2))``. MXNet's erf backward has float32 precision in float64, so
     erf's derivative ``2/sqrt(pi) exp(-u^2)`` is put in by hand (``u - BlockGrad(u)`` is 0 but carries
-    the gradient; u clipped to +-10, where the derivative is below 1e-43, keeps inf inputs finite)."""
+    the gradient; u clipped to +-10, where the derivative is below 1e-43, so the gradient at +-inf
+    is 1 and 0, where torch's is NaN)."""
     u = x * math.sqrt(0.5)                        # M_SQRT1_2, as torch
     uc = F.clip(u, -10.0, 10.0)
     d_erf = F.BlockGrad(F.exp(-uc * uc) * (2.0 / math.sqrt(math.pi)))

@@ -1,7 +1,8 @@
 """MXNet GELU / LeakyReLU / ELU (layers and ops) in float64 equal torch's to rounding (1e-14
-relative), values and input gradients, at the edges too (zeros, tiny and huge inputs, slopes above 1 and below 0; LeakyReLU
-at +-inf); float32 NDArrays still run MXNet's LeakyReLU operator (bit for bit), and a hybridized
-float64 graph runs (the operator: float32 precision, the parity table's known entry)."""
+relative), values and input gradients, at the edges too (zeros, tiny and huge inputs, slopes above
+1 and below 0; LeakyReLU at +-inf and NaN); float32 NDArrays still run MXNet's LeakyReLU operator
+(bit for bit), and a hybridized float64 graph runs (the operator: float32 precision, the parity
+table's known entry)."""
 import numpy as np
 import pytest
 import torch
@@ -69,7 +70,8 @@ def test_float32_keeps_mxnets_operator_bit_for_bit(name):
     np.testing.assert_array_equal(gm, go)
 
 
-@pytest.mark.parametrize("layer", [act.GELU, act.ELU, lambda: act.LeakyReLU(0.2)], ids=["GELU", "ELU", "LeakyReLU"])
+@pytest.mark.parametrize("layer", [act.GELU, act.ELU, lambda: act.LeakyReLU(0.2)],
+                         ids=["GELU", "ELU", "LeakyReLU"])
 def test_hybridized_float64_runs_the_operator(layer):
     x = np.random.default_rng(2).normal(0, 3, (4, 30))
     eager, hyb = layer(), layer()
