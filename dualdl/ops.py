@@ -92,7 +92,8 @@ def tanh(x: Tensor) -> Tensor:
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """GELU; ``approximate="none"`` (erf, torch's default) or ``"tanh"``.
-    MXNet: ``LeakyReLU(act_type="gelu")`` for the erf form, the tanh form written out."""
+    MXNet: ``LeakyReLU(act_type="gelu")`` for the erf form (float32 precision in float64, so float64
+    NDArrays get the formula; also for ``leaky_relu``/``elu``), the tanh form written out."""
     return _ops(x).gelu(x, approximate)
 
 

@@ -6,12 +6,72 @@ import math
 from typing import Optional
 
 import mxnet as mx
+import numpy as np
 
 from dualdl.nn.resample_checks import check_prelu_input
+from . import compiled
 from .base import Layer, is_ndarray
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
            "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
+
+
+# ---- GELU, LeakyReLU, ELU: MXNet's LeakyReLU operator is fast but keeps float32 precision --------
+def _exact_formula(x) -> bool:
+    """True for float64 NDArrays. MXNet's ``LeakyReLU`` operator (act_type gelu/leaky/elu) keeps
+    float32 precision in float64 (slope as a float32, erf in float32: up to 5.8e-7 off torch); its
+    exact formulas cost 2.5-15x the operator in float32, which keeps it. A Symbol has no dtype: it
+    runs the operator (a hybridized float64 model keeps the float32-precision activations)."""
+    return is_ndarray(x) and x.dtype == np.float64
+
+
+def _gelu_erf(F, x):
+    """``0.5 x (1 + erf(x / sqrt 2))``. MXNet's erf backward has float32 precision in float64, so
+    erf's derivative ``2/sqrt(pi) exp(-u^2)`` is put in by hand (``u - BlockGrad(u)`` is 0 but carries
+    the gradient; u clipped to +-10, where the derivative is below 1e-43, so the gradient at +-inf
+    is 1 and 0, where torch's is NaN)."""
+    u = x * math.sqrt(0.5)                        # M_SQRT1_2, as torch
+    uc = F.clip(u, -10.0, 10.0)
+    d_erf = F.BlockGrad(F.exp(-uc * uc) * (2.0 / math.sqrt(math.pi)))
+    erf = F.BlockGrad(F.erf(u)) + (uc - F.BlockGrad(uc)) * d_erf
+    return 0.5 * x * (1.0 + erf)
+
+
+def _leaky_relu_formula(F, x, *, slope: float):
+    """torch's ``x > 0 ? x : slope x``: the same values (signed zeros included) and gradients (slope
+    at 0 and for NaN, 1 at +inf)."""
+    return F.where(x > 0, x, x * slope)
+
+
+def _elu_formula(F, x, *, alpha: float):
+    """torch's ``x > 0 ? x : alpha expm1(x)``; the exp is taken of ``min(x, 0)``, so the unused
+    branch has no inf (nor a NaN gradient) for large x."""
+    return F.where(x > 0, x, alpha * F.expm1(F.minimum(x, 0.0)))
+
+
+def gelu(F, x, approximate: str = "none"):
+    """torch's gelu: 'none' is the erf form (MXNet's ``LeakyReLU(act_type='gelu')``, exact formula
+    in float64); 'tanh' from its formula (MXNet has no op)."""
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + F.tanh(inner))
+    if _exact_formula(x):
+        return compiled.run(_gelu_erf, {"x": x})
+    return F.LeakyReLU(x, act_type="gelu")
+
+
+def leaky_relu(F, x, negative_slope: float):
+    """torch's leaky_relu (exact formula in float64, MXNet's operator otherwise)."""
+    if _exact_formula(x):
+        return compiled.run(_leaky_relu_formula, {"x": x}, slope=float(negative_slope))
+    return F.LeakyReLU(x, act_type="leaky", slope=negative_slope)
+
+
+def elu(F, x, alpha: float):
+    """torch's elu (exact formula in float64, MXNet's operator otherwise)."""
+    if _exact_formula(x):
+        return compiled.run(_elu_formula, {"x": x}, alpha=float(alpha))
+    return F.LeakyReLU(x, act_type="elu", slope=alpha)
 
 
 class _Activation(Layer):
@@ -46,7 +106,7 @@ class Tanh(Layer):
 
 class GELU(Layer):
     """``torch.nn.GELU(approximate='none'|'tanh')``: 'none' is MXNet's erf GELU
-    (``LeakyReLU(act_type='gelu')``); 'tanh' is computed from its formula (MXNet has no op)."""
+    (``LeakyReLU(act_type='gelu')``, its formula on float64 NDArrays); 'tanh' from its formula."""
     _dl_layer = "GELU"
 
     def __init__(self, approximate: str = "none") -> None:
@@ -56,10 +116,7 @@ class GELU(Layer):
         self.approximate = approximate
 
     def hybrid_forward(self, F, x):
-        if self.approximate == "none":
-            return F.LeakyReLU(x, act_type="gelu")
-        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1.0 + F.tanh(inner))
+        return gelu(F, x, self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
@@ -74,7 +131,7 @@ class LeakyReLU(Layer):
         self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
 
     def hybrid_forward(self, F, x):
-        return F.LeakyReLU(x, act_type="leaky", slope=self.negative_slope)
+        return leaky_relu(F, x, self.negative_slope)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
@@ -89,7 +146,7 @@ class ELU(Layer):
         self.alpha, self.inplace = float(alpha), bool(inplace)
 
     def hybrid_forward(self, F, x):
-        return F.LeakyReLU(x, act_type="elu", slope=self.alpha)
+        return elu(F, x, self.alpha)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}"

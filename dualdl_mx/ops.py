@@ -14,7 +14,6 @@ Differences that remain (legacy NDArrays have no 0-d shape): a full reduction (`
 from __future__ import annotations
 
 import builtins
-import math
 from collections import namedtuple
 from typing import Any, Optional, Sequence, Tuple, Union
 
@@ -23,7 +22,7 @@ from mxnet import nd
 
 from dualdl.tensor import resolve_shape
 
-from . import compiled
+from . import activation as _act, compiled
 from .ops_base import _F, _axis, _is_nd, _is_tensor, _np
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -46,21 +45,18 @@ def tanh(x):
 
 
 def gelu(x, approximate: str = "none"):
-    F = _F(x)
-    if approximate == "none":
-        return F.LeakyReLU(x, act_type="gelu")          # erf form, as torch's default
-    if approximate == "tanh":
-        inner = (x + 0.044715 * (x ** 3)) * math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + F.tanh(inner))
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    """Exact in float64 (MXNet's LeakyReLU operator keeps float32 precision): dualdl_mx.activation."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _act.gelu(_F(x), x, approximate)
 
 
 def leaky_relu(x, negative_slope: float = 0.01):
-    return _F(x).LeakyReLU(x, act_type="leaky", slope=float(negative_slope))
+    return _act.leaky_relu(_F(x), x, float(negative_slope))
 
 
 def elu(x, alpha: float = 1.0):
-    return _F(x).LeakyReLU(x, act_type="elu", slope=float(alpha))
+    return _act.elu(_F(x), x, float(alpha))
 
 
 def silu(x):

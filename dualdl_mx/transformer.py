@@ -31,6 +31,7 @@ from mxnet.gluon import HybridBlock
 
 from dualdl.nn import _transformer as T
 from dualdl.devices import device as _parse_device
+from .activation import gelu
 from .base import Layer, Module, is_ndarray
 from .containers import ModuleList
 from .core import native_device
@@ -95,7 +96,7 @@ def _zero_padded(F, x, pad, batch_first: bool):
 
 
 def _activation(F, x, kind: str):
-    return F.relu(x) if kind == "relu" else F.LeakyReLU(x, act_type="gelu")   # erf gelu, as torch
+    return F.relu(x) if kind == "relu" else gelu(F, x)       # erf gelu, as torch (exact in float64)
 
 
 class MultiheadAttention(_MaskedBlock):

@@ -1,7 +1,7 @@
 """Layer rows: dualdl.nn.<name>(*args, **kwargs) on each backend against torch.nn.<name>."""
 from dualdl.testing.spec import idx, layer
 
-from .known import F32_ACT
+from .known import F32_ACT_HYB, LN64
 
 NO_TRAIN = ("eval", "float64", "hybridize")        # random in train mode: compared in eval mode only
 EMPTY = "no elements"                              # dualdl refuses empty batches on both backends
@@ -54,10 +54,10 @@ ROWS = [
     layer("ReLU", (4, 30)),
     layer("Sigmoid", (4, 30)),
     layer("Tanh", (4, 30)),
-    layer("GELU", (4, 30), **F32_ACT),
-    layer("GELU", (4, 30), "tanh", id="tanh", **F32_ACT),
-    layer("LeakyReLU", (4, 30), 0.2, id="0.2", **F32_ACT),
-    layer("ELU", (4, 30), 0.7, id="0.7", **F32_ACT),
+    layer("GELU", (4, 30), **F32_ACT_HYB),
+    layer("GELU", (4, 30), "tanh", id="tanh"),
+    layer("LeakyReLU", (4, 30), 0.2, id="0.2", **F32_ACT_HYB),
+    layer("ELU", (4, 30), 0.7, id="0.7", **F32_ACT_HYB),
     layer("SiLU", (4, 30)),
     layer("Softmax", (4, 5, 3), dim=1, id="dim 1"),
     layer("LogSoftmax", (4, 5, 3), dim=-1, id="dim -1"),
@@ -67,7 +67,7 @@ ROWS = [
           id="batch_first, no bias"),
     layer("TransformerEncoderLayer", (5, 2, 8), 8, 2, 16, dropout=0.0),
     layer("TransformerEncoderLayer", (2, 5, 8), 8, 2, 16, dropout=0.0, batch_first=True, norm_first=True,
-          activation="gelu", id="norm_first gelu batch_first", **F32_ACT),
+          activation="gelu", id="norm_first gelu batch_first", **LN64, **F32_ACT_HYB),
     layer("TransformerEncoder", (5, 2, 8), lambda nn: (nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2),
           enable_nested_tensor=False),
     layer("LSTM", (5, 2, 3), 3, 4),

@@ -2,18 +2,18 @@
 (issue 14): dualdl.nn.<name> on each backend against torch.nn.<name>."""
 from dualdl.testing.spec import layer
 
-from .known import F32_ACT
+from .known import PRELU_OP
 
 NO_TRAIN = ("eval", "float64", "hybridize")        # random in train mode: compared in eval mode only
 BILINEAR64 = dict(tol64=1e-6, reason="MXNet's BilinearResize2D computes its weights in float32, also for "
                                      "float64 data (measured <= 6.7e-7; exact weights such as x2 match)")
 
 ROWS = [
-    layer("PReLU", (4, 30), **F32_ACT),
-    layer("PReLU", (2, 3, 4, 5), 3, 0.1, id="per channel 4-d", **F32_ACT),
-    layer("PReLU", (7,), id="1-d", checks=("train", "step", "eval", "float64"), **F32_ACT),
+    layer("PReLU", (4, 30), **PRELU_OP),
+    layer("PReLU", (2, 3, 4, 5), 3, 0.1, id="per channel 4-d", **PRELU_OP),
+    layer("PReLU", (7,), id="1-d", checks=("train", "step", "eval", "float64"), **PRELU_OP),
     layer("Sequential", (2, 3, 8, 8), lambda nn: (nn.Conv2d(3, 4, 3), nn.PReLU(4), nn.Flatten(), nn.Linear(144, 3)),
-          id="conv-prelu-linear: MXNet's prelu op gives a wrong slope gradient here, hybridized", **F32_ACT),
+          id="conv-prelu-linear: MXNet's prelu op gives a wrong slope gradient here, hybridized", **PRELU_OP),
     layer("ReLU6", (4, 30) , id="wide"),
     layer("Hardswish", (4, 30)),
     layer("Hardsigmoid", (4, 30), tol64=1e-7, reason="torch's float64 hardsigmoid backward multiplies by 1/6 "

@@ -2,7 +2,7 @@
 inside a hybridized block) against torch.nn.functional.<name> (else torch.<name>)."""
 from dualdl.testing.spec import In, idx, mask, op, pos
 
-from .known import F32_ACT
+from .known import F32_ACT_HYB
 
 EAGER = ("train", "float64")     # NDArrays only: no Symbol form (tests/test_ops.py checks which)
 X = (2, 3, 4)
@@ -19,9 +19,9 @@ def where_nonzero(c, a, b):
 
 
 ROWS = [
-    op("relu", X), op("sigmoid", X), op("tanh", X), op("gelu", X, **F32_ACT), op("silu", X),
-    op("gelu", X, approximate="tanh", id="tanh", **F32_ACT),
-    op("leaky_relu", X, 0.2, id="0.2", **F32_ACT), op("leaky_relu", X, id="default slope", **F32_ACT),
+    op("relu", X), op("sigmoid", X), op("tanh", X), op("gelu", X, **F32_ACT_HYB), op("silu", X),
+    op("gelu", X, approximate="tanh", id="tanh"),
+    op("leaky_relu", X, 0.2, id="0.2", **F32_ACT_HYB), op("leaky_relu", X, id="default slope", **F32_ACT_HYB),
     op("elu", X, 0.5, id="0.5"),
     op("softmax", X, dim=-1, id="dim -1"), op("softmax", X, 0, id="dim 0"),
     op("softmax", (3, 1), dim=1, id="size-1 dim"),
