@@ -185,6 +185,8 @@ NN: Dict[str, Name] = {
         "the ``torch.nn.TransformerDecoder`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
     "Transformer": cls("(d_model=..., nhead=..., num_encoder_layers=..., num_decoder_layers=..., dim_feedforward=..., dropout=..., activation=..., custom_encoder=..., custom_decoder=..., layer_norm_eps=..., batch_first=..., norm_first=..., bias=..., device=..., dtype=...)",
         "the ``torch.nn.Transformer`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
+    "EmbeddingBag": cls("(num_embeddings, embedding_dim, max_norm=..., norm_type=..., scale_grad_by_freq=..., mode=..., sparse=..., _weight=..., include_last_offset=..., padding_idx=...)",
+        "the ``torch.nn.EmbeddingBag`` layer, native (see ``dualdl.nn.layers.LAYERS``)"),
 }
 
 # ops: tensor functions (``dualdl.ops`` dispatches here by tensor type)

@@ -2,10 +2,14 @@
 (MXNet clips out-of-range indices silently; both backends raise instead)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
-__all__ = ["Embedding"]
+from dualdl.nn import checks as C
+
+__all__ = ["Embedding", "EmbeddingBag"]
 
 
 class Embedding(nn.Embedding):
@@ -23,3 +27,34 @@ class Embedding(nn.Embedding):
                 bad = lo if lo < 0 else hi
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return super().forward(x)
+
+
+class EmbeddingBag(nn.EmbeddingBag):
+    """``torch.nn.EmbeddingBag`` with the checks the MXNet side makes, from ``dualdl.nn.checks``:
+    mode and padding_idx at construction; integer indices in [0, V), the input/offsets/
+    per_sample_weights shapes, offsets that start at 0, never decrease and (include_last_offset)
+    end at the input's length, and no empty input, in forward."""
+    _dl_layer = "EmbeddingBag"
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight: Optional[torch.Tensor] = None, include_last_offset: bool = False,
+                 padding_idx: Optional[int] = None, device=None, dtype=None) -> None:
+        C.check_embedding_bag_args(int(num_embeddings), int(embedding_dim), mode, padding_idx)
+        super().__init__(num_embeddings, embedding_dim, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                         _weight, include_last_offset, padding_idx, device, dtype)
+
+    def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
+                per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
+        who = C.embedding_bag_name(self.num_embeddings, self.embedding_dim, self.mode)
+        dt = input.dtype
+        C.check_embedding_bag_input(who, self.mode, tuple(input.shape),
+                                    not (dt.is_floating_point or dt.is_complex or dt == torch.bool), str(dt),
+                                    None if offsets is None else tuple(offsets.shape),
+                                    None if per_sample_weights is None else tuple(per_sample_weights.shape),
+                                    self.include_last_offset)
+        lo, hi = (int(v) for v in torch.aminmax(input))
+        C.check_embedding_bag_values(who, self.num_embeddings, lo, hi,
+                                     None if offsets is None else offsets.tolist(), input.shape[0],
+                                     self.include_last_offset)
+        return super().forward(input, offsets, per_sample_weights)

@@ -121,6 +121,10 @@ LAYERS = {
     "AdaptiveMaxPool1d": "MXNet has no adaptive max pooling: ROIPooling with one whole-map region per sample has "
                         "torch's bins (exact, incl. overlapping and upsampling bins); no return_indices.",
     "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.",
+    "EmbeddingBag": "Gluon has no EmbeddingBag (Gluon users write Embedding + sum/mean); here torch's: 2-D (B, N) "
+                    "or 1-D + offsets (MXNet: padded from the offsets read on the host, so not on Symbols), "
+                    "sum/mean/max, per_sample_weights (sum), empty bags 0, padding_idx left out; "
+                    "max_norm/scale_grad_by_freq/sparse refused on MXNet.",
 }
 
 
