@@ -58,6 +58,14 @@ class Embedding(Layer):
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
+def _dtype_of(t) -> tuple:
+    """(dtype name, is integer) of an NDArray or None (then an integer placeholder)."""
+    if t is None:
+        return "int64", True
+    dt = np.dtype(t.dtype)
+    return dt.name, bool(np.issubdtype(dt, np.integer))
+
+
 class EmbeddingBag(Layer):
     """``torch.nn.EmbeddingBag`` (Gluon has none: Embedding + sum/mean): weight (V, D) ~ N(0, 1);
     bags as a 2-D input (B, N), or a 1-D input (L,) split at ``offsets``; modes sum/mean/max, empty
@@ -116,7 +124,8 @@ class EmbeddingBag(Layer):
         who, dtype = self._who(), np.dtype(x.dtype)
         C.check_embedding_bag_input(who, self.mode, x.shape, np.issubdtype(dtype, np.integer), dtype.name,
                                     None if offsets is None else offsets.shape,
-                                    None if psw is None else psw.shape, self.include_last_offset)
+                                    None if psw is None else psw.shape, self.include_last_offset,
+                                    *_dtype_of(offsets))
         xs = x.asnumpy()                                                    # one sync
         offs = None if offsets is None else offsets.asnumpy().astype(np.int64)
         C.check_embedding_bag_values(who, self.num_embeddings, int(xs.min()), int(xs.max()), offs, xs.shape[0],

@@ -29,6 +29,14 @@ class Embedding(nn.Embedding):
         return super().forward(x)
 
 
+def _name(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _is_integer(t: torch.Tensor) -> bool:
+    return not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
+
+
 class EmbeddingBag(nn.EmbeddingBag):
     """``torch.nn.EmbeddingBag`` with the checks the MXNet side makes, from ``dualdl.nn.checks``:
     mode and padding_idx at construction; integer indices in [0, V), the input/offsets/
@@ -47,12 +55,11 @@ class EmbeddingBag(nn.EmbeddingBag):
     def forward(self, input: torch.Tensor, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
         who = C.embedding_bag_name(self.num_embeddings, self.embedding_dim, self.mode)
-        dt = input.dtype
-        C.check_embedding_bag_input(who, self.mode, tuple(input.shape),
-                                    not (dt.is_floating_point or dt.is_complex or dt == torch.bool), str(dt),
+        C.check_embedding_bag_input(who, self.mode, tuple(input.shape), _is_integer(input), _name(input),
                                     None if offsets is None else tuple(offsets.shape),
                                     None if per_sample_weights is None else tuple(per_sample_weights.shape),
-                                    self.include_last_offset)
+                                    self.include_last_offset, "int64" if offsets is None else _name(offsets),
+                                    offsets is None or _is_integer(offsets))
         lo, hi = (int(v) for v in torch.aminmax(input))
         C.check_embedding_bag_values(who, self.num_embeddings, lo, hi,
                                      None if offsets is None else offsets.tolist(), input.shape[0],

@@ -378,11 +378,13 @@ def check_embedding_bag_args(num_embeddings: int, embedding_dim: int, mode: str,
 
 def check_embedding_bag_input(who: str, mode: str, shape: Shape, is_integer: bool, dtype: str,
                               offsets_shape: Optional[Shape], weights_shape: Optional[Shape],
-                              include_last_offset: bool) -> None:
-    """Integer indices (B, N) without offsets or (L,) with 1-D offsets (B,), or (B + 1,) with
-    ``include_last_offset``); ``per_sample_weights`` the shape of the input, mode 'sum' only;
-    no empty input. Hides: MXNet truncates float indices silently (torch refuses them) and its
-    operators cannot run on 0 elements (dualdl refuses an empty input on both)."""
+                              include_last_offset: bool, offsets_dtype: str = "int64",
+                              offsets_is_integer: bool = True) -> None:
+    """Integer indices (B, N) without offsets or (L,) with integer 1-D offsets (B,), or (B + 1,)
+    with ``include_last_offset``); ``per_sample_weights`` the shape of the input, mode 'sum' only;
+    no empty input and at least one bag. Hides: MXNet truncates float indices silently (torch
+    refuses them) and its operators cannot run on 0 elements (torch returns an empty output; dualdl
+    refuses an empty input or no bags on both)."""
     shape = tuple(shape)
     if not is_integer:
         raise TypeError(f"{who}: indices must be an integer tensor (int32/int64), got {dtype}; MXNet would "
@@ -393,10 +395,15 @@ def check_embedding_bag_input(who: str, mode: str, shape: Shape, is_integer: boo
                              f"1-D input with offsets, or offsets=None")
     elif len(shape) == 1:
         want = "(B + 1,) (include_last_offset=True)" if include_last_offset else "(B,)"
-        if offsets_shape is None or len(tuple(offsets_shape)) != 1 or \
-                (include_last_offset and tuple(offsets_shape)[0] < 1):
+        if offsets_shape is None or len(tuple(offsets_shape)) != 1:
             raise ValueError(f"{who}: a 1-D input (L,) needs 1-D offsets of shape {want} (the start of each "
                              f"bag), got {None if offsets_shape is None else tuple(offsets_shape)}")
+        if not offsets_is_integer:
+            raise TypeError(f"{who}: offsets must be an integer tensor (int32/int64), got {offsets_dtype}")
+        if tuple(offsets_shape)[0] - int(include_last_offset) < 1:
+            raise ValueError(f"{who}: offsets of shape {tuple(offsets_shape)} give no bags (include_last_offset="
+                             f"{include_last_offset}); MXNet's operators cannot return an empty output, so "
+                             f"dualdl refuses it on both backends")
     else:
         raise shape_error(who, "(B, N), or (L,) with offsets", shape)
     check_not_empty(who, shape)
