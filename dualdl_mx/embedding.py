@@ -73,8 +73,9 @@ class EmbeddingBag(Layer):
     ``per_sample_weights`` scale the rows (mode 'sum'). max gives its gradient to one row per bag
     and column (MXNet's max would split it between tied duplicates). 1-D input: the bags are
     padded to the longest one from the offsets (read on the host), so a Symbol input with offsets
-    is refused; as an NDArray it also runs hybridized. max_norm, scale_grad_by_freq and
-    sparse=True are refused (NotImplementedError)."""
+    is refused; as an NDArray it also runs hybridized. ``max_norm`` renormalises the looked-up rows
+    in place before the lookup, as torch (NDArray input only); scale_grad_by_freq and sparse=True
+    are refused (NotImplementedError)."""
     _dl_layer = "EmbeddingBag"
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
@@ -87,7 +88,7 @@ class EmbeddingBag(Layer):
         self.mode, self.include_last_offset = mode, bool(include_last_offset)
         self.max_norm, self.norm_type = max_norm, float(norm_type)
         self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
-        bad = C.embedding_bag_unsupported(mode, max_norm, scale_grad_by_freq, sparse)
+        bad = C.embedding_bag_unsupported(mode, scale_grad_by_freq, sparse)
         if bad is not None:
             raise NotImplementedError(f"{self._who()}: {bad} is not supported on the mxnet backend")
         shape = (self.num_embeddings, self.embedding_dim)
@@ -110,6 +111,10 @@ class EmbeddingBag(Layer):
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         if not is_ndarray(input):
+            if self.max_norm is not None:
+                raise NotImplementedError(f"{self._who()}: max_norm renormalises weight rows in place, which a "
+                                          f"Symbol graph cannot do; call the layer on NDArrays (hybridize() works "
+                                          f"there)")
             if offsets is not None:
                 raise NotImplementedError(
                     f"{self._who()}: a 1-D input with offsets cannot run as a Symbol (the bags' lengths "
@@ -130,6 +135,8 @@ class EmbeddingBag(Layer):
         offs = None if offsets is None else offsets.asnumpy().astype(np.int64)
         C.check_embedding_bag_values(who, self.num_embeddings, int(xs.min()), int(xs.max()), offs, xs.shape[0],
                                      self.include_last_offset)
+        if self.max_norm is not None:
+            self._renorm(np.unique(xs))
         wdtype = self.weight.dtype
         if offs is None:
             return x, psw if psw is not None else nd.ones(x.shape, ctx=x.context, dtype=wdtype)
@@ -144,6 +151,23 @@ class EmbeddingBag(Layer):
         if psw is None:
             return bags, mask
         return bags, nd.take(psw, nd.array(pos, ctx=x.context, dtype="int64")) * mask
+
+    def _renorm(self, rows: np.ndarray) -> None:
+        """torch's embedding_renorm_: each looked-up row whose norm exceeds max_norm is scaled by
+        max_norm / (norm + 1e-7), in place and outside autograd."""
+        p = self.norm_type
+        with mx.autograd.pause():
+            for d in self.weight.list_data():
+                idx = nd.array(rows, ctx=d.context, dtype="int64")
+                sel = nd.take(d, idx)
+                if p in (1.0, 2.0):
+                    norm = nd.norm(sel, ord=int(p), axis=1, keepdims=True)
+                elif p == np.inf:
+                    norm = nd.max(nd.abs(sel), axis=1, keepdims=True)
+                else:
+                    norm = nd.power(nd.sum(nd.power(nd.abs(sel), p), axis=1, keepdims=True), 1.0 / p)
+                scale = nd.where(norm > self.max_norm, self.max_norm / (norm + 1e-7), nd.ones_like(norm))
+                d[idx] = nd.broadcast_mul(sel, scale)
 
     def hybrid_forward(self, F, x, w=None, weight=None):
         emb = F.Embedding(x, weight, input_dim=self.num_embeddings, output_dim=self.embedding_dim)  # (B, N, D)

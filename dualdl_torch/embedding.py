@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
+from .core import torch_dtype
 
 __all__ = ["Embedding", "EmbeddingBag"]
 
@@ -49,6 +50,8 @@ class EmbeddingBag(nn.EmbeddingBag):
                  sparse: bool = False, _weight: Optional[torch.Tensor] = None, include_last_offset: bool = False,
                  padding_idx: Optional[int] = None, device=None, dtype=None) -> None:
         C.check_embedding_bag_args(int(num_embeddings), int(embedding_dim), mode, padding_idx)
+        if dtype is not None and not isinstance(dtype, torch.dtype):      # "float64" as on MXNet
+            dtype = torch_dtype(dtype)
         super().__init__(num_embeddings, embedding_dim, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
                          _weight, include_last_offset, padding_idx, device, dtype)
 

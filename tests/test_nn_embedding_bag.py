@@ -73,13 +73,43 @@ def test_bad_arguments_are_refused_at_construction_on_both(kwargs, pattern):
     assert msgs[0] == msgs[1]
 
 
-@pytest.mark.parametrize("kwargs,name", [({"max_norm": 1.0}, "max_norm"),
-                                         ({"scale_grad_by_freq": True}, "scale_grad_by_freq=True"),
+@pytest.mark.parametrize("kwargs,name", [({"scale_grad_by_freq": True}, "scale_grad_by_freq=True"),
                                          ({"sparse": True}, "sparse=True")])
 def test_what_mxnet_cannot_honour_is_refused_by_name(kwargs, name):
     with pytest.raises(NotImplementedError, match=f"{name}.* not supported on the mxnet backend"):
         dl.nn.EmbeddingBag(10, 3, backend="mxnet", **kwargs)
     assert dl.nn.EmbeddingBag(10, 3, backend="torch", **kwargs) is not None      # torch honours them
+
+
+def test_max_norm_renormalises_the_looked_up_rows_in_place_as_torch():
+    """Only the rows looked up (padding included, as torch) are scaled to max_norm, before the lookup;
+    the other rows keep their values; eager and hybridized; a Symbol input is refused with the reason."""
+    t, m = _same_weights(lambda be: dl.nn.EmbeddingBag(6, 4, max_norm=0.5, mode="sum", padding_idx=5, backend=be))
+    w0 = state_dict(t)["weight"].detach().numpy().copy()
+    x, o = np.array([1, 5, 1, 3], np.int64), np.array([0, 2], np.int64)
+    with dl.use("torch"):
+        want = dl.to_numpy(t(_ints(x), _ints(o)))
+    with dl.use("mxnet"):
+        m.hybridize()
+        got = dl.to_numpy(m(_ints(x), _ints(o)))
+    wt, wm = state_dict(t)["weight"].detach().numpy(), state_dict(m)["weight"].asnumpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(wm, wt, rtol=0, atol=1e-7)
+    assert np.allclose(np.linalg.norm(wm[[1, 3]], axis=1), 0.5, atol=1e-6)      # renormed (norms ~2 before)
+    np.testing.assert_array_equal(wm[[0, 2, 4]], w0[[0, 2, 4]])                 # not looked up: untouched
+
+    class Net(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag = dl.nn.EmbeddingBag(6, 4, max_norm=0.5)
+
+        def forward(self, x):
+            return self.bag(x)
+
+    net = Net(backend="mxnet")
+    net.hybridize()
+    with dl.use("mxnet"), pytest.raises(NotImplementedError, match="max_norm renormalises weight rows in place"):
+        net(_ints([[1, 2]]))
 
 
 def test_parameters_init_and_arguments_as_torch():
@@ -99,6 +129,9 @@ def test_parameters_init_and_arguments_as_torch():
         with dl.use(be):
             out = dl.to_numpy(bag(_ints([[0, 3]])))
         np.testing.assert_array_equal(out, given[[0]] + given[[3]])
+    for be in ("torch", "mxnet"):                                   # dtype as a name on both
+        bag = dl.nn.EmbeddingBag(4, 3, dtype="float64", device="cpu", backend=be)
+        assert "float64" in str(state_dict(bag)["weight"].dtype)
     with pytest.raises(ValueError, match=r"_weight must have shape \(4, 3\)"):
         dl.nn.EmbeddingBag(4, 3, _weight=np.zeros((3, 3), np.float32), backend="mxnet")
 

@@ -440,11 +440,8 @@ def check_embedding_bag_values(who: str, num_embeddings: int, lo: int, hi: int,
                          f"{length} (CSR format), got {offs[-1]}")
 
 
-def embedding_bag_unsupported(mode: str, max_norm: Optional[float], scale_grad_by_freq: bool,
-                              sparse: bool) -> Optional[str]:
+def embedding_bag_unsupported(mode: str, scale_grad_by_freq: bool, sparse: bool) -> Optional[str]:
     """The first argument the MXNet EmbeddingBag cannot honour, or None."""
-    if max_norm is not None:
-        return "max_norm (in-place renormalisation of the looked-up rows)"
     if scale_grad_by_freq:
         return "scale_grad_by_freq=True (gradients scaled by the inverse bag frequency)"
     if sparse:

@@ -123,9 +123,9 @@ LAYERS = {
     "AdaptiveMaxPool2d": "As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.",
     "EmbeddingBag": "Gluon has no EmbeddingBag (Gluon users write Embedding + sum/mean); here torch's: 2-D (B, N) "
                     "or 1-D + offsets (MXNet: padded from the offsets read on the host, so not on Symbols), "
-                    "sum/mean/max, per_sample_weights (sum), empty bags 0, padding_idx left out; "
-                    "max_norm/scale_grad_by_freq/sparse refused on MXNet. Parity table (15 rows): MXNet "
-                    "<= 4.8e-7 float32, 8.9e-16 float64, eager and hybridized.",
+                    "sum/mean/max, per_sample_weights (sum), empty bags 0, padding_idx left out, max_norm in place "
+                    "(MXNet: NDArray input); scale_grad_by_freq/sparse refused on MXNet. Parity table (18 rows): "
+                    "MXNet <= 4.8e-7 float32, 8.9e-16 float64, eager and hybridized.",
 }
 
 

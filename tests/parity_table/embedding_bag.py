@@ -56,3 +56,12 @@ ROWS = [
           include_last_offset=True, id="1-D sum include_last_offset padding_idx, one bag"),
     layer("EmbeddingBag", idx((0, 4), 10), 10, 4, id="empty batch", raises=EMPTY),
 ]
+
+# max_norm renormalises the looked-up rows in place before the lookup (N(0, 1) rows of 4: norm ~2)
+ROWS += [
+    layer("EmbeddingBag", idx((3, 4), 10), 10, 4, mode="sum", max_norm=1.0, id="2-D sum max_norm 1"),
+    layer("EmbeddingBag", [idx((7,), 10), fixed(0, 2, 2)], 10, 4, mode="max", max_norm=1.5, norm_type=1.0,
+          id="1-D max max_norm 1.5 norm_type 1, an empty bag"),
+    layer("EmbeddingBag", idx((2, 3), 6), 6, 5, max_norm=0.8, norm_type=3.0, padding_idx=0,
+          id="2-D mean max_norm norm_type 3 padding_idx"),
+]
