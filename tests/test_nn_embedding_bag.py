@@ -143,16 +143,17 @@ def _same_weights(make):
 
 
 def test_2d_bags_run_as_symbols_inside_a_hybridized_model_and_match_torch():
-    """A write-once model with an EmbeddingBag over (B, N) bags and per_sample_weights, hybridized
-    (the layer sees Symbols), against torch: forward and weight gradients."""
+    """A write-once model with EmbeddingBags over (B, N) bags (sum with per_sample_weights, max),
+    hybridized (the layers see Symbols), against torch: forward and gradients."""
     class Net(dl.nn.Module):
         def __init__(self):
             super().__init__()
             self.bag = dl.nn.EmbeddingBag(7, 4, mode="sum", padding_idx=0)
+            self.top = dl.nn.EmbeddingBag(7, 4, mode="max", padding_idx=0)
             self.out = dl.nn.Linear(4, 2)
 
         def forward(self, x, w):
-            return self.out(self.bag(x, None, w))
+            return self.out(self.bag(x, None, w) + self.top(x))
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 7, (5, 3)).astype(np.int64)
@@ -167,7 +168,7 @@ def test_2d_bags_run_as_symbols_inside_a_hybridized_model_and_match_torch():
     for k, g in ref.grads.items():
         np.testing.assert_allclose(got.grads[k], g, rtol=0, atol=1e-5, err_msg=k)
     np.testing.assert_allclose(got.input_grads[1], ref.input_grads[1], rtol=0, atol=1e-6)
-    assert np.all(ref.grads["bag.weight"][0] == 0)                  # padding row: no gradient
+    assert np.all(ref.grads["bag.weight"][0] == 0) and np.all(got.grads["top.weight"][0] == 0)   # padding row
 
 
 def test_1d_offsets_on_symbols_are_refused_with_the_reason_ndarrays_hybridize():
