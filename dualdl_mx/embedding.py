@@ -131,6 +131,8 @@ class EmbeddingBag(Layer):
                                     None if offsets is None else offsets.shape,
                                     None if psw is None else psw.shape, self.include_last_offset,
                                     *_dtype_of(offsets))
+        if psw is not None:
+            C.check_embedding_bag_weights_dtype(who, _dtype_of(psw)[0], np.dtype(self.weight.dtype).name)
         xs = x.asnumpy()                                                    # one sync
         offs = None if offsets is None else offsets.asnumpy().astype(np.int64)
         C.check_embedding_bag_values(who, self.num_embeddings, int(xs.min()), int(xs.max()), offs, xs.shape[0],

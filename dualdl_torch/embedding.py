@@ -63,6 +63,8 @@ class EmbeddingBag(nn.EmbeddingBag):
                                     None if per_sample_weights is None else tuple(per_sample_weights.shape),
                                     self.include_last_offset, "int64" if offsets is None else _name(offsets),
                                     offsets is None or _is_integer(offsets))
+        if per_sample_weights is not None:
+            C.check_embedding_bag_weights_dtype(who, _name(per_sample_weights), _name(self.weight))
         lo, hi = (int(v) for v in torch.aminmax(input))
         C.check_embedding_bag_values(who, self.num_embeddings, lo, hi,
                                      None if offsets is None else offsets.tolist(), input.shape[0],

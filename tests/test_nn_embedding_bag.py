@@ -49,6 +49,8 @@ BAD_INPUTS = [
      "per_sample_weights is only supported for mode='sum'"),
     ({"mode": "sum"}, [np.array([[1, 2]], I64), None, np.ones((2,), np.float32)], ValueError,
      r"per_sample_weights must have the shape of the input \(1, 2\), got \(2,\)"),
+    ({"mode": "sum"}, [np.array([[1, 2]], I64), None, np.ones((1, 2), np.float64)], TypeError,
+     "per_sample_weights must have the weight's dtype float32, got float64"),
 ]
 
 

@@ -24,7 +24,7 @@ __all__ = [
     "check_instancenorm_input",
     "check_embedding_padding_idx", "check_embedding_dtype", "check_embedding_range",
     "EMBEDDING_BAG_MODES", "embedding_bag_name", "check_embedding_bag_args", "check_embedding_bag_input",
-    "check_embedding_bag_values", "embedding_bag_unsupported",
+    "check_embedding_bag_values", "check_embedding_bag_weights_dtype", "embedding_bag_unsupported",
 ]
 
 IntOrTuple = Union[int, Sequence[int]]
@@ -438,6 +438,12 @@ def check_embedding_bag_values(who: str, num_embeddings: int, lo: int, hi: int,
     if include_last_offset and offs[-1] != length:
         raise ValueError(f"{who}: with include_last_offset=True, offsets[-1] must be the input's length "
                          f"{length} (CSR format), got {offs[-1]}")
+
+
+def check_embedding_bag_weights_dtype(who: str, weights_dtype: str, weight_dtype: str) -> None:
+    """``per_sample_weights`` in the weight's dtype (dtype names such as ``"float32"``)."""
+    if weights_dtype != weight_dtype:
+        raise TypeError(f"{who}: per_sample_weights must have the weight's dtype {weight_dtype}, got {weights_dtype}")
 
 
 def embedding_bag_unsupported(mode: str, scale_grad_by_freq: bool, sparse: bool) -> Optional[str]:
