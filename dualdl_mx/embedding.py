@@ -88,7 +88,7 @@ class EmbeddingBag(Layer):
         self.mode, self.include_last_offset = mode, bool(include_last_offset)
         self.max_norm, self.norm_type = max_norm, float(norm_type)
         self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
-        bad = C.embedding_bag_unsupported(mode, scale_grad_by_freq, sparse)
+        bad = C.embedding_bag_unsupported(scale_grad_by_freq, sparse)
         if bad is not None:
             raise NotImplementedError(f"{self._who()}: {bad} is not supported on the mxnet backend")
         shape = (self.num_embeddings, self.embedding_dim)
@@ -142,10 +142,9 @@ class EmbeddingBag(Layer):
         wdtype = self.weight.dtype
         if offs is None:
             return x, psw if psw is not None else nd.ones(x.shape, ctx=x.context, dtype=wdtype)
-        starts = offs[:-1] if self.include_last_offset else offs
-        ends = np.append(offs[1:], xs.shape[0]) if not self.include_last_offset else offs[1:]
-        lengths = ends - starts
-        step = np.arange(max(1, int(lengths.max()) if lengths.size else 1))
+        bounds = offs if self.include_last_offset else np.append(offs, xs.shape[0])    # B + 1 bag bounds
+        starts, lengths = bounds[:-1], np.diff(bounds)
+        step = np.arange(max(1, int(lengths.max())))                      # padded to the longest bag
         valid = step[None, :] < lengths[:, None]
         pos = np.where(valid, starts[:, None] + step[None, :], 0)
         bags = nd.array(xs[pos], ctx=x.context, dtype=x.dtype)

@@ -446,7 +446,7 @@ def check_embedding_bag_weights_dtype(who: str, weights_dtype: str, weight_dtype
         raise TypeError(f"{who}: per_sample_weights must have the weight's dtype {weight_dtype}, got {weights_dtype}")
 
 
-def embedding_bag_unsupported(mode: str, scale_grad_by_freq: bool, sparse: bool) -> Optional[str]:
+def embedding_bag_unsupported(scale_grad_by_freq: bool, sparse: bool) -> Optional[str]:
     """The first argument the MXNet EmbeddingBag cannot honour, or None."""
     if scale_grad_by_freq:
         return "scale_grad_by_freq=True (gradients scaled by the inverse bag frequency)"
