@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .base import Layer, Module, is_ndarray, make_parameter, shape_error, factory_kwargs
 from .linear import Flatten, Identity, Linear
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from .pool import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm
@@ -36,4 +36,5 @@ __all__ = [
     "Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten",
     "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool3d", "AvgPool3d",
     "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "EmbeddingBag",
 ]

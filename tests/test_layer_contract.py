@@ -137,7 +137,7 @@ MINIMAL = {"Linear": (3, 4), "Conv1d": (2, 3, 3), "Conv2d": (2, 3, 3), "BatchNor
            "ConvTranspose1d": (2, 3, 3), "ConvTranspose2d": (2, 3, 3), "BatchNorm3d": (3,),
            "GroupNorm": (2, 4), "InstanceNorm1d": (3, 1e-5, 0.1, True), "InstanceNorm2d": (3, 1e-5, 0.1, True),
            "PReLU": (),
-           "TransformerDecoderLayer": (4, 2, 8), "Transformer": (4, 2, 1, 1, 8)}
+           "TransformerDecoderLayer": (4, 2, 8), "Transformer": (4, 2, 1, 1, 8), "EmbeddingBag": (6, 4)}
 
 
 def test_every_layer_with_factory_arguments_is_in_the_dtype_test():
