@@ -102,6 +102,15 @@ def graph_writes_state() -> bool:
     return bool(_GRAPH_STATE_WRITES)
 
 
+def state_in_graph(param: gluon.Parameter, symbol: Any) -> Any:
+    """``param``'s value at this point of the graph being traced: the last value written to it
+    earlier in the same graph (a layer called twice in one forward), else its input ``symbol``."""
+    for p, v in reversed(_GRAPH_STATE_WRITES[-1] if _GRAPH_STATE_WRITES else ()):
+        if p is param:
+            return v
+    return symbol
+
+
 def write_state_after_call(param: gluon.Parameter, value: Any) -> None:
     """Have the outermost dualdl graph being traced output ``value`` and copy it into ``param``
     after every call of the graph: in forward and in call order, as torch assigns its buffers (a
@@ -174,6 +183,8 @@ class Module(HybridBlock):
             inputs, out = HybridBlock._get_graph(self, *args)
         finally:
             writes = _GRAPH_STATE_WRITES.pop()
+        last = {id(p): i for i, (p, _) in enumerate(writes)}        # a buffer written twice: its last value
+        writes = [w for i, w in enumerate(writes) if last[id(w[0])] == i]
         object.__setattr__(self, "_dl_state_writes", [p for p, _ in writes])
         if writes:
             self._cached_graph = inputs, mx.sym.Group(list(out) + [v for _, v in writes])

@@ -13,7 +13,7 @@ from mxnet import autograd
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple
 from . import compiled
-from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, write_state_after_call
+from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d"]
@@ -146,6 +146,9 @@ class _BatchNorm(Layer):
         track = self.training and self.track_running_stats
         ref = self.weight if self.weight is not None else self.running_mean
         writes = graph_writes_state()
+        if writes and track:          # called before in this graph: its running statistics by then
+            running_mean = state_in_graph(self.running_mean, running_mean)
+            running_var = state_in_graph(self.running_var, running_var)
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
             s_mean, s_var = (q.var() for q in self._scratch(ref))
             n_ = F.cast(F.prod(F.shape_array(x)), dtype="float64") / float(self.num_features)

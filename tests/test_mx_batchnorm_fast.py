@@ -295,3 +295,32 @@ def test_gemm_form_in_a_dualdl_graph_updates_the_running_statistics_in_forward()
     for hybridize in (False, True):
         assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6
     assert np.abs(want[:3]).min() > 0.1               # two updates moved them
+
+
+def test_batchnorm_called_twice_in_one_forward_hybridized_updates_as_torch():
+    """One module whose forward calls the same BatchNorm twice: in one hybridized graph, the second
+    call's update starts from the first's (torch's order), and the buffer is written once."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+
+    class Twice(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = dl.nn.BatchNorm2d(3)
+
+        def forward(self, x):
+            return self.bn(self.bn(x) * 3.0 + 1.0)
+
+    def stats(be, hybridize):
+        with dl.use(be):
+            net = Twice()
+            if hybridize:
+                net.hybridize()
+            with dl.autograd.record(net):
+                loss = dl.ops.sum(net(dl.from_numpy(x)) * dl.from_numpy(x))
+            dl.autograd.backward(loss)
+            sd = dl.state_dict(net)
+            return np.concatenate([dl.to_numpy(sd["bn.running_mean"]), dl.to_numpy(sd["bn.running_var"])])
+    want = stats("torch", False)
+    for hybridize in (False, True):
+        assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
