@@ -93,6 +93,50 @@ def _bind_and_call(block: "Module", fn, args: tuple, params: Dict[str, Any]):
         d.update(saved)
 
 
+_GRAPH_STATE_WRITES: List[list] = []   # one list per outermost dualdl graph being traced (see Module)
+
+
+def graph_writes_state() -> bool:
+    """True while an outermost dualdl graph is traced, which can :func:`write_state_after_call`
+    (a native Gluon parent's graph cannot)."""
+    return bool(_GRAPH_STATE_WRITES)
+
+
+def state_in_graph(param: gluon.Parameter, symbol: Any) -> Any:
+    """``param``'s value at this point of the graph being traced: the last value written to it
+    earlier in the same graph (a layer called twice in one forward), else its input ``symbol``."""
+    for p, v in reversed(_GRAPH_STATE_WRITES[-1] if _GRAPH_STATE_WRITES else ()):
+        if p is param:
+            return v
+    return symbol
+
+
+def write_state_after_call(param: gluon.Parameter, value: Any) -> None:
+    """Have the outermost dualdl graph being traced output ``value`` and copy it into ``param``
+    after every call of the graph: in forward and in call order, as torch assigns its buffers (a
+    graph cannot assign)."""
+    _GRAPH_STATE_WRITES[-1].append((param, value))
+
+
+class _StateWritingOp:
+    """A ``CachedOp`` whose last outputs are new values of parameters (buffers): copies them in
+    after each call and returns the others."""
+
+    def __init__(self, op: Any, params: List[gluon.Parameter]) -> None:
+        self._op, self._params = op, params
+
+    def __call__(self, *args: Any) -> Any:
+        out = self._op(*args)
+        n = len(out) - len(self._params)
+        with autograd.pause():
+            for p, v in zip(self._params, out[n:]):
+                v.copyto(p.data(v.context))
+        return out[0] if n == 1 else out[:n]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+
 _TRAIN_MODE_CALLS = [0]       # depth of outermost module calls run under train_mode() (see _call)
 
 
@@ -129,6 +173,27 @@ class Module(HybridBlock):
 
     def __call__(self, *args):
         return _call(self, args)
+
+    # ---- hybridized: buffers assigned in forward (write_state_after_call) --------------------
+    def _get_graph(self, *args):
+        if self._cached_graph:
+            return self._cached_graph
+        _GRAPH_STATE_WRITES.append([])
+        try:
+            inputs, out = HybridBlock._get_graph(self, *args)
+        finally:
+            writes = _GRAPH_STATE_WRITES.pop()
+        last = {id(p): i for i, (p, _) in enumerate(writes)}        # a buffer written twice: its last value
+        writes = [w for i, w in enumerate(writes) if last[id(w[0])] == i]
+        object.__setattr__(self, "_dl_state_writes", [p for p, _ in writes])
+        if writes:
+            self._cached_graph = inputs, mx.sym.Group(list(out) + [v for _, v in writes])
+        return self._cached_graph
+
+    def _build_cache(self, *args):
+        HybridBlock._build_cache(self, *args)
+        if getattr(self, "_dl_state_writes", None):
+            self._cached_op = _StateWritingOp(self._cached_op, self._dl_state_writes)
 
     # ---- write-once classes: route HybridBlock.forward -> hybrid_forward -> user's forward ----
     @classmethod

@@ -13,7 +13,7 @@ from mxnet import autograd
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple
 from . import compiled
-from .base import Layer, is_ndarray, train_mode_follows_module
+from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d"]
@@ -51,11 +51,14 @@ class _BatchNorm(Layer):
     ``autograd.record()``.
 
     Hybridized (Symbol), outputs and gradients are the same (batch statistics in train mode,
-    inside ``autograd.record()`` or not), but a graph cannot assign to the running statistics, so
-    MXNet's fused ``BatchNorm`` op (``momentum=1-m``) updates them, fed 2 rows (mean -/+ std)
-    whose biased variance is the unbiased one of the batch: the values are torch's, but they are
-    updated only inside ``autograd.record()``, when backward runs (Gluon's rule), not by a forward
-    alone. Eval mode uses the fused op on the running statistics.
+    inside ``autograd.record()`` or not). A graph cannot assign to the running statistics: in a
+    dualdl model's graph they are outputs that dualdl copies in after each call, so they are
+    torch's, updated in forward, once per call in call order. Under a native hybridized Gluon
+    parent MXNet's fused ``BatchNorm`` op (``momentum=1-m``) updates them, fed 2 rows (mean -/+
+    std) whose biased variance is the unbiased one of the batch: torch's values, but only when
+    backward runs inside ``autograd.record()`` (Gluon's rule), in reverse call order for a layer
+    called several times before one backward. Eval mode uses the fused op on the running
+    statistics.
     """
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
@@ -67,9 +70,8 @@ class _BatchNorm(Layer):
         _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
     def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
-        c = (self.num_features,)
-        return F.BatchNorm(x, weight if weight is not None else F.ones(shape=c),
-                           bias if bias is not None else F.zeros(shape=c), running_mean, running_var,
+        return F.BatchNorm(x, weight if weight is not None else F.ones_like(running_var),   # the buffers'
+                           bias if bias is not None else F.zeros_like(running_mean), running_mean, running_var,  # dtype
                            eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
                            use_global_stats=use_global_stats, axis=1)
 
@@ -132,46 +134,71 @@ class _BatchNorm(Layer):
     def _symbolic(self, F, x, weight, bias, running_mean, running_var):
         """Hybridized, batch statistics. In train mode, built inside a dualdl module call in train
         mode (which runs the graph with MXNet's ``is_train`` on): MXNet's operator in float64
-        (:meth:`_float64_op_graph`); otherwise (a native Gluon parent, whose caller decides
-        ``is_train``) the GEMM form (:meth:`_gemm_form`), which computes batch statistics
-        whatever ``is_train`` says. The running statistics need an assignment a graph cannot
-        make: MXNet's fused op updates them, fed the 2 rows ``mean -/+ std`` whose biased variance
-        is the batch's unbiased one (the op uses the biased); it updates them in its backward, so
-        they change only when backward runs inside ``record()`` (Gluon's rule)."""
+        (:func:`_batchnorm_op_formula`, as eager); otherwise (a native Gluon parent, whose caller
+        decides ``is_train``) the GEMM form (:meth:`_gemm_form`), which computes batch statistics
+        whatever ``is_train`` says. Inside an outermost dualdl graph the new running statistics
+        are outputs of the graph that dualdl copies in after each call
+        (:func:`~dualdl_mx.base.write_state_after_call`): torch's update, in forward and in call
+        order. Under a native Gluon parent, MXNet's fused op updates them, fed the 2 rows
+        ``mean -/+ std`` whose biased variance is the batch's unbiased one, in its backward: only
+        when backward runs inside ``record()``, and for a layer called k > 1 times before one
+        backward in the reverse order of the calls (Gluon's rule; torch's differs)."""
         track = self.training and self.track_running_stats
-        if self.training and train_mode_follows_module() and self._update_has_backward():
-            return self._float64_op_graph(F, x, weight, bias, running_mean, running_var, track,
-                                          np.dtype(self.weight.dtype).name)
+        ref = self.weight if self.weight is not None else self.running_mean
+        writes = graph_writes_state()
+        if writes and track:          # called before in this graph: its running statistics by then
+            running_mean = state_in_graph(self.running_mean, running_mean)
+            running_var = state_in_graph(self.running_var, running_var)
+        if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
+            s_mean, s_var = (q.var() for q in self._scratch(ref))
+            n_ = F.cast(F.prod(F.shape_array(x)), dtype="float64") / float(self.num_features)
+            out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, running_mean if track else None,
+                                        running_var if track else None, eps=self.eps, momentum=self.momentum,
+                                        bessel=_bessel(F, n_), dtype=np.dtype(ref.dtype).name, compute="float64")
+            if not track:
+                return out
+            y, new_mean, new_var = out
+            if writes:
+                write_state_after_call(self.running_mean, new_mean)
+                write_state_after_call(self.running_var, new_var)
+                return y
+            tie = self._running_update(F, new_mean, new_var, None, weight, bias, running_mean, running_var)
+            return F.reshape_like(y, tie, lhs_begin=1, lhs_end=2, rhs_begin=1, rhs_end=2)
 
         def update(F, mean, var, n_):
-            return self._running_update(F, mean, var, n_, weight, bias, running_mean, running_var, (-1, 1))
+            if not writes:
+                return self._running_update(F, mean, var, n_, weight, bias, running_mean, running_var, (-1, 1))
+            m, flat = self.momentum, (-1,)
+            unbiased = F.broadcast_mul(var, _bessel(F, n_))
+            write_state_after_call(self.running_mean, F.BlockGrad((1 - m) * running_mean + m * F.reshape(mean, shape=flat)))
+            write_state_after_call(self.running_var, F.BlockGrad((1 - m) * running_var + m * F.reshape(unbiased, shape=flat)))
+            return None
         return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
 
-    def _running_update(self, F, mean, var, n_, weight, bias, running_mean, running_var, out_shape):
+    def _running_update(self, F, mean, var, n_, weight, bias, running_mean, running_var, out_shape=None):
         """The fused op on the rows ``mean -/+ std`` (biased variance = the unbiased ``var * n/(n-1)``)
-        updates the running statistics in torch's way; returns its (2, C) output reshaped."""
-        bessel = n_ / (F.relu(n_ - 2.0) + 1.0)                              # n/(n-1); 1 when n == 1, not inf
-        std = F.sqrt(F.broadcast_mul(var, bessel))
+        updates the running statistics in torch's way in its backward; returns its (2, C) output
+        reshaped. ``n_`` None: ``mean``/``var`` are torch's new running statistics already (the
+        op is then given momentum 0, which only assigns)."""
+        if n_ is None:
+            rows_var, momentum = var, 1.0
+        else:
+            rows_var, momentum = F.broadcast_mul(var, _bessel(F, n_)), self.momentum
+        std = F.sqrt(rows_var)
         rows = F.concat(F.reshape(mean - std, shape=(1, -1)), F.reshape(mean + std, shape=(1, -1)), dim=0)
-        fused = self._fused(F, rows, weight, bias, running_mean, running_var, False)   # (2, C)
+        fused = F.BatchNorm(rows, weight if weight is not None else F.ones_like(running_var),
+                            bias if bias is not None else F.zeros_like(running_mean), running_mean, running_var,
+                            eps=self.eps, momentum=1.0 - momentum, fix_gamma=False, use_global_stats=False, axis=1)
         return fused if out_shape is None else F.reshape(F.sum(fused, axis=0), shape=out_shape) * 0.0
 
-    def _update_has_backward(self) -> bool:
-        """MXNet's fused op updates its moving statistics in its backward, which runs only if one
-        of its inputs needs a gradient: in the float64 graph, the weight or bias (its data input
-        comes from the main op's statistics, which carry no gradient). Without both (affine=False,
-        or both frozen when the graph is built) the GEMM form is used, whose tie carries one."""
-        return (self.weight is not None and self.bias is not None
-                and (self.weight.grad_req != "null" or self.bias.grad_req != "null"))
-
-    def _scratch(self) -> Tuple[Any, Any]:
+    def _scratch(self, ref) -> Tuple[Any, Any]:
         """float64 (C,) arrays for the float64 operator's moving statistics (it updates them with
         is_train on): Gluon parameters of this block outside its registered ones, so they are in
         ``collect_params()`` (graph inputs, ``reset_ctx``) but in no state dict, parameter list or
         checkpoint. Created on the first float64 graph, on the block's contexts."""
         pair = self.__dict__.get("_dl_scratch")
         if pair is None:
-            ctx = self.weight.list_ctx()
+            ctx = ref.list_ctx()
             pair = tuple(self.params.get(f"dl_scratch_{k}", shape=(self.num_features,), dtype="float64",
                                          grad_req="null", init=init, differentiable=False)
                          for k, init in (("mean", mx.init.Zero()), ("var", mx.init.One())))
@@ -179,29 +206,6 @@ class _BatchNorm(Layer):
                 q.initialize(ctx=ctx)
             object.__setattr__(self, "_dl_scratch", pair)
         return pair
-
-    def _float64_op_graph(self, F, x, weight, bias, running_mean, running_var, track: bool, dtype: str):
-        """Batch statistics with MXNet's fused operator in float64 (exact to float32 rounding, as
-        eager), cast back to ``dtype``. The running-statistics op is tied in with a ``reshape_like``
-        that changes no shape: no arithmetic, but MXNet copies (0.1 ms forward and 0.085 ms backward
-        on 1M float32 elements, static_alloc; ``amp_multicast``, which would fold the tie into the
-        cast, fails on CPU with "unknown type for MKLDNN")."""
-        s_mean, s_var = (q.var() for q in self._scratch())
-
-        def cast(t):
-            return t if dtype == "float64" else F.cast(t, dtype="float64")
-        y, mean, inv_std = F.BatchNorm(cast(x), cast(weight), cast(bias), s_mean, s_var, eps=self.eps, fix_gamma=False,
-                                       use_global_stats=False, output_mean_var=True, axis=1)
-        if dtype != "float64":
-            y = F.cast(y, dtype=dtype)
-        if not track:
-            return y
-        n_ = F.cast(F.prod(F.shape_array(x)), dtype="float64") / float(self.num_features)
-        var = F.reciprocal(F.square(inv_std)) - self.eps                    # the biased batch variance
-        if dtype != "float64":
-            mean, var, n_ = (F.cast(t, dtype=dtype) for t in (mean, var, n_))
-        fused = self._running_update(F, mean, var, n_, weight, bias, running_mean, running_var, None)
-        return F.reshape_like(y, fused, lhs_begin=1, lhs_end=2, rhs_begin=1, rhs_end=2)
 
     def extra_repr(self) -> str:
         return _stats_repr(self)
@@ -213,7 +217,7 @@ def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=
     broadcast ops, which reduces) are 4-10x slower than a GEMV on CPU, even over a contiguous
     axis. Batch statistics (two-pass: mean, then the mean square of the centred data) unless
     ``mean``/``var`` (C, 1) are given; ``update(F, mean, var, n)`` may return a (C, 1) zero that
-    ties a running-statistics op into the graph. Returns (y, mean, biased var)."""
+    ties a running-statistics op into the graph (or None). Returns (y, mean, biased var)."""
     moved = F.swapaxes(x, 0, 1)
     flat = F.reshape(moved, shape=(0, -1))                              # (C, n)
     ones = F.ones_like(F.slice_axis(flat, axis=0, begin=0, end=1))    # (1, n)
@@ -227,8 +231,9 @@ def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=
     scale = F.rsqrt(var + eps)
     if weight is not None:
         scale = scale * F.reshape(weight, shape=(-1, 1))
-    if update is not None:
-        scale = scale + update(F, mean, var, n_)
+    tie = update(F, mean, var, n_) if update is not None else None
+    if tie is not None:
+        scale = scale + tie
     y = xc * F.dot(scale, ones)
     if bias is not None:
         y = y + F.dot(F.reshape(bias, shape=(-1, 1)), ones)
@@ -241,6 +246,11 @@ def _batchnorm_running_formula(F, x, running_mean, running_var, weight=None, bia
     c = (-1, 1)
     return _gemm_batchnorm(F, x, weight, bias, eps, F.reshape(running_mean, shape=c),
                            F.reshape(running_var, shape=c))[0]
+
+
+def _bessel(F, n_):
+    """n/(n-1) of a graph's per-channel count ``n_``; 1 when n == 1, not inf."""
+    return n_ / (F.relu(n_ - 2.0) + 1.0)
 
 
 _AUX_SCRATCH: dict = {}
@@ -277,7 +287,8 @@ def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, runni
     var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
     m = momentum
     new_mean = (1 - m) * cast(running_mean, compute) + m * mean
-    new_var = (1 - m) * cast(running_var, compute) + m * (var * bessel)
+    unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel)
+    new_var = (1 - m) * cast(running_var, compute) + m * unbiased
     return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
             F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
 
@@ -461,7 +472,8 @@ class _InstanceNorm(_DtypeAware):
     ``track_running_stats=True`` train mode updates them as torch (instance means and unbiased
     variances averaged over the batch, momentum = weight of the new value): in forward when not
     hybridized; hybridized, by MXNet's fused op when backward runs inside ``autograd.record()``
-    (as dualdl's hybridized BatchNorm). Eval mode then normalises by them."""
+    (as dualdl's hybridized BatchNorm under a native Gluon parent). Eval mode then normalises by
+    them."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,

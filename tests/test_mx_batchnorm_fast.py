@@ -139,12 +139,12 @@ def test_hybridized_graph_forms_and_scratch_statistics():
         assert rel(y0, r[0]) < 1e-6 and rel(y.asnumpy(), r[0]) < 1e-6
     assert rel(outs[0], outs[1].astype(np.float64)) < 1e-6
     assert "_dl_scratch" in bn.__dict__ and "_dl_scratch" not in bn2.__dict__
-    with dl.use("mxnet"):                 # its update runs in the fused op's backward: it needs an
-        frozen = dl.nn.BatchNorm2d(4)     # input with a gradient, so no weight/bias: the GEMM form
-    frozen.weight.grad_req = frozen.bias.grad_req = "null"
+    with dl.use("mxnet"):                 # the running statistics are graph outputs copied in after
+        frozen = dl.nn.BatchNorm2d(4)     # the call, no backward needed: frozen weight/bias keep
+    frozen.weight.grad_req = frozen.bias.grad_req = "null"      # the float64 operator
     frozen.hybridize()
     _record_backward(frozen, x, g)
-    assert "_dl_scratch" not in frozen.__dict__
+    assert "_dl_scratch" in frozen.__dict__
     with dl.use("mxnet"):                 # eval mode without running statistics: batch statistics,
         untracked = dl.nn.BatchNorm2d(4, track_running_stats=False)    # is_train off (GEMM form)
     untracked.weight.set_data(nd.array(w))
@@ -156,9 +156,12 @@ def test_hybridized_graph_forms_and_scratch_statistics():
     names = set(dl.state_dict(bn)) | {n for n, _ in bn.named_parameters()} | {n for n, _ in bn.named_buffers()}
     assert names == {"weight", "bias", "running_mean", "running_var"}
     n = x.size // 4
-    for m in (bn, bn2):
-        np.testing.assert_allclose(m.running_mean.data().asnumpy(), 0.2 * r[4], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(m.running_var.data().asnumpy(), 0.8 + 0.2 * r[5] * n / (n - 1), rtol=1e-5, atol=1e-6)
+    # bn: torch's update in each forward, recorded or not (two calls); bn2, under the native parent:
+    # the fused op's, at the recorded call's backward only (Gluon's rule)
+    for m, kept in ((bn, 0.8 ** 2), (bn2, 0.8)):
+        np.testing.assert_allclose(m.running_mean.data().asnumpy(), (1 - kept) * r[4], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(m.running_var.data().asnumpy(), kept + (1 - kept) * r[5] * n / (n - 1),
+                                   rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -269,3 +272,55 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
     np.testing.assert_allclose(outs[True][4], rm, rtol=1e-5, atol=1e-6)
     rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
     np.testing.assert_allclose(outs[True][5], rv, rtol=1e-5, atol=1e-6)
+
+
+def test_gemm_form_in_a_dualdl_graph_updates_the_running_statistics_in_forward():
+    """A train-mode BatchNorm in an eval-mode hybridized parent (the GEMM form: is_train is off):
+    its running statistics are graph outputs copied in after each call, as torch's, no backward."""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((4, 3, 2, 2)).astype(np.float32) + 2 * i for i in range(2)]
+
+    def stats(be, hybridize):
+        with dl.use(be):
+            net = dl.nn.Sequential(dl.nn.Identity(), dl.nn.BatchNorm2d(3))
+            net.eval()
+            net[1].train()
+            if hybridize:
+                net.hybridize()
+            for x in xs:
+                net(dl.from_numpy(x))
+            sd = dl.state_dict(net)
+            return np.concatenate([dl.to_numpy(sd["1.running_mean"]), dl.to_numpy(sd["1.running_var"])])
+    want = stats("torch", False)
+    for hybridize in (False, True):
+        assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6
+    assert np.abs(want[:3]).min() > 0.1               # two updates moved them
+
+
+def test_batchnorm_called_twice_in_one_forward_hybridized_updates_as_torch():
+    """One module whose forward calls the same BatchNorm twice: in one hybridized graph, the second
+    call's update starts from the first's (torch's order), and the buffer is written once."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+
+    class Twice(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = dl.nn.BatchNorm2d(3)
+
+        def forward(self, x):
+            return self.bn(self.bn(x) * 3.0 + 1.0)
+
+    def stats(be, hybridize):
+        with dl.use(be):
+            net = Twice()
+            if hybridize:
+                net.hybridize()
+            with dl.autograd.record(net):
+                loss = dl.ops.sum(net(dl.from_numpy(x)) * dl.from_numpy(x))
+            dl.autograd.backward(loss)
+            sd = dl.state_dict(net)
+            return np.concatenate([dl.to_numpy(sd["bn.running_mean"]), dl.to_numpy(sd["bn.running_var"])])
+    want = stats("torch", False)
+    for hybridize in (False, True):
+        assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize

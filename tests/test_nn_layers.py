@@ -318,9 +318,12 @@ def test_mxnet_hybridized_mode_switch_rebuilds_graph():
         x = np.ones((200, 50), np.float32) + np.arange(50, dtype=np.float32)
         y_train = fwd(net, x)                      # batch statistics even outside autograd.record()
         assert np.abs(y_train.mean(axis=0)).max() < 1e-4 and abs(y_train.std() - 1) < 1e-3
+        sd = {k: dl.to_numpy(v) for k, v in dl.state_dict(net).items()}
+        rm, rv = sd["1.running_mean"], sd["1.running_var"]   # updated by the train forward, as torch
+        assert (rm > 0.05 * (1 + np.arange(50))).all()      # 0.1 * x's mean, but for Dropout's noise
         net.eval()
-        y_eval = fwd(net, x)                       # identity dropout, running stats (0, 1) -> x / sqrt(1 + eps)
-        np.testing.assert_allclose(y_eval, x / np.sqrt(1 + 1e-5), rtol=1e-6)
+        y_eval = fwd(net, x)                       # identity dropout, the running stats
+        np.testing.assert_allclose(y_eval, (x - rm) / np.sqrt(rv + 1e-5), rtol=1e-5, atol=1e-5)
         net.train()
         drop = nn.Dropout(0.5)
         drop.hybridize()
