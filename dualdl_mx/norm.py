@@ -344,9 +344,29 @@ class _DtypeAware(Layer):
     def cast(self, dtype: Any) -> None:
         self._dl_dtype = np.dtype(dtype).name
         super().cast(dtype)
+        for q in self.__dict__.get("_dl_scratch", ()):
+            q.cast("float64")
+
+    def _affine_scratch(self, weight: Any) -> Tuple[Any, Any]:
+        """(C,) float64 zeros/ones for the affine operator's statistics in a hybridized graph
+        (:func:`_channel_affine`; read only): Gluon parameters of this block outside its
+        registered ones, as hybridized BatchNorm's scratch, in no state dict or checkpoint."""
+        pair = self.__dict__.get("_dl_scratch")
+        if pair is None:
+            pair = tuple(self.params.get(f"dl_scratch_{k}", shape=weight.shape, dtype="float64",
+                                         grad_req="null", init=init, differentiable=False)
+                         for k, init in (("mean", mx.init.Zero()), ("var", mx.init.One())))
+            for q in pair:
+                q.initialize(ctx=weight.list_ctx())
+            object.__setattr__(self, "_dl_scratch", pair)
+        return pair
 
     def _dl_run(self, F, x, inputs: dict, **static: Any):
         if not is_ndarray(x):
+            param = self.weight if self.weight is not None else self.bias
+            if param is not None:
+                zero, one = (q.var() for q in self._affine_scratch(param))
+                inputs = dict(inputs, affine_0=zero, affine_1=one)
             return _grouped_norm_formula(F, x, **inputs, dtype=self._dl_dtype, **static)
         if static.get("stats") != "running":
             rows = x.shape[0] * static["groups"]
@@ -379,13 +399,15 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
     Computed in float64 and cast back to ``dtype``, as dualdl's BatchNorm: exact to float32
     rounding (3.1e-8 from float64 at mean 1000 / std 0.1; MXNet's float32 LayerNorm op, applied
     to (N, G, M), is 1.4e-3 off there, torch's float32 kernels 2e-4).
-    Eager callers give (N*G,) scratch moving statistics ``op_0``/``op_1`` (written, never read)
-    and (C,) zeros/ones ``affine_0``/``affine_1`` and run it in train mode: the statistics are
-    then MXNet's fused BatchNorm op on the (1, N*G, M) view, the affine a second one with
-    ``use_global_stats`` (:func:`_channel_affine`), 1.3-1.5x faster than the GEMM forms of
-    :func:`_gemm_batchnorm` and :func:`_gemm_affine` that a hybridized graph keeps (an op's aux
-    states must be graph variables, and the caller, not the graph, decides train mode there;
-    MXNet's LayerNorm op in float64 needs neither, but its backward costs 3.5 ms on 1M elements).
+    Callers give (C,) zeros/ones ``affine_0``/``affine_1`` (eager: cached arrays; hybridized:
+    the block's scratch parameters): the affine is then MXNet's BatchNorm op with
+    ``use_global_stats`` (:func:`_channel_affine`). Eager callers also give (N*G,) scratch moving
+    statistics ``op_0``/``op_1`` (written, never read) and run it in train mode: the statistics
+    are then MXNet's BatchNorm op on the (1, N*G, M) view. Both ops together are 2-2.5x faster
+    than the GEMM forms (:func:`_gemm_batchnorm`, :func:`_gemm_affine`). A hybridized graph keeps
+    the GEMM statistics: the op's aux states would need N*G graph variables, and the caller, not
+    the graph, decides train mode there (MXNet's LayerNorm op in float64 needs neither, but its
+    backward costs 3.5 ms on 1M elements).
     ``stats``: ``input``; ``running`` (eval mode with running statistics: (C,) mean/var);
     ``update`` (also return torch's new running statistics, the instance means and unbiased
     variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``

@@ -249,3 +249,35 @@ def test_mxnet_eager_operator_form_matches_torch_in_either_mode_after_a_batchnor
     for label, a, r in zip(("out", "dx", "dweight", "dbias"), got, want):
         rel = float(np.abs(a - r).max() / np.abs(r).max())
         assert rel < 1e-6, (name, train, label, rel)
+
+
+def test_mxnet_hybridized_affine_scratch_is_in_no_state_dict_and_follows_cast():
+    """Hybridized, the affine runs as MXNet's BatchNorm op on (C,) float64 scratch statistics:
+    parameters of the block outside torch's names (state dict: weight, bias only), kept float64
+    by ``cast()`` (the op refuses float32 statistics for float64 data), so graphs rebuilt after
+    a cast still run and the float64 one matches torch."""
+    import mxnet as mx
+    import torch
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 4, 3))
+    with dl.use("mxnet"):
+        m = dl.nn.GroupNorm(2, 4)
+        m.hybridize()
+        m(mx.nd.array(x))
+        assert list(m.state_dict()) == ["weight", "bias"]
+        m.cast("float32")               # Gluon's cast() would make the scratch float32 too
+        m.hybridize()
+        m(mx.nd.array(x))
+        m.cast("float64")
+        m.hybridize()
+        mx_x = mx.nd.array(x, dtype="float64")
+        mx_x.attach_grad()
+        with mx.autograd.record():
+            y = m(mx_x)
+        y.backward()
+    t = torch.tensor(x, requires_grad=True)
+    want = torch.nn.GroupNorm(2, 4).double()(t)
+    want.backward(torch.ones_like(want))
+    assert y.dtype == np.float64
+    assert np.abs(y.asnumpy() - want.detach().numpy()).max() < 1e-12
+    assert np.abs(mx_x.grad.asnumpy() - t.grad.numpy()).max() < 1e-12
