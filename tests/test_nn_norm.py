@@ -207,3 +207,77 @@ def test_gluon_differences_named_in_the_docs():
     i(mx.nd.ones((2, 6, 3)))
     req = {k.split("_")[-1]: p.grad_req for k, p in i.collect_params().items()}
     assert req == {"gamma": "null", "beta": "write"}
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("name,make,shape", [
+    ("GroupNorm", lambda nn: nn.GroupNorm(2, 4), (2, 4, 3, 3)),
+    ("InstanceNorm2d", lambda nn: nn.InstanceNorm2d(4, affine=True), (1, 4, 3, 3))])   # N*C == C
+def test_mxnet_eager_operator_form_matches_torch_in_either_mode_after_a_batchnorm(name, make, shape, train):
+    """Eager GroupNorm/InstanceNorm run MXNet's BatchNorm op in float64, which uses batch
+    statistics only in train mode, and a second one for the affine that reads (C,) zeros/ones:
+    also in eval mode outside record(), with weight/bias not 1/0, and after a BatchNorm2d of the
+    same size wrote its scratch statistics, output and gradients (x, weight, bias) are torch's."""
+    import mxnet as mx
+    import torch
+    rng = np.random.default_rng(1)
+    x = (3 + 2 * rng.standard_normal(shape))
+    g = rng.standard_normal(shape)
+    w, b = rng.standard_normal(4) + 1.0, rng.standard_normal(4)
+    t = make(torch.nn).double().train(train)
+    with torch.no_grad():
+        t.weight.copy_(torch.tensor(w))
+        t.bias.copy_(torch.tensor(b))
+    tx = torch.tensor(x, requires_grad=True)
+    t(tx).backward(torch.tensor(g))
+    want = [t(tx).detach().numpy(), tx.grad.numpy(), t.weight.grad.numpy(), t.bias.grad.numpy()]
+    with dl.use("mxnet"):
+        other = dl.nn.BatchNorm2d(shape[0] * (2 if name == "GroupNorm" else 4))
+        other.cast("float64")
+        other(mx.nd.array(rng.standard_normal((2, other.num_features, 2, 2)), dtype="float64"))
+        m = make(dl.nn)
+        m.train(train)
+        m.weight.set_data(mx.nd.array(w))
+        m.bias.set_data(mx.nd.array(b))
+        mx_x = mx.nd.array(x, dtype="float32")
+        mx_x.attach_grad()
+        y_plain = m(mx_x).asnumpy()
+        with mx.autograd.record():
+            y = m(mx_x)
+        y.backward(mx.nd.array(g, dtype="float32"))
+        got = [y_plain, mx_x.grad.asnumpy(), m.weight.grad().asnumpy(), m.bias.grad().asnumpy()]
+    for label, a, r in zip(("out", "dx", "dweight", "dbias"), got, want):
+        rel = float(np.abs(a - r).max() / np.abs(r).max())
+        assert rel < 1e-6, (name, train, label, rel)
+
+
+def test_mxnet_hybridized_affine_scratch_is_in_no_state_dict_and_follows_cast():
+    """Hybridized, the affine runs as MXNet's BatchNorm op on (C,) float64 scratch statistics:
+    parameters of the block outside torch's names (state dict: weight, bias only), kept float64
+    by ``cast()`` (the op refuses float32 statistics for float64 data), so graphs rebuilt after
+    a cast still run and the float64 one matches torch."""
+    import mxnet as mx
+    import torch
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 4, 3))
+    with dl.use("mxnet"):
+        m = dl.nn.GroupNorm(2, 4)
+        m.hybridize()
+        m(mx.nd.array(x))
+        assert list(m.state_dict()) == ["weight", "bias"]
+        m.cast("float32")               # Gluon's cast() would make the scratch float32 too
+        m.hybridize()
+        m(mx.nd.array(x))
+        m.cast("float64")
+        m.hybridize()
+        mx_x = mx.nd.array(x, dtype="float64")
+        mx_x.attach_grad()
+        with mx.autograd.record():
+            y = m(mx_x)
+        y.backward()
+    t = torch.tensor(x, requires_grad=True)
+    want = torch.nn.GroupNorm(2, 4).double()(t)
+    want.backward(torch.ones_like(want))
+    assert y.dtype == np.float64
+    assert np.abs(y.asnumpy() - want.detach().numpy()).max() < 1e-12
+    assert np.abs(mx_x.grad.asnumpy() - t.grad.numpy()).max() < 1e-12
