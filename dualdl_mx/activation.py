@@ -287,3 +287,7 @@ class Mish(_Activation):
 
     def hybrid_forward(self, F, x):
         return x * F.tanh(softplus(F, x, 1.0, 20.0))
+
+
+for _name in __all__:       # MXNet's operators cannot run on an empty batch: refused, as on torch
+    globals()[_name]._dl_refuses_empty = True

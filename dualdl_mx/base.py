@@ -163,6 +163,15 @@ def _call(block: HybridBlock, args: tuple):
         _TRAIN_MODE_CALLS[0] -= 1
 
 
+def _refuse_empty_inputs(block: "Module", args: tuple) -> None:
+    """Hides: torch runs an empty batch; MXNet 1.x's operators (and a hybridized cached graph)
+    raise their own error on an NDArray with a 0 in its shape (even ``x * 2`` or ``attach_grad``).
+    Checked on the NDArray arguments before MXNet runs: dualdl's ``empty_batch_error``."""
+    for a in args:
+        if isinstance(a, nd.NDArray) and 0 in a.shape:
+            raise _checks.empty_batch_error(block._dl_empty_who(), a.shape)
+
+
 class Module(HybridBlock):
     """Base of every dualdl module on MXNet: a HybridBlock with PyTorch's module API
     (``train/eval``, ``named_parameters``, ``named_buffers``, ``state_dict``, ``to``...)."""
@@ -171,7 +180,13 @@ class Module(HybridBlock):
         super().__init__()
         self.training = True
 
+    _dl_refuses_empty = False
+    """Eager NDArray calls refused on an input with no elements by this base class (the layer's
+    own check is elsewhere); hybridized calls always are: the cached graph cannot run one."""
+
     def __call__(self, *args):
+        if self._active or self._dl_refuses_empty:
+            _refuse_empty_inputs(self, args)
         return _call(self, args)
 
     # ---- hybridized: buffers assigned in forward (write_state_after_call) --------------------
@@ -195,6 +210,9 @@ class Module(HybridBlock):
         if getattr(self, "_dl_state_writes", None):
             self._cached_op = _StateWritingOp(self._cached_op, self._dl_state_writes)
 
+    def _dl_empty_who(self) -> str:
+        return getattr(self, "_dl_layer", None) or type(self).__name__
+
     # ---- write-once classes: route HybridBlock.forward -> hybrid_forward -> user's forward ----
     @classmethod
     def _dl_native_namespace(cls, user_cls: type) -> dict:
@@ -215,7 +233,10 @@ class Module(HybridBlock):
             return tuple(bound.arguments[n] for n in names[:max(given) + 1]) if given else ()
 
         def __call__(self, *args, **kwargs):
-            return _call(self, positional(self, args, kwargs) if kwargs else args)
+            args = positional(self, args, kwargs) if kwargs else args
+            if self._active:
+                _refuse_empty_inputs(self, args)
+            return _call(self, args)
 
         def forward(self, *args, **kwargs):
             return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))

@@ -37,6 +37,9 @@ class Linear(Layer):
                 raise err from None
             raise
 
+    def _dl_empty_who(self) -> str:
+        return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 

@@ -325,6 +325,9 @@ class LayerNorm(Layer):
         self.bias = (self._dl_new_param("bias", shape, init=mx.init.Zero())
                      if elementwise_affine and bias else None)
 
+    def _dl_empty_who(self) -> str:
+        return f"LayerNorm({self.normalized_shape})"
+
     def hybrid_forward(self, F, x, weight=None, bias=None):
         k = len(self.normalized_shape)
         if is_ndarray(x):

@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 from mxnet import nd
 
+from dualdl.nn.checks import check_not_empty
 from dualdl.tensor import resolve_shape
 
 from . import activation as _act, compiled
@@ -33,6 +34,8 @@ def relu(x):
     """The ``relu`` op, which keeps NaN as torch does. ``Activation(act_type='relu')`` (MKLDNN) is
     8-12% faster on LeNet forward+backward (no layout reorder after a Convolution) but maps NaN to
     0, hiding a diverged step from the non-finite-loss check (measured, MXNet 1.9.1)."""
+    if _is_nd(x):
+        check_not_empty("relu", x.shape)
     return _F(x).relu(x)
 
 
@@ -112,6 +115,8 @@ def matmul(a, b):
     in a middle axis (measured 9.0 max abs error for (5,1,3,4) @ (2,4,6)): pass such operands
     with equal batch dims (e.g. ``ops.add(a, zeros)``) in hybridized code."""
     if _is_nd(a) and _is_nd(b):
+        check_not_empty("matmul", a.shape)
+        check_not_empty("matmul", b.shape)
         return _nd_matmul(a, b)
     return _F(a).np.matmul(_np(a), _np(b)).as_nd_ndarray()
 

@@ -5,19 +5,29 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dualdl.nn.checks import explain
+from dualdl.nn.checks import check_not_empty, explain
 from dualdl.nn.resample_checks import check_prelu_input
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
            "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
 
+class _RefusesEmpty(nn.Module):
+    """Hides: torch runs an activation on an empty batch; MXNet 1.x cannot (its operators raise on
+    a 0 in the shape, even ``attach_grad``), so dualdl refuses it on both."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.numel():
+            check_not_empty(self._dl_layer, tuple(x.shape))
+        return super().forward(x)
+
+
 def _simple(name: str, base: type) -> type:
-    return type(name, (base,), {"_dl_layer": name, "__module__": __name__,
-                                "__doc__": f"``torch.nn.{name}``."})
+    return type(name, (_RefusesEmpty, base), {"_dl_layer": name, "__module__": __name__,
+                                              "__doc__": f"``torch.nn.{name}``."})
 
 
-class GELU(nn.GELU):
+class GELU(_RefusesEmpty, nn.GELU):
     """``torch.nn.GELU``; an unknown ``approximate`` fails at construction (torch: at forward)."""
     _dl_layer = "GELU"
 
@@ -27,7 +37,7 @@ class GELU(nn.GELU):
         super().__init__(approximate)
 
 
-class PReLU(nn.PReLU):
+class PReLU(_RefusesEmpty, nn.PReLU):
     """``torch.nn.PReLU`` with a ValueError naming the expected channels (torch: RuntimeError)."""
     _dl_layer = "PReLU"
 

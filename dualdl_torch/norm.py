@@ -57,6 +57,8 @@ class LayerNorm(nn.LayerNorm):
     _dl_layer = "LayerNorm"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.numel():               # torch normalises an empty batch; MXNet cannot: refused on both
+            C.check_layernorm_input(self.normalized_shape, tuple(x.shape))
         return _explained(lambda: super(LayerNorm, self).forward(x), C.check_layernorm_input,
                           self.normalized_shape, tuple(x.shape))
 

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 import torch.nn.functional as TF
 
+from dualdl.nn.checks import check_not_empty
 from dualdl.tensor import resolve_shape
 
 Tensor = torch.Tensor
@@ -25,6 +26,8 @@ def _bool(mask: Any) -> Any:
 
 # ---- activations -----------------------------------------------------------------------------
 def relu(x: Tensor) -> Tensor:
+    if not x.numel():                   # torch returns an empty output; MXNet cannot: refused on both
+        check_not_empty("relu", tuple(x.shape))
     return torch.relu(x)
 
 
@@ -64,6 +67,9 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 
 # ---- linear algebra --------------------------------------------------------------------------
 def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if not (a.numel() and b.numel()):   # refused on both (MXNet cannot run an empty operand)
+        check_not_empty("matmul", tuple(a.shape))
+        check_not_empty("matmul", tuple(b.shape))
     return torch.matmul(a, b)
 
 

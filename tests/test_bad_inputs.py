@@ -52,6 +52,62 @@ def test_a_batch_of_zero_samples_is_refused_the_same_on_both(backend, case):
                             f"backends: skip empty batches before calling the layer or loss")
 
 
+def _empty_message(who, shape):
+    return (f"{who}: got an input with no elements (shape {shape}, e.g. a batch of 0 samples); MXNet's "
+            f"operators cannot run on it, so dualdl refuses it on both backends: skip empty batches "
+            f"before calling the layer or loss")
+
+
+class _TwoLayers(dl.nn.Module):
+    """A write-once model: hybridized on MXNet, its own call checks the NDArray inputs."""
+    def __init__(self):
+        super().__init__()
+        self.fc, self.act = dl.nn.Linear(5, 3), dl.nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+@pytest.mark.parametrize("case", ["relu", "gelu", "softmax", "layernorm", "layernorm_2d", "linear",
+                                  "sequential", "write_once"])
+def test_empty_batches_to_layers_are_refused_the_same_on_both_eager_and_hybridized(backend, case, hybridize):
+    """torch would run these on an empty batch; MXNet's operators (and a hybridized cached graph)
+    raise their own error: dualdl refuses them on both, before MXNet runs, hybridized too."""
+    layer, x, who = {
+        "relu": (dl.nn.ReLU(), _x(0, 5), "ReLU"),
+        "gelu": (dl.nn.GELU(), _x(2, 0, 3), "GELU"),
+        "softmax": (dl.nn.Softmax(dim=-1), _x(0, 4), "Softmax"),
+        "layernorm": (dl.nn.LayerNorm(5), _x(0, 5), "LayerNorm((5,))"),
+        "layernorm_2d": (dl.nn.LayerNorm((3, 4)), _x(2, 0, 3, 4), "LayerNorm((3, 4))"),
+        "linear": (dl.nn.Linear(5, 3), _x(0, 5), "Linear(in_features=5, out_features=3)"),
+        "sequential": (dl.nn.Sequential(dl.nn.Linear(5, 3), dl.nn.ReLU()), _x(0, 5),
+                       "Linear(in_features=5, out_features=3)"),
+        "write_once": (_TwoLayers(), _x(0, 5), "Linear(in_features=5, out_features=3)"),
+    }[case]
+    if hybridize and backend == "mxnet":
+        layer.hybridize()
+        if case in ("sequential", "write_once"):       # the outer block's call refuses it, by its name
+            who = "Sequential" if case == "sequential" else "_TwoLayers"
+    with pytest.raises(ValueError) as e:
+        layer(x)
+    assert str(e.value) == _empty_message(who, tuple(x.shape))
+    y = layer(_x(*[n or 2 for n in x.shape]))           # and a batch with samples still runs after it
+    assert np.isfinite(dl.to_numpy(y)).all()
+
+
+@pytest.mark.parametrize("case", ["relu", "matmul_lhs", "matmul_rhs"])
+def test_empty_operands_to_relu_and_matmul_are_refused_the_same_on_both(backend, case):
+    call, x, who = {
+        "relu": (dl.ops.relu, _x(0, 5), "relu"),
+        "matmul_lhs": (lambda x: dl.ops.matmul(x, _x(4, 5)), _x(0, 4), "matmul"),
+        "matmul_rhs": (lambda x: dl.ops.matmul(_x(2, 3, 4), x), _x(4, 0), "matmul"),
+    }[case]
+    with pytest.raises(ValueError) as e:
+        call(x)
+    assert str(e.value) == _empty_message(who, tuple(x.shape))
+
+
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
 def test_integer_attention_masks_are_refused_as_torch_does(backend, dtype):
     mha = dl.nn.MultiheadAttention(4, 2)

@@ -288,6 +288,7 @@ def check_batchnorm_input(name: str, num_features: int, shape: Shape, training: 
 
 def check_layernorm_input(normalized_shape: Sequence[int], shape: Shape) -> None:
     k, shape, norm = len(normalized_shape), tuple(shape), tuple(normalized_shape)
+    check_not_empty(f"LayerNorm({norm})", shape)
     if len(shape) < k or shape[len(shape) - k:] != norm:
         raise shape_error(f"LayerNorm({norm})", "(*, " + ", ".join(map(str, norm)) + ")", shape)
 

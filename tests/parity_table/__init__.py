@@ -10,6 +10,7 @@ from .ops import ROWS as OP_ROWS
 from .ops_more import ROWS as OP_MORE_ROWS
 from .transformer_decoder import ROWS as DECODER_ROWS
 from .embedding_bag import ROWS as EMBEDDING_BAG_ROWS
+from .empty import ROWS as EMPTY_ROWS
 
 ROWS = (LAYER_ROWS + EMBEDDING_BAG_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + DECODER_ROWS + CONTRACT_ROWS
-        + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS)
+        + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS + EMPTY_ROWS)
