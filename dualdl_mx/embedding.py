@@ -13,6 +13,25 @@ from .base import Layer, is_ndarray
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
+def embedding_renorm(weight, rows: np.ndarray, max_norm: float, norm_type: float) -> None:
+    """torch's ``embedding_renorm_``, shared by Embedding and EmbeddingBag: each looked-up row of
+    ``weight`` (a Gluon Parameter, every context) whose ``norm_type``-norm exceeds ``max_norm`` is
+    scaled by ``max_norm / (norm + 1e-7)``, in place and outside autograd (Gluon has no max_norm)."""
+    p = float(norm_type)
+    with mx.autograd.pause():
+        for d in weight.list_data():
+            idx = nd.array(rows, ctx=d.context, dtype="int64")
+            sel = nd.take(d, idx)
+            if p in (1.0, 2.0):
+                norm = nd.norm(sel, ord=int(p), axis=1, keepdims=True)
+            elif p == np.inf:
+                norm = nd.max(nd.abs(sel), axis=1, keepdims=True)
+            else:
+                norm = nd.power(nd.sum(nd.power(nd.abs(sel), p), axis=1, keepdims=True), 1.0 / p)
+            scale = nd.where(norm > max_norm, max_norm / (norm + 1e-7), nd.ones_like(norm))
+            d[idx] = nd.broadcast_mul(sel, scale)
+
+
 class Embedding(Layer):
     """``torch.nn.Embedding``: weight (V, D) ~ N(0, 1) (Gluon: U(+-0.07)); integer indices only;
     an index outside [0, V) raises IndexError (MXNet clips it silently); ``padding_idx`` row is
@@ -66,14 +85,7 @@ class Embedding(Layer):
         idx = np.unique(x.asnumpy().astype(np.int64).ravel())
         if not idx.size or idx.min() < 0 or idx.max() >= self.num_embeddings:
             return                           # the lookup's range check raises
-        p = self.norm_type
-        with mx.autograd.pause():
-            for w in self.weight.list_data():
-                i = mx.nd.array(idx, ctx=w.context, dtype="int64")
-                rows = mx.nd.take(w, i)
-                norm = (mx.nd.abs(rows) ** p).sum(axis=1, keepdims=True) ** (1.0 / p)
-                scale = mx.nd.where(norm > self.max_norm, self.max_norm / (norm + 1e-7), mx.nd.ones_like(norm))
-                w[i] = rows * scale
+        embedding_renorm(self.weight, idx, self.max_norm, self.norm_type)
 
     def _check(self, x) -> None:
         dtype = np.dtype(x.dtype)
@@ -184,7 +196,7 @@ class EmbeddingBag(Layer):
         C.check_embedding_bag_values(who, self.num_embeddings, int(xs.min()), int(xs.max()), offs, xs.shape[0],
                                      self.include_last_offset)
         if self.max_norm is not None:
-            self._renorm(np.unique(xs))
+            embedding_renorm(self.weight, np.unique(xs), self.max_norm, self.norm_type)
         wdtype = self.weight.dtype
         if offs is None:
             return x, psw if psw is not None else nd.ones(x.shape, ctx=x.context, dtype=wdtype)
@@ -198,23 +210,6 @@ class EmbeddingBag(Layer):
         if psw is None:
             return bags, mask
         return bags, nd.take(psw, nd.array(pos, ctx=x.context, dtype="int64")) * mask
-
-    def _renorm(self, rows: np.ndarray) -> None:
-        """torch's embedding_renorm_: each looked-up row whose norm exceeds max_norm is scaled by
-        max_norm / (norm + 1e-7), in place and outside autograd."""
-        p = self.norm_type
-        with mx.autograd.pause():
-            for d in self.weight.list_data():
-                idx = nd.array(rows, ctx=d.context, dtype="int64")
-                sel = nd.take(d, idx)
-                if p in (1.0, 2.0):
-                    norm = nd.norm(sel, ord=int(p), axis=1, keepdims=True)
-                elif p == np.inf:
-                    norm = nd.max(nd.abs(sel), axis=1, keepdims=True)
-                else:
-                    norm = nd.power(nd.sum(nd.power(nd.abs(sel), p), axis=1, keepdims=True), 1.0 / p)
-                scale = nd.where(norm > self.max_norm, self.max_norm / (norm + 1e-7), nd.ones_like(norm))
-                d[idx] = nd.broadcast_mul(sel, scale)
 
     def hybrid_forward(self, F, x, w=None, weight=None):
         emb = F.Embedding(x, weight, input_dim=self.num_embeddings, output_dim=self.embedding_dim)  # (B, N, D)
