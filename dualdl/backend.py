@@ -263,8 +263,7 @@ def backend_of(obj: Any, default: Any = _RAISE) -> Backend:
                 if cand.owns(obj):
                     inst = cand
                     break
-        if inst is not None or any(fw in sys.modules for _, fw, _ in KNOWN_BACKENDS.values()):
-            _owner_cache[t] = inst      # cache misses only once a framework could have owned it
+        _owner_cache[t] = inst      # ownership is fixed by the class: a miss stays a miss
     if inst is not None:
         return inst
     if default is not _RAISE:

@@ -439,9 +439,9 @@ def check_adapter(adapter: str) -> List[str]:
             if spec.kind == "function" and not callable(obj):
                 problems.append(f"{where}: expected a function, got {type(obj).__name__}")
                 continue
-            if spec.signature is not None and _actual_signature(obj) is not None:
-                why = signature_mismatch(contract_signature(module, name), _actual_signature(obj))
+            actual = _actual_signature(obj) if spec.signature is not None else None
+            if actual is not None:
+                why = signature_mismatch(contract_signature(module, name), actual)
                 if why:
-                    problems.append(f"{where}{_actual_signature(obj)}: {why} "
-                                    f"(contract: {spec.signature})")
+                    problems.append(f"{where}{actual}: {why} (contract: {spec.signature})")
     return problems
