@@ -324,3 +324,38 @@ def test_batchnorm_called_twice_in_one_forward_hybridized_updates_as_torch():
     want = stats("torch", False)
     for hybridize in (False, True):
         assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
+
+
+def test_hybridized_running_statistics_of_several_layers_and_dtypes_are_written_in_one_go():
+    """A hybridized dualdl graph writes all its buffers after each call with one split per dtype
+    (several BatchNorms of different sizes, float32 and float64): every running statistic is
+    torch's after two calls, and the float64 ones keep float64."""
+    rng = np.random.default_rng(3)
+    xs = [(rng.standard_normal((4, 3, 2, 2)) + i).astype(np.float32) for i in range(2)]
+
+    class Mixed(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = dl.nn.BatchNorm2d(3)
+            self.b = dl.nn.BatchNorm1d(12)
+            self.c = dl.nn.BatchNorm2d(3, dtype="float64")
+
+        def forward(self, x, x64):
+            y = self.a(x)
+            return self.b(dl.ops.reshape(y, (4, 12))), self.c(x64)
+
+    def stats(be, hybridize):
+        with dl.use(be):
+            net = Mixed()
+            if hybridize:
+                net.hybridize()
+            for x in xs:
+                net(dl.from_numpy(x), dl.from_numpy(x.astype(np.float64) * 2 - 1))
+            sd = dl.state_dict(net)
+            assert dl.to_numpy(sd["c.running_var"]).dtype == np.float64
+            return np.concatenate([dl.to_numpy(sd[f"{m}.running_{s}"]).astype(np.float64)
+                                   for m in "abc" for s in ("mean", "var")])
+    want = stats("torch", False)
+    assert np.abs(want - np.tile([0.0, 1.0], 3).repeat([3, 3, 12, 12, 3, 3])).min() > 1e-3   # all moved
+    for hybridize in (False, True):
+        assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
