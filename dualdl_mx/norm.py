@@ -151,10 +151,14 @@ class _BatchNorm(Layer):
             running_var = state_in_graph(self.running_var, running_var)
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
             s_mean, s_var = (q.var() for q in self._scratch(ref))
-            n_ = F.cast(F.prod(F.shape_array(x)), dtype="float64") / float(self.num_features)
+            c = float(self.num_features)
+
+            def bessel(F, x64):        # from the float64 copy (plain layout): shape_array on an
+                n_ = F.cast(F.prod(F.shape_array(x64)), dtype="float64") / c    # MKLDNN array reorders it
+                return _bessel(F, n_)
             out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, running_mean if track else None,
                                         running_var if track else None, eps=self.eps, momentum=self.momentum,
-                                        bessel=_bessel(F, n_), dtype=np.dtype(ref.dtype).name, compute="float64")
+                                        bessel=bessel, dtype=np.dtype(ref.dtype).name, compute="float64")
             if not track:
                 return out
             y, new_mean, new_var = out
@@ -268,18 +272,20 @@ def _aux_scratch(c: int, ctx, dtype: str) -> Tuple[Any, Any]:
 
 
 def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
-                          running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str,
+                          running_var=None, *, eps: float, momentum: float, bessel: Any, dtype: str,
                           compute: str):
     """BatchNorm with batch statistics: MXNet's fused operator in the ``compute`` dtype (float64:
     exact to float32 rounding; run under train_mode, moving statistics into the scratch ``aux_*``),
     cast back to ``dtype``. Given the running statistics, also returns torch's update of them
     (momentum-weighted, unbiased variance ``var * bessel``, computed in ``compute``; torch computes
-    it in float64 on CPU) for the caller to copy in."""
+    it in float64 on CPU) for the caller to copy in. ``bessel``: n/(n-1) as a float, or a function
+    ``(F, x in compute dtype) -> (1,) symbol`` (a graph, where n is not known when it is built)."""
     def cast(t, to):
         return t if to == dtype and compute == dtype else F.cast(t, dtype=to)
     w = cast(weight, compute) if weight is not None else F.ones_like(aux_var)
     b = cast(bias, compute) if bias is not None else F.zeros_like(aux_mean)
-    y, mean, inv_std = F.BatchNorm(cast(x, compute), w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
+    xc = cast(x, compute)
+    y, mean, inv_std = F.BatchNorm(xc, w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
                                    use_global_stats=False, output_mean_var=True, axis=1)
     y = cast(y, dtype)
     if running_mean is None:
@@ -287,7 +293,7 @@ def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, runni
     var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
     m = momentum
     new_mean = (1 - m) * cast(running_mean, compute) + m * mean
-    unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel)
+    unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel(F, xc))
     new_var = (1 - m) * cast(running_var, compute) + m * unbiased
     return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
             F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
