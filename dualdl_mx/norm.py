@@ -134,7 +134,8 @@ class _BatchNorm(Layer):
     def _symbolic(self, F, x, weight, bias, running_mean, running_var):
         """Hybridized, batch statistics. In train mode, built inside a dualdl module call in train
         mode (which runs the graph with MXNet's ``is_train`` on): MXNet's operator in float64
-        (:func:`_batchnorm_op_formula`, as eager); otherwise (a native Gluon parent, whose caller
+        (:func:`_batchnorm_op_formula`, as eager; in the input's dtype, MKLDNN's float32 kernel,
+        if ``DUALDL_MX_FUSED_BATCHNORM=1`` when the graph is built); otherwise (a native Gluon parent, whose caller
         decides ``is_train``) the GEMM form (:meth:`_gemm_form`), which computes batch statistics
         whatever ``is_train`` says. Inside an outermost dualdl graph the new running statistics
         are outputs of the graph that dualdl copies in after each call
@@ -150,15 +151,17 @@ class _BatchNorm(Layer):
             running_mean = state_in_graph(self.running_mean, running_mean)
             running_var = state_in_graph(self.running_var, running_var)
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
-            s_mean, s_var = (q.var() for q in self._scratch(ref))
+            dtype = np.dtype(ref.dtype).name
+            compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"   # read when built
+            s_mean, s_var = (q.var() for q in self._scratch(ref, compute))
             c = float(self.num_features)
 
-            def bessel(F, x64):        # from the float64 copy (plain layout): shape_array on an
-                n_ = F.cast(F.prod(F.shape_array(x64)), dtype="float64") / c    # MKLDNN array reorders it
+            def bessel(F, xc):         # from the float64 copy (plain layout): shape_array on an
+                n_ = F.cast(F.prod(F.shape_array(xc)), dtype=compute) / c     # MKLDNN array reorders it
                 return _bessel(F, n_)
             out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, running_mean if track else None,
                                         running_var if track else None, eps=self.eps, momentum=self.momentum,
-                                        bessel=bessel, dtype=np.dtype(ref.dtype).name, compute="float64")
+                                        bessel=bessel, dtype=dtype, compute=compute)
             if not track:
                 return out
             y, new_mean, new_var = out
@@ -195,20 +198,22 @@ class _BatchNorm(Layer):
                             eps=self.eps, momentum=1.0 - momentum, fix_gamma=False, use_global_stats=False, axis=1)
         return fused if out_shape is None else F.reshape(F.sum(fused, axis=0), shape=out_shape) * 0.0
 
-    def _scratch(self, ref) -> Tuple[Any, Any]:
-        """float64 (C,) arrays for the float64 operator's moving statistics (it updates them with
-        is_train on): Gluon parameters of this block outside its registered ones, so they are in
-        ``collect_params()`` (graph inputs, ``reset_ctx``) but in no state dict, parameter list or
-        checkpoint. Created on the first float64 graph, on the block's contexts."""
-        pair = self.__dict__.get("_dl_scratch")
+    def _scratch(self, ref, dtype: str = "float64") -> Tuple[Any, Any]:
+        """(C,) arrays for the operator's moving statistics (it updates them with is_train on), in
+        the operator's dtype (float64; the input's with ``DUALDL_MX_FUSED_BATCHNORM=1``): Gluon
+        parameters of this block outside its registered ones, so they are in ``collect_params()``
+        (graph inputs, ``reset_ctx``) but in no state dict, parameter list or checkpoint. Created
+        on the first graph that needs them, on the block's contexts."""
+        attr, prefix = ("_dl_scratch", "") if dtype == "float64" else (f"_dl_scratch_{dtype}", f"{dtype}_")
+        pair = self.__dict__.get(attr)
         if pair is None:
             ctx = ref.list_ctx()
-            pair = tuple(self.params.get(f"dl_scratch_{k}", shape=(self.num_features,), dtype="float64",
+            pair = tuple(self.params.get(f"{prefix}dl_scratch_{k}", shape=(self.num_features,), dtype=dtype,
                                          grad_req="null", init=init, differentiable=False)
                          for k, init in (("mean", mx.init.Zero()), ("var", mx.init.One())))
             for q in pair:
                 q.initialize(ctx=ctx)
-            object.__setattr__(self, "_dl_scratch", pair)
+            object.__setattr__(self, attr, pair)
         return pair
 
     def extra_repr(self) -> str:

@@ -247,10 +247,12 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
     import dualdl_mx.norm as mx_layers
     x, w, b, g = make((8, 6, 5, 5), 3)
     outs = {}
-    for fused in (False, True):
-        monkeypatch.setattr(mx_layers, "_FUSED_BATCHNORM", fused)
+    for fused in (False, True, "hybridized"):
+        monkeypatch.setattr(mx_layers, "_FUSED_BATCHNORM", bool(fused))
         with dl.use("mxnet"):
             bn = dl.nn.BatchNorm2d(6, momentum=0.3)
+        if fused == "hybridized":                          # the flag is read when the graph is built
+            bn.hybridize()
         bn.weight.set_data(nd.array(w))
         bn.bias.set_data(nd.array(b))
         xm = nd.array(x)
@@ -263,15 +265,16 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
         ye = bn(nd.array(x))
         outs[fused] = [y.asnumpy(), xm.grad.asnumpy(), bn.weight.grad().asnumpy(), y2.asnumpy(),
                        bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy(), ye.asnumpy()]
-    for name, a, c in zip(("out", "dx", "dw", "out2", "running_mean", "running_var", "eval"), outs[False], outs[True]):
-        d = float(np.abs(a - c).max() / max(1.0, np.abs(a).max()))
-        assert d <= 2e-5, f"{name}: fused vs default {d:.1e}"
-    r = ref64(x, w, b, g)
-    n = x.size // 6
-    rm = 0.7 * (0.7 * 0 + 0.3 * r[4]) + 0.3 * r[4]                      # two train-mode forwards
-    np.testing.assert_allclose(outs[True][4], rm, rtol=1e-5, atol=1e-6)
-    rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
-    np.testing.assert_allclose(outs[True][5], rv, rtol=1e-5, atol=1e-6)
+    for fused in (True, "hybridized"):
+        for name, a, c in zip(("out", "dx", "dw", "out2", "running_mean", "running_var", "eval"), outs[False], outs[fused]):
+            d = float(np.abs(a - c).max() / max(1.0, np.abs(a).max()))
+            assert d <= 2e-5, f"{name}: {fused} vs default {d:.1e}"
+        r = ref64(x, w, b, g)
+        n = x.size // 6
+        rm = 0.7 * (0.7 * 0 + 0.3 * r[4]) + 0.3 * r[4]                      # two train-mode forwards
+        np.testing.assert_allclose(outs[fused][4], rm, rtol=1e-5, atol=1e-6)
+        rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
+        np.testing.assert_allclose(outs[fused][5], rv, rtol=1e-5, atol=1e-6)
 
 
 def test_gemm_form_in_a_dualdl_graph_updates_the_running_statistics_in_forward():
