@@ -26,9 +26,10 @@ VARIABLES: Dict[str, Variable] = {
     "DUALDL_BACKEND": Variable(None, "the backend active when the program sets none "
                                "(torch, mxnet or an alias: pytorch, mx, gluon); default torch; "
                                "also the default of `dualdl launch --backend`", "setting"),
-    "DUALDL_MX_FUSED_BATCHNORM": Variable("0", "1: MXNet BatchNorm in NDArray mode uses MXNet's fused "
-                                          "operator (faster, less close to torch); read when "
-                                          "dualdl_mx's layers are imported", "setting"),
+    "DUALDL_MX_FUSED_BATCHNORM": Variable("0", "1: MXNet BatchNorm in NDArray mode and in a hybridized "
+                                          "dualdl model's graph uses MXNet's fused float32 operator "
+                                          "(faster, less close to torch); read when dualdl_mx's layers "
+                                          "are imported", "setting"),
     "DUALDL_MX_KVSTORE": Variable("dist_sync", "the kvstore type of a distributed MXNet job "
                                   "(dist_sync or dist_sync_device)", "setting"),
     "DUALDL_TORCH_DIST_BACKEND": Variable(None, "the torch.distributed process-group backend "

@@ -16,6 +16,21 @@ __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softm
            "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
 
+def relu(F, x):
+    """torch's relu, which keeps NaN. NDArrays, and a graph's output of ``FullyConnected``: MXNet's
+    ``relu`` op. Other Symbols (a convolution's output, mostly): MXNet's ``LeakyReLU`` operator as
+    ELU with slope 0 (``x > 0 ? x : 0 * (exp(x) - 1)``), which MKLDNN runs, so the graph keeps
+    MKLDNN's layout after a convolution (hybridized LeNet and CRNN steps 0.97 and 0.95-0.97 of the
+    ``relu`` op's; after ``FullyConnected`` the op was 3-7% faster; benchmarks/findings.md).
+    ``Activation(act_type='relu')`` and ``LeakyReLU(slope=0)`` map NaN to 0 in MKLDNN; this form
+    keeps it, and its gradient at a NaN input is torch's (1; the ``relu`` op's is NaN). It differs
+    from torch in the sign of zero: a negative input gives -0.0 (equal to 0.0), and MKLDNN's
+    backward reads a denormal positive input as 0 (gradient 0, torch's 1)."""
+    if is_ndarray(x) or "num_hidden" in x.list_attr():          # FullyConnected's parameter
+        return F.relu(x)
+    return F.LeakyReLU(x, act_type="elu", slope=0.0)
+
+
 # ---- GELU, LeakyReLU, ELU: MXNet's LeakyReLU operator is fast but keeps float32 precision --------
 def _exact_formula(x) -> bool:
     """True for float64 NDArrays. MXNet's ``LeakyReLU`` operator (act_type gelu/leaky/elu) keeps
@@ -85,7 +100,7 @@ class ReLU(_Activation):
     _dl_layer = "ReLU"
 
     def hybrid_forward(self, F, x):
-        return F.relu(x)
+        return relu(F, x)
 
 
 class Sigmoid(Layer):

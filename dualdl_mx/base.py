@@ -112,29 +112,55 @@ def state_in_graph(param: gluon.Parameter, symbol: Any) -> Any:
 
 
 def write_state_after_call(param: gluon.Parameter, value: Any) -> None:
-    """Have the outermost dualdl graph being traced output ``value`` and copy it into ``param``
-    after every call of the graph: in forward and in call order, as torch assigns its buffers (a
-    graph cannot assign)."""
+    """Have the outermost dualdl graph being traced output ``value`` (in ``param``'s dtype, with
+    its number of elements) and copy it into ``param`` after every call of the graph: in forward
+    and in call order, as torch assigns its buffers (a graph cannot assign)."""
     _GRAPH_STATE_WRITES[-1].append((param, value))
 
 
 class _StateWritingOp:
-    """A ``CachedOp`` whose last outputs are new values of parameters (buffers): copies them in
-    after each call and returns the others."""
+    """A ``CachedOp`` whose last outputs are the new values of parameters (buffers), one flat
+    vector per dtype (:func:`_group_state_writes`): after each call one ``split`` per vector
+    writes them into the parameters' arrays (one eager dispatch, not one copy per buffer)."""
 
-    def __init__(self, op: Any, params: List[gluon.Parameter]) -> None:
-        self._op, self._params = op, params
+    def __init__(self, op: Any, groups: List[List[gluon.Parameter]]) -> None:
+        self._op, self._groups = op, groups
+        self._indices = [tuple(int(i) for i in np.cumsum([0] + [int(np.prod(p.shape)) for p in g[:-1]]))
+                         for g in groups]
 
     def __call__(self, *args: Any) -> Any:
         out = self._op(*args)
-        n = len(out) - len(self._params)
+        n = len(out) - len(self._groups)
         with autograd.pause():
-            for p, v in zip(self._params, out[n:]):
-                v.copyto(p.data(v.context))
+            for params, indices, flat in zip(self._groups, self._indices, out[n:]):
+                ctx = flat.context
+                dst = [_flat_view(p.data(ctx)) for p in params]
+                if len(dst) == 1:
+                    flat.copyto(dst[0])
+                else:
+                    nd._internal._split_v2(flat, indices=indices, axis=0, squeeze_axis=False, out=dst)
         return out[0] if n == 1 else out[:n]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._op, name)
+
+
+def _flat_view(a: nd.NDArray) -> nd.NDArray:
+    return a if len(a.shape) == 1 else a.reshape((-1,))
+
+
+def _group_state_writes(writes: List[tuple]) -> Tuple[List[List[gluon.Parameter]], List[Any]]:
+    """The last write of each parameter, grouped by the parameter's dtype, each group's values
+    flattened and concatenated into one graph output (the values have their parameter's dtype)."""
+    last = {id(p): i for i, (p, _) in enumerate(writes)}        # a buffer written twice: its last value
+    groups: Dict[str, list] = {}
+    for i, (p, v) in enumerate(writes):
+        if last[id(p)] == i:
+            groups.setdefault(np.dtype(p.dtype).name, []).append((p, v))
+    params = [[p for p, _ in g] for g in groups.values()]
+    flats = [mx.sym.concat(*[mx.sym.reshape(v, shape=(-1,)) for _, v in g], dim=0) if len(g) > 1
+             else mx.sym.reshape(g[0][1], shape=(-1,)) for g in groups.values()]
+    return params, flats
 
 
 _TRAIN_MODE_CALLS = [0]       # depth of outermost module calls run under train_mode() (see _call)
@@ -198,11 +224,10 @@ class Module(HybridBlock):
             inputs, out = HybridBlock._get_graph(self, *args)
         finally:
             writes = _GRAPH_STATE_WRITES.pop()
-        last = {id(p): i for i, (p, _) in enumerate(writes)}        # a buffer written twice: its last value
-        writes = [w for i, w in enumerate(writes) if last[id(w[0])] == i]
-        object.__setattr__(self, "_dl_state_writes", [p for p, _ in writes])
-        if writes:
-            self._cached_graph = inputs, mx.sym.Group(list(out) + [v for _, v in writes])
+        groups, flats = _group_state_writes(writes)
+        object.__setattr__(self, "_dl_state_writes", groups)
+        if groups:
+            self._cached_graph = inputs, mx.sym.Group(list(out) + flats)
         return self._cached_graph
 
     def _build_cache(self, *args):

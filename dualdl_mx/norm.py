@@ -134,7 +134,8 @@ class _BatchNorm(Layer):
     def _symbolic(self, F, x, weight, bias, running_mean, running_var):
         """Hybridized, batch statistics. In train mode, built inside a dualdl module call in train
         mode (which runs the graph with MXNet's ``is_train`` on): MXNet's operator in float64
-        (:func:`_batchnorm_op_formula`, as eager); otherwise (a native Gluon parent, whose caller
+        (:func:`_batchnorm_op_formula`, as eager; in the input's dtype, MKLDNN's float32 kernel,
+        if ``DUALDL_MX_FUSED_BATCHNORM=1`` when the graph is built); otherwise (a native Gluon parent, whose caller
         decides ``is_train``) the GEMM form (:meth:`_gemm_form`), which computes batch statistics
         whatever ``is_train`` says. Inside an outermost dualdl graph the new running statistics
         are outputs of the graph that dualdl copies in after each call
@@ -150,11 +151,17 @@ class _BatchNorm(Layer):
             running_mean = state_in_graph(self.running_mean, running_mean)
             running_var = state_in_graph(self.running_var, running_var)
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
-            s_mean, s_var = (q.var() for q in self._scratch(ref))
-            n_ = F.cast(F.prod(F.shape_array(x)), dtype="float64") / float(self.num_features)
+            dtype = np.dtype(ref.dtype).name
+            compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"   # read when built
+            s_mean, s_var = (q.var() for q in self._scratch(ref, compute))
+            c = float(self.num_features)
+
+            def bessel(F, xc):         # from the float64 copy (plain layout): shape_array on an
+                n_ = F.cast(F.prod(F.shape_array(xc)), dtype=compute) / c     # MKLDNN array reorders it
+                return _bessel(F, n_)
             out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, running_mean if track else None,
                                         running_var if track else None, eps=self.eps, momentum=self.momentum,
-                                        bessel=_bessel(F, n_), dtype=np.dtype(ref.dtype).name, compute="float64")
+                                        bessel=bessel, dtype=dtype, compute=compute)
             if not track:
                 return out
             y, new_mean, new_var = out
@@ -191,20 +198,22 @@ class _BatchNorm(Layer):
                             eps=self.eps, momentum=1.0 - momentum, fix_gamma=False, use_global_stats=False, axis=1)
         return fused if out_shape is None else F.reshape(F.sum(fused, axis=0), shape=out_shape) * 0.0
 
-    def _scratch(self, ref) -> Tuple[Any, Any]:
-        """float64 (C,) arrays for the float64 operator's moving statistics (it updates them with
-        is_train on): Gluon parameters of this block outside its registered ones, so they are in
-        ``collect_params()`` (graph inputs, ``reset_ctx``) but in no state dict, parameter list or
-        checkpoint. Created on the first float64 graph, on the block's contexts."""
-        pair = self.__dict__.get("_dl_scratch")
+    def _scratch(self, ref, dtype: str = "float64") -> Tuple[Any, Any]:
+        """(C,) arrays for the operator's moving statistics (it updates them with is_train on), in
+        the operator's dtype (float64; the input's with ``DUALDL_MX_FUSED_BATCHNORM=1``): Gluon
+        parameters of this block outside its registered ones, so they are in ``collect_params()``
+        (graph inputs, ``reset_ctx``) but in no state dict, parameter list or checkpoint. Created
+        on the first graph that needs them, on the block's contexts."""
+        attr, prefix = ("_dl_scratch", "") if dtype == "float64" else (f"_dl_scratch_{dtype}", f"{dtype}_")
+        pair = self.__dict__.get(attr)
         if pair is None:
             ctx = ref.list_ctx()
-            pair = tuple(self.params.get(f"dl_scratch_{k}", shape=(self.num_features,), dtype="float64",
+            pair = tuple(self.params.get(f"{prefix}dl_scratch_{k}", shape=(self.num_features,), dtype=dtype,
                                          grad_req="null", init=init, differentiable=False)
                          for k, init in (("mean", mx.init.Zero()), ("var", mx.init.One())))
             for q in pair:
                 q.initialize(ctx=ctx)
-            object.__setattr__(self, "_dl_scratch", pair)
+            object.__setattr__(self, attr, pair)
         return pair
 
     def extra_repr(self) -> str:
@@ -268,18 +277,20 @@ def _aux_scratch(c: int, ctx, dtype: str) -> Tuple[Any, Any]:
 
 
 def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
-                          running_var=None, *, eps: float, momentum: float, bessel: float, dtype: str,
+                          running_var=None, *, eps: float, momentum: float, bessel: Any, dtype: str,
                           compute: str):
     """BatchNorm with batch statistics: MXNet's fused operator in the ``compute`` dtype (float64:
     exact to float32 rounding; run under train_mode, moving statistics into the scratch ``aux_*``),
     cast back to ``dtype``. Given the running statistics, also returns torch's update of them
     (momentum-weighted, unbiased variance ``var * bessel``, computed in ``compute``; torch computes
-    it in float64 on CPU) for the caller to copy in."""
+    it in float64 on CPU) for the caller to copy in. ``bessel``: n/(n-1) as a float, or a function
+    ``(F, x in compute dtype) -> (1,) symbol`` (a graph, where n is not known when it is built)."""
     def cast(t, to):
         return t if to == dtype and compute == dtype else F.cast(t, dtype=to)
     w = cast(weight, compute) if weight is not None else F.ones_like(aux_var)
     b = cast(bias, compute) if bias is not None else F.zeros_like(aux_mean)
-    y, mean, inv_std = F.BatchNorm(cast(x, compute), w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
+    xc = cast(x, compute)
+    y, mean, inv_std = F.BatchNorm(xc, w, b, aux_mean, aux_var, eps=eps, fix_gamma=False,
                                    use_global_stats=False, output_mean_var=True, axis=1)
     y = cast(y, dtype)
     if running_mean is None:
@@ -287,7 +298,7 @@ def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, runni
     var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
     m = momentum
     new_mean = (1 - m) * cast(running_mean, compute) + m * mean
-    unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel)
+    unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel(F, xc))
     new_var = (1 - m) * cast(running_var, compute) + m * unbiased
     return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
             F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]

@@ -247,10 +247,12 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
     import dualdl_mx.norm as mx_layers
     x, w, b, g = make((8, 6, 5, 5), 3)
     outs = {}
-    for fused in (False, True):
-        monkeypatch.setattr(mx_layers, "_FUSED_BATCHNORM", fused)
+    for fused in (False, True, "hybridized"):
+        monkeypatch.setattr(mx_layers, "_FUSED_BATCHNORM", bool(fused))
         with dl.use("mxnet"):
             bn = dl.nn.BatchNorm2d(6, momentum=0.3)
+        if fused == "hybridized":                          # the flag is read when the graph is built
+            bn.hybridize()
         bn.weight.set_data(nd.array(w))
         bn.bias.set_data(nd.array(b))
         xm = nd.array(x)
@@ -263,15 +265,16 @@ def test_opt_in_float32_operator_follows_torchs_semantics(monkeypatch):
         ye = bn(nd.array(x))
         outs[fused] = [y.asnumpy(), xm.grad.asnumpy(), bn.weight.grad().asnumpy(), y2.asnumpy(),
                        bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy(), ye.asnumpy()]
-    for name, a, c in zip(("out", "dx", "dw", "out2", "running_mean", "running_var", "eval"), outs[False], outs[True]):
-        d = float(np.abs(a - c).max() / max(1.0, np.abs(a).max()))
-        assert d <= 2e-5, f"{name}: fused vs default {d:.1e}"
-    r = ref64(x, w, b, g)
-    n = x.size // 6
-    rm = 0.7 * (0.7 * 0 + 0.3 * r[4]) + 0.3 * r[4]                      # two train-mode forwards
-    np.testing.assert_allclose(outs[True][4], rm, rtol=1e-5, atol=1e-6)
-    rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
-    np.testing.assert_allclose(outs[True][5], rv, rtol=1e-5, atol=1e-6)
+    for fused in (True, "hybridized"):
+        for name, a, c in zip(("out", "dx", "dw", "out2", "running_mean", "running_var", "eval"), outs[False], outs[fused]):
+            d = float(np.abs(a - c).max() / max(1.0, np.abs(a).max()))
+            assert d <= 2e-5, f"{name}: {fused} vs default {d:.1e}"
+        r = ref64(x, w, b, g)
+        n = x.size // 6
+        rm = 0.7 * (0.7 * 0 + 0.3 * r[4]) + 0.3 * r[4]                      # two train-mode forwards
+        np.testing.assert_allclose(outs[fused][4], rm, rtol=1e-5, atol=1e-6)
+        rv = 0.7 * (0.7 * 1 + 0.3 * r[5] * n / (n - 1)) + 0.3 * r[5] * n / (n - 1)
+        np.testing.assert_allclose(outs[fused][5], rv, rtol=1e-5, atol=1e-6)
 
 
 def test_gemm_form_in_a_dualdl_graph_updates_the_running_statistics_in_forward():
@@ -322,5 +325,40 @@ def test_batchnorm_called_twice_in_one_forward_hybridized_updates_as_torch():
             sd = dl.state_dict(net)
             return np.concatenate([dl.to_numpy(sd["bn.running_mean"]), dl.to_numpy(sd["bn.running_var"])])
     want = stats("torch", False)
+    for hybridize in (False, True):
+        assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
+
+
+def test_hybridized_running_statistics_of_several_layers_and_dtypes_are_written_in_one_go():
+    """A hybridized dualdl graph writes all its buffers after each call with one split per dtype
+    (several BatchNorms of different sizes, float32 and float64): every running statistic is
+    torch's after two calls, and the float64 ones keep float64."""
+    rng = np.random.default_rng(3)
+    xs = [(rng.standard_normal((4, 3, 2, 2)) + i).astype(np.float32) for i in range(2)]
+
+    class Mixed(dl.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = dl.nn.BatchNorm2d(3)
+            self.b = dl.nn.BatchNorm1d(12)
+            self.c = dl.nn.BatchNorm2d(3, dtype="float64")
+
+        def forward(self, x, x64):
+            y = self.a(x)
+            return self.b(dl.ops.reshape(y, (4, 12))), self.c(x64)
+
+    def stats(be, hybridize):
+        with dl.use(be):
+            net = Mixed()
+            if hybridize:
+                net.hybridize()
+            for x in xs:
+                net(dl.from_numpy(x), dl.from_numpy(x.astype(np.float64) * 2 - 1))
+            sd = dl.state_dict(net)
+            assert dl.to_numpy(sd["c.running_var"]).dtype == np.float64
+            return np.concatenate([dl.to_numpy(sd[f"{m}.running_{s}"]).astype(np.float64)
+                                   for m in "abc" for s in ("mean", "var")])
+    want = stats("torch", False)
+    assert np.abs(want - np.tile([0.0, 1.0], 3).repeat([3, 3, 12, 12, 3, 3])).min() > 1e-3   # all moved
     for hybridize in (False, True):
         assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
