@@ -221,6 +221,10 @@ OPTIM: Dict[str, Name] = {
     "grad_maxima": fn("(params)",
         "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
     "grads_finite": fn("(params, cache=...)", "whether every gradient element is finite"),
+    "prepared_step": fn("(optimizer)",
+        "``optimizer.step`` as a callable whose Python work is done now (call it next, once: the "
+        "Trainer prepares it before its gradient check's host read, so that only operator calls "
+        "follow the read)"),
 }
 
 # optim_adaptive: the adaptive optimizers (``dl.optim.Adagrad`` ...)

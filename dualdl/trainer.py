@@ -360,7 +360,7 @@ class Trainer:
         read; every rank sees the same summed gradients, so all ranks decide alike), or the norm
         when ``clip_grad_norm`` computes it anyway (without value clipping before it, which would
         turn an inf into a finite value)."""
-        grads, buffers = self._grads_impl, self._buffers_impl
+        grads = self._grads_impl
         if self._dist is None:
             grads.allreduce_grads(self._params)
         summed = self.accumulate_steps > 1 or self._dist is not None
@@ -376,6 +376,9 @@ class Trainer:
                               f"not updated (torch skips grad=None; Gluon would raise)",
                               StaleGradientWarning, stacklevel=3)
         from . import optim
+        # the step's Python work now, while the engine may still run the backward pass: only
+        # operator calls follow the check's host read (MXNet; torch gives optimizer.step)
+        step = self._optim_impl.prepared_step(self.optimizer)
         if self.clip_grad_norm is None or self.clip_grad_value is not None:
             if not self._optim_impl.grads_finite(self._params, self._check_cache):
                 return "gradient (largest |g|)", optim.grad_max_abs(self._params)
@@ -385,8 +388,12 @@ class Trainer:
             norm = float(optim.clip_grad_norm_(self._params, self.clip_grad_norm))
             if not math.isfinite(norm):
                 return "gradient norm", norm
-        self.optimizer.step()
-        buffers.sync_buffers(self.model, self._buffer_cache)
+        step()
+        return self._stepped()
+
+    def _stepped(self) -> None:
+        """After an applied optimizer step: buffers to every context, scheduler, counters."""
+        self._buffers_impl.sync_buffers(self.model, self._buffer_cache)
         if self.scheduler is not None:
             self.scheduler.step()
         self.global_step += 1

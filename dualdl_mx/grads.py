@@ -19,6 +19,8 @@ from mxnet import gluon, nd
 
 from dualdl.devices import Device
 
+from .invoke import PreparedCall
+
 __all__ = ["model_devices", "trainable", "zero_grad", "allreduce_grads", "scale_grads", "stale",
            "grad_arrays"]
 
@@ -58,12 +60,13 @@ def _fresh(p: gluon.Parameter) -> bool:
 
 def zero_grad(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> None:
     """Zero every context's gradient and mark it not fresh (torch's ``grad = None``): one
-    ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad`` runs a ``zeros_like`` per array).
+    ``reset_arrays`` per context (Gluon's ``Parameter.zero_grad`` runs a ``zeros_like`` per array),
+    prepared once per plan (``invoke.PreparedCall``).
     ``cache``: a dict the caller keeps (an optimizer's), holding the grouping by context until a
     parameter's arrays change."""
     dense, sparse, datas = _zero_plan(params, cache)
-    for arrays in dense:
-        nd.reset_arrays(*arrays, num_arrays=len(arrays))
+    for reset in dense:
+        reset()
     for g in sparse:
         nd.zeros_like(g, out=g)
     for d in datas:
@@ -90,7 +93,8 @@ def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]
             else:
                 sparse.append(g)
         datas.extend(p.list_data())
-    plan = (list(by_ctx.values()), sparse, datas)
+    plan = ([PreparedCall("reset_arrays", gs, [], num_arrays=len(gs)) for gs in by_ctx.values()],
+            sparse, datas)
     if cache is not None:     # the entry holds the keyed lists, so their ids cannot be reused
         cache["zero_plan"] = (key, plan, [(p._grad, p._data) for p in params])
     return plan
@@ -99,11 +103,9 @@ def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]
 def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:
     """Sum the gradients of all context copies into every copy (what a kvstore does)."""
     for p in params:
-        if not _fresh(p):
+        if p._grad is None or len(p._grad) < 2 or not _fresh(p):      # one context: nothing to sum
             continue
         grads = p.list_grad()
-        if len(grads) < 2:
-            continue
         c0 = grads[0].context
         total = nd.add_n(*[g.as_in_context(c0) for g in grads])
         for g in grads:

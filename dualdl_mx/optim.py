@@ -21,18 +21,19 @@ bit for bit); loaded state is converted at the next step.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 from mxnet import autograd, gluon, nd
 
 from dualdl.optim.arguments import check_torch_switches
 
-from . import compiled
+from .grad_check import _global_norm, _grads, grad_maxima, grads_finite
+from .invoke import MULTI_MAX, PreparedCall
 from .grads import zero_grad as zero_grads
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
-           "grad_maxima", "grads_finite"]
+           "grad_maxima", "grads_finite", "prepared_step"]
 
 _REQUIRED = object()
 _FUSED_DTYPES = (np.float32,)    # the ops take lr/wd/betas as float32: float64 weights keep the formulas
@@ -57,7 +58,7 @@ def _broadcast(data: List[nd.NDArray]) -> None:
 # MXNet's multi-tensor update kernels run one thread per element of the *largest* tensor of a
 # call and test every tensor at each element, and take at most 60 tensors (61 crashes the
 # process: measured, MXNet 1.9.1). A chunk therefore holds tensors of similar size.
-_MULTI_MAX = 60
+_MULTI_MAX = MULTI_MAX
 _MULTI_SLACK = 1 << 16      # wasted element tests allowed beyond the chunk's real work
 
 
@@ -149,6 +150,11 @@ class Optimizer:
                     for d in data:
                         new.copyto(d)
         return loss
+
+    def _prepared_step(self) -> Optional[Callable[[], None]]:
+        """The step as operator calls prepared now, or None where this optimizer has none for the
+        current state (then ``step()`` runs as usual)."""
+        return None
 
     def _multi_update(self, params: List[gluon.Parameter], group: Dict[str, Any],
                       batch_size: Optional[float]) -> List[gluon.Parameter]:
@@ -284,6 +290,12 @@ class SGD(Optimizer):
         lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
         if not (mu and lr > 0) or group["nesterov"] or group["dampening"] or not params:
             return params
+        rs = _rescale(group, batch_size)
+        plans = self.__dict__.setdefault("_multi_plans", {})
+        plan = plans.get(id(group))
+        if plan is not None and plan.matches(params, self.state):
+            plan.run(lr, mu, wd, rs)
+            return plan.rest
         rest, by_lr = [], {}
         for p in params:
             data = p.list_data()
@@ -301,21 +313,45 @@ class SGD(Optimizer):
                 else:                                       # first step: buf = d
                     mom = nd.zeros_like(w)
                 state["mx_mom"], state["mx_lr"] = mom, lr
-            by_lr.setdefault(state["mx_lr"], []).append((w.size, (data, w, g, mom, state)))
-        rs = _rescale(group, batch_size)
+            by_lr.setdefault(state["mx_lr"], []).append((w.size, (p, data, w, g, mom, state)))
         for old_lr, items in by_lr.items():
             for chunk in _size_chunks(items):
                 args = []
-                for _, w, g, mom, _ in chunk:
+                for _, _, w, g, mom, _ in chunk:
                     args += (w, g, mom)
                 n = len(chunk)
                 # mom' = (mu*lr/old_lr)*mom - lr*(rs*g + wd*w) = -lr*(mu*buf + d); w' = w + mom'
                 nd.multi_sgd_mom_update(*args, lrs=(lr,) * n, wds=(wd,) * n, momentum=mu * lr / old_lr,
-                                        rescale_grad=rs, num_weights=n, out=[c[1] for c in chunk])
-                for data, _, _, _, state in chunk:
+                                        rescale_grad=rs, num_weights=n, out=[c[2] for c in chunk])
+                for _, data, _, _, _, state in chunk:
                     state["mx_lr"] = lr
                     _broadcast(data)
+        plans[id(group)] = _MultiSGDPlan(params, rest, [it for items in by_lr.values() for _, it in items])
         return rest
+
+    def _prepared_step(self):
+        """Every group's multi-tensor plan, when each still matches its fresh parameters and
+        takes them all (then the step is only its prepared operator calls)."""
+        if not self.fused:
+            return None
+        plans = self.__dict__.get("_multi_plans", {})
+        runs = []
+        for group in self.param_groups:
+            params = [p for p in group["params"] if _fresh(p)]
+            if not params:
+                continue
+            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            plan = plans.get(id(group))
+            if not (mu and lr > 0) or group["nesterov"] or group["dampening"] or plan is None \
+                    or plan.rest or not plan.matches(params, self.state):
+                return None
+            runs.append((plan, lr, mu, wd, _rescale(group, None)))
+
+        def step() -> None:
+            with autograd.pause():
+                for plan, lr, mu, wd, rs in runs:
+                    plan.run(lr, mu, wd, rs)
+        return step
 
     def _fused_update(self, w, g, group, state, batch_size):
         lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
@@ -346,6 +382,49 @@ class SGD(Optimizer):
         nd.sgd_mom_update(w, g, nb, lr=c, momentum=mu, wd=wd, rescale_grad=rs, out=self._scratch_like(w))
         nd.sgd_update(src, nb, lr=lr * (1 + mu) if group["nesterov"] else lr, wd=0.0, rescale_grad=-1.0, out=w)
         return True
+
+
+class _MultiSGDPlan:
+    """SGD's multi-tensor calls for one parameter group, kept while the same parameters with the
+    same arrays (weight, gradient, ``mx_mom`` state) step: the per-parameter walk (context, dtype
+    and storage-type reads, state lookups) and each call's C arguments are built once
+    (``invoke.PreparedCall``). Checked at every step against the live arrays and state, so a
+    ``state_dict()`` (which switches the state to torch's layout), a load, ``reset_ctx`` or
+    ``cast`` rebuilds it. The calls are the same operator on the same arrays as the unprepared
+    path, so the update is the same bit for bit."""
+
+    def __init__(self, params, rest, items) -> None:
+        self.params, self.rest = list(params), rest
+        # what must still be true: (param, data list, weight, gradient, state dict, momentum)
+        self.check = [(p, p._data, w, g, st, mom) for p, _, w, g, mom, st in items]
+        self.check_rest = [(p, p._data) for p in rest]
+        self.lr = items[0][5]["mx_lr"] if items else None
+        self.copies = [data for _, data, *_ in items if len(data) > 1]
+        self.calls = []
+        for chunk in _size_chunks([(it[2].size, it) for it in items]):
+            args = [a for _, _, w, g, mom, _ in chunk for a in (w, g, mom)]
+            self.calls.append((len(chunk), PreparedCall("multi_sgd_mom_update", args, [c[2] for c in chunk],
+                                                        num_weights=len(chunk))))
+
+    def matches(self, params, state) -> bool:
+        if len(params) != len(self.params) or any(a is not b for a, b in zip(params, self.params)):
+            return False
+        for p, data, w, g, st, mom in self.check:
+            if p._data is not data or data[0] is not w or p._grad[0] is not g or state.get(p) is not st \
+                    or st.get("mx_mom") is not mom or st.get("mx_lr") != self.lr:
+                return False
+        return all(p._data is data for p, data in self.check_rest)
+
+    def run(self, lr: float, mu: float, wd: float, rs: float) -> None:
+        for n, call in self.calls:
+            call.set_attrs(lrs=(lr,) * n, wds=(wd,) * n, momentum=mu * lr / self.lr, rescale_grad=rs)
+            call()
+        if lr != self.lr:
+            for _, _, _, _, st, _ in self.check:
+                st["mx_lr"] = lr
+            self.lr = lr
+        for data in self.copies:
+            _broadcast(data)
 
 
 def _adam_constants(b1: float, b2: float) -> Optional[Tuple[float, float]]:
@@ -488,91 +567,15 @@ class RMSprop(Optimizer):
         return w - group["lr"] * (g / avg)
 
 
-def _grads(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
-    return [p for p in params if _fresh(p)]
-
-
-def _norm_terms_formula(F, *, p: float, **grads):
-    """Per gradient ``g<i>``: max |g| (p = inf), sum g^2 (p = 2) or sum |g|^p, as one (n,) array."""
-    terms = []
-    for i in range(len(grads)):
-        g = grads[f"g{i}"]
-        if math.isinf(p):
-            t = F.max(F.abs(g))
-        else:
-            t = F.sum(F.square(g) if p == 2 else F.abs(g) ** p)
-        terms.append(F.reshape(t, shape=(1,)))
-    return terms[0] if len(terms) == 1 else F.concat(*terms, dim=0)
-
-
-def _global_norm(grads: List[nd.NDArray], norm_type: float) -> float:
-    """The norm of all ``grads`` together. Each gradient's term is MXNet's own reduction (a
-    pairwise sum: 1e-8 relative here, where ``multi_sum_sq`` and ``norm`` sum naively and were
-    5e-5..1e-4 off); the terms of each context come from one compiled graph and one
-    device-to-host read, where a read per parameter made the demo CRNN's step wait 30 times."""
-    by_ctx: Dict[Any, List[nd.NDArray]] = {}
-    for g in grads:
-        by_ctx.setdefault(g.context, []).append(g)
-    vals: List[float] = []
-    for gs in by_ctx.values():
-        terms = compiled.run(_norm_terms_formula, {f"g{i}": g for i, g in enumerate(gs)}, p=float(norm_type))
-        vals.extend(float(v) for v in terms.asnumpy())
-    return max(vals) if math.isinf(norm_type) else math.fsum(vals) ** (1.0 / norm_type)
-
-
-def _max_abs_formula(F, **grads):
-    """max |g| over every ``g<i>``, as one (1,) array (MXNet's max propagates NaN)."""
-    terms = _norm_terms_formula(F, p=math.inf, **grads)
-    return terms if len(grads) == 1 else F.max(terms, keepdims=True)
-
-
-def grad_maxima(params: Iterable[gluon.Parameter]) -> List[float]:
-    """The largest ``|g|`` of the first-context gradients (those the optimizer reads), per
-    context: NaN if any element is NaN, inf if any is infinite; no sum, so finite gradients never
-    overflow. One compiled graph and one device-to-host read per context (one usually)."""
-    by_ctx: Dict[Any, List[nd.NDArray]] = {}
-    for p in _grads(params):
-        g = p.list_grad()[0]
-        by_ctx.setdefault(g.context, []).append(g)
-    return [float(compiled.run(_max_abs_formula, {f"g{i}": g for i, g in enumerate(gs)}).asnumpy()[0])
-            for gs in by_ctx.values()]
-
-
-def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> bool:
-    """Whether every first-context gradient element is finite. Fast path: ``multi_sum_sq`` (one
-    op per 60 dense gradients of a context and dtype; 47 us on the benchmark MLP, where one compiled
-    max-|g| graph took 260 us and ``multi_all_finite``, which tests every tensor at each element
-    of the largest, 550 us). A sum of squares is also inf for huge finite gradients (|g| > 1.8e19
-    in float32), so only a non-finite sum asks the exact max-|g| graph (:func:`grad_maxima`).
-    ``cache``: a dict the caller keeps (the Trainer's), holding the grouping, whose ctypes reads
-    (context, dtype, storage type of each gradient) cost 30-45 us a step, until the arrays change."""
-    ps = [p for p in params if p.grad_req != "null" and p._data is not None and p._data[0]._fresh_grad]
-    key = tuple(id(p._grad) for p in ps)
-    hit = cache.get("finite_plan") if cache is not None else None
-    if hit is not None and hit[0] == key:
-        chunks = hit[1]
-    else:
-        chunks = _finite_plan(ps)
-        if cache is not None:         # the entry holds the gradients, so their ids cannot be reused
-            cache["finite_plan"] = (key, chunks, [p._grad for p in ps])
-    if chunks is None:
-        return all(math.isfinite(v) for v in grad_maxima(ps))
-    sums = [nd.multi_sum_sq(*c, num_arrays=len(c)) for c in chunks]
-    if all(np.isfinite(s.asnumpy()).all() for s in sums):
-        return True
-    return all(math.isfinite(v) for v in grad_maxima(ps))
-
-
-def _finite_plan(ps: List[gluon.Parameter]) -> Optional[List[List[nd.NDArray]]]:
-    """Chunks of first-context gradients for ``multi_sum_sq`` (same context and dtype, at most
-    60 each); None when a gradient is sparse."""
-    groups: Dict[Any, List[nd.NDArray]] = {}
-    for p in ps:
-        g = p.list_grad()[0]
-        if g.stype != "default":
-            return None
-        groups.setdefault((g.context, g.dtype), []).append(g)
-    return [gs[i:i + _MULTI_MAX] for gs in groups.values() for i in range(0, len(gs), _MULTI_MAX)]
+def prepared_step(optimizer: Any) -> Callable[[], Any]:
+    """``optimizer.step`` with its Python work (finding fresh parameters, checking the cached
+    multi-tensor plans) done now, so that only the prepared operator calls remain: the Trainer
+    prepares it before its gradient check's host read, while the engine still runs the backward
+    pass. ``optimizer.step`` itself where no prepared form applies (other optimizers, a first
+    step, a changed parameter set)."""
+    prep = getattr(optimizer, "_prepared_step", None)
+    fast = prep() if prep is not None else None
+    return fast or optimizer.step
 
 
 def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_type: float = 2.0) -> float:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, List, Optional
 import torch
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima",
-           "grads_finite"]
+           "grads_finite", "prepared_step"]
 
 
 def _unhooked_step(cls: type) -> Callable:
@@ -93,6 +93,12 @@ _UNSCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 @torch.no_grad()
+def prepared_step(optimizer: Any) -> Callable[[], Any]:
+    """``optimizer.step`` itself: a torch step on CPU is synchronous, there is no host read to
+    hide its Python work behind."""
+    return optimizer.step
+
+
 def grads_finite(params: Iterable[Any], cache: Optional[dict] = None) -> bool:
     """Whether every gradient element is finite: torch's own multi-tensor check (the one
     ``GradScaler`` runs, with an unscale factor of exactly 1, which leaves every value as it is),
