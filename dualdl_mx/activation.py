@@ -49,6 +49,21 @@ def _elu_formula(F, x, *, alpha: float):
     return F.where(x > 0, x, alpha * F.expm1(F.minimum(x, 0.0)))
 
 
+def relu(F, x):
+    """torch's relu, NaN kept. MXNet's ``relu`` op keeps NaN but is no MKLDNN operator: after a
+    Convolution or BatchNorm (MKLDNN's blocked layout) it reorders its input, and its kernel costs
+    ~3x a copy. ``Activation(relu)`` and ``LeakyReLU(leaky, slope=0)`` (MKLDNN) map NaN to 0.
+    MKLDNN's ``LeakyReLU(act_type='elu', slope=-0.0)``, ``x > 0 ? x : -0.0 * expm1(x)``, is relu
+    with NaN kept (``-0.0 * NaN``): torch's values, and in float32 torch's input gradients bit
+    for bit (1 for x > 0 and at NaN, 0 else; MXNet's ``relu`` op gave NaN at NaN), except for
+    0 < x <= 2**-24 (6e-8), where its backward gives 0 (measured: the branch is taken on
+    ``exp(x) > 1``). Zeros may differ in sign (equal as numbers): +0 for x = -0 (as MXNet's
+    ``relu`` op) and -0 for x in (-1e-7, 0). float64 NDArrays (no MKLDNN) keep the ``relu`` op."""
+    if is_ndarray(x) and x.dtype == np.float64:
+        return F.relu(x)
+    return F.LeakyReLU(x, act_type="elu", slope=-0.0)
+
+
 def gelu(F, x, approximate: str = "none"):
     """torch's gelu: 'none' is the erf form (MXNet's ``LeakyReLU(act_type='gelu')``, exact formula
     in float64); 'tanh' from its formula (MXNet has no op)."""
@@ -85,7 +100,7 @@ class ReLU(_Activation):
     _dl_layer = "ReLU"
 
     def hybrid_forward(self, F, x):
-        return F.relu(x)
+        return relu(F, x)
 
 
 class Sigmoid(Layer):

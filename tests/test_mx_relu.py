@@ -1,0 +1,81 @@
+"""MXNet relu (``ops.relu`` and ``nn.ReLU``) runs MKLDNN's ``LeakyReLU(elu, slope=-0.0)``: torch's
+values with NaN kept (``Activation(relu)`` maps NaN to 0), also right after a Convolution (MKLDNN's
+blocked layout), eager and hybridized; in float32 torch's input gradients bit for bit (1 at NaN,
+where MXNet's ``relu`` op gave NaN) except 0 for 0 < x <= 2**-24 (the operator's backward); only
+the sign of some zeros differs (equal as numbers); float64 NDArrays keep MXNet's ``relu`` op."""
+import numpy as np
+import pytest
+import torch
+from mxnet import autograd, nd
+
+import dualdl_mx.activation as act
+import dualdl_mx.conv as conv
+import dualdl_mx.ops as mo
+
+EDGES = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1e-30, -1e-30, 5e-8, -5e-8, 2.0 ** -24 * 1.5, 1.2e-7,
+         -3.0, 2.5, -88.0, -104.0, 3e38, -3e38]
+
+
+def _data(dtype):
+    x = np.concatenate([EDGES, np.random.default_rng(0).normal(0, 3, 300)]).astype(dtype)
+    return x, np.cos(np.arange(x.size)).astype(dtype)
+
+
+def _mx(f, x, gout, hybrid=False):
+    if hybrid:
+        f.hybridize()
+    a = nd.array(x, dtype=x.dtype)
+    a.attach_grad()
+    with autograd.record():
+        y = f(a)
+    y.backward(nd.array(gout, dtype=x.dtype))
+    return y.asnumpy(), a.grad.asnumpy()
+
+
+def _torch(x, gout):
+    t = torch.tensor(x, requires_grad=True)
+    y = torch.relu(t)
+    y.backward(torch.tensor(gout))
+    return y.detach().numpy(), t.grad.numpy()
+
+
+@pytest.mark.parametrize("form", ["op", "layer", "layer hybridized"])
+def test_float32_values_and_gradients_are_torchs(form):
+    x, gout = _data(np.float32)
+    f = mo.relu if form == "op" else act.ReLU()
+    (ym, gm), (yt, gt) = _mx(f, x, gout, hybrid=form.endswith("hybridized")), _torch(x, gout)
+    assert ym.dtype == np.float32
+    np.testing.assert_array_equal(ym, yt)                  # NaN where torch's is NaN, inf kept
+    assert np.isnan(ym[2]) and ym[3] == np.inf and ym[4] == 0.0
+    tiny = (x > 0) & (x <= 2.0 ** -24)                       # MKLDNN's elu backward: exp(x) rounds to 1
+    assert tiny.sum() == 3 and not np.any(gm[tiny])
+    np.testing.assert_array_equal(gm[~tiny], gt[~tiny])    # 1 at NaN and +inf, 0 at 0 and below
+    sign_differs = np.signbit(ym) != np.signbit(yt)
+    assert not np.any(sign_differs & ~((x == 0) | ((x < 0) & (x > -1e-7)))), x[sign_differs]
+
+
+def test_nan_survives_relu_right_after_a_convolution():
+    """A Convolution's output is in MKLDNN's blocked layout, where ``Activation(relu)`` runs; a NaN
+    in the input reaches the relu output as in torch."""
+    x = np.random.default_rng(1).normal(size=(2, 3, 6, 6)).astype(np.float32)
+    x[1, 2, 3, 3] = np.nan
+    c = conv.Conv2d(3, 16, 3, padding=1)
+    for hybrid in (False, True):
+        if hybrid:
+            c.hybridize()
+        out = mo.relu(c(nd.array(x))).asnumpy()
+        w, b = c.weight.data().asnumpy(), c.bias.data().asnumpy()
+        ref = torch.relu(torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), padding=1))
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(ref.numpy()))
+        assert np.isnan(out).sum() == 16 * 9             # the 3x3 window around it, every channel
+        np.testing.assert_allclose(out, ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_float64_keeps_mxnets_relu_op_bit_for_bit():
+    x, gout = _data(np.float64)
+    for f in (mo.relu, act.ReLU()):
+        (ym, gm), (yo, go) = _mx(f, x, gout), _mx(nd.relu, x, gout)
+        assert ym.dtype == np.float64
+        np.testing.assert_array_equal(ym, yo)
+        np.testing.assert_array_equal(gm, go)
+        np.testing.assert_array_equal(ym, _torch(x, gout)[0])
