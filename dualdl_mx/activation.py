@@ -2,8 +2,9 @@
 Hardswish, Hardsigmoid, Softplus, Mish."""
 from __future__ import annotations
 
+import json
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import mxnet as mx
 import numpy as np
@@ -49,17 +50,41 @@ def _elu_formula(F, x, *, alpha: float):
     return F.where(x > 0, x, alpha * F.expm1(F.minimum(x, 0.0)))
 
 
+# operators whose output MKLDNN may keep in its blocked layout (what a Convolution starts)
+_BLOCKED_LAYOUT_OPS = frozenset({"Convolution", "Deconvolution", "BatchNorm", "Pooling", "Activation", "LeakyReLU"})
+
+
+def _producer_op(sym: Any) -> str:
+    """The operator that computes a (single-output) Symbol; read once, when a graph is built."""
+    graph = json.loads(sym.tojson())
+    return graph["nodes"][graph["heads"][0][0]]["op"]
+
+
+def _feature_map(x: Any) -> bool:
+    """True where MKLDNN's relu form pays (measured): an NDArray of 3 or more dims (conv-style
+    feature maps; after a Convolution in MKLDNN's blocked layout the ``relu`` op reorders it); a
+    Symbol computed by a Convolution, BatchNorm, Pooling or activation operator. 2-D outputs
+    (Linear's) keep the ``relu`` op: there MKLDNN's operator measured 3% slower (MLP step)."""
+    if is_ndarray(x):
+        return x.ndim >= 3
+    try:
+        return _producer_op(x) in _BLOCKED_LAYOUT_OPS
+    except (AttributeError, KeyError, IndexError, ValueError):
+        return False
+
+
 def relu(F, x):
     """torch's relu, NaN kept. MXNet's ``relu`` op keeps NaN but is no MKLDNN operator: after a
-    Convolution or BatchNorm (MKLDNN's blocked layout) it reorders its input, and its kernel costs
-    ~3x a copy. ``Activation(relu)`` and ``LeakyReLU(leaky, slope=0)`` (MKLDNN) map NaN to 0.
-    MKLDNN's ``LeakyReLU(act_type='elu', slope=-0.0)``, ``x > 0 ? x : -0.0 * expm1(x)``, is relu
-    with NaN kept (``-0.0 * NaN``): torch's values, and in float32 torch's input gradients bit
-    for bit (1 for x > 0 and at NaN, 0 else; MXNet's ``relu`` op gave NaN at NaN), except for
-    0 < x <= 2**-24 (6e-8), where its backward gives 0 (measured: the branch is taken on
-    ``exp(x) > 1``). Zeros may differ in sign (equal as numbers): +0 for x = -0 (as MXNet's
-    ``relu`` op) and -0 for x in (-1e-7, 0). float64 NDArrays (no MKLDNN) keep the ``relu`` op."""
-    if is_ndarray(x) and x.dtype == np.float64:
+    Convolution (MKLDNN's blocked layout) it reorders its input, and its kernel costs ~3x a copy.
+    ``Activation(relu)`` and ``LeakyReLU(leaky, slope=0)`` (MKLDNN) map NaN to 0. On feature maps
+    (:func:`_feature_map`) MKLDNN's ``LeakyReLU(act_type='elu', slope=-0.0)``,
+    ``x > 0 ? x : -0.0 * expm1(x)``, is relu with NaN kept (``-0.0 * NaN``): torch's values, and in
+    float32 torch's input gradients bit for bit (1 for x > 0 and at NaN, 0 else; MXNet's ``relu``
+    op gives NaN at NaN), except for 0 < x <= 2**-24 (6e-8), where its backward gives 0
+    (measured: the branch is taken on ``exp(x) > 1``). Zeros may differ in sign (equal as
+    numbers): +0 for x = -0 (as MXNet's ``relu`` op) and -0 for x in (-1e-7, 0). float64 NDArrays
+    (no MKLDNN) and other inputs keep the ``relu`` op."""
+    if is_ndarray(x) and x.dtype == np.float64 or not _feature_map(x):
         return F.relu(x)
     return F.LeakyReLU(x, act_type="elu", slope=-0.0)
 
