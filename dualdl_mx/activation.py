@@ -61,12 +61,14 @@ def _producer_op(sym: Any) -> str:
 
 
 def _feature_map(x: Any) -> bool:
-    """True where MKLDNN's relu form pays (measured): an NDArray of 3 or more dims (conv-style
-    feature maps; after a Convolution in MKLDNN's blocked layout the ``relu`` op reorders it); a
-    Symbol computed by a Convolution, BatchNorm, Pooling or activation operator. 2-D outputs
-    (Linear's) keep the ``relu`` op: there MKLDNN's operator measured 3% slower (MLP step)."""
+    """True where MKLDNN's relu form pays (measured): a float32 NDArray of 3 or more dims
+    (conv-style feature maps; after a Convolution in MKLDNN's blocked layout the ``relu`` op
+    reorders it); a Symbol computed by a Convolution, BatchNorm, Pooling or activation operator
+    (floating point only). 2-D outputs (Linear's) keep the ``relu`` op: there MKLDNN's operator
+    measured 3% slower (MLP step); so do other dtypes (MKLDNN has float32 only; ``LeakyReLU``
+    refuses integers)."""
     if is_ndarray(x):
-        return x.ndim >= 3
+        return x.ndim >= 3 and x.dtype == np.float32
     try:
         return _producer_op(x) in _BLOCKED_LAYOUT_OPS
     except (AttributeError, KeyError, IndexError, ValueError):
@@ -82,9 +84,9 @@ def relu(F, x):
     float32 torch's input gradients bit for bit (1 for x > 0 and at NaN, 0 else; MXNet's ``relu``
     op gives NaN at NaN), except for 0 < x <= 2**-24 (6e-8), where its backward gives 0
     (measured: the branch is taken on ``exp(x) > 1``). Zeros may differ in sign (equal as
-    numbers): +0 for x = -0 (as MXNet's ``relu`` op) and -0 for x in (-1e-7, 0). float64 NDArrays
-    (no MKLDNN) and other inputs keep the ``relu`` op."""
-    if is_ndarray(x) and x.dtype == np.float64 or not _feature_map(x):
+    numbers): +0 for x = -0 (as MXNet's ``relu`` op) and -0 for x in (-1e-7, 0). Other inputs
+    (2-D, float64, integer) keep the ``relu`` op."""
+    if not _feature_map(x):
         return F.relu(x)
     return F.LeakyReLU(x, act_type="elu", slope=-0.0)
 

@@ -1,9 +1,10 @@
-"""MXNet relu (``ops.relu`` and ``nn.ReLU``) on feature maps (3+ dims eager; after a Convolution,
+"""MXNet relu (``ops.relu`` and ``nn.ReLU``) on feature maps (float32, 3+ dims eager; after a Convolution,
 BatchNorm or Pooling in a graph) runs MKLDNN's ``LeakyReLU(elu, slope=-0.0)``: torch's values with
 NaN kept (``Activation(relu)`` maps NaN to 0), also right after a Convolution (MKLDNN's blocked
 layout), eager and hybridized; in float32 torch's input gradients bit for bit (1 at NaN, where
 MXNet's ``relu`` op gave NaN) except 0 for 0 < x <= 2**-24 (the operator's backward); only the sign
-of some zeros differs (equal as numbers). 2-D inputs and float64 NDArrays keep MXNet's ``relu``."""
+of some zeros differs (equal as numbers). Other inputs (2-D, float64, float16, integer) keep MXNet's
+``relu`` op."""
 import json
 
 import numpy as np
@@ -69,9 +70,10 @@ def test_nan_survives_relu_right_after_a_convolution(hybrid):
         assert "LeakyReLU" in ops and "relu" not in ops, ops
 
 
-@pytest.mark.parametrize("dtype, shape", [(np.float64, (1, 3, 1, -1)), (np.float32, (3, -1))],
-                         ids=["float64 feature map", "float32 2-D"])
-def test_float64_and_2d_inputs_keep_mxnets_relu_op_bit_for_bit(dtype, shape):
+@pytest.mark.parametrize("dtype, shape", [(np.float64, (1, 3, 1, -1)), (np.float32, (3, -1)),
+                                          (np.float16, (1, 3, 1, -1))],
+                         ids=["float64 feature map", "float32 2-D", "float16 feature map"])
+def test_other_inputs_keep_mxnets_relu_op_bit_for_bit(dtype, shape):
     x, gout = _data(dtype, shape)
     for f in (mo.relu, act.ReLU()):
         (ym, gm), (yo, go) = _mx(f, x, gout), _mx(nd.relu, x, gout)
@@ -88,3 +90,12 @@ def test_a_graph_keeps_the_relu_op_after_a_linear_layer():
     m(nd.ones((2, 4)))
     ops = [n["op"] for n in json.loads(m._cached_graph[1].tojson())["nodes"]]
     assert "relu" in ops and "LeakyReLU" not in ops, ops
+
+
+def test_integer_feature_maps_keep_the_relu_op():
+    x = np.array([-2, 0, 3, 5, -7, 1]).reshape(1, 1, 2, 3)
+    for dtype in ("int32", "int64"):
+        for f in (mo.relu, act.ReLU()):
+            y = f(nd.array(x, dtype=dtype))
+            assert y.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(y.asnumpy(), np.maximum(x, 0))
