@@ -55,9 +55,11 @@ _BLOCKED_LAYOUT_OPS = frozenset({"Convolution", "Deconvolution", "BatchNorm", "P
 
 
 def _producer_op(sym: Any) -> str:
-    """The operator that computes a (single-output) Symbol; read once, when a graph is built."""
-    graph = json.loads(sym.tojson())
-    return graph["nodes"][graph["heads"][0][0]]["op"]
+    """The operator that computes a Symbol, from a one-node copy of its head (the whole graph's
+    JSON would make building a graph of k relus O(k^2): 3.3 s against 0.7 s for 150 blocks)."""
+    if sym.get_children() is None:             # a variable (MXNet's one-node copy of one crashes)
+        return "null"
+    return json.loads(sym._gen_atomic_symbol().tojson())["nodes"][-1]["op"]
 
 
 def _feature_map(x: Any) -> bool:
@@ -71,7 +73,7 @@ def _feature_map(x: Any) -> bool:
         return x.ndim >= 3 and x.dtype == np.float32
     try:
         return _producer_op(x) in _BLOCKED_LAYOUT_OPS
-    except (AttributeError, KeyError, IndexError, ValueError):
+    except (AttributeError, KeyError, IndexError, ValueError, mx.base.MXNetError):
         return False
 
 
