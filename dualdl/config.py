@@ -30,6 +30,9 @@ VARIABLES: Dict[str, Variable] = {
                                           "dualdl model's graph uses MXNet's fused float32 operator "
                                           "(faster, less close to torch); read when dualdl_mx's layers "
                                           "are imported", "setting"),
+    "DUALDL_MX_EXACT_RELU": Variable("0", "1: MXNet relu always runs MXNet's relu op, never MKLDNN's "
+                                     "ELU form (torch's gradient also for 0 < x <= 6e-8; slower after a "
+                                     "convolution); read when dualdl_mx's layers are imported", "setting"),
     "DUALDL_MX_KVSTORE": Variable("dist_sync", "the kvstore type of a distributed MXNet job "
                                   "(dist_sync or dist_sync_device)", "setting"),
     "DUALDL_TORCH_DIST_BACKEND": Variable(None, "the torch.distributed process-group backend "
@@ -100,6 +103,11 @@ def backend() -> Optional[str]:
 def mx_fused_batchnorm() -> bool:
     """``DUALDL_MX_FUSED_BATCHNORM=1``."""
     return flag("DUALDL_MX_FUSED_BATCHNORM")
+
+
+def mx_exact_relu() -> bool:
+    """``DUALDL_MX_EXACT_RELU=1``."""
+    return flag("DUALDL_MX_EXACT_RELU")
 
 
 def mx_kvstore(env: Optional[Mapping[str, str]] = None) -> str:

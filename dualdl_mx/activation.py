@@ -2,33 +2,20 @@
 Hardswish, Hardsigmoid, Softplus, Mish."""
 from __future__ import annotations
 
+import json
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import mxnet as mx
 import numpy as np
 
+from dualdl import config
 from dualdl.nn.resample_checks import check_prelu_input
 from . import compiled
 from .base import Layer, is_ndarray
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
            "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
-
-
-def relu(F, x):
-    """torch's relu, which keeps NaN. NDArrays, and a graph's output of ``FullyConnected``: MXNet's
-    ``relu`` op. Other Symbols (a convolution's output, mostly): MXNet's ``LeakyReLU`` operator as
-    ELU with slope 0 (``x > 0 ? x : 0 * (exp(x) - 1)``), which MKLDNN runs, so the graph keeps
-    MKLDNN's layout after a convolution (hybridized LeNet and CRNN steps 0.97 and 0.95-0.97 of the
-    ``relu`` op's; after ``FullyConnected`` the op was 3-7% faster; benchmarks/findings.md).
-    ``Activation(act_type='relu')`` and ``LeakyReLU(slope=0)`` map NaN to 0 in MKLDNN; this form
-    keeps it, and its gradient at a NaN input is torch's (1; the ``relu`` op's is NaN). It differs
-    from torch in the sign of zero: a negative input gives -0.0 (equal to 0.0), and MKLDNN's
-    backward reads a denormal positive input as 0 (gradient 0, torch's 1)."""
-    if is_ndarray(x) or "num_hidden" in x.list_attr():          # FullyConnected's parameter
-        return F.relu(x)
-    return F.LeakyReLU(x, act_type="elu", slope=0.0)
 
 
 # ---- GELU, LeakyReLU, ELU: MXNet's LeakyReLU operator is fast but keeps float32 precision --------
@@ -62,6 +49,54 @@ def _elu_formula(F, x, *, alpha: float):
     """torch's ``x > 0 ? x : alpha expm1(x)``; the exp is taken of ``min(x, 0)``, so the unused
     branch has no inf (nor a NaN gradient) for large x."""
     return F.where(x > 0, x, alpha * F.expm1(F.minimum(x, 0.0)))
+
+
+# operators whose output MKLDNN may keep in its blocked layout (what a Convolution starts)
+_BLOCKED_LAYOUT_OPS = frozenset({"Convolution", "Deconvolution", "BatchNorm", "Pooling", "Activation", "LeakyReLU"})
+
+
+def _producer_op(sym: Any) -> str:
+    """The operator that computes a Symbol, from a one-node copy of its head (the whole graph's
+    JSON would make building a graph of k relus O(k^2): 3.3 s against 0.7 s for 150 blocks)."""
+    if sym.get_children() is None:             # a variable (MXNet's one-node copy of one crashes)
+        return "null"
+    return json.loads(sym._gen_atomic_symbol().tojson())["nodes"][-1]["op"]
+
+
+# DUALDL_MX_EXACT_RELU=1: the relu op everywhere (read once, as DUALDL_MX_FUSED_BATCHNORM)
+_EXACT_RELU = config.mx_exact_relu()
+
+
+def _feature_map(x: Any) -> bool:
+    """True where MKLDNN's relu form pays (measured): a float32 NDArray of 3 or more dims
+    (conv-style feature maps; after a Convolution in MKLDNN's blocked layout the ``relu`` op
+    reorders it); a Symbol computed by a Convolution, BatchNorm, Pooling or activation operator
+    (floating point only). 2-D outputs (Linear's) keep the ``relu`` op: there MKLDNN's operator
+    measured 3% slower (MLP step); so do other dtypes (MKLDNN has float32 only; ``LeakyReLU``
+    refuses integers)."""
+    if is_ndarray(x):
+        return x.ndim >= 3 and x.dtype == np.float32
+    try:
+        return _producer_op(x) in _BLOCKED_LAYOUT_OPS
+    except (AttributeError, KeyError, IndexError, ValueError, mx.base.MXNetError):
+        return False
+
+
+def relu(F, x):
+    """torch's relu, NaN kept. MXNet's ``relu`` op keeps NaN but is no MKLDNN operator: after a
+    Convolution (MKLDNN's blocked layout) it reorders its input, and its kernel costs ~3x a copy.
+    ``Activation(relu)`` and ``LeakyReLU(leaky, slope=0)`` (MKLDNN) map NaN to 0. On feature maps
+    (:func:`_feature_map`) MKLDNN's ``LeakyReLU(act_type='elu', slope=-0.0)``,
+    ``x > 0 ? x : -0.0 * expm1(x)``, is relu with NaN kept (``-0.0 * NaN``): torch's values, and in
+    float32 torch's input gradients bit for bit (1 for x > 0 and at NaN, 0 else; MXNet's ``relu``
+    op gives NaN at NaN), except for 0 < x <= 2**-24 (6e-8), where its backward gives 0
+    (measured: the branch is taken on ``exp(x) > 1``). Zeros may differ in sign (equal as
+    numbers): +0 for x = -0 (as MXNet's ``relu`` op) and -0 for x in (-1e-7, 0). Other inputs
+    (2-D, float64, integer, a graph's input variable) keep the ``relu`` op, and so does every
+    input with ``DUALDL_MX_EXACT_RELU=1``."""
+    if _EXACT_RELU or not _feature_map(x):
+        return F.relu(x)
+    return F.LeakyReLU(x, act_type="elu", slope=-0.0)
 
 
 def gelu(F, x, approximate: str = "none"):

@@ -31,10 +31,9 @@ MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
 # ---- activations -----------------------------------------------------------------------------
 def relu(x):
-    """Keeps NaN as torch does (:func:`dualdl_mx.activation.relu`): the ``relu`` op on NDArrays,
-    MKLDNN's ELU with slope 0 in a graph. ``Activation(act_type='relu')`` (MKLDNN) is 8-12% faster
-    eager on LeNet forward+backward (no layout reorder after a Convolution) but maps NaN to 0,
-    hiding a diverged step from the non-finite-loss check (measured, MXNet 1.9.1)."""
+    """torch's relu, NaN kept, as MKLDNN's operator (:func:`dualdl_mx.activation.relu`).
+    ``Activation(act_type='relu')`` would map NaN to 0, hiding a diverged step from the
+    non-finite-loss check (measured, MXNet 1.9.1)."""
     if _is_nd(x):
         check_not_empty("relu", x.shape)
     return _act.relu(_F(x), x)
