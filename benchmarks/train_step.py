@@ -20,7 +20,7 @@ import dualdl as dl
 from . import models
 from .harness import Config, Row, case, compare
 
-TARGET = 1.03
+TARGET = 1.05          # issue 17: every train_step row within 5% of hand-written native code
 LR = 1e-3
 KINDS = ("mlp", "lenet", "crnn", "transformer")
 
