@@ -11,12 +11,12 @@ inputs and outputs, and so the result, are the same bit for bit (tests/test_mx_i
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from mxnet import nd
 from mxnet.base import _LIB, MXNetError, NDArrayHandle, c_str, c_str_array, check_call
 
-__all__ = ["PreparedCall", "prepared", "MULTI_MAX"]
+__all__ = ["PreparedCall", "MULTI_MAX"]
 
 # MXNet's multi-tensor operators take at most 60 tensors a call (61 crashes MXNet 1.9.1: measured)
 MULTI_MAX = 60
@@ -101,17 +101,3 @@ class PreparedCall:
                                              self._n_attrs, self._keys, self._vals,
                                              ctypes.byref(stypes)))
         return self._outputs
-
-
-def prepared(cache: Optional[Dict[Any, PreparedCall]], key: Any, op: str, inputs: Sequence[nd.NDArray],
-             outputs: Sequence[nd.NDArray], **attrs: Any) -> PreparedCall:
-    """The cached call for ``key`` (which must identify the arrays: e.g. their ids while the entry
-    holds them), with ``attrs`` set; built on a miss. ``cache=None``: a new call each time."""
-    call = cache.get(key) if cache is not None else None
-    if call is None:
-        call = PreparedCall(op, inputs, outputs, **attrs)
-        if cache is not None:
-            cache[key] = call
-    else:
-        call.set_attrs(**attrs)
-    return call

@@ -410,7 +410,8 @@ class _MultiSGDPlan:
         if len(params) != len(self.params) or any(a is not b for a, b in zip(params, self.params)):
             return False
         for p, data, w, g, st, mom in self.check:
-            if p._data is not data or data[0] is not w or p._grad[0] is not g or state.get(p) is not st \
+            if p._data is not data or data[0] is not w or not p._grad or p._grad[0] is not g \
+                    or state.get(p) is not st \
                     or st.get("mx_mom") is not mom or st.get("mx_lr") != self.lr:
                 return False
         return all(p._data is data for p, data in self.check_rest)

@@ -6,7 +6,6 @@ relu's doing, so NaN is compared before the pooling.)"""
 import numpy as np
 import pytest
 import torch
-import mxnet as mx
 from mxnet import autograd, nd
 
 import dualdl as dl
