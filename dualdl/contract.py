@@ -304,6 +304,13 @@ PARALLEL: Dict[str, Dict[str, Name]] = {
             "sum the gradients of every device copy into every copy (a no-op where replicas share one parameter)"),
         "scale_grads": fn("(params, factor)", "multiply every gradient (all copies) by ``factor``"),
         "stale": fn("(named)", "Names of parameters with no gradient since the last zero_grad."),
+        "overwrite_next_backward": fn("(params, cache=...)",
+            "what :func:`zero_grad` gives for a step with exactly one backward (dl.Trainer without "
+            "accumulation): the next backward's gradients, none for an unused parameter; follow it "
+            "with :func:`accumulate_again`"),
+        "accumulate_again": fn("(params, cache=...)",
+            "after that backward: later backwards add into the gradients again (torch's rule); "
+            "which gradients are fresh is kept"),
     },
     "buffers": {
         "snapshot_buffers": fn("(model)",

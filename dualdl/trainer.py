@@ -279,8 +279,21 @@ class Trainer:
         B = self._batch(xs, ys)
         sizes = split_sizes(B, len(self.devices))
         grads, buffers = self._grads_impl, self._buffers_impl
-        if self._micro == 0:
+        # one backward per step (no accumulation): it writes the gradients, and the parameters
+        # accumulate again after the step (torch's rule for any backward outside the Trainer)
+        overwrite = self.accumulate_steps == 1
+        if overwrite:
+            grads.overwrite_next_backward(self._params, self._zero_cache)
+        elif self._micro == 0:
             grads.zero_grad(self._params, self._zero_cache)
+        try:
+            return self._step(xs, ys, B, sizes)
+        finally:
+            if overwrite:
+                grads.accumulate_again(self._params, self._zero_cache)
+
+    def _step(self, xs, ys, B: int, sizes: List[int]) -> float:
+        buffers = self._buffers_impl
         if self.seed is not None:
             r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,

@@ -14,7 +14,7 @@ import torch
 from dualdl.devices import Device
 
 __all__ = ["model_devices", "trainable", "zero_grad", "allreduce_grads", "scale_grads", "stale",
-           "grad_arrays"]
+           "grad_arrays", "overwrite_next_backward", "accumulate_again"]
 
 
 # ---- model inspection ------------------------------------------------------------------------
@@ -41,6 +41,15 @@ def zero_grad(params: Sequence[torch.Tensor], cache: Optional[Dict[str, Any]] = 
     ``cache`` (the contract's: an adapter may keep state there between calls) is not needed here."""
     for p in params:
         p.grad = None
+
+
+def overwrite_next_backward(params: Sequence[torch.Tensor], cache: Optional[Dict[str, Any]] = None) -> None:
+    """:func:`zero_grad`: with ``grad = None`` torch's next backward writes the gradients."""
+    zero_grad(params, cache)
+
+
+def accumulate_again(params: Sequence[torch.Tensor], cache: Optional[Dict[str, Any]] = None) -> None:
+    """Nothing to do: torch adds into an existing ``.grad`` by itself."""
 
 
 def allreduce_grads(params: Sequence[torch.Tensor]) -> None:
