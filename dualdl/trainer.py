@@ -278,7 +278,7 @@ class Trainer:
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
         B = self._batch(xs, ys)
         sizes = split_sizes(B, len(self.devices))
-        grads, buffers = self._grads_impl, self._buffers_impl
+        grads = self._grads_impl
         # one backward per step (no accumulation): it writes the gradients, and the parameters
         # accumulate again after the step (torch's rule for any backward outside the Trainer)
         overwrite = self.accumulate_steps == 1
