@@ -293,6 +293,7 @@ class Trainer:
                 grads.accumulate_again(self._params, self._zero_cache)
 
     def _step(self, xs, ys, B: int, sizes: List[int]) -> float:
+        """:meth:`train_step` once the gradients are cleared (or marked to be written)."""
         buffers = self._buffers_impl
         if self.seed is not None:
             r = 7919 * self.rank if self._dist is not None else 0
