@@ -20,6 +20,7 @@ __all__ = ["grad_maxima", "grads_finite", "checked_params", "dispatch_sums", "su
 
 
 def _fresh(p: gluon.Parameter) -> bool:
+    """Whether ``p`` got a gradient since the last zero_grad (what an optimizer step reads)."""
     return p.grad_req != "null" and bool(getattr(p.list_data()[0], "_fresh_grad", False))
 
 

@@ -12,7 +12,7 @@ Hides:
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import mxnet as mx
@@ -75,14 +75,27 @@ def zero_grad(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]
         d._fresh_grad = False
 
 
+def _cached(cache: Optional[Dict[str, Any]], name: str, params: Sequence[gluon.Parameter],
+            build: Callable[[Sequence[gluon.Parameter]], Any]) -> Any:
+    """``build(params)``, kept in ``cache[name]`` while every parameter has the same gradient and
+    data lists and grad_req (the entry holds those lists, so their ids cannot be reused)."""
+    if cache is None:
+        return build(params)
+    key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
+    hit = cache.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    plan = build(params)
+    cache[name] = (key, plan, [(p._grad, p._data) for p in params])
+    return plan
+
+
 def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]):
     """(dense gradients grouped by context, sparse gradients, data arrays) of ``params``."""
-    key = None
-    if cache is not None:
-        key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
-        hit = cache.get("zero_plan")
-        if hit is not None and hit[0] == key:
-            return hit[1]
+    return _cached(cache, "zero_plan", params, _build_zero_plan)
+
+
+def _build_zero_plan(params: Sequence[gluon.Parameter]):
     by_ctx: Dict[Any, List[nd.NDArray]] = {}
     sparse: List[nd.NDArray] = []
     datas: List[nd.NDArray] = []
@@ -95,11 +108,8 @@ def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]
             else:
                 sparse.append(g)
         datas.extend(p.list_data())
-    plan = ([PreparedCall("reset_arrays", gs, [], num_arrays=len(gs)) for gs in by_ctx.values()],
+    return ([PreparedCall("reset_arrays", gs, [], num_arrays=len(gs)) for gs in by_ctx.values()],
             sparse, datas)
-    if cache is not None:     # the entry holds the keyed lists, so their ids cannot be reused
-        cache["zero_plan"] = (key, plan, [(p._grad, p._data) for p in params])
-    return plan
 
 
 class _Marking:
@@ -122,23 +132,18 @@ class _Marking:
 def _marking(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]) -> Optional[_Marking]:
     """The marking of every copy of every parameter with ``grad_req='add'`` and dense gradients;
     None if some parameter has another grad_req or a sparse gradient (then zero_grad is used)."""
-    key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
-    hit = cache.get("marking") if cache is not None else None
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    return _cached(cache, "marking", params, _build_marking)
+
+
+def _build_marking(params: Sequence[gluon.Parameter]) -> Optional[_Marking]:
     pairs = []
-    ok = True
     for p in params:
         if not _ready(p) or p._grad is None:
             continue
         if p.grad_req != "add" or any(g.stype != "default" for g in p._grad):
-            ok = False
-            break
+            return None
         pairs.extend(zip(p._data, p._grad))
-    marking = _Marking(pairs) if ok and pairs else None
-    if cache is not None:            # the entry holds the keyed lists, so their ids cannot be reused
-        cache["marking"] = (key, marking, [(p._grad, p._data) for p in params])
-    return marking
+    return _Marking(pairs) if pairs else None
 
 
 def overwrite_next_backward(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> None:

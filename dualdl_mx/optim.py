@@ -28,7 +28,7 @@ from mxnet import autograd, gluon, nd
 
 from dualdl.optim.arguments import check_torch_switches
 
-from .grad_check import _global_norm, _grads, grad_maxima, grads_finite
+from .grad_check import _fresh, _global_norm, _grads, grad_maxima, grads_finite
 from .invoke import MULTI_MAX, PreparedCall
 from .grads import zero_grad as zero_grads
 
@@ -43,10 +43,6 @@ def _rescale(group: Dict[str, Any], batch_size: Optional[float]) -> float:
     """The fused ops' ``rescale_grad``: 1/B for ``step(batch_size=B)``, negated for ``maximize``."""
     r = 1.0 if batch_size is None else 1.0 / batch_size
     return -r if group.get("maximize") else r
-
-
-def _fresh(p: gluon.Parameter) -> bool:
-    return p.grad_req != "null" and bool(getattr(p.list_data()[0], "_fresh_grad", False))
 
 
 def _broadcast(data: List[nd.NDArray]) -> None:
