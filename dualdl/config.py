@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Mapping, NamedTuple, Optional
 
-__all__ = ["Variable", "VARIABLES", "get", "flag", "backend", "mx_fused_batchnorm", "mx_kvstore",
+__all__ = ["Variable", "VARIABLES", "get", "flag", "backend", "mx_fused_batchnorm", "mx_kernels", "cache_dir", "mx_kvstore",
            "torch_dist_backend", "require_gpu", "dmlc_connect_timeout"]
 
 
@@ -33,6 +33,12 @@ VARIABLES: Dict[str, Variable] = {
     "DUALDL_MX_EXACT_RELU": Variable("0", "1: MXNet relu always runs MXNet's relu op, never MKLDNN's "
                                      "ELU form (torch's gradient also for 0 < x <= 6e-8; slower after a "
                                      "convolution); read when dualdl_mx's layers are imported", "setting"),
+    "DUALDL_MX_KERNELS": Variable("1", "0: MXNet BatchNorm never uses dualdl's compiled float32 kernel "
+                                  "(built with g++ on first use) but MXNet's float64 operator (the same "
+                                  "results to float32 rounding, slower); read on first use", "setting"),
+    "DUALDL_CACHE_DIR": Variable(None, "where dualdl keeps what it builds once per machine (its compiled "
+                                 "MXNet kernels); default ~/.cache/dualdl ($XDG_CACHE_HOME/dualdl)",
+                                 "setting"),
     "DUALDL_MX_KVSTORE": Variable("dist_sync", "the kvstore type of a distributed MXNet job "
                                   "(dist_sync or dist_sync_device)", "setting"),
     "DUALDL_TORCH_DIST_BACKEND": Variable(None, "the torch.distributed process-group backend "
@@ -71,6 +77,8 @@ VARIABLES: Dict[str, Variable] = {
                                 "deadlocks on CPU with more than 1 (dualdl checks it)", "framework"),
     "MXNET_CPU_WORKER_NTHREADS": Variable("1", "MXNet engine threads per CPU context (checked with "
                                           "OMP_NUM_THREADS)", "framework"),
+    "XDG_CACHE_HOME": Variable(None, "the user's cache folder; DUALDL_CACHE_DIR defaults to its "
+                               "dualdl folder (else ~/.cache/dualdl)", "framework"),
     "CUDA_VISIBLE_DEVICES": Variable(None, "the GPUs a process sees; set by dualdl.visible_gpus()",
                                      "framework"),
     "CUBLAS_WORKSPACE_CONFIG": Variable(None, "set to :4096:8 by dualdl.seed(deterministic=True) "
@@ -108,6 +116,20 @@ def mx_fused_batchnorm() -> bool:
 def mx_exact_relu() -> bool:
     """``DUALDL_MX_EXACT_RELU=1``."""
     return flag("DUALDL_MX_EXACT_RELU")
+
+
+def mx_kernels() -> bool:
+    """``DUALDL_MX_KERNELS`` is not ``0`` (default: dualdl's compiled MXNet kernels are used)."""
+    return (get("DUALDL_MX_KERNELS") or "").strip() != "0"
+
+
+def cache_dir() -> str:
+    """``DUALDL_CACHE_DIR``, else ``$XDG_CACHE_HOME/dualdl``, else ``~/.cache/dualdl``."""
+    given = get("DUALDL_CACHE_DIR")
+    if given:
+        return given
+    return os.path.join(get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                        "dualdl")
 
 
 def mx_kvstore(env: Optional[Mapping[str, str]] = None) -> str:

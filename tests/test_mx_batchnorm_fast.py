@@ -1,5 +1,6 @@
-"""MXNet BatchNorm keeps torch's precision: eager, MXNet's fused operator run in float64 (exact to
-float32 rounding); hybridized, the (C, n) GEMM form. Outputs and gradients against a float64
+"""MXNet BatchNorm keeps torch's precision: batch statistics by dualdl's compiled kernel (float64
+sums; exact to float32 rounding) or, where it cannot be built, MXNet's fused operator run in
+float64; under a native Gluon parent, the (C, n) GEMM form. Outputs and gradients against a float64
 reference, next to torch's own error; gradients reach every input
 whatever the others' grad_req; repeated train/eval steps with optimizer updates run to completion."""
 import numpy as np
@@ -9,8 +10,20 @@ import mxnet as mx
 from mxnet import autograd, nd
 
 import dualdl as dl
+from dualdl_mx import kernels
 
 EPS = 1e-5
+
+
+@pytest.fixture(autouse=True, params=["kernel", "float64-operator"])
+def batch_statistics(request, monkeypatch):
+    """Every test runs twice: batch statistics by dualdl's compiled kernel (``dl_batch_norm``), and
+    by MXNet's operator in float64 (the fallback where the kernel cannot be built)."""
+    if request.param == "kernel":
+        assert kernels.available(), "dualdl's MXNet kernel did not build or load"
+    else:
+        monkeypatch.setattr(kernels, "_loaded", False)
+    return request.param
 
 
 def ref64(x, w, b, g):
@@ -104,9 +117,9 @@ def test_adversarial_activations_mean_1000_std_0_1(hybrid):
     assert err <= 2e-7 and t > 10 * err, f"hybrid={hybrid}: {err:.1e}, torch {t:.1e}"
 
 
-def test_hybridized_graph_forms_and_scratch_statistics():
-    """Under a dualdl call the graph runs MXNet's operator in float64, whose moving statistics are
-    scratch parameters outside every state dict; under a native Gluon parent (whose caller
+def test_hybridized_graph_forms_and_scratch_statistics(batch_statistics):
+    """Under a dualdl call the graph runs dualdl's kernel, or MXNet's operator in float64 whose
+    moving statistics are scratch parameters outside every state dict; under a native Gluon parent (whose caller
     decides is_train) the GEMM form. Both give batch statistics in train mode outside record()
     and the same numbers, and torch's running statistics after a recorded step."""
     from mxnet import gluon
@@ -138,13 +151,14 @@ def test_hybridized_graph_forms_and_scratch_statistics():
         outs.append(y.asnumpy())
         assert rel(y0, r[0]) < 1e-6 and rel(y.asnumpy(), r[0]) < 1e-6
     assert rel(outs[0], outs[1].astype(np.float64)) < 1e-6
-    assert "_dl_scratch" in bn.__dict__ and "_dl_scratch" not in bn2.__dict__
+    float64_operator = batch_statistics == "float64-operator"
+    assert ("_dl_scratch" in bn.__dict__) == float64_operator and "_dl_scratch" not in bn2.__dict__
     with dl.use("mxnet"):                 # the running statistics are graph outputs copied in after
         frozen = dl.nn.BatchNorm2d(4)     # the call, no backward needed: frozen weight/bias keep
-    frozen.weight.grad_req = frozen.bias.grad_req = "null"      # the float64 operator
+    frozen.weight.grad_req = frozen.bias.grad_req = "null"      # the kernel or float64 operator
     frozen.hybridize()
     _record_backward(frozen, x, g)
-    assert "_dl_scratch" in frozen.__dict__
+    assert ("_dl_scratch" in frozen.__dict__) == float64_operator
     with dl.use("mxnet"):                 # eval mode without running statistics: batch statistics,
         untracked = dl.nn.BatchNorm2d(4, track_running_stats=False)    # is_train off (GEMM form)
     untracked.weight.set_data(nd.array(w))

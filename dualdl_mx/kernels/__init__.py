@@ -1,0 +1,130 @@
+"""dualdl's MXNet operators written in C++, built on first use and loaded with MXNet's
+library-operator API (``mx.library.load``).
+
+MXNet difference hidden here: MXNet 1.9 has no operator that sums a float32 batch precisely at
+MKLDNN's speed (its float32 BatchNorm sums in float32, 7.6-18x torch's error), so dualdl ran the
+operator in float64, with a float64 copy of the input. ``dl_batch_norm``
+(``batch_norm.cc``) reads float32 and sums in float64 in one operator.
+
+The library is compiled once per machine with the C++ compiler (``g++``/``c++``, the one ``pip``
+uses for any package that compiles) against the headers MXNet's wheel ships, into
+``DUALDL_CACHE_DIR`` (default ``~/.cache/dualdl``) under a key of the sources, MXNet's version and
+the flags; a lock keeps concurrent processes from building it twice, and the library is renamed
+into place only once complete. Where it cannot be built or loaded (no compiler, another MXNet) or
+``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason and keeps
+MXNet's float64 operator: the same results to float32 rounding, slower.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import List, Optional
+
+import mxnet as mx
+
+from dualdl import config
+
+__all__ = ["available", "library_path", "KernelUnavailableWarning"]
+
+_SOURCES = ("batch_norm.cc",)
+_FLAGS = ("-O3", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
+_LIBRARY = "libdualdl_mx_kernels.so"
+_LOCK = threading.Lock()
+_loaded: Optional[bool] = None
+
+
+class KernelUnavailableWarning(RuntimeWarning):
+    """dualdl's compiled MXNet operators could not be built or loaded; slower fallbacks run."""
+
+
+def _mxnet_files() -> List[Path]:
+    root = Path(mx.__file__).parent
+    return [root / "include" / "mxnet" / "lib_api.h", root / "src" / "lib_api.cc"]
+
+
+def _compiler() -> Optional[str]:
+    for name in ("g++", "c++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _key(compiler: str) -> str:
+    h = hashlib.sha256()
+    for f in [Path(__file__).parent / s for s in _SOURCES] + _mxnet_files():
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    h.update(" ".join((mx.__version__, compiler) + _FLAGS).encode())
+    return h.hexdigest()[:16]
+
+
+def _build(compiler: str, target: Path) -> None:
+    """Compile the library to ``target`` (atomically: a complete file or none)."""
+    header, lib_api = _mxnet_files()
+    include = header.parent.parent
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        cmd = [compiler, *_FLAGS, f"-I{include}", f"-I{include / 'mxnet'}",
+               *[str(Path(__file__).parent / s) for s in _SOURCES], str(lib_api), "-o", tmp]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def library_path() -> Path:
+    """Where this machine's build of the library is (built there if missing)."""
+    compiler = _compiler()
+    if compiler is None:
+        raise RuntimeError("no C++ compiler (g++ or c++) on PATH")
+    missing = [str(f) for f in _mxnet_files() if not f.exists()]
+    if missing:
+        raise RuntimeError(f"MXNet {mx.__version__} ships no {', '.join(missing)}")
+    target = Path(config.cache_dir()) / "mx-kernels" / _key(compiler) / _LIBRARY
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)          # another process may be building it
+            if not target.exists():
+                _build(compiler, target)
+    return target
+
+
+def available() -> bool:
+    """Whether ``mx.nd.dl_batch_norm`` / ``mx.sym.dl_batch_norm`` exist in this process (built and
+    loaded on the first call; False, with one warning, where that fails)."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    with _LOCK:
+        if _loaded is None:
+            _loaded = _load()
+    return _loaded
+
+
+def _load() -> bool:
+    if not config.mx_kernels():
+        return False
+    if hasattr(mx.nd, "dl_batch_norm"):                  # loaded by an earlier import in this process
+        return True
+    try:
+        mx.library.load(str(library_path()), verbose=False)
+    except Exception as e:  # noqa: BLE001 - any failure means the fallback, with its reason
+        warnings.warn(f"dualdl could not build or load its MXNet kernels ({type(e).__name__}: {e}); "
+                      "BatchNorm uses MXNet's float64 operator instead (the same results to float32 "
+                      "rounding, slower). DUALDL_MX_KERNELS=0 silences this.",
+                      KernelUnavailableWarning, stacklevel=3)
+        return False
+    return hasattr(mx.nd, "dl_batch_norm")

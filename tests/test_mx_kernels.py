@@ -1,0 +1,202 @@
+"""dualdl's compiled MXNet kernel ``dl_batch_norm`` (dualdl_mx/kernels): built once per machine
+into the cache folder, loaded with MXNet's library-operator API, exact to float32 rounding;
+gradient requests (add-to, null) honoured through dualdl's BatchNorm; where it cannot be built,
+one warning and MXNet's float64 operator with the same results."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+import mxnet as mx
+from mxnet import autograd, nd
+
+import dualdl as dl
+from dualdl_mx import kernels
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_compiler = pytest.mark.skipif(kernels._compiler() is None, reason="no C++ compiler on PATH")
+
+
+def _ref(x, w, b, g, eps=1e-5):
+    """float64 batch-statistics BatchNorm: y, dx, dw, db, mean, unbiased var."""
+    x, w, b, g = (a.astype(np.float64) for a in (x, w, b, g))
+    ax = (0,) + tuple(range(2, x.ndim))
+    sh = (1, -1) + (1,) * (x.ndim - 2)
+    m, v = x.mean(ax, keepdims=True), x.var(ax, keepdims=True)
+    xh = (x - m) / np.sqrt(v + eps)
+    dx = w.reshape(sh) / np.sqrt(v + eps) * (g - g.mean(ax, keepdims=True) - xh * (g * xh).mean(ax, keepdims=True))
+    n = x.size // x.shape[1]
+    return xh * w.reshape(sh) + b.reshape(sh), dx, (g * xh).sum(ax), g.sum(ax), m.ravel(), v.ravel() * n / max(n - 1, 1)
+
+
+def _err(a, e):
+    return float(np.abs(a.astype(np.float64) - e).max() / max(1.0, np.abs(e).max()))
+
+
+@needs_compiler
+def test_the_kernel_builds_and_loads():
+    assert kernels.available()
+    path = kernels.library_path()
+    assert path.is_file() and path.parent.parent.name == "mx-kernels"
+    assert not [f for f in os.listdir(path.parent) if f.startswith(".build-")]     # no half-written build
+
+
+@needs_compiler
+@pytest.mark.parametrize("shape", [(16, 6), (4, 5, 7), (8, 16, 14, 14), (2, 3, 4, 5, 6), (1, 3, 1, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_operator_against_float64(shape, dtype):
+    """Outputs and gradients within float32 rounding of a float64 reference (float64 input: of
+    float64 rounding); the mean and torch's unbiased variance (1 for a single value per channel)."""
+    assert kernels.available()
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 3 + 5).astype(dtype)
+    w, b = (rng.standard_normal(shape[1]).astype(dtype) for _ in range(2))
+    g = rng.standard_normal(shape).astype(dtype)
+    xs, ws, bs = nd.array(x, dtype=dtype), nd.array(w, dtype=dtype), nd.array(b, dtype=dtype)
+    for a in (xs, ws, bs):
+        a.attach_grad()
+    with autograd.record():
+        y, mean, var, inv_std = nd.dl_batch_norm(xs, ws, bs, eps=1e-5)
+    y.backward(nd.array(g, dtype=dtype))
+    r = _ref(x, w, b, g)
+    tol = 1.2e-7 if dtype == "float32" else 1e-13
+    for got, want in ((y, r[0]), (xs.grad, r[1]), (ws.grad, r[2]), (bs.grad, r[3])):
+        assert got.dtype == np.dtype(dtype) and _err(got.asnumpy(), want) < tol
+    assert mean.dtype == var.dtype == inv_std.dtype == np.float64
+    np.testing.assert_allclose(mean.asnumpy(), r[4], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(var.asnumpy(), r[5], rtol=1e-10, atol=1e-12)
+
+
+@needs_compiler
+def test_nan_and_adversarial_statistics():
+    """A NaN poisons its own channel only (torch's behaviour); mean 1000 / std 0.1 keeps float32
+    rounding where torch's float32 statistics lose 3 digits."""
+    assert kernels.available()
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((16, 3, 8, 8)) * 0.1 + 1000).astype(np.float32)
+    w, b = np.ones(3, np.float32), np.zeros(3, np.float32)
+    y = nd.dl_batch_norm(nd.array(x), nd.array(w), nd.array(b), eps=1e-5)[0].asnumpy()
+    r = _ref(x, w, b, np.zeros_like(x))
+    t = torch.nn.functional.batch_norm(torch.tensor(x), None, None, training=True, eps=1e-5).numpy()
+    assert _err(y, r[0]) < 1.2e-7 and _err(t, r[0]) > 100 * _err(y, r[0])
+    x[2, 1, 3, 3] = np.nan
+    y = nd.dl_batch_norm(nd.array(x), nd.array(w), nd.array(b), eps=1e-5)[0].asnumpy()
+    assert np.isnan(y[:, 1]).all() and np.isfinite(y[:, [0, 2]]).all()
+
+
+def _bn(hybrid, affine=True):
+    with dl.use("mxnet"):
+        bn = dl.nn.BatchNorm2d(3, affine=affine)
+    if hybrid:
+        bn.hybridize()
+    return bn
+
+
+@needs_compiler
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_gradient_requests_through_dualdl_batchnorm(hybrid):
+    """The library operator writes its gradients whatever MXNet asks: dualdl's BatchNorm gives it
+    weight, bias and a leaf input through an identity op, so grad_req='add' accumulates (weight,
+    bias and an input with grad_req='add', two backward passes), 'null' freezes."""
+    assert kernels.available()
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 3, 5, 5)) + 2).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    bn = _bn(hybrid)
+    w, b = bn.weight.data().asnumpy(), bn.bias.data().asnumpy()
+    r = _ref(x, w, b, g)
+    xm = nd.array(x)
+    xm.attach_grad(grad_req="add")
+    bn.zero_grad()
+    for _ in range(2):
+        with autograd.record():
+            y = bn(xm)
+        y.backward(nd.array(g))
+    assert _err(xm.grad.asnumpy(), 2 * r[1]) < 1e-6
+    assert _err(bn.weight.grad().asnumpy(), 2 * r[2]) < 1e-6 and _err(bn.bias.grad().asnumpy(), 2 * r[3]) < 1e-6
+    bn.weight.grad_req = "null"
+    bn.bias.zero_grad()
+    xm.grad[:] = 0
+    with autograd.record():
+        y = bn(xm)
+    y.backward(nd.array(g))
+    assert _err(bn.bias.grad().asnumpy(), r[3]) < 1e-6 and _err(xm.grad.asnumpy(), r[1]) < 1e-6
+    # an intermediate input and no affine parameters
+    bn = _bn(hybrid, affine=False)
+    xm = nd.array(x)
+    xm.attach_grad()
+    with autograd.record():
+        y = bn(xm * 1.0)
+    y.backward(nd.array(g))
+    r = _ref(x, np.ones(3, np.float32), np.zeros(3, np.float32), g)
+    assert _err(y.asnumpy(), r[0]) < 1.2e-7 and _err(xm.grad.asnumpy(), r[1]) < 1e-6
+
+
+_FALLBACK = r"""
+import warnings, numpy as np, mxnet as mx, dualdl as dl
+from mxnet import autograd, nd
+from dualdl_mx import kernels, norm
+x = nd.array(np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype("float32") + 2)
+outs = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for hybrid in (False, True):
+        with dl.use("mxnet"):
+            bn = dl.nn.BatchNorm2d(3)
+        if hybrid:
+            bn.hybridize()
+        for _ in range(2):
+            with autograd.record():
+                y = bn(x)
+            y.backward()
+        outs += [y.asnumpy().ravel(), bn.running_var.data().asnumpy()]
+print("available", kernels.available(), "loaded", hasattr(mx.nd, "dl_batch_norm"))
+print("warnings", sum(issubclass(w.category, kernels.KernelUnavailableWarning) for w in caught))
+np.save({out!r}, np.concatenate(outs))
+"""
+
+
+def _run(code, env):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **env)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@needs_compiler
+def test_fallback_without_a_compiler_warns_once_and_gives_the_same_numbers(tmp_path):
+    """No compiler on PATH and an empty cache folder: one KernelUnavailableWarning, MXNet's float64
+    operator, the same outputs and running variance as the kernel to float32 rounding, eager and
+    hybridized; DUALDL_MX_KERNELS=0: the same without a warning."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    results = {}
+    for name, env in (("kernel", {}),
+                      ("no compiler", {"PATH": str(empty), "DUALDL_CACHE_DIR": str(tmp_path / "cache")}),
+                      ("off", {"DUALDL_MX_KERNELS": "0"})):
+        out = tmp_path / f"{len(results)}.npy"
+        text = _run(_FALLBACK.format(out=str(out)), env)
+        results[name] = np.load(out)
+        assert ("available True loaded True" in text) == (name == "kernel"), text
+        assert f"warnings {1 if name == 'no compiler' else 0}" in text, text
+    assert not list(tmp_path.rglob("*.so"))                      # nothing half-built left behind
+    for name in ("no compiler", "off"):
+        np.testing.assert_allclose(results[name], results["kernel"], rtol=2e-7, atol=2e-7)
+
+
+@needs_compiler
+def test_a_fresh_cache_builds_once_and_is_reused(tmp_path):
+    """A new cache folder: the first process builds the library (atomically: no temporary file is
+    left), the second loads the same file without building."""
+    code = "from dualdl_mx import kernels; print(kernels.available(), kernels.library_path())"
+    env = {"DUALDL_CACHE_DIR": str(tmp_path)}
+    first = _run(code, env).split()
+    assert first[0] == "True" and first[1].startswith(str(tmp_path))
+    built = os.stat(first[1]).st_mtime_ns
+    second = _run(code, env).split()
+    assert second == first and os.stat(first[1]).st_mtime_ns == built
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [".lock", "libdualdl_mx_kernels.so"]
