@@ -332,17 +332,15 @@ def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, r
     copy of the input). A library operator writes its gradients whatever MXNet asks (add-to
     included), so weight and bias, and x where it is a leaf (``leaf``: an array with a gradient
     of its own or a graph input), reach it through an identity op, whose backward honours the
-    request. Given the running statistics, also returns torch's update of them (computed in
-    float64 from the kernel's float64 mean and unbiased variance) for the caller to copy in."""
+    request. Given the running statistics, the kernel also returns torch's update of them
+    (computed in float64, rounded to float32) for the caller to copy in."""
     w = F.identity(weight) if weight is not None else F.ones(shape=(channels,))
     b = F.identity(bias) if bias is not None else F.zeros(shape=(channels,))
-    y, mean, unbiased, _ = F.dl_batch_norm(F.identity(x) if leaf else x, w, b, eps=eps)
+    x = F.identity(x) if leaf else x
     if running_mean is None:
-        return y
-    m = momentum
-    new_mean = (1 - m) * F.cast(running_mean, dtype="float64") + m * mean
-    new_var = (1 - m) * F.cast(running_var, dtype="float64") + m * unbiased
-    return [y, F.BlockGrad(F.cast(new_mean, dtype="float32")), F.BlockGrad(F.cast(new_var, dtype="float32"))]
+        return F.dl_batch_norm(x, w, b, eps=eps)[0]
+    out = F.dl_batch_norm(x, w, b, F.BlockGrad(running_mean), F.BlockGrad(running_var), eps=eps, momentum=momentum)
+    return [out[0], out[3], out[4]]
 
 
 class BatchNorm1d(_BatchNorm):

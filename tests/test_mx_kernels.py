@@ -49,25 +49,36 @@ def test_the_kernel_builds_and_loads():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_operator_against_float64(shape, dtype):
     """Outputs and gradients within float32 rounding of a float64 reference (float64 input: of
-    float64 rounding); the mean and torch's unbiased variance (1 for a single value per channel)."""
+    float64 rounding); the batch mean; torch's running-statistics update with the unbiased
+    variance (1 for a single value per channel), computed in float64."""
     assert kernels.available()
     rng = np.random.default_rng(sum(shape))
+    c = shape[1]
     x = (rng.standard_normal(shape) * 3 + 5).astype(dtype)
-    w, b = (rng.standard_normal(shape[1]).astype(dtype) for _ in range(2))
+    w, b = (rng.standard_normal(c).astype(dtype) for _ in range(2))
     g = rng.standard_normal(shape).astype(dtype)
+    rm, rv = rng.standard_normal(c).astype(dtype), rng.random(c).astype(dtype) + 0.5
     xs, ws, bs = nd.array(x, dtype=dtype), nd.array(w, dtype=dtype), nd.array(b, dtype=dtype)
     for a in (xs, ws, bs):
         a.attach_grad()
     with autograd.record():
-        y, mean, var, inv_std = nd.dl_batch_norm(xs, ws, bs, eps=1e-5)
+        y, mean, inv_std, new_mean, new_var = nd.dl_batch_norm(xs, ws, bs, nd.array(rm, dtype=dtype),
+                                                               nd.array(rv, dtype=dtype), eps=1e-5, momentum=0.2)
     y.backward(nd.array(g, dtype=dtype))
     r = _ref(x, w, b, g)
     tol = 1.2e-7 if dtype == "float32" else 1e-13
     for got, want in ((y, r[0]), (xs.grad, r[1]), (ws.grad, r[2]), (bs.grad, r[3])):
         assert got.dtype == np.dtype(dtype) and _err(got.asnumpy(), want) < tol
-    assert mean.dtype == var.dtype == inv_std.dtype == np.float64
+    assert mean.dtype == inv_std.dtype == np.float64 and new_mean.dtype == new_var.dtype == np.dtype(dtype)
     np.testing.assert_allclose(mean.asnumpy(), r[4], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(var.asnumpy(), r[5], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(inv_std.asnumpy(), 1 / np.sqrt(x.astype(np.float64).var((0,) + tuple(range(2, x.ndim))) + 1e-5),
+                               rtol=1e-10)
+    want_mean = (0.8 * rm.astype(np.float64) + 0.2 * r[4]).astype(dtype)
+    want_var = (0.8 * rv.astype(np.float64) + 0.2 * r[5]).astype(dtype)
+    np.testing.assert_allclose(new_mean.asnumpy(), want_mean, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-7)
+    np.testing.assert_allclose(new_var.asnumpy(), want_var, rtol=1e-6 if dtype == "float32" else 1e-10, atol=1e-7)
+    y3 = nd.dl_batch_norm(xs, ws, bs, eps=1e-5)          # without running statistics: 3 outputs
+    assert len(y3) == 3 and np.array_equal(y3[0].asnumpy(), y.asnumpy())
 
 
 @needs_compiler

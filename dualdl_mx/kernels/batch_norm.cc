@@ -5,11 +5,13 @@
 // MXNet's operator in float64 instead needs a float64 copy of the input and casts both ways. This
 // operator reads the float32 input once per pass and sums in float64: exact to float32 rounding.
 //
-// inputs:  x (N, C, *), gamma (C), beta (C), all of x's dtype
-// outputs: y (x's shape and dtype), mean (C, float64), unbiased var (C, float64; the biased one
-//          times n/(n-1), 1 when n == 1: torch's running-variance update), inv_std (C, float64,
-//          1/sqrt(biased var + eps), kept for backward)
-// attrs:   eps
+// inputs:  x (N, C, *), gamma (C), beta (C), all of x's dtype; with attr momentum also
+//          running_mean (C), running_var (C) of x's dtype
+// outputs: y (x's shape and dtype), mean (C, float64), inv_std (C, float64, 1/sqrt(biased var +
+//          eps), kept for backward); with momentum also torch's new running statistics (C):
+//          (1 - momentum) * running + momentum * batch value, the variance unbiased (times
+//          n/(n-1); 1 when n == 1), computed in float64 and rounded to x's dtype
+// attrs:   eps, momentum (optional)
 // Backward writes its outputs (MXNet's library operators do not see the request type): callers
 // give it gamma and beta through an identity op, and x too when x is a leaf (see dualdl_mx/norm.py).
 //
@@ -74,6 +76,8 @@ double eps_of(const std::unordered_map<std::string, std::string>& attrs) {
   return it == attrs.end() ? 1e-5 : std::stod(it->second);
 }
 
+bool tracks(const std::unordered_map<std::string, std::string>& attrs) { return attrs.count("momentum") > 0; }
+
 // sum of (x - k) and of (x - k)^2 over channel c; k is a value of the channel, so the float64
 // single pass does not cancel (|mean - k| is of the order of the standard deviation)
 template <typename T>
@@ -111,8 +115,9 @@ DL_CLONES void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, 
 }
 
 template <typename T>
-void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean, double* var,
-                  double* inv_std, Dims d, double eps) {
+void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean, double* inv_std, Dims d,
+                  double eps, const T* running_mean, const T* running_var, T* new_mean, T* new_var,
+                  double momentum) {
   const double cnt = double(d.n) * double(d.s);
   const double bessel = cnt > 1 ? cnt / (cnt - 1) : 1.0;
   for (int64_t c = 0; c < d.c; ++c) {
@@ -123,8 +128,11 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
     const double v = std::max(s2 / cnt - dm * dm, 0.0);   // NaN stays NaN
     const double inv = 1.0 / std::sqrt(v + eps);
     mean[c] = k + dm;
-    var[c] = v * bessel;
     inv_std[c] = inv;
+    if (new_mean) {
+      new_mean[c] = T((1 - momentum) * double(running_mean[c]) + momentum * (k + dm));
+      new_var[c] = T((1 - momentum) * double(running_var[c]) + momentum * (v * bessel));
+    }
     normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]));
   }
 }
@@ -183,63 +191,80 @@ void backward_impl(const T* dy, const T* x, const T* gamma, const double* mean, 
   }
 }
 
+template <typename T>
+void forward_typed(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
+                   std::vector<MXTensor>* out) {
+  const bool track = tracks(attrs);
+  forward_impl<T>((*in)[0].data<T>(), (*in)[1].data<T>(), (*in)[2].data<T>(), (*out)[0].data<T>(),
+                  (*out)[1].data<double>(), (*out)[2].data<double>(), dims_of((*in)[0]), eps_of(attrs),
+                  track ? (*in)[3].data<T>() : nullptr, track ? (*in)[4].data<T>() : nullptr,
+                  track ? (*out)[3].data<T>() : nullptr, track ? (*out)[4].data<T>() : nullptr,
+                  track ? std::stod(attrs.at("momentum")) : 0.0);
+}
+
 MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
                       std::vector<MXTensor>* out, const OpResource& res) {
-  const MXTensor& x = (*in)[0];
-  const Dims d = dims_of(x);
-  double* stats[3] = {(*out)[1].data<double>(), (*out)[2].data<double>(), (*out)[3].data<double>()};
-  if (x.dtype == kFloat32)
-    forward_impl<float>((*in)[0].data<float>(), (*in)[1].data<float>(), (*in)[2].data<float>(),
-                        (*out)[0].data<float>(), stats[0], stats[1], stats[2], d, eps_of(attrs));
+  if ((*in)[0].dtype == kFloat32)
+    forward_typed<float>(attrs, in, out);
   else
-    forward_impl<double>((*in)[0].data<double>(), (*in)[1].data<double>(), (*in)[2].data<double>(),
-                         (*out)[0].data<double>(), stats[0], stats[1], stats[2], d, eps_of(attrs));
+    forward_typed<double>(attrs, in, out);
   return MX_SUCCESS;
 }
 
-// inputs: the 4 output gradients, the 3 inputs, the 4 outputs; outputs: dx, dgamma, dbeta
+template <typename T>
+void backward_typed(int n_in, int n_out, std::vector<MXTensor>* in, std::vector<MXTensor>* out) {
+  MXTensor& x = (*in)[n_out];
+  backward_impl<T>((*in)[0].data<T>(), x.data<T>(), (*in)[n_out + 1].data<T>(),
+                   (*in)[n_out + n_in + 1].data<double>(), (*in)[n_out + n_in + 2].data<double>(),
+                   (*out)[0].data<T>(), (*out)[1].data<T>(), (*out)[2].data<T>(), dims_of(x));
+  for (int i = 3; i < n_in; ++i) {                      // the running statistics: not differentiable
+    T* z = (*out)[i].data<T>();
+    if (z) std::fill(z, z + (*out)[i].size(), T(0));
+  }
+}
+
+// inputs: the output gradients, the inputs, the outputs; outputs: one gradient per input
 MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
                        std::vector<MXTensor>* out, const OpResource& res) {
-  const MXTensor& x = (*in)[4];
-  const Dims d = dims_of(x);
-  const double* mean = (*in)[8].data<double>();
-  const double* inv_std = (*in)[10].data<double>();
-  if (x.dtype == kFloat32)
-    backward_impl<float>((*in)[0].data<float>(), (*in)[4].data<float>(), (*in)[5].data<float>(), mean, inv_std,
-                         (*out)[0].data<float>(), (*out)[1].data<float>(), (*out)[2].data<float>(), d);
+  const int n_in = tracks(attrs) ? 5 : 3, n_out = n_in;
+  if ((*in)[n_out].dtype == kFloat32)
+    backward_typed<float>(n_in, n_out, in, out);
   else
-    backward_impl<double>((*in)[0].data<double>(), (*in)[4].data<double>(), (*in)[5].data<double>(), mean,
-                          inv_std, (*out)[0].data<double>(), (*out)[1].data<double>(), (*out)[2].data<double>(), d);
+    backward_typed<double>(n_in, n_out, in, out);
   return MX_SUCCESS;
 }
 
 MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& attrs, int* num_in, int* num_out) {
-  *num_in = 3;
-  *num_out = 4;
+  *num_in = *num_out = tracks(attrs) ? 5 : 3;
   return MX_SUCCESS;
 }
 
 MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& attrs, std::vector<int>* in,
                          std::vector<int>* out) {
   const int t = (*in)[0];
-  if ((t != kFloat32 && t != kFloat64) || (*in)[1] != t || (*in)[2] != t) {
-    MX_ERROR_MSG << "dl_batch_norm: x, gamma and beta must all be float32 or all float64";
+  bool same = t == kFloat32 || t == kFloat64;
+  for (int v : *in) same = same && v == t;
+  if (!same) {
+    MX_ERROR_MSG << "dl_batch_norm: x, gamma, beta (and the running statistics) must all be float32 or all float64";
     return MX_FAIL;
   }
   (*out)[0] = t;
-  (*out)[1] = (*out)[2] = (*out)[3] = kFloat64;
+  (*out)[1] = (*out)[2] = kFloat64;
+  for (size_t i = 3; i < out->size(); ++i) (*out)[i] = t;
   return MX_SUCCESS;
 }
 
 MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& attrs,
                           std::vector<std::vector<unsigned int>>* in, std::vector<std::vector<unsigned int>>* out) {
   const std::vector<unsigned int>& x = (*in)[0];
-  if (x.size() < 2 || (*in)[1].size() != 1 || (*in)[2].size() != 1 || (*in)[1][0] != x[1] || (*in)[2][0] != x[1]) {
-    MX_ERROR_MSG << "dl_batch_norm: x (N, C, ...) with gamma and beta (C,) expected";
+  bool ok = x.size() >= 2;
+  for (size_t i = 1; ok && i < in->size(); ++i) ok = (*in)[i].size() == 1 && (*in)[i][0] == x[1];
+  if (!ok) {
+    MX_ERROR_MSG << "dl_batch_norm: x (N, C, ...) with gamma, beta (and running statistics) (C,) expected";
     return MX_FAIL;
   }
   (*out)[0] = x;
-  (*out)[1] = (*out)[2] = (*out)[3] = {x[1]};
+  for (size_t i = 1; i < out->size(); ++i) (*out)[i] = {x[1]};
   return MX_SUCCESS;
 }
 
