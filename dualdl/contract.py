@@ -221,6 +221,9 @@ OPTIM: Dict[str, Name] = {
     "grad_maxima": fn("(params)",
         "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
     "grads_finite": fn("(params, cache=...)", "whether every gradient element is finite"),
+    "step_if_finite": fn("(optimizer, params, cache=...)",
+        "one ``optimizer.step()`` only if every gradient element of ``params`` is finite; returns "
+        "whether it was applied (where not, the model and optimizer state are unchanged)"),
     "prepared_step": fn("(optimizer)",
         "``optimizer.step`` as a callable whose Python work is done now (call it next, once: the "
         "Trainer prepares it before its gradient check's host read, so that only operator calls "

@@ -390,6 +390,11 @@ class Trainer:
                               f"not updated (torch skips grad=None; Gluon would raise)",
                               StaleGradientWarning, stacklevel=3)
         from . import optim
+        if self.clip_grad_norm is None and self.clip_grad_value is None:
+            # the adapter's checked step (MXNet: queued behind its check, undone if it fails)
+            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache):
+                return "gradient (largest |g|)", optim.grad_max_abs(self._params)
+            return self._stepped()
         # the step's Python work now, while the engine may still run the backward pass: only
         # operator calls follow the check's host read (MXNet; torch gives optimizer.step)
         step = self._optim_impl.prepared_step(self.optimizer)

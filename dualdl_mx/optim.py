@@ -31,9 +31,10 @@ from dualdl.optim.arguments import check_torch_switches
 from .grad_check import _fresh, _global_norm, _grads, grad_maxima, grads_finite
 from .invoke import MULTI_MAX, PreparedCall
 from .grads import zero_grad as zero_grads
+from .guarded_step import step_if_finite
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
-           "grad_maxima", "grads_finite", "prepared_step"]
+           "grad_maxima", "grads_finite", "prepared_step", "step_if_finite"]
 
 _REQUIRED = object()
 _FUSED_DTYPES = (np.float32,)    # the ops take lr/wd/betas as float32: float64 weights keep the formulas
@@ -325,9 +326,9 @@ class SGD(Optimizer):
         plans[id(group)] = _MultiSGDPlan(params, rest, [it for items in by_lr.values() for _, it in items])
         return rest
 
-    def _prepared_step(self):
-        """Every group's multi-tensor plan, when each still matches its fresh parameters and
-        takes them all (then the step is only its prepared operator calls)."""
+    def _prepared_runs(self) -> Optional[List[Tuple["_MultiSGDPlan", float, float, float, float]]]:
+        """``(plan, lr, momentum, wd, rescale)`` of every group with fresh parameters, when each
+        group's multi-tensor plan still matches them and takes them all; else None."""
         if not self.fused:
             return None
         plans = self.__dict__.get("_multi_plans", {})
@@ -342,6 +343,13 @@ class SGD(Optimizer):
                     or plan.rest or not plan.matches(params, self.state):
                 return None
             runs.append((plan, lr, mu, wd, _rescale(group, None)))
+        return runs
+
+    def _prepared_step(self):
+        """The step as its plans' prepared operator calls only (see :meth:`_prepared_runs`)."""
+        runs = self._prepared_runs()
+        if runs is None:
+            return None
 
         def step() -> None:
             with autograd.pause():
@@ -416,12 +424,21 @@ class _MultiSGDPlan:
         for n, call in self.calls:
             call.set_attrs(lrs=(lr,) * n, wds=(wd,) * n, momentum=mu * lr / self.lr, rescale_grad=rs)
             call()
+        self.set_lr(lr)
+        for data in self.copies:
+            _broadcast(data)
+
+    def set_lr(self, lr: float) -> None:
+        """The lr the momentum layout (-lr*buf) is scaled by: the step's, or the one before a
+        step that was rolled back."""
         if lr != self.lr:
             for _, _, _, _, st, _ in self.check:
                 st["mx_lr"] = lr
             self.lr = lr
-        for data in self.copies:
-            _broadcast(data)
+
+    def written(self) -> List[nd.NDArray]:
+        """The arrays a run writes: each weight and its momentum (one context)."""
+        return [a for _, _, w, _, _, mom in self.check for a in (w, mom)]
 
 
 def _adam_constants(b1: float, b2: float) -> Optional[Tuple[float, float]]:

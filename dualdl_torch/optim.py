@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, List, Optional
 import torch
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima",
-           "grads_finite", "prepared_step"]
+           "grads_finite", "prepared_step", "step_if_finite"]
 
 
 def _unhooked_step(cls: type) -> Callable:
@@ -97,6 +97,15 @@ def prepared_step(optimizer: Any) -> Callable[[], Any]:
     """``optimizer.step`` itself: a torch step on CPU is synchronous, there is no host read to
     hide its Python work behind."""
     return optimizer.step
+
+
+def step_if_finite(optimizer: Any, params: Iterable[Any], cache: Optional[dict] = None) -> bool:
+    """``optimizer.step()`` after :func:`grads_finite` says every gradient is finite (a torch
+    step on CPU is synchronous: nothing to queue before the check's read)."""
+    if not grads_finite(params, cache):
+        return False
+    optimizer.step()
+    return True
 
 
 def grads_finite(params: Iterable[Any], cache: Optional[dict] = None) -> bool:

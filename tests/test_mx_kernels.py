@@ -10,7 +10,6 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-import mxnet as mx
 from mxnet import autograd, nd
 
 import dualdl as dl

@@ -33,9 +33,10 @@ from dualdl import config
 
 __all__ = ["available", "library_path", "KernelUnavailableWarning"]
 
-_SOURCES = ("batch_norm.cc",)
+_SOURCES = ("batch_norm.cc", "finite_guard.cc")
 _FLAGS = ("-O3", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
+_OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore")
 _LOCK = threading.Lock()
 _loaded: Optional[bool] = None
 
@@ -117,7 +118,7 @@ def available() -> bool:
 def _load() -> bool:
     if not config.mx_kernels():
         return False
-    if hasattr(mx.nd, "dl_batch_norm"):                  # loaded by an earlier import in this process
+    if all(hasattr(mx.nd, op) for op in _OPS):           # loaded by an earlier import in this process
         return True
     try:
         mx.library.load(str(library_path()), verbose=False)
@@ -127,4 +128,4 @@ def _load() -> bool:
                       "rounding, slower). DUALDL_MX_KERNELS=0 silences this.",
                       KernelUnavailableWarning, stacklevel=3)
         return False
-    return hasattr(mx.nd, "dl_batch_norm")
+    return all(hasattr(mx.nd, op) for op in _OPS)

@@ -1,0 +1,87 @@
+"""dl.Trainer's optimizer step on MXNet, applied only if every gradient element is finite,
+without waiting for the check before the step is queued.
+
+MXNet difference hidden here: every host read waits for MXNet's engine. Reading the check first
+(:func:`grad_check.grads_finite`) leaves the engine idle while Python queues the update, 0.1-0.2
+of the benchmark MLP's step (benchmarks/findings.md). Where dualdl's compiled kernels are loaded
+and the step is SGD's prepared multi-tensor plan on one CPU context, the step is instead queued
+behind ``dl_finite_guard`` (dualdl_mx/kernels/finite_guard.cc), which tests every gradient
+element exactly and, only when one is not finite, keeps a copy of the arrays the update writes
+(weights and momenta) before the update runs; the check is read after. A bad step is then undone
+exactly: ``dl_finite_restore`` copies the arrays back and the plan's learning rate is reset, so
+the model and the optimizer are as before the step, bit for bit. A finite step costs no copy.
+Everything else takes the check-then-step path.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from mxnet import autograd, gluon, nd
+
+from . import kernels
+from .grad_check import checked_params, grads_finite
+from .invoke import PreparedCall
+
+__all__ = ["step_if_finite"]
+
+_SLOTS = itertools.count(1)
+
+
+class _Guard:
+    """The prepared guard and restore calls over one set of gradients and written arrays."""
+
+    def __init__(self, grads: List[nd.NDArray], written: List[nd.NDArray]) -> None:
+        slot = next(_SLOTS)
+        ctx = written[0].context
+        self.guard = PreparedCall("dl_finite_guard", grads + written, [nd.empty((1,), ctx=ctx)],
+                                  num_grads=len(grads), num_states=len(written), slot=slot)
+        self.restore = PreparedCall("dl_finite_restore", written, [nd.empty((1,), ctx=ctx)],
+                                    num_states=len(written), slot=slot)
+
+
+def _guard(ps: List[gluon.Parameter], runs: list, cache: Optional[Dict[str, Any]]) -> Optional[_Guard]:
+    grads = [p._grad[0] for p in ps]
+    written = [a for plan, *_ in runs for a in plan.written()]
+    key = tuple(map(id, grads + written))
+    hit = cache.get("finite_guard") if cache is not None else None
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    arrays = grads + written
+    if any(plan.copies for plan, *_ in runs) or not written \
+            or any(a.context.device_type != "cpu" or a.stype != "default" for a in arrays) \
+            or any(np.dtype(g.dtype).name not in ("float32", "float64") for g in grads):
+        guard = None
+    else:
+        guard = _Guard(grads, written)
+    if cache is not None:             # the entry holds the arrays, so their ids cannot be reused
+        cache["finite_guard"] = (key, guard, arrays)
+    return guard
+
+
+def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> bool:
+    """One ``optimizer.step()`` if every gradient element of ``params`` is finite; returns whether
+    it was applied (where not, the model and optimizer are unchanged)."""
+    from .optim import prepared_step
+    runs_of = getattr(optimizer, "_prepared_runs", None)
+    runs = runs_of() if runs_of is not None and kernels.available() else None
+    ps = checked_params(params)
+    guard = _guard(ps, runs, cache) if runs and ps else None
+    if guard is None:
+        step = prepared_step(optimizer)
+        if not grads_finite(params, cache):
+            return False
+        step()
+        return True
+    lrs = [(plan, plan.lr) for plan, *_ in runs]
+    flag = guard.guard()[0]
+    with autograd.pause():
+        for plan, lr, mu, wd, rs in runs:
+            plan.run(lr, mu, wd, rs)
+    if flag.asnumpy()[0] == 1.0:
+        return True
+    guard.restore()
+    for plan, lr in lrs:
+        plan.set_lr(lr)
+    return False
