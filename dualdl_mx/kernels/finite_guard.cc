@@ -28,10 +28,10 @@ using namespace mxnet::ext;
 
 namespace {
 
-constexpr int LANES = 16;
+constexpr int BYTES = 64;   // one AVX-512 register of lanes (two AVX2 ones, four SSE ones)
 #define DL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
-typedef double vd __attribute__((vector_size(LANES / 2 * sizeof(double))));
+
+template <typename T> struct Lanes { typedef T type __attribute__((vector_size(BYTES))); };
 
 std::mutex saved_lock;
 std::map<int64_t, std::vector<std::vector<char>>> saved;   // slot -> copies of the states
@@ -56,31 +56,18 @@ size_t dtype_bytes(int dtype) {
 }
 
 // x - x is 0 for a finite x and NaN for an infinite or NaN one
-DL_CLONES bool finite_f32(const float* p, int64_t n) {
-  vf acc = {};
-  int64_t i = 0;
-  for (; i + LANES <= n; i += LANES) {
-    vf v;
-    std::memcpy(&v, p + i, sizeof(v));
-    acc += v - v;
-  }
-  float tail = 0;
-  for (; i < n; ++i) tail += p[i] - p[i];
-  bool ok = tail == 0;
-  for (int j = 0; j < LANES; ++j) ok = ok && acc[j] == 0;
-  return ok;
-}
-
-DL_CLONES bool finite_f64(const double* p, int64_t n) {
-  constexpr int L = LANES / 2;
-  vd acc = {};
+template <typename T>
+DL_CLONES bool all_finite(const T* p, int64_t n) {
+  typedef typename Lanes<T>::type V;
+  constexpr int L = BYTES / sizeof(T);
+  V acc = {};
   int64_t i = 0;
   for (; i + L <= n; i += L) {
-    vd v;
+    V v;
     std::memcpy(&v, p + i, sizeof(v));
     acc += v - v;
   }
-  double tail = 0;
+  T tail = 0;
   for (; i < n; ++i) tail += p[i] - p[i];
   bool ok = tail == 0;
   for (int j = 0; j < L; ++j) ok = ok && acc[j] == 0;
@@ -93,7 +80,7 @@ MXReturnValue guard_forward(const std::unordered_map<std::string, std::string>& 
   bool ok = true;
   for (int i = 0; i < n && ok; ++i) {
     MXTensor& g = (*in)[i];
-    ok = g.dtype == kFloat32 ? finite_f32(g.data<float>(), g.size()) : finite_f64(g.data<double>(), g.size());
+    ok = g.dtype == kFloat32 ? all_finite(g.data<float>(), g.size()) : all_finite(g.data<double>(), g.size());
   }
   (*out)[0].data<float>()[0] = ok ? 1.0f : 0.0f;
   if (!ok) {
