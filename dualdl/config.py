@@ -33,9 +33,10 @@ VARIABLES: Dict[str, Variable] = {
     "DUALDL_MX_EXACT_RELU": Variable("0", "1: MXNet relu always runs MXNet's relu op, never MKLDNN's "
                                      "ELU form (torch's gradient also for 0 < x <= 6e-8; slower after a "
                                      "convolution); read when dualdl_mx's layers are imported", "setting"),
-    "DUALDL_MX_KERNELS": Variable("1", "0: MXNet BatchNorm never uses dualdl's compiled float32 kernel "
-                                  "(built with g++ on first use) but MXNet's float64 operator (the same "
-                                  "results to float32 rounding, slower); read on first use", "setting"),
+    "DUALDL_MX_KERNELS": Variable("1", "0: dualdl's compiled MXNet kernels (built with g++ on first use) "
+                                  "are not used: BatchNorm runs MXNet's float64 operator (the same results "
+                                  "to float32 rounding, slower) and dl.Trainer reads its gradient check "
+                                  "before queueing the step; read on first use", "setting"),
     "DUALDL_CACHE_DIR": Variable(None, "where dualdl keeps what it builds once per machine (its compiled "
                                  "MXNet kernels); default ~/.cache/dualdl ($XDG_CACHE_HOME/dualdl)",
                                  "setting"),

@@ -1,18 +1,25 @@
 """dualdl's MXNet operators written in C++, built on first use and loaded with MXNet's
 library-operator API (``mx.library.load``).
 
-MXNet difference hidden here: MXNet 1.9 has no operator that sums a float32 batch precisely at
-MKLDNN's speed (its float32 BatchNorm sums in float32, 7.6-18x torch's error), so dualdl ran the
-operator in float64, with a float64 copy of the input. ``dl_batch_norm``
-(``batch_norm.cc``) reads float32 and sums in float64 in one operator.
+MXNet differences hidden here:
+
+- MXNet 1.9 has no operator that sums a float32 batch precisely at MKLDNN's speed (its float32
+  BatchNorm sums in float32, 7.6-18x torch's error), so dualdl ran the operator in float64, with a
+  float64 copy of the input. ``dl_batch_norm`` (``batch_norm.cc``) reads float32 and sums in float64
+  in one operator.
+- Every host read waits for MXNet's engine, so dl.Trainer's gradient check, read before the step
+  was queued, left the engine idle. ``dl_finite_guard`` / ``dl_finite_restore``
+  (``finite_guard.cc``) let the step be queued behind the check and undone exactly
+  (:mod:`dualdl_mx.guarded_step`).
 
 The library is compiled once per machine with the C++ compiler (``g++``/``c++``, the one ``pip``
 uses for any package that compiles) against the headers MXNet's wheel ships, into
 ``DUALDL_CACHE_DIR`` (default ``~/.cache/dualdl``) under a key of the sources, MXNet's version and
 the flags; a lock keeps concurrent processes from building it twice, and the library is renamed
 into place only once complete. Where it cannot be built or loaded (no compiler, another MXNet) or
-``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason and keeps
-MXNet's float64 operator: the same results to float32 rounding, slower.
+``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason (not for
+``DUALDL_MX_KERNELS=0``) and keeps the previous paths: MXNet's float64 BatchNorm (the same results
+to float32 rounding) and the check read before the step (the same steps), both slower.
 """
 from __future__ import annotations
 
@@ -104,8 +111,9 @@ def library_path() -> Path:
 
 
 def available() -> bool:
-    """Whether ``mx.nd.dl_batch_norm`` / ``mx.sym.dl_batch_norm`` exist in this process (built and
-    loaded on the first call; False, with one warning, where that fails)."""
+    """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
+    ``dl_finite_guard``, ``dl_finite_restore``) exist in this process (built and loaded on the first
+    call; False, with one warning, where that fails)."""
     global _loaded
     if _loaded is not None:
         return _loaded
@@ -125,7 +133,8 @@ def _load() -> bool:
     except Exception as e:  # noqa: BLE001 - any failure means the fallback, with its reason
         warnings.warn(f"dualdl could not build or load its MXNet kernels ({type(e).__name__}: {e}); "
                       "BatchNorm uses MXNet's float64 operator instead (the same results to float32 "
-                      "rounding, slower). DUALDL_MX_KERNELS=0 silences this.",
+                      "rounding, slower) and dl.Trainer checks gradients before queueing a step. "
+                      "DUALDL_MX_KERNELS=0 silences this.",
                       KernelUnavailableWarning, stacklevel=3)
         return False
     return all(hasattr(mx.nd, op) for op in _OPS)
