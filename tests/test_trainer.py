@@ -221,6 +221,23 @@ def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
     assert tr.global_step == 1 and maxdiff(weights(m), weights(ref)) == 0
 
 
+@pytest.mark.parametrize("n_devices", [1, 2])
+def test_kept_batch_plans_train_as_checking_every_batch_does(backend, n_devices):
+    """The Trainer keeps each batch shape's checked size, device split and loss scaling; batches
+    of changing sizes train bit for bit as a Trainer that works them out again for every batch."""
+    x, y, _ = data("mlp", 10)
+    devs = [dl.cpu(i) for i in range(n_devices)]
+    kept, fresh = _mlp(backend), _mlp(backend)
+    trs = [dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), dl.losses.MSELoss(),
+                      devices=devs) for m in (kept, fresh)]
+    for b in (10, 7, 10, 3, 7):
+        trs[1]._plans.clear()
+        assert trs[0].train_step(x[:b], y[:b]) == trs[1].train_step(x[:b], y[:b])
+    assert len(trs[0]._plans) == 3 and maxdiff(weights(kept), weights(fresh)) == 0
+    with pytest.raises(ValueError, match="target y\\[0\\] has 7 samples"):
+        trs[0].train_step(x, y[:7])                     # a new signature is checked again
+
+
 # ---- stale gradients ---------------------------------------------------------------------------------
 def test_parameters_without_gradient_are_skipped_with_a_warning(backend):
     m = _mlp(backend, unused=True)
