@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 import os
 import random as _pyrandom
 import warnings
@@ -39,6 +40,7 @@ _FORMAT = "dualdl.Trainer/1"
 _SKIP_KEYS = {"loss": "loss", "gradient norm": "grad_norm", "gradient (largest |g|)": "grad_max_abs"}
 _REDUCTIONS = ("mean", "sum", "none")
 _MAX_PLANS = 64        # batch plans kept per Trainer (one per input/target shape signature)
+_shape = operator.attrgetter("shape")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -238,7 +240,7 @@ class Trainer:
         the arrays' shapes and the Trainer's settings, so they are kept per shape signature (the
         checks cost 7 us a step on torch's benchmark MLP); a batch that fails a check is not kept
         and fails again."""
-        key = (tuple(a.shape for a in xs), tuple(a.shape for a in ys), self.batch_axis,
+        key = (tuple(map(_shape, xs)), tuple(map(_shape, ys)), self.batch_axis,
                self.target_batch_axis, self.accumulate_steps, len(self.devices))
         plan = self._plans.get(key)
         if plan is None:
@@ -284,7 +286,9 @@ class Trainer:
             return t if w == 1.0 else t * w
 
         def objective(L, b):
-            red = self._reduction(L)
+            red = self.loss_reduction or self._reduction(L)
+            if red == "mean" and b == B and not summed:
+                return L, L                     # one piece of a mean: nothing to scale (no calls)
             if red == "sum":
                 return L, L
             if red == "none":
