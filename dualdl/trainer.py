@@ -24,6 +24,7 @@ import operator
 import os
 import random as _pyrandom
 import warnings
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -281,12 +282,16 @@ class Trainer:
         With accumulation, or across processes, the backpropagated value is the piece's *sum*
         (divided by the total sample count, once known, before the step)."""
         summed = self.accumulate_steps > 1 or self._dist is not None
+        # a weak reference: the Trainer keeps its objectives (batch plans), and a cycle through
+        # them would keep the Trainer and its model alive until the garbage collector runs
+        me = weakref.ref(self)
 
         def scale(t, w):
             return t if w == 1.0 else t * w
 
         def objective(L, b):
-            red = self.loss_reduction or self._reduction(L)
+            tr = me()
+            red = tr.loss_reduction or tr._reduction(L)
             if red == "mean" and b == B and not summed:
                 return L, L                     # one piece of a mean: nothing to scale (no calls)
             if red == "sum":

@@ -238,6 +238,25 @@ def test_kept_batch_plans_train_as_checking_every_batch_does(backend, n_devices)
         trs[0].train_step(x, y[:7])                     # a new signature is checked again
 
 
+def test_a_dropped_trainer_frees_its_model_at_once_on_torch():
+    """The kept batch plans hold no reference cycle: without the garbage collector, dropping the
+    Trainer and the model frees both (GPU memory comes back at once)."""
+    import gc
+    import weakref
+    pytest.importorskip("torch")
+    with dl.use("torch"):
+        m = dl.nn.Linear(4, 2)
+    tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1), dl.losses.MSELoss())
+    tr.train_step(np.ones((3, 4), "float32"), np.ones((3, 2), "float32"))
+    refs = (weakref.ref(tr), weakref.ref(m))
+    gc.disable()
+    try:
+        del tr, m
+        assert [r() is None for r in refs] == [True, True]
+    finally:
+        gc.enable()
+
+
 # ---- stale gradients ---------------------------------------------------------------------------------
 def test_parameters_without_gradient_are_skipped_with_a_warning(backend):
     m = _mlp(backend, unused=True)
