@@ -128,6 +128,7 @@ def grads_finite(params: Iterable[Any], cache: Optional[dict] = None) -> bool:
 
 
 def _grouped_finite(gs: List[torch.Tensor]) -> bool:
+    """The check without kept flags: fresh ones on the gradients' device, else by (dtype, device)."""
     try:
         return _all_finite(gs, gs[0].device)
     except (RuntimeError, TypeError):
