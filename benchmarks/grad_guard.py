@@ -25,7 +25,14 @@ from .harness import time_interleaved  # noqa: E402
 
 
 class _NoCheck:
-    """Stands in for the adapter's optim module in the unguarded Trainer: no gradient is checked."""
+    """Stands in for the adapter's optim module in the unguarded Trainer: no gradient is checked;
+    everything else (``prepared_step`` ...) is the adapter's own."""
+
+    def __init__(self, impl) -> None:
+        self._impl = impl
+
+    def __getattr__(self, name: str):
+        return getattr(self._impl, name)
 
     @staticmethod
     def grads_finite(params, cache=None) -> bool:
@@ -52,7 +59,7 @@ def steps(kind: str, backend: str) -> Dict[str, Callable[[], None]]:
                 def step(tr=tr, x=x, y=y):
                     tr.train_step(x, y)
             if label == "unguarded":
-                tr._optim_impl = _NoCheck
+                tr._optim_impl = _NoCheck(tr._optim_impl)
             fns[label] = step
     return fns
 

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 import os
 import random as _pyrandom
 import warnings
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from . import optim as _optim
 from .backend import backend_for
 from .optim.state_check import check_optimizer_state, optimizer_name
 from .parallel import (batch_size_of, resolve_devices, resolve_strategy, split_sizes)
@@ -37,6 +40,8 @@ _FORMAT = "dualdl.Trainer/1"
 # what was non-finite -> its key in ``Trainer.skipped_steps``
 _SKIP_KEYS = {"loss": "loss", "gradient norm": "grad_norm", "gradient (largest |g|)": "grad_max_abs"}
 _REDUCTIONS = ("mean", "sum", "none")
+_MAX_PLANS = 64        # batch plans kept per Trainer (one per input/target shape signature)
+_shape = operator.attrgetter("shape")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -137,6 +142,8 @@ class Trainer:
         self._optim_impl = self._be.module("optim")
         self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
         self._buffer_cache: Dict[str, Any] = {}          # the adapter's buffer snapshot plan (MXNet)
+        self._plans: Dict[Any, Tuple[int, List[int], List[int], List[int], Callable]] = {}
+        self._array_types = {np.ndarray}                 # types _arrays accepted as one array
         self._check_optimizer()
         default = self._grads_impl.model_devices(model)
         self.devices = resolve_devices(devices, default[0]) if devices is not None else list(default)
@@ -199,6 +206,8 @@ class Trainer:
                              f"parameters of this model; build it from model.parameters()")
 
     def _arrays(self, v: Any, what: str) -> Tuple[Any, ...]:
+        if type(v) in self._array_types:          # one numpy array or tensor of a type seen before
+            return (v,)
         out = []
         for a in _as_tuple(v):
             if isinstance(a, np.ndarray):
@@ -215,6 +224,7 @@ class Trainer:
             if be is not self._be:
                 raise TypeError(f"{what} is a {be.name} tensor but the model is on the "
                                 f"{self._be.name} backend; pass numpy arrays or {self._be.name} tensors")
+            self._array_types.add(type(a))
             out.append(a)
         return tuple(out)
 
@@ -224,6 +234,24 @@ class Trainer:
         if nd == 1:
             return 0
         return axis + nd if axis < 0 else axis
+
+    def _plan(self, xs, ys) -> Tuple[int, List[int], List[int], List[int], Callable]:
+        """``(B, sizes, x_axes, y_axes, objective)`` of a batch: its checked sample count, its
+        split over the devices, each array's batch axis and the loss scaling. They depend only on
+        the arrays' shapes and the Trainer's settings, so they are kept per shape signature (the
+        checks cost 7 us a step on torch's benchmark MLP); a batch that fails a check is not kept
+        and fails again."""
+        key = (tuple(map(_shape, xs)), tuple(map(_shape, ys)), self.batch_axis,
+               self.target_batch_axis, self.accumulate_steps, len(self.devices))
+        plan = self._plans.get(key)
+        if plan is None:
+            B = self._batch(xs, ys)
+            plan = (B, split_sizes(B, len(self.devices)), [self._axis(a, self.batch_axis) for a in xs],
+                    [self._axis(a, self.target_batch_axis) for a in ys], self._objective(B))
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def _batch(self, xs, ys) -> int:
         if not xs:
@@ -254,12 +282,18 @@ class Trainer:
         With accumulation, or across processes, the backpropagated value is the piece's *sum*
         (divided by the total sample count, once known, before the step)."""
         summed = self.accumulate_steps > 1 or self._dist is not None
+        # a weak reference: the Trainer keeps its objectives (batch plans), and a cycle through
+        # them would keep the Trainer and its model alive until the garbage collector runs
+        me = weakref.ref(self)
 
         def scale(t, w):
             return t if w == 1.0 else t * w
 
         def objective(L, b):
-            red = self._reduction(L)
+            tr = me()
+            red = tr.loss_reduction or tr._reduction(L)
+            if red == "mean" and b == B and not summed:
+                return L, L                     # one piece of a mean: nothing to scale (no calls)
             if red == "sum":
                 return L, L
             if red == "none":
@@ -276,8 +310,7 @@ class Trainer:
         losses; across processes, the loss of the global batch, the same on every rank). On any
         error the model, optimizer and the step counter are unchanged."""
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
-        B = self._batch(xs, ys)
-        sizes = split_sizes(B, len(self.devices))
+        plan = self._plan(xs, ys)
         grads = self._grads_impl
         # one backward per step (no accumulation): it writes the gradients, and the parameters
         # accumulate again after the step (torch's rule for any backward outside the Trainer)
@@ -287,24 +320,22 @@ class Trainer:
         elif self._micro == 0:
             grads.zero_grad(self._params, self._zero_cache)
         try:
-            return self._step(xs, ys, B, sizes)
+            return self._step(xs, ys, plan)
         finally:
             if overwrite:
                 grads.accumulate_again(self._params, self._zero_cache)
 
-    def _step(self, xs, ys, B: int, sizes: List[int]) -> float:
+    def _step(self, xs, ys, plan) -> float:
         """:meth:`train_step` once the gradients are cleared (or marked to be written)."""
-        buffers = self._buffers_impl
+        B, sizes, x_axes, y_axes, objective = plan
         if self.seed is not None:
             r = 7919 * self.rank if self._dist is not None else 0
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
-        snap = buffers.snapshot_buffers(self.model, self._buffer_cache)
-        x_axes = [self._axis(a, self.batch_axis) for a in xs]
-        y_axes = [self._axis(a, self.target_batch_axis) for a in ys]
+        snap = self._buffers_impl.snapshot_buffers(self.model, self._buffer_cache)
         try:
             value = self._replicas.run(xs, x_axes, ys, y_axes, self.output_batch_axis, sizes,
-                                       self.loss_fn, self._objective(B))
+                                       self.loss_fn, objective)
         except BaseException:
             self._discard(snap)
             raise
@@ -389,22 +420,21 @@ class Trainer:
                               f"{', '.join(stale[:8])}{' ...' if len(stale) > 8 else ''}; they are "
                               f"not updated (torch skips grad=None; Gluon would raise)",
                               StaleGradientWarning, stacklevel=3)
-        from . import optim
         if self.clip_grad_norm is None and self.clip_grad_value is None:
             # the adapter's checked step (MXNet: queued behind its check, undone if it fails)
             if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache):
-                return "gradient (largest |g|)", optim.grad_max_abs(self._params)
+                return "gradient (largest |g|)", _optim.grad_max_abs(self._params)
             return self._stepped()
         # the step's Python work now, while the engine may still run the backward pass: only
         # operator calls follow the check's host read (MXNet; torch gives optimizer.step)
         step = self._optim_impl.prepared_step(self.optimizer)
         if self.clip_grad_norm is None or self.clip_grad_value is not None:
             if not self._optim_impl.grads_finite(self._params, self._check_cache):
-                return "gradient (largest |g|)", optim.grad_max_abs(self._params)
+                return "gradient (largest |g|)", _optim.grad_max_abs(self._params)
         if self.clip_grad_value is not None:
-            optim.clip_grad_value_(self._params, self.clip_grad_value)
+            _optim.clip_grad_value_(self._params, self.clip_grad_value)
         if self.clip_grad_norm is not None:
-            norm = float(optim.clip_grad_norm_(self._params, self.clip_grad_norm))
+            norm = float(_optim.clip_grad_norm_(self._params, self.clip_grad_norm))
             if not math.isfinite(norm):
                 return "gradient norm", norm
         step()
@@ -427,16 +457,14 @@ class Trainer:
         """``(loss, outputs)`` in eval mode (restored afterwards), without recording gradients; the
         outputs of all devices are gathered on the first one. ``loss`` is None without ``y``."""
         xs, ys = self._arrays(x, "x"), self._arrays(y, "y")
-        B = self._batch(xs, ys)
-        sizes = split_sizes(B, len(self.devices))
+        B, sizes, x_axes, _, objective = self._plan(xs, ys)
         was_training = bool(getattr(self.model, "training", True))
         toggle = callable(getattr(self.model, "eval", None))     # native Gluon Blocks have no eval()
         if toggle:
             self.model.eval()
         try:
-            return self._replicas.evaluate(xs, [self._axis(a, self.batch_axis) for a in xs],
-                                           ys if ys else None, self.output_batch_axis, sizes,
-                                           self.loss_fn, self._objective(B))
+            return self._replicas.evaluate(xs, x_axes, ys if ys else None, self.output_batch_axis,
+                                           sizes, self.loss_fn, objective)
         finally:
             if toggle and was_training:
                 self.model.train()

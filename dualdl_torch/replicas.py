@@ -34,11 +34,11 @@ def split_to(a: Any, axis: int, sizes: List[int], devices: List[Device]) -> List
 
 
 def _to_device(a: Any, dev: torch.device) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        return a if a.device == dev else a.to(dev)      # (what a.to(dev) returns, 0.2 us sooner)
     if isinstance(a, np.ndarray):
         t = torch.from_numpy(np.ascontiguousarray(a).copy())
         return t.to(dev) if dev.type != "cpu" else t
-    if isinstance(a, torch.Tensor):
-        return a.to(dev)
     raise TypeError(f"expected a numpy array or a torch tensor, got {type(a).__name__}")
 
 
@@ -138,6 +138,13 @@ class Replicas:
         if self.real:
             return self._run_real(xs, x_axes, ys, y_axes, out_axis, sizes, loss_fn, objective)
         model, n, B = self.model, len(sizes), sum(sizes)
+        if n == 1:                          # every strategy is one forward, loss and backward
+            dev = self.dev0
+            out = model(*[_to_device(a, dev) for a in xs])
+            obj, rep = objective(loss_fn(out, *[_to_device(a, dev) for a in ys]), B)
+            _backward(obj)
+            # item() reads a scalar that requires grad without detach() (0.5 us) or a warning
+            return float(rep.item()) if rep.dim() == 0 else float(rep.detach().sum())
         x_parts = self._inputs(xs, x_axes, sizes, lambda i: self.dev0) if n > 1 else \
             [tuple(_to_device(a, self.dev0) for a in xs)]
         y_parts = None

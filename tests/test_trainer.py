@@ -221,6 +221,42 @@ def test_nan_loss_skip_policy_warns_and_drops_the_window(backend):
     assert tr.global_step == 1 and maxdiff(weights(m), weights(ref)) == 0
 
 
+@pytest.mark.parametrize("n_devices", [1, 2])
+def test_kept_batch_plans_train_as_checking_every_batch_does(backend, n_devices):
+    """The Trainer keeps each batch shape's checked size, device split and loss scaling; batches
+    of changing sizes train bit for bit as a Trainer that works them out again for every batch."""
+    x, y, _ = data("mlp", 10)
+    devs = [dl.cpu(i) for i in range(n_devices)]
+    kept, fresh = _mlp(backend), _mlp(backend)
+    trs = [dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), dl.losses.MSELoss(),
+                      devices=devs) for m in (kept, fresh)]
+    for b in (10, 7, 10, 3, 7):
+        trs[1]._plans.clear()
+        assert trs[0].train_step(x[:b], y[:b]) == trs[1].train_step(x[:b], y[:b])
+    assert len(trs[0]._plans) == 3 and maxdiff(weights(kept), weights(fresh)) == 0
+    with pytest.raises(ValueError, match="target y\\[0\\] has 7 samples"):
+        trs[0].train_step(x, y[:7])                     # a new signature is checked again
+
+
+def test_a_dropped_trainer_frees_its_model_at_once_on_torch():
+    """The kept batch plans hold no reference cycle: without the garbage collector, dropping the
+    Trainer and the model frees both (GPU memory comes back at once)."""
+    import gc
+    import weakref
+    pytest.importorskip("torch")
+    with dl.use("torch"):
+        m = dl.nn.Linear(4, 2)
+    tr = dl.Trainer(m, dl.optim.SGD(m.parameters(), lr=0.1), dl.losses.MSELoss())
+    tr.train_step(np.ones((3, 4), "float32"), np.ones((3, 2), "float32"))
+    refs = (weakref.ref(tr), weakref.ref(m))
+    gc.disable()
+    try:
+        del tr, m
+        assert [r() is None for r in refs] == [True, True]
+    finally:
+        gc.enable()
+
+
 # ---- stale gradients ---------------------------------------------------------------------------------
 def test_parameters_without_gradient_are_skipped_with_a_warning(backend):
     m = _mlp(backend, unused=True)
