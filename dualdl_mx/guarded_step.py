@@ -75,13 +75,17 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
         step()
         return True
     lrs = [(plan, plan.lr) for plan, *_ in runs]
-    flag = guard.guard()[0]
     with autograd.pause():
+        flag = guard.guard()[0]
         for plan, lr, mu, wd, rs in runs:
             plan.run(lr, mu, wd, rs)
     if flag.asnumpy()[0] == 1.0:
         return True
-    guard.restore()
+    with autograd.pause():
+        restored = guard.restore()[0]
     for plan, lr in lrs:
         plan.set_lr(lr)
+    if restored.asnumpy()[0] != 1.0:           # the guard saved nothing: cannot happen, say so
+        raise RuntimeError("dualdl: a non-finite step could not be undone (dl_finite_restore found no "
+                           "saved copy); the model and optimizer state are not reliable now")
     return False
