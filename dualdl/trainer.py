@@ -291,7 +291,7 @@ class Trainer:
 
         def objective(L, b):
             tr = me()
-            red = tr.loss_reduction or tr._reduction(L)
+            red = tr._reduction(L)
             if red == "mean" and b == B and not summed:
                 return L, L                     # one piece of a mean: nothing to scale (no calls)
             if red == "sum":
@@ -428,10 +428,9 @@ class Trainer:
         # the step's Python work now, while the engine may still run the backward pass: only
         # operator calls follow the check's host read (MXNet; torch gives optimizer.step)
         step = self._optim_impl.prepared_step(self.optimizer)
-        if self.clip_grad_norm is None or self.clip_grad_value is not None:
+        if self.clip_grad_value is not None:           # the raw gradients: clipping makes inf finite
             if not self._optim_impl.grads_finite(self._params, self._check_cache):
                 return "gradient (largest |g|)", _optim.grad_max_abs(self._params)
-        if self.clip_grad_value is not None:
             _optim.clip_grad_value_(self._params, self.clip_grad_value)
         if self.clip_grad_norm is not None:
             norm = float(_optim.clip_grad_norm_(self._params, self.clip_grad_norm))

@@ -145,12 +145,10 @@ class Replicas:
             _backward(obj)
             # item() reads a scalar that requires grad without detach() (0.5 us) or a warning
             return float(rep.item()) if rep.dim() == 0 else float(rep.detach().sum())
-        x_parts = self._inputs(xs, x_axes, sizes, lambda i: self.dev0) if n > 1 else \
-            [tuple(_to_device(a, self.dev0) for a in xs)]
+        x_parts = self._inputs(xs, x_axes, sizes, lambda i: self.dev0)
         y_parts = None
         if self.strategy != "data_parallel":
-            y_parts = self._inputs(ys, y_axes, sizes, lambda i: self.dev0) if n > 1 else \
-                [tuple(_to_device(a, self.dev0) for a in ys)]
+            y_parts = self._inputs(ys, y_axes, sizes, lambda i: self.dev0)
         reports = []
         rule = ReplicaBuffers(model, n)
         try:
@@ -167,12 +165,11 @@ class Replicas:
         finally:
             rule.finish()
         if self.strategy == "data_parallel":
-            out = _cat(outs, out_axis) if n > 1 else outs[0]
-            obj, rep = objective(loss_fn(out, *(_to_device(a, self.dev0) for a in ys)), B)
+            obj, rep = objective(loss_fn(_cat(outs, out_axis), *(_to_device(a, self.dev0) for a in ys)), B)
             _backward(obj)
             reports.append(rep.detach())
         if len(reports) == 1 and reports[0].dim() == 0:
-            return float(reports[0])            # no sum ops: 2 dispatches a step on the MLP
+            return float(reports[0])            # data_parallel's one report: no sum ops
         return float(sum(r.sum() for r in reports))
 
     def _run_real(self, xs, x_axes, ys, y_axes, out_axis, sizes, loss_fn, objective) -> float:
