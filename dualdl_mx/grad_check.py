@@ -14,9 +14,9 @@ import numpy as np
 from mxnet import gluon, nd
 
 from . import compiled
-from .invoke import MULTI_MAX, PreparedCall
+from .invoke import MULTI_MAX, PreparedCall, kept
 
-__all__ = ["grad_maxima", "grads_finite", "checked_params", "dispatch_sums", "sums_finite"]
+__all__ = ["grad_maxima", "grads_finite", "checked_params"]
 
 
 def _fresh(p: gluon.Parameter) -> bool:
@@ -83,36 +83,19 @@ def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, An
     ``cache``: a dict the caller keeps (the Trainer's), holding the grouping, whose ctypes reads
     (context, dtype, storage type of each gradient) cost 30-45 us a step, until the arrays change."""
     ps = checked_params(params)
-    sums = dispatch_sums(ps, cache)
-    return sums_finite(sums, ps)
+    key = tuple(id(p._grad) for p in ps)
+    chunks = kept(cache, "finite_plan", key, lambda: (_finite_plan(ps), [p._grad for p in ps]))
+    if chunks is not None:
+        sums = [c()[0] for c in chunks]                  # every call queued before the first read
+        if all(np.isfinite(s.asnumpy()).all() for s in sums):
+            return True
+    # a sparse gradient, or a sum that is not finite (also for huge finite gradients): exact check
+    return all(math.isfinite(v) for v in grad_maxima(ps))
 
 
 def checked_params(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
     """The parameters whose gradients a step reads (fresh since the last ``zero_grad``)."""
     return [p for p in params if p.grad_req != "null" and p._data is not None and p._data[0]._fresh_grad]
-
-
-def dispatch_sums(ps: List[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> Optional[List[nd.NDArray]]:
-    """Queue the check's ``multi_sum_sq`` calls (no host read); None when a gradient is sparse
-    (then :func:`sums_finite` runs the exact check)."""
-    key = tuple(id(p._grad) for p in ps)
-    hit = cache.get("finite_plan") if cache is not None else None
-    if hit is not None and hit[0] == key:
-        chunks = hit[1]
-    else:
-        chunks = _finite_plan(ps)
-        if cache is not None:         # the entry holds the gradients, so their ids cannot be reused
-            cache["finite_plan"] = (key, chunks, [p._grad for p in ps])
-    return None if chunks is None else [c()[0] for c in chunks]
-
-
-def sums_finite(sums: Optional[List[nd.NDArray]], ps: List[gluon.Parameter]) -> bool:
-    """Read the queued sums: all finite means every gradient element is; otherwise (or for sparse
-    gradients) the exact max-|g| graph decides, since a sum of squares also overflows for huge
-    finite gradients."""
-    if sums is not None and all(np.isfinite(s.asnumpy()).all() for s in sums):
-        return True
-    return all(math.isfinite(v) for v in grad_maxima(ps))
 
 
 def _finite_plan(ps: List[gluon.Parameter]) -> Optional[List[PreparedCall]]:

@@ -21,7 +21,7 @@ from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from dualdl.devices import Device
 
-from .invoke import PreparedCall
+from .invoke import PreparedCall, kept
 
 __all__ = ["model_devices", "trainable", "zero_grad", "allreduce_grads", "scale_grads", "stale",
            "grad_arrays", "overwrite_next_backward", "accumulate_again"]
@@ -78,16 +78,9 @@ def zero_grad(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]
 def _cached(cache: Optional[Dict[str, Any]], name: str, params: Sequence[gluon.Parameter],
             build: Callable[[Sequence[gluon.Parameter]], Any]) -> Any:
     """``build(params)``, kept in ``cache[name]`` while every parameter has the same gradient and
-    data lists and grad_req (the entry holds those lists, so their ids cannot be reused)."""
-    if cache is None:
-        return build(params)
+    data lists and grad_req (:func:`invoke.kept`)."""
     key = tuple((id(p._grad), id(p._data), p.grad_req) for p in params)
-    hit = cache.get(name)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    plan = build(params)
-    cache[name] = (key, plan, [(p._grad, p._data) for p in params])
-    return plan
+    return kept(cache, name, key, lambda: (build(params), [(p._grad, p._data) for p in params]))
 
 
 def _zero_plan(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]):

@@ -22,7 +22,7 @@ from mxnet import autograd, gluon, nd
 
 from . import kernels
 from .grad_check import checked_params, grads_finite
-from .invoke import PreparedCall
+from .invoke import PreparedCall, kept
 
 __all__ = ["step_if_finite"]
 
@@ -42,22 +42,19 @@ class _Guard:
 
 
 def _guard(ps: List[gluon.Parameter], runs: list, cache: Optional[Dict[str, Any]]) -> Optional[_Guard]:
+    """The guard over the gradients of ``ps`` and the arrays the ``runs`` write; None where it
+    does not apply (several contexts, another device, a sparse or non-float gradient)."""
     grads = [p._grad[0] for p in ps]
     written = [a for plan, *_ in runs for a in plan.written()]
-    key = tuple(map(id, grads + written))
-    hit = cache.get("finite_guard") if cache is not None else None
-    if hit is not None and hit[0] == key:
-        return hit[1]
     arrays = grads + written
-    if any(plan.copies for plan, *_ in runs) or not written \
-            or any(a.context.device_type != "cpu" or a.stype != "default" for a in arrays) \
-            or any(np.dtype(g.dtype).name not in ("float32", "float64") for g in grads):
-        guard = None
-    else:
-        guard = _Guard(grads, written)
-    if cache is not None:             # the entry holds the arrays, so their ids cannot be reused
-        cache["finite_guard"] = (key, guard, arrays)
-    return guard
+
+    def build():
+        if any(plan.copies for plan, *_ in runs) or not written \
+                or any(a.context.device_type != "cpu" or a.stype != "default" for a in arrays) \
+                or any(np.dtype(g.dtype).name not in ("float32", "float64") for g in grads):
+            return None, arrays
+        return _Guard(grads, written), arrays
+    return kept(cache, "finite_guard", tuple(map(id, arrays)), build)
 
 
 def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None) -> bool:

@@ -11,12 +11,12 @@ inputs and outputs, and so the result, are the same bit for bit (tests/test_mx_i
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from mxnet import nd
 from mxnet.base import _LIB, MXNetError, NDArrayHandle, c_str, c_str_array, check_call
 
-__all__ = ["PreparedCall", "MULTI_MAX"]
+__all__ = ["PreparedCall", "MULTI_MAX", "kept"]
 
 # MXNet's multi-tensor operators take at most 60 tensors a call (61 crashes MXNet 1.9.1: measured)
 MULTI_MAX = 60
@@ -101,3 +101,18 @@ class PreparedCall:
                                              self._n_attrs, self._keys, self._vals,
                                              ctypes.byref(stypes)))
         return self._outputs
+
+
+def kept(cache: Optional[Dict[str, Any]], name: str, key: Tuple, build: Callable[[], Tuple[Any, Any]]) -> Any:
+    """A plan of prepared calls, kept in ``cache[name]`` (a dict its caller keeps between steps)
+    while ``key`` is unchanged. ``key`` holds the ``id()`` of the arrays (and other objects) the
+    plan was built from; ``build()`` returns ``(plan, objects)``, and the entry holds those
+    objects, so that their ids cannot be reused by new ones while the plan is kept."""
+    if cache is None:
+        return build()[0]
+    hit = cache.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    plan, objects = build()
+    cache[name] = (key, plan, objects)
+    return plan
