@@ -93,7 +93,7 @@ class _BatchNorm(Layer):
         not used. ``DUALDL_MX_FUSED_BATCHNORM=1`` runs the operator in the input's dtype instead
         (faster, less precise; eval mode then uses the operator with the running statistics)."""
         dtype = np.dtype(x.dtype).name
-        compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"
+        compute = _stats_dtype(dtype)
         if _FUSED_BATCHNORM and self.track_running_stats and not self.training:
             return mx.nd.BatchNorm(x, *self._affine(weight, bias, x.context), running_mean, running_var,
                                    eps=self.eps, fix_gamma=False, use_global_stats=True, axis=1)
@@ -161,7 +161,7 @@ class _BatchNorm(Layer):
             running_var = state_in_graph(self.running_var, running_var)
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
             dtype = np.dtype(ref.dtype).name
-            compute = dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"   # read when built
+            compute = _stats_dtype(dtype)                        # read when the graph is built
             stats = (running_mean if track else None, running_var if track else None)
             if _kernel_applies(dtype, compute, ref, ref.list_ctx()):
                 out = _batchnorm_kernel_formula(F, x, weight, bias, *stats, eps=self.eps, momentum=self.momentum,
@@ -315,6 +315,12 @@ def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, runni
     new_var = (1 - m) * cast(running_var, compute) + m * unbiased
     return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
             F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
+
+
+def _stats_dtype(dtype: str) -> str:
+    """The dtype batch statistics are computed in: float64 (torch's precision), or the input's
+    with ``DUALDL_MX_FUSED_BATCHNORM=1`` (MXNet's float32 operator; float16 stays float64)."""
+    return dtype if _FUSED_BATCHNORM and dtype != "float16" else "float64"
 
 
 def _kernel_applies(dtype: str, compute: str, param: Any, contexts) -> bool:

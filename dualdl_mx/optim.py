@@ -53,9 +53,8 @@ def _broadcast(data: List[nd.NDArray]) -> None:
 
 
 # MXNet's multi-tensor update kernels run one thread per element of the *largest* tensor of a
-# call and test every tensor at each element, and take at most 60 tensors (61 crashes the
-# process: measured, MXNet 1.9.1). A chunk therefore holds tensors of similar size.
-_MULTI_MAX = MULTI_MAX
+# call and test every tensor at each element, and take at most MULTI_MAX tensors. A chunk
+# therefore holds tensors of similar size.
 _MULTI_SLACK = 1 << 16      # wasted element tests allowed beyond the chunk's real work
 
 
@@ -65,7 +64,7 @@ def _size_chunks(items: List[Tuple[int, Any]]) -> List[List[Any]]:
     chunks: List[List[Any]] = []
     top = total = 0
     for size, item in sorted(items, key=lambda si: -si[0]):
-        if chunks and len(chunks[-1]) < _MULTI_MAX and \
+        if chunks and len(chunks[-1]) < MULTI_MAX and \
                 (len(chunks[-1]) + 1) * top - (total + size) <= max(_MULTI_SLACK, total + size):
             chunks[-1].append(item)
             total += size

@@ -277,7 +277,8 @@ def test_mxnet_pick_with_the_target_array_is_bit_identical():
 
 # ---- MXNet multi-tensor SGD (one multi_sgd_mom_update per chunk of parameters) ------------------
 def test_size_chunks_bound_the_kernels_wasted_work_and_its_60_tensor_limit():
-    from dualdl_mx.optim import _MULTI_MAX, _MULTI_SLACK, _size_chunks
+    from dualdl_mx.invoke import MULTI_MAX
+    from dualdl_mx.optim import _MULTI_SLACK, _size_chunks
     rng = np.random.default_rng(0)
     for sizes in ([16384, 8192, 1280, 128, 128, 10], [1 << 20] + [10] * 9, [7] * 130,
                   rng.integers(1, 300000, 200).tolist()):
@@ -285,7 +286,7 @@ def test_size_chunks_bound_the_kernels_wasted_work_and_its_60_tensor_limit():
         assert sorted(i for c in chunks for i in c) == list(range(len(sizes)))   # each once
         for c in chunks:
             cs = [sizes[i] for i in c]
-            assert len(c) <= _MULTI_MAX
+            assert len(c) <= MULTI_MAX
             assert len(c) * max(cs) - sum(cs) <= max(_MULTI_SLACK, sum(cs))
     assert [len(c) for c in _size_chunks([(7, i) for i in range(130)])] == [60, 60, 10]
     assert len(_size_chunks([(1 << 20, 0)] + [(10, i) for i in range(1, 10)])) == 2   # big one alone
