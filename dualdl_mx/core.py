@@ -9,6 +9,7 @@ import mxnet as mx
 
 from dualdl.backend import Backend as _Contract
 from dualdl.devices import Device
+from .host import host_array
 
 
 def native_device(device: Device) -> mx.Context:
@@ -34,7 +35,7 @@ class Backend(_Contract):
 
     def from_numpy(self, a: np.ndarray, device: Device, dtype: np.dtype) -> mx.nd.NDArray:
         # nd.array would cast float64/int64 to float32 unless dtype= is given.
-        return mx.nd.array(np.asarray(a, dtype=dtype), ctx=native_device(device), dtype=dtype)
+        return host_array(a, native_device(device), dtype)
 
     def to_numpy(self, t) -> np.ndarray:
         return t.asnumpy()
@@ -76,7 +77,7 @@ class Backend(_Contract):
 
     def arange(self, start, stop, step, dtype, device):
         # nd.arange computes in the requested dtype; build in numpy for torch-identical values.
-        return mx.nd.array(np.arange(start, stop, step, dtype=dtype), ctx=native_device(device), dtype=dtype)
+        return host_array(np.arange(start, stop, step, dtype=dtype), native_device(device), dtype)
 
     def gpu_count(self) -> int:
         try:

@@ -9,6 +9,7 @@ from mxnet import nd
 
 from dualdl.nn import checks as C
 from .base import Layer, is_ndarray
+from .host import host_array
 
 __all__ = ["Embedding", "EmbeddingBag"]
 
@@ -20,7 +21,7 @@ def embedding_renorm(weight, rows: np.ndarray, max_norm: float, norm_type: float
     p = float(norm_type)
     with mx.autograd.pause():
         for d in weight.list_data():
-            idx = nd.array(rows, ctx=d.context, dtype="int64")
+            idx = host_array(rows, d.context, "int64")
             sel = nd.take(d, idx)
             if p in (1.0, 2.0):
                 norm = nd.norm(sel, ord=int(p), axis=1, keepdims=True)
@@ -205,11 +206,11 @@ class EmbeddingBag(Layer):
         step = np.arange(max(1, int(lengths.max())))                      # padded to the longest bag
         valid = step[None, :] < lengths[:, None]
         pos = np.where(valid, starts[:, None] + step[None, :], 0)
-        bags = nd.array(xs[pos], ctx=x.context, dtype=x.dtype)
-        mask = nd.array(valid, ctx=x.context, dtype=wdtype)
+        bags = host_array(xs[pos], x.context, x.dtype)
+        mask = host_array(valid, x.context, wdtype)
         if psw is None:
             return bags, mask
-        return bags, nd.take(psw, nd.array(pos, ctx=x.context, dtype="int64")) * mask
+        return bags, nd.take(psw, host_array(pos, x.context, "int64")) * mask
 
     def hybrid_forward(self, F, x, w=None, weight=None):
         emb = F.Embedding(x, weight, input_dim=self.num_embeddings, output_dim=self.embedding_dim)  # (B, N, D)

@@ -24,6 +24,7 @@ from mxnet import autograd, gluon, nd
 from dualdl.losses import _checks as ck
 
 from . import compiled
+from .host import host_array
 from .ops import _log_softmax_formula
 from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                               margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)
@@ -64,11 +65,11 @@ def _native(x: Any, like: nd.NDArray) -> Optional[nd.NDArray]:
             x = x.as_in_context(like.context)
         return x if x.dtype == like.dtype else x.astype(like.dtype)
     a = np.array(_host(x), dtype=like.dtype, ndmin=1)     # MXNet 1.x has no 0-d arrays
-    return nd.array(a, ctx=like.context, dtype=like.dtype)
+    return host_array(a, like.context, like.dtype)
 
 
 def _const(a: np.ndarray, like: nd.NDArray, dtype=None) -> nd.NDArray:
-    return nd.array(a, ctx=like.context, dtype=dtype or like.dtype)
+    return host_array(a, like.context, dtype or like.dtype)
 
 
 def _bcast(w: nd.NDArray, ndim: int) -> nd.NDArray:

@@ -24,6 +24,7 @@ from mxnet import autograd, nd
 from dualdl.losses import _checks as ck
 
 from . import compiled
+from .host import host_array
 
 __all__ = ["binary_cross_entropy", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "poisson_nll_loss", "gaussian_nll_loss"]
@@ -63,7 +64,7 @@ def _as_nd(name: str, x: Any, like: Optional[nd.NDArray] = None) -> nd.NDArray:
             x = x.as_in_context(like.context)
         return x if x.dtype == like.dtype else x.astype(like.dtype)
     host = x.detach().cpu().numpy() if hasattr(x, "detach") else x
-    return nd.array(np.array(host, dtype=like.dtype, ndmin=1), ctx=like.context, dtype=like.dtype)
+    return host_array(np.array(host, dtype=like.dtype, ndmin=1), like.context, like.dtype)
 
 
 def _min_max(x: nd.NDArray):

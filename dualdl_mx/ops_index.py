@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 from mxnet import nd
 
+from .host import host_array
 from .ops_base import _F, _is_nd, nonneg_dim, symbol_error
 
 SortResult = namedtuple("SortResult", ["values", "indices"])
@@ -83,7 +84,7 @@ def _stable_argsort(input, dim: int, descending: bool):
                            "MXNet's own argsort is not stable: pass stable=False")
     a = input.asnumpy()
     order = np.argsort(-a if descending else a, axis=dim, kind="stable")
-    return nd.array(order, ctx=input.context, dtype="int64")
+    return host_array(order, input.context, "int64")
 
 
 def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):

@@ -14,6 +14,7 @@ from typing import Optional, Union
 import numpy as np
 from mxnet import nd
 
+from .host import host_array
 from .ops_base import _F, _is_nd, _np, nonneg_dim, symbol_error
 
 
@@ -142,7 +143,7 @@ def outer(input, vec2):
 
 
 def eye(n: int, m: Optional[int], dtype: np.dtype, device):
-    return nd.array(np.eye(n, m, dtype=dtype), ctx=device, dtype=dtype)
+    return host_array(np.eye(n, m, dtype=dtype), device, dtype)
 
 
 def linspace(start: float, end: float, steps: int, dtype: np.dtype, device):
@@ -153,4 +154,4 @@ def linspace(start: float, end: float, steps: int, dtype: np.dtype, device):
     lo, hi = dt.type(start), dt.type(end)
     step = (hi - lo) / dt.type(steps - 1) if steps > 1 else dt.type(0)
     vals = np.where(np.arange(steps) < steps // 2, lo + step * i, hi - step * (dt.type(steps - 1) - i))
-    return nd.array(vals.astype(dt), ctx=device, dtype=dt)
+    return host_array(vals.astype(dt), device, dt)

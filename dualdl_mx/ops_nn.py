@@ -18,6 +18,7 @@ from typing import Optional
 import numpy as np
 from mxnet import nd
 
+from .host import host_array
 from .ops_base import _F, _is_nd, symbol_error
 from .pool import AvgPool2d, MaxPool2d
 
@@ -80,7 +81,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     x = input
     for axis, (n_in, n_out) in enumerate(zip(input.shape[2:], out)):
         idx = _nearest_index(n_in, n_out, sf[axis] if sf else None)
-        x = nd.take(x, nd.array(idx, ctx=x.context, dtype="int64"), axis=axis + 2)
+        x = nd.take(x, host_array(idx, x.context, "int64"), axis=axis + 2)
     return x
 
 

@@ -27,6 +27,7 @@ from dualdl.parallel import split_bounds
 from .base import Module as _DlModule
 from .core import native_device
 from .grads import model_devices
+from .host import host_array
 
 __all__ = ["split_to", "Replicas", "needs_serial", "worker_threads_risk"]
 
@@ -65,7 +66,7 @@ def split_to(a: Any, axis: int, sizes: List[int], devices: List[Device]) -> List
 # ---- the data-parallel step ------------------------------------------------------------------
 def _to_ctx(a: Any, ctx: mx.Context) -> nd.NDArray:
     if isinstance(a, np.ndarray):
-        return nd.array(a, ctx=ctx, dtype=a.dtype)
+        return host_array(a, ctx)
     if isinstance(a, nd.NDArray):
         return a.as_in_context(ctx)
     raise TypeError(f"expected a numpy array or an MXNet NDArray, got {type(a).__name__}")
@@ -75,7 +76,7 @@ def _slice(a: Any, axis: int, begin: int, end: int, ctx: mx.Context) -> nd.NDArr
     if isinstance(a, np.ndarray):
         idx = [slice(None)] * a.ndim
         idx[axis] = slice(begin, end)
-        return nd.array(np.ascontiguousarray(a[tuple(idx)]), ctx=ctx, dtype=a.dtype)
+        return host_array(a[tuple(idx)], ctx)
     return nd.slice_axis(a, axis=axis, begin=begin, end=end).as_in_context(ctx)
 
 

@@ -35,6 +35,7 @@ from .activation import gelu
 from .base import Layer, Module, is_ndarray
 from .containers import ModuleList
 from .core import native_device
+from .host import host_array
 from .dropout import Dropout, dropout
 from .linear import Linear
 from .norm import LayerNorm
@@ -509,7 +510,7 @@ class Transformer(_MaskedBlock):
         """torch's causal mask: (sz, sz), float -inf above the diagonal, 0 elsewhere (an NDArray)."""
         ctx = (mx.current_context() if device is None else
                device if isinstance(device, mx.Context) else native_device(_parse_device(device)))
-        return nd.array(T.causal_mask(sz), ctx=ctx, dtype=np.dtype(dtype or "float32").name)
+        return host_array(T.causal_mask(sz), ctx, np.dtype(dtype or "float32").name)
 
 
 class PositionalEncoding(_MaskedBlock):

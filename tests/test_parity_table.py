@@ -94,7 +94,7 @@ def test_the_table_check_can_fail():
     reported as failures;
     a tolerance override without a reason is refused."""
     import torch
-    from dualdl.testing.spec import In, layer, op
+    from dualdl.testing.spec import In, Intermittent, layer, op
     wrong = run_spec(layer("ReLU", (4, 3), ref=torch.nn.Sigmoid))
     assert any("output[0]" in f for f in wrong.failures)
     off_by_eps = run_spec(op("mul", (4, 3), 1.0 + 1e-9, ref=lambda a, b: a * 1.0), "float64")
@@ -105,6 +105,8 @@ def test_the_table_check_can_fail():
                for c in ("torch", "mxnet")), wrong_dtype.failures
     stale = run_spec(layer("ReLU", (4, 3), known={"float32 mxnet": "made up"}))
     assert any("no longer occurs" in f for f in stale.failures)
+    absent = run_spec(layer("ReLU", (4, 3), known={"float32 mxnet": Intermittent("made up")}))
+    assert not absent.failures and not absent.known, absent.failures
     with pytest.raises(ValueError, match="needs a reason"):
         layer("ReLU", (4, 3), tol=1e-3)
     with pytest.raises(ValueError, match="unknown checks"):

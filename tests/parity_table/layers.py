@@ -1,12 +1,14 @@
 """Layer rows: dualdl.nn.<name>(*args, **kwargs) on each backend against torch.nn.<name>."""
-from dualdl.testing.spec import idx, layer
+from dualdl.testing.spec import Intermittent, idx, layer
 
 from .known import F32_ACT_HYB, LN64
 
 NO_TRAIN = ("eval", "float64", "hybridize")        # random in train mode: compared in eval mode only
 EMPTY = "no elements"                              # dualdl refuses empty batches on both backends
-MKLDNN_POOL = {"float32 mxnet:hybridized eval": "MKLDNN max-pool backward under record(train_mode=False), "
-                                                "avoided on NDArrays only (docs/parity.md)"}
+# the backward reads a workspace that eval mode never wrote: whether it is wrong depends on what
+# that memory last held (a full test run can hand it the train-mode pass's workspace)
+MKLDNN_POOL = {"float32 mxnet:hybridized eval": Intermittent("MKLDNN max-pool backward under record(train_mode=False), "
+                                                             "avoided on NDArrays only (docs/parity.md)")}
 # InstanceNorm's running statistics, hybridized: updated by MXNet's fused BatchNorm op in a graph
 BN_HYB64 = {"float64 mxnet:hybridized": "MXNet's fused BatchNorm op keeps float32 precision in float64 (<= 1.4e-7)"}
 
