@@ -221,8 +221,9 @@ OPTIM: Dict[str, Name] = {
     "grad_maxima": fn("(params)",
         "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
     "grads_finite": fn("(params, cache=...)", "whether every gradient element is finite"),
-    "step_if_finite": fn("(optimizer, params, cache=...)",
-        "one ``optimizer.step()`` only if every gradient element of ``params`` is finite; returns "
+    "step_if_finite": fn("(optimizer, params, cache=..., losses=...)",
+        "one ``optimizer.step()`` only if every gradient element of ``params`` is finite, and the "
+        "step's loss (``losses``: what ``Replicas.run(..., read=False)`` returned) too; returns "
         "whether it was applied (where not, the model and optimizer state are unchanged)"),
     "prepared_step": fn("(optimizer)",
         "``optimizer.step`` as a callable whose Python work is done now (call it next, once: the "
@@ -331,7 +332,10 @@ PARALLEL: Dict[str, Dict[str, Name]] = {
         "split_to": fn("(a, axis, sizes, devices)",
             "Pieces of ``a`` of the given sizes along ``axis``, piece i on devices[i]."),
         "Replicas": cls("(model, devices, strategy)",
-            "Runs forward, loss and backward of one batch over ``devices`` with a strategy."),
+            "Runs forward, loss and backward of one batch over ``devices`` with a strategy: "
+            "``run(xs, x_axes, ys, y_axes, out_axis, sizes, loss_fn, objective, read=True)`` returns "
+            "the loss as a float, or with ``read=False`` a value for ``loss_value(...)`` and "
+            "``optim.step_if_finite(losses=...)`` (MXNet: not read yet)."),
     },
     "reducer": {
         "DistReducer": cls("(model, named)", "sums gradients over the processes of a distributed job"),

@@ -333,22 +333,34 @@ class Trainer:
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
         snap = self._buffers_impl.snapshot_buffers(self.model, self._buffer_cache)
+        # a step that needs nothing but the finite check takes the loss unread: the adapter queues
+        # the step behind a check of the gradients and the loss (MXNet), and the loss is read after
+        defer = (self._dist is None and self._micro + 1 >= self.accumulate_steps
+                 and self.clip_grad_norm is None and self.clip_grad_value is None)
         try:
-            value = self._replicas.run(xs, x_axes, ys, y_axes, self.output_batch_axis, sizes,
-                                       self.loss_fn, objective)
+            loss = self._replicas.run(xs, x_axes, ys, y_axes, self.output_batch_axis, sizes,
+                                      self.loss_fn, objective, read=not defer)
         except BaseException:
             self._discard(snap)
             raise
         if self._dist is not None:
-            return self._dist_step(snap, value, B)
-        if not math.isfinite(value):
-            return self._nonfinite(snap, value, "loss")
-        self._micro += 1
-        self._samples += B
-        if self._micro >= self.accumulate_steps:
-            bad = self._apply()
-            if bad is not None:
-                self._nonfinite(snap, bad[1], bad[0])
+            return self._dist_step(snap, loss, B)
+        if defer:
+            self._micro += 1
+            self._samples += B
+            bad = self._apply(loss)
+            value = self._replicas.loss_value(loss)
+            if not math.isfinite(value):          # the adapter did not step: the loss was checked too
+                return self._nonfinite(snap, value, "loss")
+        else:
+            value = loss
+            if not math.isfinite(value):
+                return self._nonfinite(snap, value, "loss")
+            self._micro += 1
+            self._samples += B
+            bad = self._apply() if self._micro >= self.accumulate_steps else None
+        if bad is not None:
+            self._rejected(snap, bad)
         return value
 
     def _dist_step(self, snap, value: float, b: int) -> float:
@@ -373,8 +385,14 @@ class Trainer:
         if last:
             bad = self._apply()
             if bad is not None:
-                self._nonfinite(snap, bad[1], bad[0])
+                self._rejected(snap, bad)
         return value
+
+    def _rejected(self, snap, bad: Tuple[str, Optional[float]]) -> None:
+        """:meth:`_nonfinite` for the gradient check's ``(what, value)``, the largest ``|g|`` found now
+        where the check left it to the caller."""
+        what, value = bad
+        self._nonfinite(snap, _optim.grad_max_abs(self._params) if value is None else value, what)
 
     def _nonfinite(self, snap, value: float, what: str) -> float:
         """Drop the step (and the accumulation window); raise or warn as ``nonfinite`` says."""
@@ -399,12 +417,14 @@ class Trainer:
         self._grads_impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
-    def _apply(self) -> Optional[Tuple[str, float]]:
+    def _apply(self, loss: Any = None) -> Optional[Tuple[str, Optional[float]]]:
         """All-reduce, scale, check, clip and step. Returns ``(what, value)`` instead of stepping
         when a gradient is non-finite: the largest ``|g|`` (found by one fused check and one host
-        read; every rank sees the same summed gradients, so all ranks decide alike), or the norm
-        when ``clip_grad_norm`` computes it anyway (without value clipping before it, which would
-        turn an inf into a finite value)."""
+        read; every rank sees the same summed gradients, so all ranks decide alike; ``None``: the
+        caller computes it, once it knows the loss was finite), or the norm when ``clip_grad_norm``
+        computes it anyway (without value clipping before it, which would turn an inf into a
+        finite value). ``loss``: the unread loss of a deferred step (:meth:`_step`), which gates
+        the step as the gradients do."""
         grads = self._grads_impl
         if self._dist is None:
             grads.allreduce_grads(self._params)
@@ -422,8 +442,8 @@ class Trainer:
                               StaleGradientWarning, stacklevel=3)
         if self.clip_grad_norm is None and self.clip_grad_value is None:
             # the adapter's checked step (MXNet: queued behind its check, undone if it fails)
-            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache):
-                return "gradient (largest |g|)", _optim.grad_max_abs(self._params)
+            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache, loss):
+                return "gradient (largest |g|)", None
             return self._stepped()
         # the step's Python work now, while the engine may still run the backward pass: only
         # operator calls follow the check's host read (MXNet; torch gives optimizer.step)

@@ -55,7 +55,8 @@ class PreparedCall:
         **attrs: the operator's attributes, as for ``nd.<op>``.
 
     ``set_attrs(**attrs)`` changes attribute values (e.g. a new learning rate) without rebuilding
-    the array arguments. Calls are recorded by autograd exactly as ``nd.<op>`` calls are.
+    the array arguments; ``set_input(i, array)`` puts another array in input slot ``i``. Calls
+    are recorded by autograd exactly as ``nd.<op>`` calls are.
     """
 
     __slots__ = ("_handle", "_inputs", "_outputs", "_n_in", "_in_handles", "_out_handles",
@@ -87,6 +88,13 @@ class PreparedCall:
         self._n_attrs = ctypes.c_int(len(keys))
         self._keys = c_str_array(keys)
         self._vals = c_str_array([_attr(self._attrs[k]) for k in keys])
+
+    def set_input(self, i: int, array: nd.NDArray) -> None:
+        """Input ``i`` is ``array`` from the next call on (kept alive by this object)."""
+        if not isinstance(array, nd.NDArray):
+            raise TypeError(f"PreparedCall.set_input: expected an mxnet NDArray, got {type(array).__name__}")
+        self._inputs[i] = array
+        self._in_handles[i] = array.handle
 
     @property
     def outputs(self) -> List[nd.NDArray]:

@@ -149,7 +149,10 @@ class Replicas:
             nd.waitall()
 
     def run(self, xs, x_axes, ys, y_axes, out_axis: int, sizes: List[int], loss_fn: Callable,
-            objective: Callable) -> float:
+            objective: Callable, read: bool = True) -> Any:
+        """Forward, loss and backward; returns the loss as a float, or with ``read=False`` the
+        loss arrays unread (for :meth:`loss_value` and ``optim.step_if_finite``): reading waits
+        for the backward pass, so the Trainer queues its step first."""
         model, n, B = self.model, len(sizes), sum(sizes)
         training = bool(getattr(model, "training", True))
         x_parts = self._parts(xs, x_axes, sizes)
@@ -191,7 +194,13 @@ class Replicas:
             for f, lv, c in zip(flats, leaves, self.ctxs):
                 autograd.backward(f, head_grads=[t.grad.as_in_context(c) for t in lv])
                 self._wait()
-        return float(sum(float(r.asnumpy().sum()) for r in reports))
+        return self.loss_value(reports) if read else reports
+
+    @staticmethod
+    def loss_value(reports: List[nd.NDArray]) -> float:
+        """The loss :meth:`run` returned unread, as a float (a host read; summed in float64, so
+        that finite pieces cannot add up to inf after ``step_if_finite`` found them finite)."""
+        return float(sum(float(r.asnumpy().sum(dtype=np.float64)) for r in reports))
 
     def evaluate(self, xs, x_axes, ys, out_axis: int, sizes: List[int], loss_fn: Callable,
                  objective: Callable):

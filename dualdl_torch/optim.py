@@ -98,9 +98,13 @@ def prepared_step(optimizer: Any) -> Callable[[], Any]:
     return optimizer.step
 
 
-def step_if_finite(optimizer: Any, params: Iterable[Any], cache: Optional[dict] = None) -> bool:
-    """``optimizer.step()`` after :func:`grads_finite` says every gradient is finite (a torch
-    step on CPU is synchronous: nothing to queue before the check's read)."""
+def step_if_finite(optimizer: Any, params: Iterable[Any], cache: Optional[dict] = None,
+                   losses: Optional[float] = None) -> bool:
+    """``optimizer.step()`` after :func:`grads_finite` says every gradient is finite, and the
+    step's loss (``losses``: what ``Replicas.run(read=False)`` returned, a float on torch) is
+    finite too (a torch step on CPU is synchronous: nothing to queue before the check's read)."""
+    if losses is not None and not math.isfinite(losses):
+        return False
     if not grads_finite(params, cache):
         return False
     optimizer.step()

@@ -134,7 +134,10 @@ class Replicas:
                 for i, (b, e) in enumerate(bounds)]
 
     def run(self, xs, x_axes, ys, y_axes, out_axis: int, sizes: List[int], loss_fn: Callable,
-            objective: Callable) -> float:
+            objective: Callable, read: bool = True) -> float:
+        """Forward, loss and backward; returns the loss as a float. ``read=False`` (where MXNet
+        returns it unread, to queue the step first) changes nothing on torch: its CPU ops have
+        run, and a CUDA step's gradient check reads the device before the step anyway."""
         if self.real:
             return self._run_real(xs, x_axes, ys, y_axes, out_axis, sizes, loss_fn, objective)
         model, n, B = self.model, len(sizes), sum(sizes)
@@ -171,6 +174,11 @@ class Replicas:
         if len(reports) == 1 and reports[0].dim() == 0:
             return float(reports[0])            # data_parallel's one report: no sum ops
         return float(sum(r.sum() for r in reports))
+
+    @staticmethod
+    def loss_value(loss: float) -> float:
+        """The loss :meth:`run` returned (already read on torch)."""
+        return loss
 
     def _run_real(self, xs, x_axes, ys, y_axes, out_axis, sizes, loss_fn, objective) -> float:
         ids = [d.index for d in self.devices]

@@ -91,3 +91,65 @@ def test_guard_and_restore_operators():
         arr[idx] = 1.0
     g[2][3] = 3e38                                   # huge but finite: no false alarm
     assert flag() == 1.0
+
+
+def _inf_loss(out, y):
+    """The MSE plus an infinite constant: a non-finite loss whose gradients are all finite."""
+    return dl.ops.add(dl.losses.MSELoss()(out, y), float("inf"))
+
+
+@pytest.mark.parametrize("backend", ["torch", "mxnet"])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_non_finite_loss_with_finite_gradients_is_not_applied(backend, hybrid):
+    """The Trainer reads the loss after the step is queued (MXNet): the guard checks the loss too,
+    so the step is undone bit for bit, and training goes on exactly as if the batch never came."""
+    if hybrid and backend == "torch":
+        pytest.skip("hybridize is MXNet's")
+
+    def build():
+        with dl.use(backend):
+            m = MLP()
+            dl.load_state_dict(m, base_weights("mlp"), strict=True)
+            if hybrid:
+                m.hybridize()
+            opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+            return m, opt, dl.Trainer(m, opt, dl.losses.MSELoss())
+    m, opt, tr = build()
+    m2, opt2, tr2 = build()
+    bits = (lambda: _state_bits(m, opt)) if backend == "mxnet" else \
+        (lambda: [t.detach().numpy().tobytes() for t in m.state_dict().values()])
+    for s in range(4):
+        x, y, _ = data("mlp", 10, seed=s)
+        if s == 2:
+            before = bits()
+            tr.loss_fn = _inf_loss
+            with pytest.raises(NonFiniteLossError, match="non-finite loss inf"):
+                tr.train_step(x, y)
+            assert bits() == before and tr.global_step == 2
+            tr.loss_fn = tr2.loss_fn
+        assert tr.train_step(x, y) == tr2.train_step(x, y)
+    assert tr.global_step == tr2.global_step == 4 and [k for st in tr.skipped_steps for k in st] == ["step", "loss"]
+    final = bits()
+    m, opt = m2, opt2
+    assert final == bits()
+
+
+@needs_kernels
+def test_the_guard_checks_each_steps_loss_array():
+    """``step_if_finite(losses=...)``: the guard's loss slot takes each call's array."""
+    from dualdl_mx.guarded_step import step_if_finite
+    with dl.use("mxnet"):
+        m = MLP()
+        opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x, y, _ = data("mlp", 10, seed=0)
+    params = list(m.collect_params().values())
+    cache = {}
+    for loss, applied in ((1.0, True), (np.nan, False), (2.0, True), (-np.inf, False), (3.0, True)):
+        from mxnet import autograd
+        with autograd.record():
+            out = ((m(nd.array(x)) - nd.array(y)) ** 2).mean()
+        out.backward()
+        before = _state_bits(m, opt)
+        assert step_if_finite(opt, params, cache, [nd.array([loss])]) is applied
+        assert (_state_bits(m, opt) == before) is not applied
+    assert cache["finite_guard"][1] is not None           # one guard, its loss slot set per call
