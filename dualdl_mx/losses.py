@@ -25,7 +25,7 @@ from dualdl.losses import _checks as ck
 
 from . import compiled
 from .host import host_array
-from .ops import _log_softmax_formula
+from .ops import _log_softmax_formula, log_softmax_kernel
 from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                               margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)
 
@@ -210,12 +210,14 @@ class _Targets:
 
 
 def _class_loss_formula(F, x, index=None, prob=None, mask=None, weight=None, *, from_logits: bool,
-                        reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int):
+                        reduction: str, smoothing: float, wshape: Tuple[int, ...], count: int,
+                        kernel: bool = False, leaf: bool = False):
     """PyTorch's ``cross_entropy`` / ``nll_loss`` (aten LossNLL.cpp), term by term, class axis 1
     (``x`` is at least 2-D). Written once for ``F`` = nd or sym; run compiled (one call).
+    ``kernel``/``leaf``: how the log-softmax runs (:func:`dualdl_mx.ops.log_softmax_kernel`).
     ``wshape[1] == -1``: the number of classes is unknown (Symbols), smoothing averages over axis 1."""
     # log-softmax from its formula (dualdl.ops.log_softmax's): MXNet's op is biased (see there)
-    logp = _log_softmax_formula(F, x, dim=1) if from_logits else x
+    logp = _log_softmax_formula(F, x, dim=1, kernel=kernel, leaf=leaf) if from_logits else x
     C = wshape[1]
     wb = None if weight is None else F.reshape(weight, shape=wshape)
     if prob is not None:
@@ -297,7 +299,8 @@ def _class_loss(name: str, input, target, weight, ignore_index, reduction, smoot
         inputs.update(index=t.index, mask=t.mask(x))
     return compiled.run(_class_loss_formula, inputs, static_alloc=True, from_logits=from_logits,
                         reduction=reduction, smoothing=float(smoothing), wshape=wshape,
-                        count=int(np.prod(shape)) // C if reduction == "mean" else 0)
+                        count=int(np.prod(shape)) // C if reduction == "mean" else 0,
+                        **(log_softmax_kernel(x) if from_logits else {}))
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):

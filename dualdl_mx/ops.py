@@ -23,7 +23,7 @@ from mxnet import nd
 from dualdl.nn.checks import check_not_empty
 from dualdl.tensor import resolve_shape
 
-from . import activation as _act, compiled
+from . import activation as _act, compiled, kernels
 from .ops_base import _F, _axis, _is_nd, _is_tensor, _np
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -70,18 +70,32 @@ def softmax(x, dim: int):
     return _F(x).softmax(x, axis=int(dim))
 
 
-def _log_softmax_formula(F, x, *, dim: int):
-    """``x - max - log(sum(exp(x - max)))`` along ``dim`` (F = nd or sym); also the losses'."""
+def _log_softmax_formula(F, x, *, dim: int, kernel: bool = False, leaf: bool = False):
+    """``x - max - log(sum(exp(x - max)))`` along ``dim`` (F = nd or sym); also the losses'.
+    ``kernel``: the same formula in float64 as one operator each way (dualdl's ``dl_log_softmax``;
+    a library operator writes its gradient whatever MXNet asks, so a ``leaf`` x, one with a
+    gradient of its own, reaches it through an identity op, whose backward honours add-to)."""
+    if kernel:
+        return F.dl_log_softmax(F.identity(x) if leaf else x, axis=dim)[0]
     xs = F.broadcast_sub(x, F.max(x, axis=dim, keepdims=True))
     return F.broadcast_sub(xs, F.log(F.sum(F.exp(xs), axis=dim, keepdims=True)))
 
 
+def log_softmax_kernel(x: nd.NDArray) -> dict:
+    """The ``kernel``/``leaf`` settings of :func:`_log_softmax_formula` for NDArray ``x``: dualdl's
+    operator for float32/float64 on CPU where its kernels are loaded (a graph cannot know its
+    context, so Symbols keep the formula)."""
+    use = x.context.device_type == "cpu" and x.dtype in (np.float32, np.float64) and kernels.available()
+    return {"kernel": use, "leaf": use and x.grad is not None}
+
+
 def log_softmax(x, dim: int):
     """From its formula: MXNet's log_softmax op is off by up to 3.5e-6 (torch 2e-7, and MXNet's
-    has a bias of about +1e-6). On NDArrays the 5 ops run as one compiled graph."""
+    has a bias of about +1e-6). On NDArrays it runs as one compiled graph, and as dualdl's
+    float64 operator on CPU (:func:`log_softmax_kernel`)."""
     dim = int(dim)
     if type(x) is nd.NDArray:
-        return compiled.run(_log_softmax_formula, {"x": x}, dim=_axis(dim, x.ndim))
+        return compiled.run(_log_softmax_formula, {"x": x}, dim=_axis(dim, x.ndim), **log_softmax_kernel(x))
     return _log_softmax_formula(_F(x), x, dim=dim)
 
 

@@ -643,7 +643,7 @@ def test_mxnet_compiled_class_loss_equals_its_eager_formula_bit_for_bit(kw):
         _, xx, t, ww, C = ml._class_setup("CrossEntropyLoss", x, nd.array(t_np), w, ignore)
         return ml._class_loss_formula(nd, xx, index=t.index, mask=t.mask(xx), weight=ww, from_logits=True,
                                       reduction=red, smoothing=ls, wshape=(1, C, 1),
-                                      count=x.size // C if red == "mean" else 0)
+                                      count=x.size // C if red == "mean" else 0, **ml.log_softmax_kernel(xx))
 
     def compiled(x):
         return dl.losses.CrossEntropyLoss(weight=w, **{k: v for k, v in kw.items() if k != "weight"})(

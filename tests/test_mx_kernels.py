@@ -1,7 +1,7 @@
-"""dualdl's compiled MXNet kernel ``dl_batch_norm`` (dualdl_mx/kernels): built once per machine
-into the cache folder, loaded with MXNet's library-operator API, exact to float32 rounding;
-gradient requests (add-to, null) honoured through dualdl's BatchNorm; where it cannot be built,
-one warning and MXNet's float64 operator with the same results."""
+"""dualdl's compiled MXNet kernels ``dl_batch_norm`` and ``dl_log_softmax`` (dualdl_mx/kernels):
+built once per machine into the cache folder, loaded with MXNet's library-operator API, exact to
+float32 rounding; gradient requests (add-to, null) honoured through dualdl's BatchNorm and
+log-softmax; where they cannot be built, one warning and the previous paths with the same results."""
 import os
 import subprocess
 import sys
@@ -163,9 +163,15 @@ with warnings.catch_warnings(record=True) as caught:
                 y = bn(x)
             y.backward()
         outs += [y.asnumpy().ravel(), bn.running_var.data().asnumpy()]
+    z = nd.array(np.random.default_rng(1).standard_normal((8, 5)).astype("float32") * 3)
+    z.attach_grad()
+    with autograd.record():
+        ce = dl.losses.CrossEntropyLoss(label_smoothing=0.1)(z, nd.array([0, 1, 2, 3, 4, 0, 1, 2]))
+    ce.backward()
 print("available", kernels.available(), "loaded", hasattr(mx.nd, "dl_batch_norm"))
 print("warnings", sum(issubclass(w.category, kernels.KernelUnavailableWarning) for w in caught))
 np.save({out!r}, np.concatenate(outs))
+np.save({out!r} + ".ce.npy", np.concatenate([ce.asnumpy().ravel(), z.grad.asnumpy().ravel()]))
 """
 
 
@@ -181,7 +187,8 @@ def _run(code, env):
 def test_fallback_without_a_compiler_warns_once_and_gives_the_same_numbers(tmp_path):
     """No compiler on PATH and an empty cache folder: one KernelUnavailableWarning, MXNet's float64
     operator, the same outputs and running variance as the kernel to float32 rounding, eager and
-    hybridized; DUALDL_MX_KERNELS=0: the same without a warning."""
+    hybridized, and a cross-entropy (log-softmax from its float32 formula) within its rounding;
+    DUALDL_MX_KERNELS=0: the same without a warning."""
     empty = tmp_path / "bin"
     empty.mkdir()
     results = {}
@@ -190,12 +197,13 @@ def test_fallback_without_a_compiler_warns_once_and_gives_the_same_numbers(tmp_p
                       ("off", {"DUALDL_MX_KERNELS": "0"})):
         out = tmp_path / f"{len(results)}.npy"
         text = _run(_FALLBACK.format(out=str(out)), env)
-        results[name] = np.load(out)
+        results[name] = np.load(out), np.load(str(out) + ".ce.npy")
         assert ("available True loaded True" in text) == (name == "kernel"), text
         assert f"warnings {1 if name == 'no compiler' else 0}" in text, text
     assert not list(tmp_path.rglob("*.so"))                      # nothing half-built left behind
     for name in ("no compiler", "off"):
-        np.testing.assert_allclose(results[name], results["kernel"], rtol=2e-7, atol=2e-7)
+        np.testing.assert_allclose(results[name][0], results["kernel"][0], rtol=2e-7, atol=2e-7)
+        np.testing.assert_allclose(results[name][1], results["kernel"][1], rtol=1e-6, atol=1e-6)
 
 
 @needs_compiler
@@ -210,3 +218,79 @@ def test_a_fresh_cache_builds_once_and_is_reused(tmp_path):
     second = _run(code, env).split()
     assert second == first and os.stat(first[1]).st_mtime_ns == built
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [".lock", "libdualdl_mx_kernels.so"]
+
+
+# ---- dl_log_softmax --------------------------------------------------------------------------
+def _lsm_ref(x, g, axis):
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = torch.log_softmax(t, dim=axis)
+    y.backward(torch.tensor(g, dtype=torch.float64))
+    return y.detach().numpy(), t.grad.numpy()
+
+
+@needs_compiler
+@pytest.mark.parametrize("shape,axis", [((32, 10), 1), ((5, 7, 3), 1), ((4, 6), 0), ((2, 3, 4, 5), 3), ((1, 1), 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_softmax_against_float64(shape, axis, dtype):
+    """Values and gradients one rounding from the float64 result (half an ulp, here at most
+    1.2e-7 of max(1, |reference|) in float32), where the float32 formula and torch are 2-8x that."""
+    from dualdl_mx.ops import _log_softmax_formula
+    assert kernels.available()
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 5).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    ry, rg = _lsm_ref(x, g, axis)
+    a = nd.array(x, dtype=dtype)
+    a.attach_grad()
+    with autograd.record():
+        y = _log_softmax_formula(nd, a, dim=axis, kernel=True, leaf=True)
+    y.backward(nd.array(g, dtype=dtype))
+    assert y.dtype == a.grad.dtype == np.dtype(dtype)
+    bound = 1.2e-7 if dtype == "float32" else 1e-14         # float64: a few ulps (so is the reference)
+    assert _err(y.asnumpy(), ry) <= bound and _err(a.grad.asnumpy(), rg) <= bound
+
+
+@needs_compiler
+def test_log_softmax_nan_and_infinities_follow_the_formula():
+    from dualdl_mx.ops import _log_softmax_formula
+    assert kernels.available()
+    x = nd.array([[1.0, np.nan, 2.0], [np.inf, 1.0, 0.0], [-np.inf, -np.inf, -np.inf], [-np.inf, 0.0, 1.0],
+                  [1e30, -1e30, 0.0]])
+    want = _log_softmax_formula(nd, x, dim=1).asnumpy()
+    got = _log_softmax_formula(nd, x, dim=1, kernel=True).asnumpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=2e-7)   # float64 vs float32 sums
+
+
+@needs_compiler
+@pytest.mark.parametrize("path", ["op", "ops.log_softmax", "CrossEntropyLoss"])
+def test_log_softmax_gradient_add_to_on_a_leaf(path):
+    """Two backward passes into a leaf with grad_req='add' give twice one pass, bit for bit. The
+    operator alone overwrites instead (what the identity in front of it is for)."""
+    assert kernels.available()
+    rng = np.random.default_rng(3)
+    x_np = rng.standard_normal((6, 4)).astype(np.float32)
+    target = nd.array([0, 1, 2, 3, 1, 2])
+
+    def f(a):
+        if path == "op":
+            return nd.dl_log_softmax(a, axis=1)[0] * nd.arange(4).reshape((1, 4))
+        if path == "ops.log_softmax":
+            with dl.use("mxnet"):
+                return dl.ops.log_softmax(a, dim=1) * nd.arange(4).reshape((1, 4))
+        return dl.losses.CrossEntropyLoss()(a, target)
+
+    def grad(passes):
+        a = nd.array(x_np)
+        a.attach_grad(grad_req="add")
+        for _ in range(passes):
+            with autograd.record():
+                out = f(a)
+            out.backward()
+        return a.grad.asnumpy()
+    one, two = grad(1), grad(2)
+    if path == "op":
+        np.testing.assert_array_equal(two, one)            # the library operator ignores add-to
+    else:
+        np.testing.assert_array_equal(two, 2 * one)

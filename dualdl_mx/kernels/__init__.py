@@ -7,6 +7,9 @@ MXNet differences hidden here:
   BatchNorm sums in float32, 7.6-18x torch's error), so dualdl ran the operator in float64, with a
   float64 copy of the input. ``dl_batch_norm`` (``batch_norm.cc``) reads float32 and sums in float64
   in one operator.
+- MXNet's log_softmax is off by up to 3.5e-6 (torch 2e-7), so dualdl computed it from its
+  formula: six operators forward, about eight backward. ``dl_log_softmax`` (``log_softmax.cc``) is
+  that formula in float64, one operator each way.
 - Every host read waits for MXNet's engine, so dl.Trainer's gradient check, read before the step
   was queued, left the engine idle. ``dl_finite_guard`` / ``dl_finite_restore``
   (``finite_guard.cc``) let the step be queued behind the check and undone exactly
@@ -19,7 +22,8 @@ the flags; a lock keeps concurrent processes from building it twice, and the lib
 into place only once complete. Where it cannot be built or loaded (no compiler, another MXNet) or
 ``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason (not for
 ``DUALDL_MX_KERNELS=0``) and keeps the previous paths: MXNet's float64 BatchNorm (the same results
-to float32 rounding) and the check read before the step (the same steps), both slower.
+to float32 rounding), log-softmax from its float32 formula (within 2e-7 of the kernel's) and the
+check read before the step (the same steps), all slower.
 """
 from __future__ import annotations
 
@@ -40,10 +44,10 @@ from dualdl import config
 
 __all__ = ["available", "library_path", "KernelUnavailableWarning"]
 
-_SOURCES = ("batch_norm.cc", "finite_guard.cc")
+_SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
 _FLAGS = ("-O3", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
-_OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore")
+_OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore", "dl_log_softmax")
 _LOCK = threading.Lock()
 _loaded: Optional[bool] = None
 
@@ -112,7 +116,7 @@ def library_path() -> Path:
 
 def available() -> bool:
     """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
-    ``dl_finite_guard``, ``dl_finite_restore``) exist in this process (built and loaded on the first
+    ``dl_finite_guard``, ``dl_finite_restore``, ``dl_log_softmax``) exist in this process (built and loaded on the first
     call; False, with one warning, where that fails)."""
     global _loaded
     if _loaded is not None:
@@ -133,7 +137,8 @@ def _load() -> bool:
     except Exception as e:  # noqa: BLE001 - any failure means the fallback, with its reason
         warnings.warn(f"dualdl could not build or load its MXNet kernels ({type(e).__name__}: {e}); "
                       "BatchNorm uses MXNet's float64 operator instead (the same results to float32 "
-                      "rounding, slower) and dl.Trainer checks gradients before queueing a step. "
+                      "rounding, slower), log-softmax its float32 formula, and dl.Trainer checks "
+                      "gradients before queueing a step. "
                       "DUALDL_MX_KERNELS=0 silences this.",
                       KernelUnavailableWarning, stacklevel=3)
         return False
