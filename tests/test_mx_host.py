@@ -47,9 +47,9 @@ def test_other_contexts_shapes_and_autograd():
     np.testing.assert_array_equal(x.grad.asnumpy().ravel(), [2, 4, 2, 2, 4, 2])
 
 
-def _engine_waits(make):
+def _engine_waits(make, tmp_path):
     """The engine's WaitForVar operations (MXNet's profiler) while ``make()`` runs."""
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True)
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(tmp_path / "profile.json"))
     nd.waitall()
     mx.profiler.set_state("run")
     make()
@@ -59,13 +59,13 @@ def _engine_waits(make):
     return sum(v["Count"] for dom in stats.get("Time", {}).values() for k, v in dom.items() if k == "WaitForVar")
 
 
-def test_no_engine_wait():
+def test_no_engine_wait(tmp_path):
     a = np.arange(100, dtype=np.float32)
-    assert _engine_waits(lambda: nd.array(a)) >= 1          # what the helper avoids: the check can fail
-    assert _engine_waits(lambda: host_array(a, mx.cpu())) == 0
+    assert _engine_waits(lambda: nd.array(a), tmp_path) >= 1          # what the helper avoids: the check can fail
+    assert _engine_waits(lambda: host_array(a, mx.cpu()), tmp_path) == 0
     with dl.use("mxnet"):
-        assert _engine_waits(lambda: dl.from_numpy(np.ones((4, 3), np.float32))) == 0
+        assert _engine_waits(lambda: dl.from_numpy(np.ones((4, 3), np.float32)), tmp_path) == 0
         targets = dl.from_numpy(np.array([[2, 1, 3], [1, 2, 0]], np.int64))
     log_probs = nd.log_softmax(nd.array(np.random.default_rng(0).standard_normal((5, 2, 4)), dtype="float32"), axis=2)
     ctc = dl.losses.CTCLoss(check_log_probs=False)
-    assert _engine_waits(lambda: ctc(log_probs, targets[:, 1:], np.array([5, 5]), targets[:, 0])) == 0
+    assert _engine_waits(lambda: ctc(log_probs, targets[:, 1:], np.array([5, 5]), targets[:, 0]), tmp_path) == 0
