@@ -96,13 +96,16 @@ def mxnet_steps(kind: str, s: dict, hybridize: bool) -> Dict[str, Callable[[], N
     dopt = dl.optim.SGD(dnet.parameters(), lr=LR, momentum=0.9)
     dloss = models.dl_loss(kind)
 
-    def dualdl():
-        dopt.zero_grad()
+    def hand_loop(net, opt):
+        opt.zero_grad()
         with autograd.record():
-            loss = dloss(dnet(dx), dy)
+            loss = dloss(net(dx), dy)
         loss.backward()
-        dopt.step()
+        opt.step()
         nd.waitall()
+
+    def dualdl():
+        hand_loop(dnet, dopt)
 
     trainer = dl.Trainer(dnet2, dl.optim.SGD(dnet2.parameters(), lr=LR, momentum=0.9), models.dl_loss(kind),
                          batch_axis=1 if kind == "transformer" else 0)
@@ -129,12 +132,7 @@ def mxnet_steps(kind: str, s: dict, hybridize: bool) -> Dict[str, Callable[[], N
         def dualdl_fused_bn():
             mx_layers._FUSED_BATCHNORM = True
             try:
-                opt.zero_grad()
-                with autograd.record():
-                    loss = dloss(net(dx), dy)
-                loss.backward()
-                opt.step()
-                nd.waitall()
+                hand_loop(net, opt)
             finally:
                 mx_layers._FUSED_BATCHNORM = False
         fns["dualdl, float32 BatchNorm"] = dualdl_fused_bn

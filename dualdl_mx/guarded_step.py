@@ -32,12 +32,12 @@ _SLOTS = itertools.count(1)
 
 class _Guard:
     """The prepared guard and restore calls over one set of gradients and written arrays, with
-    ``n_losses`` input slots after the gradients for the step's loss arrays (set per call)."""
+    input slots after the gradients for the step's loss arrays (set at each call)."""
 
     def __init__(self, grads: List[nd.NDArray], written: List[nd.NDArray], losses: List[nd.NDArray]) -> None:
         slot = next(_SLOTS)
         ctx = written[0].context
-        self.first_loss, self.n_losses = len(grads), len(losses)
+        self.first_loss = len(grads)
         self.guard = PreparedCall("dl_finite_guard", grads + losses + written, [nd.empty((1,), ctx=ctx)],
                                   num_grads=len(grads) + len(losses), num_states=len(written), slot=slot)
         self.restore = PreparedCall("dl_finite_restore", written, [nd.empty((1,), ctx=ctx)],

@@ -116,8 +116,8 @@ def library_path() -> Path:
 
 def available() -> bool:
     """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
-    ``dl_finite_guard``, ``dl_finite_restore``, ``dl_log_softmax``) exist in this process (built and loaded on the first
-    call; False, with one warning, where that fails)."""
+    ``dl_finite_guard``, ``dl_finite_restore``, ``dl_log_softmax``) exist in this process (built
+    and loaded on the first call; False, with one warning, where that fails)."""
     global _loaded
     if _loaded is not None:
         return _loaded
