@@ -10,6 +10,7 @@ import sys
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
+import mxnet as mx
 from mxnet.gluon import HybridBlock
 
 from .base import Layer
@@ -112,9 +113,39 @@ class Sequential(_ChildList):
         return super().__getitem__(idx)
 
     def hybrid_forward(self, F, x):
-        for m in self._children.values():
-            x = m(x)
+        children = list(self._children.values())
+        i = 0
+        while i < len(children):
+            m = children[i]
+            if i + 1 < len(children) and _absorbs_relu(m, children[i + 1], x):
+                x = _call_with_relu(m, x)
+                i += 2
+            else:
+                x = m(x)
+                i += 1
         return x
+
+
+def _absorbs_relu(m: HybridBlock, nxt: HybridBlock, x: Any) -> bool:
+    """Whether BatchNorm ``m`` computes the ``ReLU`` ``nxt`` that follows it in a Sequential, in
+    its kernel's pass (MXNet difference hidden: each operator is a pass over the feature map, and
+    dualdl's BatchNorm kernel cannot hand MKLDNN's relu its blocked layout; the relu pass cost
+    0.07 of the demo CRNN's eager step). Not where a hook would see the BatchNorm's output or the
+    ReLU's call, and not for an NDArray call of a BatchNorm hybridized on its own (its cached graph
+    is built once, for one caller)."""
+    from .activation import ReLU
+    from .norm import _BatchNorm
+    return (isinstance(m, _BatchNorm) and type(nxt) is ReLU
+            and not (m._forward_hooks or m._forward_pre_hooks or nxt._forward_hooks or nxt._forward_pre_hooks)
+            and not (m._active and not isinstance(x, mx.sym.Symbol)))
+
+
+def _call_with_relu(m: HybridBlock, x: Any) -> Any:
+    object.__setattr__(m, "_dl_relu_after", True)
+    try:
+        return m(x)
+    finally:
+        object.__setattr__(m, "_dl_relu_after", False)
 
 
 class ModuleList(_ChildList):

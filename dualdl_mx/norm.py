@@ -13,6 +13,7 @@ from mxnet import autograd
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple
 from . import compiled, kernels
+from .activation import relu as _relu
 from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
@@ -75,7 +76,7 @@ class _BatchNorm(Layer):
                            eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
                            use_global_stats=use_global_stats, axis=1)
 
-    def _imperative(self, x, weight, bias, running_mean, running_var):
+    def _imperative(self, x, weight, bias, running_mean, running_var, relu: bool = False):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
         unbiased variance. Batch statistics of float32 data on CPU run dualdl's compiled kernel
@@ -96,15 +97,17 @@ class _BatchNorm(Layer):
         compute = _stats_dtype(dtype)
         if _FUSED_BATCHNORM and self.track_running_stats and not self.training:
             return mx.nd.BatchNorm(x, *self._affine(weight, bias, x.context), running_mean, running_var,
-                                   eps=self.eps, fix_gamma=False, use_global_stats=True, axis=1)
+                                   eps=self.eps, fix_gamma=False, use_global_stats=True, axis=1), False
         track = self.training and self.track_running_stats
+        fused = False
         if self.training or not self.track_running_stats:
             n = x.size // self.num_features
             stats = dict(running_mean=running_mean if track else None, running_var=running_var if track else None)
             if _kernel_applies(dtype, compute, weight if weight is not None else x, [x.context]):
+                fused = relu
                 out = compiled.run(_batchnorm_kernel_formula, dict(x=x, weight=weight, bias=bias, **stats),
                                    eps=self.eps, momentum=self.momentum, channels=self.num_features,
-                                   leaf=x.grad is not None)
+                                   leaf=x.grad is not None, relu=relu)
             else:
                 aux_mean, aux_var = _aux_scratch(self.num_features, x.context, compute)
                 with autograd.train_mode():                 # batch statistics whatever record() says
@@ -113,33 +116,41 @@ class _BatchNorm(Layer):
                                        eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=dtype,
                                        compute=compute)
             if not track:
-                return out
+                return out, fused
             y, new_mean, new_var = out
             with autograd.pause():
                 new_mean.copyto(running_mean)
                 new_var.copyto(running_var)
-            return y
+            return y, fused
         return compiled.run(_batchnorm_running_formula, dict(x=x, weight=weight, bias=bias,
                                                              running_mean=running_mean, running_var=running_var),
-                            eps=self.eps)
+                            eps=self.eps), False
 
     def _affine(self, weight, bias, ctx):
         c = (self.num_features,)
         return (weight if weight is not None else mx.nd.ones(c, ctx=ctx),
                 bias if bias is not None else mx.nd.zeros(c, ctx=ctx))
 
+    _dl_relu_after = False
+    """Set by :class:`~dualdl_mx.containers.Sequential` while it calls this layer in place of it
+    and the ``ReLU`` that follows: the output is then ``relu(BatchNorm(x))``, inside the kernel
+    where it runs (no relu pass, forward or backward), else by :func:`~dualdl_mx.activation.relu`."""
+
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
+        fuse = self._dl_relu_after
         if is_ndarray(x):
             C.check_batchnorm_input(self._dl_layer, self.num_features, x.shape, self.training)
-            return self._imperative(x, weight, bias, running_mean, running_var)
-        if self.track_running_stats and not self.training:
-            return self._fused(F, x, weight, bias, running_mean, running_var, True)
-        return self._symbolic(F, x, weight, bias, running_mean, running_var)
+            out, fused = self._imperative(x, weight, bias, running_mean, running_var, fuse)
+        elif self.track_running_stats and not self.training:
+            out, fused = self._fused(F, x, weight, bias, running_mean, running_var, True), False
+        else:
+            out, fused = self._symbolic(F, x, weight, bias, running_mean, running_var, fuse)
+        return _relu(F, out) if fuse and not fused else out
 
     def _gemm_form(self, F, x, weight, bias, mean=None, var=None, update=None):
         return _gemm_batchnorm(F, x, weight, bias, self.eps, mean, var, update)
 
-    def _symbolic(self, F, x, weight, bias, running_mean, running_var):
+    def _symbolic(self, F, x, weight, bias, running_mean, running_var, relu: bool = False):
         """Hybridized, batch statistics. In train mode, built inside a dualdl module call in train
         mode (which runs the graph with MXNet's ``is_train`` on): as eager, dualdl's kernel
         (:func:`_batchnorm_kernel_formula`) or MXNet's operator in float64
@@ -163,9 +174,11 @@ class _BatchNorm(Layer):
             dtype = np.dtype(ref.dtype).name
             compute = _stats_dtype(dtype)                        # read when the graph is built
             stats = (running_mean if track else None, running_var if track else None)
+            fused = False
             if _kernel_applies(dtype, compute, ref, ref.list_ctx()):
+                fused = relu
                 out = _batchnorm_kernel_formula(F, x, weight, bias, *stats, eps=self.eps, momentum=self.momentum,
-                                                channels=self.num_features, leaf=x.get_children() is None)
+                                                channels=self.num_features, leaf=x.get_children() is None, relu=relu)
             else:
                 s_mean, s_var = (q.var() for q in self._scratch(ref, compute))
                 c = float(self.num_features)
@@ -176,14 +189,14 @@ class _BatchNorm(Layer):
                 out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, *stats, eps=self.eps,
                                             momentum=self.momentum, bessel=bessel, dtype=dtype, compute=compute)
             if not track:
-                return out
+                return out, fused
             y, new_mean, new_var = out
             if writes:
                 write_state_after_call(self.running_mean, new_mean)
                 write_state_after_call(self.running_var, new_var)
-                return y
+                return y, fused
             tie = self._running_update(F, new_mean, new_var, None, weight, bias, running_mean, running_var)
-            return F.reshape_like(y, tie, lhs_begin=1, lhs_end=2, rhs_begin=1, rhs_end=2)
+            return F.reshape_like(y, tie, lhs_begin=1, lhs_end=2, rhs_begin=1, rhs_end=2), fused
 
         def update(F, mean, var, n_):
             if not writes:
@@ -193,7 +206,7 @@ class _BatchNorm(Layer):
             write_state_after_call(self.running_mean, F.BlockGrad((1 - m) * running_mean + m * F.reshape(mean, shape=flat)))
             write_state_after_call(self.running_var, F.BlockGrad((1 - m) * running_var + m * F.reshape(unbiased, shape=flat)))
             return None
-        return self._gemm_form(F, x, weight, bias, update=update if track else None)[0]
+        return self._gemm_form(F, x, weight, bias, update=update if track else None)[0], False
 
     def _running_update(self, F, mean, var, n_, weight, bias, running_mean, running_var, out_shape=None):
         """The fused op on the rows ``mean -/+ std`` (biased variance = the unbiased ``var * n/(n-1)``)
@@ -332,20 +345,24 @@ def _kernel_applies(dtype: str, compute: str, param: Any, contexts) -> bool:
 
 
 def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
-                              eps: float, momentum: float, channels: int, leaf: bool):
+                              eps: float, momentum: float, channels: int, leaf: bool, relu: bool = False):
     """BatchNorm with batch statistics by dualdl's ``dl_batch_norm`` kernel: float32 in and out,
     sums in float64 (exact to float32 rounding, as MXNet's operator in float64, without the float64
     copy of the input). A library operator writes its gradients whatever MXNet asks (add-to
     included), so weight and bias, and x where it is a leaf (``leaf``: an array with a gradient
     of its own or a graph input), reach it through an identity op, whose backward honours the
     request. Given the running statistics, the kernel also returns torch's update of them
-    (computed in float64, rounded to float32) for the caller to copy in."""
+    (computed in float64, rounded to float32) for the caller to copy in. ``relu``: the output is
+    ``relu(BatchNorm(x))`` (NaN kept; backward passes the gradient where the output is not <= 0,
+    torch's threshold_backward), in the same pass."""
     w = F.identity(weight) if weight is not None else F.ones(shape=(channels,))
     b = F.identity(bias) if bias is not None else F.zeros(shape=(channels,))
     x = F.identity(x) if leaf else x
+    fused = {"relu": 1} if relu else {}
     if running_mean is None:
-        return F.dl_batch_norm(x, w, b, eps=eps)[0]
-    out = F.dl_batch_norm(x, w, b, F.BlockGrad(running_mean), F.BlockGrad(running_var), eps=eps, momentum=momentum)
+        return F.dl_batch_norm(x, w, b, eps=eps, **fused)[0]
+    out = F.dl_batch_norm(x, w, b, F.BlockGrad(running_mean), F.BlockGrad(running_var), eps=eps, momentum=momentum,
+                          **fused)
     return [out[0], out[3], out[4]]
 
 

@@ -294,3 +294,71 @@ def test_log_softmax_gradient_add_to_on_a_leaf(path):
         np.testing.assert_array_equal(two, one)            # the library operator ignores add-to
     else:
         np.testing.assert_array_equal(two, 2 * one)
+
+
+# ---- BatchNorm + ReLU in one kernel pass (dualdl_mx.containers.Sequential) ------------------------
+def _cnn(nested: bool):
+    """Conv, BatchNorm, ReLU, MaxPool; ``nested`` puts ReLU outside BatchNorm's Sequential, which
+    keeps them apart (the reference for the fused pass)."""
+    with dl.use("mxnet"):
+        dl.seed(0)
+        conv, bn, act, pool = (dl.nn.Conv2d(3, 8, 3, padding=1, bias=False), dl.nn.BatchNorm2d(8), dl.nn.ReLU(),
+                               dl.nn.MaxPool2d(2))
+        return dl.nn.Sequential(dl.nn.Sequential(conv, bn), act, pool) if nested else dl.nn.Sequential(conv, bn, act, pool)
+
+
+def _train_twice(m, x_np, hybrid):
+    if hybrid:
+        m.hybridize()
+    x = nd.array(x_np)
+    x.attach_grad()
+    for _ in range(2):
+        with autograd.record():
+            y = m(x)
+        y.backward(nd.ones_like(y))
+    bn = m[0][1] if isinstance(m[0], dl.nn.Sequential) else m[1]
+    conv = m[0][0] if isinstance(m[0], dl.nn.Sequential) else m[0]
+    return [y.asnumpy(), x.grad.asnumpy(), conv.weight.grad().asnumpy(), bn.weight.grad().asnumpy(),
+            bn.bias.grad().asnumpy(), bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy()]
+
+
+@needs_compiler
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_batchnorm_then_relu_in_one_pass_bit_for_bit(hybrid):
+    """In a Sequential, BatchNorm followed by ReLU runs as one kernel pass: outputs, gradients
+    and running statistics equal the separate layers bit for bit (two steps, eager and hybridized)."""
+    from dualdl_mx.containers import _absorbs_relu
+    assert kernels.available()
+    fused = _cnn(False)
+    assert _absorbs_relu(fused[1], fused[2], nd.zeros((1,)))
+    assert not _absorbs_relu(fused[2], fused[3], nd.zeros((1,)))
+    x_np = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32) * 2 + 1
+    for a, b in zip(_train_twice(fused, x_np, hybrid), _train_twice(_cnn(True), x_np, hybrid)):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_compiler
+def test_batchnorm_then_relu_nan_gradient_is_torchs():
+    """relu's backward at NaN passes the gradient (torch's threshold_backward): with a NaN in the
+    input, the fused pass gives torch's BatchNorm bias gradient."""
+    x_np = np.random.default_rng(1).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    x_np[0, 0, 0, 0] = np.nan
+    m = _cnn(False)
+    got = _train_twice(m, x_np, hybrid=False)
+    t = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+                            torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+    t[0].weight.data = torch.tensor(m[0].weight.data().asnumpy())
+    xt = torch.tensor(x_np, requires_grad=True)
+    for _ in range(2):
+        t(xt).sum().backward()
+    np.testing.assert_array_equal(got[4], t[1].bias.grad.numpy())
+
+
+@needs_compiler
+def test_a_hook_keeps_batchnorm_and_relu_apart():
+    m = _cnn(False)
+    seen = []
+    m[2].register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    with autograd.record():
+        m(nd.ones((2, 3, 4, 4)))
+    assert seen == [(2, 8, 4, 4)]

@@ -11,7 +11,8 @@
 //          eps), kept for backward); with momentum also torch's new running statistics (C):
 //          (1 - momentum) * running + momentum * batch value, the variance unbiased (times
 //          n/(n-1); 1 when n == 1), computed in float64 and rounded to x's dtype
-// attrs:   eps, momentum (optional)
+// attrs:   eps, momentum (optional), relu (optional: y is relu(BatchNorm(x)), NaN kept, and backward
+//          passes dy only where !(y <= 0): torch's threshold_backward of the relu that follows)
 // Backward writes its outputs (MXNet's library operators do not see the request type): callers
 // give it gamma and beta through an identity op, and x too when x is a leaf (see dualdl_mx/norm.py).
 //
@@ -102,8 +103,18 @@ DL_CLONES void shifted_sums(const T* x, Dims d, int64_t c, double k, double* s1,
   *s2 = total(q);
 }
 
+// relu with NaN kept, in place over a row just written (a loop GCC vectorises into blends)
 template <typename T>
-DL_CLONES void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, double scale, double shift) {
+DL_CLONES void relu_row(T* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = o[i];
+    o[i] = v > 0 || v != v ? v : T(0);
+  }
+}
+
+template <typename T>
+DL_CLONES void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, double scale, double shift,
+                                 bool with_relu) {
   const vd mv = vd{} + m, sv = vd{} + scale, hv = vd{} + shift;
   for (int64_t n = 0; n < d.n; ++n) {
     const T* p = x + (n * d.c + c) * d.s;
@@ -111,13 +122,14 @@ DL_CLONES void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, 
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) store(o + i, (load(p + i) - mv) * sv + hv);
     for (; i < d.s; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
+    if (with_relu) relu_row(o, d.s);
   }
 }
 
 template <typename T>
 void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean, double* inv_std, Dims d,
                   double eps, const T* running_mean, const T* running_var, T* new_mean, T* new_var,
-                  double momentum) {
+                  double momentum, bool with_relu) {
   const double cnt = double(d.n) * double(d.s);
   const double bessel = cnt > 1 ? cnt / (cnt - 1) : 1.0;
   for (int64_t c = 0; c < d.c; ++c) {
@@ -133,18 +145,30 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
       new_mean[c] = T((1 - momentum) * double(running_mean[c]) + momentum * (k + dm));
       new_var[c] = T((1 - momentum) * double(running_var[c]) + momentum * (v * bessel));
     }
-    normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]));
+    normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu);
   }
 }
 
-// sum of dy and of dy * (x - mean) over channel c
+// dy where !(y <= 0), else 0 (the fused relu's backward), into a row buffer
 template <typename T>
-DL_CLONES void grad_sums(const T* dy, const T* x, Dims d, int64_t c, double m, double* s1, double* s2) {
+DL_CLONES void masked_row(const T* g, const T* y, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = y[i] <= 0 ? T(0) : g[i];
+}
+
+// sum of dy and of dy * (x - mean) over channel c (dy masked by the fused relu where y is given)
+template <typename T>
+DL_CLONES void grad_sums(const T* dy, const T* x, const T* y, T* buf, Dims d, int64_t c, double m, double* s1,
+                         double* s2) {
   const vd mv = vd{} + m;
   vd a = {}, q = {};
   for (int64_t n = 0; n < d.n; ++n) {
-    const T* p = x + (n * d.c + c) * d.s;
-    const T* g = dy + (n * d.c + c) * d.s;
+    const int64_t row = (n * d.c + c) * d.s;
+    const T* p = x + row;
+    const T* g = dy + row;
+    if (y) {
+      masked_row(g, y + row, buf, d.s);
+      g = buf;
+    }
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) {
       const vd t = load(g + i);
@@ -163,13 +187,18 @@ DL_CLONES void grad_sums(const T* dy, const T* x, Dims d, int64_t c, double m, d
 
 // dx = gamma * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat))
 template <typename T>
-DL_CLONES void grad_channel(const T* dy, const T* x, T* dx, Dims d, int64_t c, double m, double k,
-                            double mean_dy, double slope) {
+DL_CLONES void grad_channel(const T* dy, const T* x, const T* y, T* buf, T* dx, Dims d, int64_t c, double m,
+                            double k, double mean_dy, double slope) {
   const vd mv = vd{} + m, kv = vd{} + k, av = vd{} + mean_dy, sv = vd{} + slope;
   for (int64_t n = 0; n < d.n; ++n) {
-    const T* p = x + (n * d.c + c) * d.s;
-    const T* g = dy + (n * d.c + c) * d.s;
-    T* o = dx + (n * d.c + c) * d.s;
+    const int64_t row = (n * d.c + c) * d.s;
+    const T* p = x + row;
+    const T* g = dy + row;
+    if (y) {
+      masked_row(g, y + row, buf, d.s);
+      g = buf;
+    }
+    T* o = dx + row;
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) store(o + i, kv * (load(g + i) - av - (load(p + i) - mv) * sv));
     for (; i < d.s; ++i) o[i] = T(k * (double(g[i]) - mean_dy - (double(p[i]) - m) * slope));
@@ -177,17 +206,18 @@ DL_CLONES void grad_channel(const T* dy, const T* x, T* dx, Dims d, int64_t c, d
 }
 
 template <typename T>
-void backward_impl(const T* dy, const T* x, const T* gamma, const double* mean, const double* inv_std,
+void backward_impl(const T* dy, const T* x, const T* y, const T* gamma, const double* mean, const double* inv_std,
                    T* dx, T* dgamma, T* dbeta, Dims d) {
   const double cnt = double(d.n) * double(d.s);
+  std::vector<T> buf(y ? d.s : 0);                       // one row of masked dy (the fused relu)
   for (int64_t c = 0; c < d.c; ++c) {
     const double m = mean[c], inv = inv_std[c];
     double sdy, sdxc;
-    grad_sums(dy, x, d, c, m, &sdy, &sdxc);
+    grad_sums(dy, x, y, buf.data(), d, c, m, &sdy, &sdxc);
     const double sdyx = sdxc * inv;                      // sum of dy * x_hat
     dgamma[c] = T(sdyx);
     dbeta[c] = T(sdy);
-    grad_channel(dy, x, dx, d, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv);
+    grad_channel(dy, x, y, buf.data(), dx, d, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv);
   }
 }
 
@@ -199,7 +229,7 @@ void forward_typed(const std::unordered_map<std::string, std::string>& attrs, st
                   (*out)[1].data<double>(), (*out)[2].data<double>(), dims_of((*in)[0]), eps_of(attrs),
                   track ? (*in)[3].data<T>() : nullptr, track ? (*in)[4].data<T>() : nullptr,
                   track ? (*out)[3].data<T>() : nullptr, track ? (*out)[4].data<T>() : nullptr,
-                  track ? std::stod(attrs.at("momentum")) : 0.0);
+                  track ? std::stod(attrs.at("momentum")) : 0.0, attrs.count("relu") > 0);
 }
 
 MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
@@ -212,9 +242,10 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
 }
 
 template <typename T>
-void backward_typed(int n_in, int n_out, std::vector<MXTensor>* in, std::vector<MXTensor>* out) {
+void backward_typed(int n_in, int n_out, bool with_relu, std::vector<MXTensor>* in, std::vector<MXTensor>* out) {
   MXTensor& x = (*in)[n_out];
-  backward_impl<T>((*in)[0].data<T>(), x.data<T>(), (*in)[n_out + 1].data<T>(),
+  backward_impl<T>((*in)[0].data<T>(), x.data<T>(), with_relu ? (*in)[n_out + n_in].data<T>() : nullptr,
+                   (*in)[n_out + 1].data<T>(),
                    (*in)[n_out + n_in + 1].data<double>(), (*in)[n_out + n_in + 2].data<double>(),
                    (*out)[0].data<T>(), (*out)[1].data<T>(), (*out)[2].data<T>(), dims_of(x));
   for (int i = 3; i < n_in; ++i) {                      // the running statistics: not differentiable
@@ -227,10 +258,11 @@ void backward_typed(int n_in, int n_out, std::vector<MXTensor>* in, std::vector<
 MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
                        std::vector<MXTensor>* out, const OpResource& res) {
   const int n_in = tracks(attrs) ? 5 : 3, n_out = n_in;
+  const bool with_relu = attrs.count("relu") > 0;
   if ((*in)[n_out].dtype == kFloat32)
-    backward_typed<float>(n_in, n_out, in, out);
+    backward_typed<float>(n_in, n_out, with_relu, in, out);
   else
-    backward_typed<double>(n_in, n_out, in, out);
+    backward_typed<double>(n_in, n_out, with_relu, in, out);
   return MX_SUCCESS;
 }
 
