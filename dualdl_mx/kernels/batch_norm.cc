@@ -155,6 +155,14 @@ DL_CLONES void masked_row(const T* g, const T* y, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = y[i] <= 0 ? T(0) : g[i];
 }
 
+// the row of dy at ``row``: dy itself, or masked into ``buf`` where the fused relu's output y is given
+template <typename T>
+inline const T* grad_row(const T* dy, const T* y, T* buf, int64_t row, int64_t n) {
+  if (!y) return dy + row;
+  masked_row(dy + row, y + row, buf, n);
+  return buf;
+}
+
 // sum of dy and of dy * (x - mean) over channel c (dy masked by the fused relu where y is given)
 template <typename T>
 DL_CLONES void grad_sums(const T* dy, const T* x, const T* y, T* buf, Dims d, int64_t c, double m, double* s1,
@@ -164,11 +172,7 @@ DL_CLONES void grad_sums(const T* dy, const T* x, const T* y, T* buf, Dims d, in
   for (int64_t n = 0; n < d.n; ++n) {
     const int64_t row = (n * d.c + c) * d.s;
     const T* p = x + row;
-    const T* g = dy + row;
-    if (y) {
-      masked_row(g, y + row, buf, d.s);
-      g = buf;
-    }
+    const T* g = grad_row(dy, y, buf, row, d.s);
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) {
       const vd t = load(g + i);
@@ -193,11 +197,7 @@ DL_CLONES void grad_channel(const T* dy, const T* x, const T* y, T* buf, T* dx, 
   for (int64_t n = 0; n < d.n; ++n) {
     const int64_t row = (n * d.c + c) * d.s;
     const T* p = x + row;
-    const T* g = dy + row;
-    if (y) {
-      masked_row(g, y + row, buf, d.s);
-      g = buf;
-    }
+    const T* g = grad_row(dy, y, buf, row, d.s);
     T* o = dx + row;
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) store(o + i, kv * (load(g + i) - av - (load(p + i) - mv) * sv));
