@@ -345,20 +345,14 @@ class Trainer:
             raise
         if self._dist is not None:
             return self._dist_step(snap, loss, B)
-        if defer:
-            self._micro += 1
-            self._samples += B
-            bad = self._apply(loss)
-            value = self._replicas.loss_value(loss)
-            if not math.isfinite(value):          # the adapter did not step: the loss was checked too
-                return self._nonfinite(snap, value, "loss")
-        else:
-            value = loss
-            if not math.isfinite(value):
-                return self._nonfinite(snap, value, "loss")
-            self._micro += 1
-            self._samples += B
-            bad = self._apply() if self._micro >= self.accumulate_steps else None
+        if not defer and not math.isfinite(loss):
+            return self._nonfinite(snap, loss, "loss")
+        self._micro += 1
+        self._samples += B
+        bad = self._apply(loss if defer else None) if self._micro >= self.accumulate_steps else None
+        value = self._replicas.loss_value(loss) if defer else loss
+        if not math.isfinite(value):              # deferred: the adapter checked it, and did not step
+            return self._nonfinite(snap, value, "loss")
         if bad is not None:
             self._rejected(snap, bad)
         return value
