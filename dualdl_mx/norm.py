@@ -76,7 +76,8 @@ class _BatchNorm(Layer):
                            eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
                            use_global_stats=use_global_stats, axis=1)
 
-    def _imperative(self, x, weight, bias, running_mean, running_var, relu: bool = False):
+    def _imperative(self, x, weight, bias, running_mean, running_var, relu: bool = False,
+                    pool: Optional[Tuple[int, int]] = None):
         """NDArray mode, torch's exact semantics: batch statistics in train mode (``train()``/
         ``eval()`` decide, not ``record()``), running statistics updated in forward with the
         unbiased variance. Batch statistics of float32 data on CPU run dualdl's compiled kernel
@@ -107,7 +108,7 @@ class _BatchNorm(Layer):
                 fused = relu
                 out = compiled.run(_batchnorm_kernel_formula, dict(x=x, weight=weight, bias=bias, **stats),
                                    eps=self.eps, momentum=self.momentum, channels=self.num_features,
-                                   leaf=x.grad is not None, relu=relu)
+                                   leaf=x.grad is not None, relu=relu, pool=pool)
             else:
                 aux_mean, aux_var = _aux_scratch(self.num_features, x.context, compute)
                 with autograd.train_mode():                 # batch statistics whatever record() says
@@ -136,21 +137,35 @@ class _BatchNorm(Layer):
     and the ``ReLU`` that follows: the output is then ``relu(BatchNorm(x))``, inside the kernel
     where it runs (no relu pass, forward or backward), else by :func:`~dualdl_mx.activation.relu`."""
 
+    _dl_pool_after = None
+    """Set by :class:`~dualdl_mx.containers.Sequential` (with ``_dl_relu_after``) to the
+    ``MaxPool2d`` after the ``ReLU`` while it calls this layer in place of all three (windows that
+    do not overlap: :func:`~dualdl_mx.containers._absorbs_pool`): the output is then pooled inside
+    the kernel where it runs (the full-size map is neither written nor read back), else by it."""
+
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
-        fuse = self._dl_relu_after
+        fuse, pool = self._dl_relu_after, self._dl_pool_after
+        window = pool.kernel_size if pool is not None else None
         if is_ndarray(x):
             C.check_batchnorm_input(self._dl_layer, self.num_features, x.shape, self.training)
-            out, fused = self._imperative(x, weight, bias, running_mean, running_var, fuse)
+            if pool is not None:
+                pool._check(x)
+            out, fused = self._imperative(x, weight, bias, running_mean, running_var, fuse, window)
         elif self.track_running_stats and not self.training:
             out, fused = self._fused(F, x, weight, bias, running_mean, running_var, True), False
         else:
-            out, fused = self._symbolic(F, x, weight, bias, running_mean, running_var, fuse)
-        return _relu(F, out) if fuse and not fused else out
+            out, fused = self._symbolic(F, x, weight, bias, running_mean, running_var, fuse, window)
+        if fused:
+            return out
+        if fuse:
+            out = _relu(F, out)
+        return pool(out) if pool is not None else out
 
     def _gemm_form(self, F, x, weight, bias, mean=None, var=None, update=None):
         return _gemm_batchnorm(F, x, weight, bias, self.eps, mean, var, update)
 
-    def _symbolic(self, F, x, weight, bias, running_mean, running_var, relu: bool = False):
+    def _symbolic(self, F, x, weight, bias, running_mean, running_var, relu: bool = False,
+                  pool: Optional[Tuple[int, int]] = None):
         """Hybridized, batch statistics. In train mode, built inside a dualdl module call in train
         mode (which runs the graph with MXNet's ``is_train`` on): as eager, dualdl's kernel
         (:func:`_batchnorm_kernel_formula`) or MXNet's operator in float64
@@ -178,7 +193,8 @@ class _BatchNorm(Layer):
             if _kernel_applies(dtype, compute, ref, ref.list_ctx()):
                 fused = relu
                 out = _batchnorm_kernel_formula(F, x, weight, bias, *stats, eps=self.eps, momentum=self.momentum,
-                                                channels=self.num_features, leaf=x.get_children() is None, relu=relu)
+                                                channels=self.num_features, leaf=x.get_children() is None, relu=relu,
+                                                pool=pool)
             else:
                 s_mean, s_var = (q.var() for q in self._scratch(ref, compute))
                 c = float(self.num_features)
@@ -345,7 +361,8 @@ def _kernel_applies(dtype: str, compute: str, param: Any, contexts) -> bool:
 
 
 def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, running_var=None, *,
-                              eps: float, momentum: float, channels: int, leaf: bool, relu: bool = False):
+                              eps: float, momentum: float, channels: int, leaf: bool, relu: bool = False,
+                              pool: Optional[Tuple[int, int]] = None):
     """BatchNorm with batch statistics by dualdl's ``dl_batch_norm`` kernel: float32 in and out,
     sums in float64 (exact to float32 rounding, as MXNet's operator in float64, without the float64
     copy of the input). A library operator writes its gradients whatever MXNet asks (add-to
@@ -354,11 +371,15 @@ def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, r
     request. Given the running statistics, the kernel also returns torch's update of them
     (computed in float64, rounded to float32) for the caller to copy in. ``relu``: the output is
     ``relu(BatchNorm(x))`` (NaN kept; backward passes the gradient where the output is not <= 0,
-    torch's threshold_backward), in the same pass."""
+    torch's threshold_backward), in the same pass; ``pool`` (kh, kw), with ``relu``: that output
+    max-pooled in (kh, kw) windows, stride the window, no padding (torch's window rule), also in
+    the same pass."""
     w = F.identity(weight) if weight is not None else F.ones(shape=(channels,))
     b = F.identity(bias) if bias is not None else F.zeros(shape=(channels,))
     x = F.identity(x) if leaf else x
     fused = {"relu": 1} if relu else {}
+    if pool is not None:
+        fused["pool"] = "%d,%d" % tuple(pool)
     if running_mean is None:
         return F.dl_batch_norm(x, w, b, eps=eps, **fused)[0]
     out = F.dl_batch_norm(x, w, b, F.BlockGrad(running_mean), F.BlockGrad(running_var), eps=eps, momentum=momentum,

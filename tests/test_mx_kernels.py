@@ -327,10 +327,11 @@ def _train_twice(m, x_np, hybrid):
 def test_batchnorm_then_relu_in_one_pass_bit_for_bit(hybrid):
     """In a Sequential, BatchNorm followed by ReLU runs as one kernel pass: outputs, gradients
     and running statistics equal the separate layers bit for bit (two steps, eager and hybridized)."""
-    from dualdl_mx.containers import _absorbs_relu
+    from dualdl_mx.containers import _absorbs_pool, _absorbs_relu
     assert kernels.available()
     fused = _cnn(False)
     assert _absorbs_relu(fused[1], fused[2], nd.zeros((1,)))
+    assert _absorbs_pool(fused[1], fused[3], nd.zeros((1,)))
     assert not _absorbs_relu(fused[2], fused[3], nd.zeros((1,)))
     x_np = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32) * 2 + 1
     for a, b in zip(_train_twice(fused, x_np, hybrid), _train_twice(_cnn(True), x_np, hybrid)):
@@ -362,3 +363,132 @@ def test_a_hook_keeps_batchnorm_and_relu_apart():
     with autograd.record():
         m(nd.ones((2, 3, 4, 4)))
     assert seen == [(2, 8, 4, 4)]
+
+
+# ---- BatchNorm + ReLU + MaxPool2d in one kernel pass --------------------------------------------
+def _bn_relu_pool(channels: int, pool, nested: bool, **pool_kw):
+    """BatchNorm2d, ReLU, MaxPool2d; ``nested`` keeps them apart (the reference)."""
+    with dl.use("mxnet"):
+        bn, act, mp = dl.nn.BatchNorm2d(channels), dl.nn.ReLU(), dl.nn.MaxPool2d(pool, **pool_kw)
+        return dl.nn.Sequential(dl.nn.Sequential(bn), act, mp) if nested else dl.nn.Sequential(bn, act, mp)
+
+
+def _fwd_bwd(m, x_np, g_np, hybrid, steps=2):
+    """Output, input gradient, BatchNorm's weight/bias gradients and running statistics after
+    ``steps`` forward/backward calls."""
+    if hybrid:
+        m.hybridize()
+    x = nd.array(x_np)
+    x.attach_grad()
+    for _ in range(steps):
+        with autograd.record():
+            y = m(x)
+        y.backward(nd.array(g_np))
+    bn = m[0][0] if isinstance(m[0], dl.nn.Sequential) else m[0]
+    return [y.asnumpy(), x.grad.asnumpy(), bn.weight.grad().asnumpy(), bn.bias.grad().asnumpy(),
+            bn.running_mean.data().asnumpy(), bn.running_var.data().asnumpy()]
+
+
+def _operators(fn, folder):
+    """The names of the MXNet operators ``fn()`` runs (MXNet's profiler, its file in ``folder``)."""
+    import json
+    import mxnet as mx
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(folder / "profile.json"))
+    mx.profiler.set_state("run")
+    try:
+        fn()
+        nd.waitall()
+    finally:
+        mx.profiler.set_state("stop")
+    stats = json.loads(mx.profiler.dumps(reset=True, format="json"))
+    return {name for domain, ops in stats.get("Time", {}).items() if domain == "operator" for name in ops}
+
+
+@needs_compiler
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("shape,pool", [((4, 3, 8, 8), 2), ((3, 4, 9, 7), 2), ((2, 3, 8, 6), (2, 1)),
+                                        ((2, 3, 7, 9), 3)])
+def test_batchnorm_relu_maxpool_in_one_pass_bit_for_bit(shape, pool, hybrid, tmp_path):
+    """BatchNorm2d, ReLU and a MaxPool2d whose windows do not overlap run as one kernel pass (no
+    Pooling operator forward or backward): outputs, input and parameter gradients and running
+    statistics equal the separate layers bit for bit, including rows and columns past the last
+    window (odd sizes) and 2x1 / 3x3 windows."""
+    rng = np.random.default_rng(3)
+    x_np = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+    k = (pool, pool) if isinstance(pool, int) else pool
+    g_np = rng.standard_normal(shape[:2] + (shape[2] // k[0], shape[3] // k[1])).astype(np.float32)
+    fused, ref = _bn_relu_pool(shape[1], pool, False), _bn_relu_pool(shape[1], pool, True)
+    ops = _operators(lambda: _fwd_bwd(fused, x_np, g_np, hybrid, steps=1), tmp_path)
+    assert "dl_batch_norm" in ops and not {"Pooling", "_backward_Pooling"} & ops
+    assert "Pooling" in _operators(lambda: _fwd_bwd(ref, x_np, g_np, hybrid, steps=1), tmp_path)
+    for a, b in zip(_fwd_bwd(fused, x_np, g_np, hybrid), _fwd_bwd(ref, x_np, g_np, hybrid)):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_compiler
+@pytest.mark.parametrize("pool", [2, (2, 1), (3, 2)])
+def test_batchnorm_relu_maxpool_ties_follow_torch(pool):
+    """Integer-valued inputs put exact ties in most windows: the gradient goes to torch's element
+    (the first maximum), within float32 rounding of torch's output and input gradient."""
+    rng = np.random.default_rng(4)
+    x_np = rng.integers(-3, 4, (4, 3, 9, 8)).astype(np.float32)
+    k = (pool, pool) if isinstance(pool, int) else pool
+    g_np = rng.standard_normal((4, 3, 9 // k[0], 8 // k[1])).astype(np.float32)
+    got = _fwd_bwd(_bn_relu_pool(3, pool, False), x_np, g_np, hybrid=False, steps=1)
+    t = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
+    xt = torch.tensor(x_np, requires_grad=True)
+    yt = t(xt)
+    yt.backward(torch.tensor(g_np))
+    np.testing.assert_allclose(got[0], yt.detach().numpy(), rtol=0, atol=2.4e-7)
+    np.testing.assert_allclose(got[1], xt.grad.numpy(), rtol=0, atol=2.4e-7)
+    np.testing.assert_allclose(got[3], t[0].bias.grad.numpy(), rtol=1e-6)
+
+
+@needs_compiler
+def test_batchnorm_relu_maxpool_nan_is_torchs():
+    """A NaN in a window is its maximum, as in torch (MKLDNN's max pooling gave -3.4e38 there):
+    the fused pass gives torch's outputs and input gradients, NaN where torch's are."""
+    rng = np.random.default_rng(5)
+    x_np = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    x_np[0, 0, 1, 1] = x_np[1, 1, 0, 0] = np.nan
+    g_np = rng.standard_normal((2, 2, 2, 2)).astype(np.float32)
+    got = _fwd_bwd(_bn_relu_pool(2, 2, False), x_np, g_np, hybrid=False, steps=1)
+    t = torch.nn.Sequential(torch.nn.BatchNorm2d(2), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+    xt = torch.tensor(x_np, requires_grad=True)
+    yt = t(xt)
+    yt.backward(torch.tensor(g_np))
+    for a, b in ((got[0], yt.detach().numpy()), (got[1], xt.grad.numpy())):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(np.nan_to_num(a), np.nan_to_num(b), rtol=0, atol=2.4e-7)
+
+
+@needs_compiler
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2), dict(kernel_size=2, padding=1),
+                                dict(kernel_size=2, ceil_mode=True), dict(kernel_size=2, hook=True)])
+def test_pools_the_kernel_does_not_take_stay_apart(kw):
+    """Overlapping windows, padding, ceil_mode or a hook on the MaxPool2d: it runs as its own layer
+    (the BatchNorm still computes the ReLU), with the separate layers' numbers."""
+    from dualdl_mx.containers import _absorbs_pool
+    kw = dict(kw)
+    hook = kw.pop("hook", False)
+    pool = kw.pop("kernel_size")
+    m, ref = _bn_relu_pool(3, pool, False, **kw), _bn_relu_pool(3, pool, True, **kw)
+    seen = []
+    if hook:
+        m[2].register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    assert not _absorbs_pool(m[0], m[2], nd.zeros((1,)))
+    rng = np.random.default_rng(6)
+    x_np = rng.standard_normal((2, 3, 7, 7)).astype(np.float32)
+    shape = _bn_relu_pool(3, pool, True, **kw)(nd.array(x_np)).shape
+    g_np = rng.standard_normal(shape).astype(np.float32)
+    for a, b in zip(_fwd_bwd(m, x_np, g_np, False), _fwd_bwd(ref, x_np, g_np, False)):
+        np.testing.assert_array_equal(a, b)
+    assert seen == ([shape] * 2 if hook else [])
+
+
+@needs_compiler
+def test_fused_pool_too_small_input_is_maxpools_error():
+    m = _bn_relu_pool(3, 4, False)
+    with pytest.raises(ValueError, match=r"MaxPool2d\(kernel_size=\(4, 4\)\): input spatial size \(3, 8\) is too small"):
+        with autograd.record():
+            m(nd.ones((2, 3, 3, 8)))

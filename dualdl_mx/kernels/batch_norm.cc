@@ -7,22 +7,29 @@
 //
 // inputs:  x (N, C, *), gamma (C), beta (C), all of x's dtype; with attr momentum also
 //          running_mean (C), running_var (C) of x's dtype
-// outputs: y (x's shape and dtype), mean (C, float64), inv_std (C, float64, 1/sqrt(biased var +
-//          eps), kept for backward); with momentum also torch's new running statistics (C):
-//          (1 - momentum) * running + momentum * batch value, the variance unbiased (times
-//          n/(n-1); 1 when n == 1), computed in float64 and rounded to x's dtype
+// outputs: y (x's shape and dtype; pooled with attr pool), mean (C, float64), inv_std (C,
+//          float64, 1/sqrt(biased var + eps), kept for backward); with momentum also torch's new
+//          running statistics (C): (1 - momentum) * running + momentum * batch value, the variance
+//          unbiased (times n/(n-1); 1 when n == 1), computed in float64 and rounded to x's dtype;
+//          with pool last the element of each window that is its maximum (y's shape, uint8)
 // attrs:   eps, momentum (optional), relu (optional: y is relu(BatchNorm(x)), NaN kept, and backward
-//          passes dy only where !(y <= 0): torch's threshold_backward of the relu that follows)
+//          passes dy only where !(y <= 0): torch's threshold_backward of the relu that follows),
+//          pool (optional, "kh,kw", x (N, C, H, W)): y is then max_pool2d(kernel (kh, kw), stride
+//          the kernel, no padding, floor) of that output, with torch's window rule (the first
+//          maximum, a NaN wins; rows and columns past the last window dropped); backward sends
+//          each window's dy to its maximum: the full-size feature map is never written
 // Backward writes its outputs (MXNet's library operators do not see the request type): callers
 // give it gamma and beta through an identity op, and x too when x is a leaf (see dualdl_mx/norm.py).
 //
 // Sums run in LANES fixed partial sums (lane = index mod LANES within a row), combined in a fixed
-// order, lanes computed as one vector, and the build turns off contraction into FMA: the same
-// result on every instruction set.
+// order, lanes computed as one vector (the pooled backward's, over the windows: two), and the
+// build turns off contraction into FMA: the same result on every instruction set.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -112,25 +119,104 @@ DL_CLONES void relu_row(T* o, int64_t n) {
   }
 }
 
+// y = (x - m) * scale + shift over a row, in float64, rounded once (relu'd with NaN kept)
 template <typename T>
-DL_CLONES void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, double scale, double shift,
-                                 bool with_relu) {
+DL_CLONES void normalize_row(const T* p, T* o, int64_t n, double m, double scale, double shift, bool with_relu) {
   const vd mv = vd{} + m, sv = vd{} + scale, hv = vd{} + shift;
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES) store(o + i, (load(p + i) - mv) * sv + hv);
+  for (; i < n; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
+  if (with_relu) relu_row(o, n);
+}
+
+template <typename T>
+void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, double scale, double shift, bool with_relu) {
+  for (int64_t n = 0; n < d.n; ++n)
+    normalize_row(x + (n * d.c + c) * d.s, y + (n * d.c + c) * d.s, d.s, m, scale, shift, with_relu);
+}
+
+// max pooling of a feature map in windows of kh x kw, stride the window, no padding, floor
+struct Pool {
+  int64_t kh = 0, kw = 0, h = 0, w = 0;           // kh == 0: no pooling
+  bool on() const { return kh > 0; }
+  int64_t ho() const { return h / kh; }
+  int64_t wo() const { return w / kw; }
+};
+
+Pool pool_of(const std::unordered_map<std::string, std::string>& attrs, const std::vector<int64_t>& shape) {
+  Pool p;
+  auto it = attrs.find("pool");
+  if (it == attrs.end()) return p;
+  std::vector<int64_t> k;
+  int64_t v = -1;
+  for (char ch : it->second + ",") {
+    if (ch >= '0' && ch <= '9') {
+      v = (v < 0 ? 0 : v * 10) + (ch - '0');
+    } else if (v >= 0) {
+      k.push_back(v);
+      v = -1;
+    }
+  }
+  if (k.size() != 2 || shape.size() != 4 || k[0] < 1 || k[1] < 1) return p;
+  p.kh = k[0];
+  p.kw = k[1];
+  p.h = shape[2];
+  p.w = shape[3];
+  return p;
+}
+
+// one output row of the pooling: the maximum of each window of the kh rows at ``band`` (row length
+// p.w) by torch's rule (max_pool2d on CPU: the first maximum, a NaN replaces it), and where given
+// its element ``at[q]`` (i * kw + j within window q). Window elements in torch's order, each over
+// all windows at once: no data-dependent branch.
+template <typename T>
+DL_CLONES void pool_row(const T* band, Pool p, T* best, uint8_t* at) {
+  typedef typename std::conditional<sizeof(T) == 4, int32_t, int64_t>::type I;   // T's width: one vector
+  const int64_t wo = p.wo(), kw = p.kw;
+  I pos[512];
+  for (int64_t q0 = 0; q0 < wo; q0 += 512) {
+    const int64_t nq = std::min<int64_t>(512, wo - q0);
+    T* b = best + q0;
+    const T* base = band + q0 * kw;
+    for (int64_t q = 0; q < nq; ++q) b[q] = base[q * kw];
+    for (int64_t q = 0; q < nq; ++q) pos[q] = 0;
+    for (int64_t i = 0; i < p.kh; ++i)
+      for (int64_t j = i == 0 ? 1 : 0; j < kw; ++j) {
+        const T* r = base + i * p.w + j;
+        const I k = I(i * kw + j);
+        for (int64_t q = 0; q < nq; ++q) {
+          const T v = r[q * kw];
+          const bool take = v > b[q] || v != v;
+          b[q] = take ? v : b[q];
+          pos[q] = take ? k : pos[q];
+        }
+      }
+    for (int64_t q = 0; q < nq; ++q) at[q0 + q] = uint8_t(pos[q]);
+  }
+}
+
+// normalized (relu'd) and pooled channel c, with each window's maximum element (for backward):
+// each band of kh rows into ``band``, then its windows
+template <typename T>
+void normalize_pool_channel(const T* x, T* y, uint8_t* at, Dims d, Pool p, int64_t c, double m, double scale,
+                            double shift, bool with_relu, T* band) {
+  const int64_t po = p.ho() * p.wo();
   for (int64_t n = 0; n < d.n; ++n) {
-    const T* p = x + (n * d.c + c) * d.s;
-    T* o = y + (n * d.c + c) * d.s;
-    int64_t i = 0;
-    for (; i + LANES <= d.s; i += LANES) store(o + i, (load(p + i) - mv) * sv + hv);
-    for (; i < d.s; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
-    if (with_relu) relu_row(o, d.s);
+    const T* px = x + (n * d.c + c) * d.s;
+    const int64_t o = (n * d.c + c) * po;
+    for (int64_t r = 0; r < p.ho(); ++r) {
+      normalize_row(px + r * p.kh * p.w, band, p.kh * p.w, m, scale, shift, with_relu);
+      pool_row(band, p, y + o + r * p.wo(), at + o + r * p.wo());
+    }
   }
 }
 
 template <typename T>
 void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean, double* inv_std, Dims d,
                   double eps, const T* running_mean, const T* running_var, T* new_mean, T* new_var,
-                  double momentum, bool with_relu) {
+                  double momentum, bool with_relu, Pool p, uint8_t* at) {
   const double cnt = double(d.n) * double(d.s);
+  std::vector<T> band(p.on() ? p.kh * p.w : 0);
   const double bessel = cnt > 1 ? cnt / (cnt - 1) : 1.0;
   for (int64_t c = 0; c < d.c; ++c) {
     const double k = double(x[c * d.s]);
@@ -145,7 +231,10 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
       new_mean[c] = T((1 - momentum) * double(running_mean[c]) + momentum * (k + dm));
       new_var[c] = T((1 - momentum) * double(running_var[c]) + momentum * (v * bessel));
     }
-    normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu);
+    if (p.on())
+      normalize_pool_channel(x, y, at, d, p, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu, band.data());
+    else
+      normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu);
   }
 }
 
@@ -155,32 +244,80 @@ DL_CLONES void masked_row(const T* g, const T* y, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = y[i] <= 0 ? T(0) : g[i];
 }
 
-// the row of dy at ``row``: dy itself, or masked into ``buf`` where the fused relu's output y is given
-template <typename T>
-inline const T* grad_row(const T* dy, const T* y, T* buf, int64_t row, int64_t n) {
-  if (!y) return dy + row;
-  masked_row(dy + row, y + row, buf, n);
-  return buf;
+// offsets[a]: where element a (i * kw + j) of a window lies from the window's first element
+std::vector<int64_t> window_offsets(Pool p) {
+  std::vector<int64_t> o(p.kh * p.kw);
+  for (int64_t i = 0; i < p.kh; ++i)
+    for (int64_t j = 0; j < p.kw; ++j) o[i * p.kw + j] = i * p.w + j;
+  return o;
 }
 
-// sum of dy and of dy * (x - mean) over channel c (dy masked by the fused relu where y is given)
+// the pooled channel's dy is each window's dy at its maximum (0 where the fused relu's pooled
+// output is <= 0), 0 elsewhere; these sums run over the windows (float64, as grad_sums)
 template <typename T>
-DL_CLONES void grad_sums(const T* dy, const T* x, const T* y, T* buf, Dims d, int64_t c, double m, double* s1,
+DL_CLONES void pooled_grad_sums(const T* dy, const T* x, const T* y, const uint8_t* at, const int64_t* offsets,
+                                Dims d, Pool p, int64_t c, double m, bool with_relu, double* s1, double* s2) {
+  const int64_t po = p.ho() * p.wo();
+  double a[2] = {0, 0}, q2[2] = {0, 0};
+  for (int64_t n = 0; n < d.n; ++n) {
+    const T* px = x + (n * d.c + c) * d.s;
+    const int64_t o = (n * d.c + c) * po;
+    for (int64_t r = 0; r < p.ho(); ++r) {
+      const T* band = px + r * p.kh * p.w;
+      for (int64_t q = 0; q < p.wo(); ++q) {
+        const int64_t k = o + r * p.wo() + q;
+        const double t = with_relu && y[k] <= 0 ? 0.0 : double(dy[k]);
+        a[q & 1] += t;
+        q2[q & 1] += t * (double(band[q * p.kw + offsets[at[k]]]) - m);
+      }
+    }
+  }
+  *s1 = a[0] + a[1];
+  *s2 = q2[0] + q2[1];
+}
+
+// grad_channel of a pooled channel: the dy = 0 formula over all of x, then each window's maximum
+template <typename T>
+DL_CLONES void pooled_grad_channel(const T* dy, const T* x, const T* y, const uint8_t* at, const int64_t* offsets,
+                                   T* dx, Dims d, Pool p, int64_t c, double m, double k, double mean_dy, double slope,
+                                   bool with_relu) {
+  const vd mv = vd{} + m, kv = vd{} + k, zv = vd{} - mean_dy, sv = vd{} + slope;
+  const int64_t po = p.ho() * p.wo();
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int64_t row = (n * d.c + c) * d.s;
+    const T* px = x + row;
+    T* o = dx + row;
+    int64_t i = 0;
+    for (; i + LANES <= d.s; i += LANES) store(o + i, kv * (zv - (load(px + i) - mv) * sv));
+    for (; i < d.s; ++i) o[i] = T(k * ((0.0 - mean_dy) - (double(px[i]) - m) * slope));
+    const int64_t w0 = (n * d.c + c) * po;
+    for (int64_t r = 0; r < p.ho(); ++r)
+      for (int64_t q = 0; q < p.wo(); ++q) {
+        const int64_t j = w0 + r * p.wo() + q;
+        if (with_relu && y[j] <= 0) continue;
+        const int64_t e = r * p.kh * p.w + q * p.kw + offsets[at[j]];
+        o[e] = T(k * (double(dy[j]) - mean_dy - (double(px[e]) - m) * slope));
+      }
+  }
+}
+
+// sum of dy and of dy * (x - mean) over channel c; dy's row n at g + n * stride
+template <typename T>
+DL_CLONES void grad_sums(const T* g, int64_t stride, const T* x, Dims d, int64_t c, double m, double* s1,
                          double* s2) {
   const vd mv = vd{} + m;
   vd a = {}, q = {};
   for (int64_t n = 0; n < d.n; ++n) {
-    const int64_t row = (n * d.c + c) * d.s;
-    const T* p = x + row;
-    const T* g = grad_row(dy, y, buf, row, d.s);
+    const T* p = x + (n * d.c + c) * d.s;
+    const T* gr = g + n * stride;
     int64_t i = 0;
     for (; i + LANES <= d.s; i += LANES) {
-      const vd t = load(g + i);
+      const vd t = load(gr + i);
       a += t;
       q += t * (load(p + i) - mv);
     }
     for (; i < d.s; ++i) {
-      const double t = double(g[i]);
+      const double t = double(gr[i]);
       a[i % LANES] += t;
       q[i % LANES] += t * (double(p[i]) - m);
     }
@@ -189,35 +326,56 @@ DL_CLONES void grad_sums(const T* dy, const T* x, const T* y, T* buf, Dims d, in
   *s2 = total(q);
 }
 
-// dx = gamma * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat))
+// dx = gamma * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)); dy's row n at g + n * stride
 template <typename T>
-DL_CLONES void grad_channel(const T* dy, const T* x, const T* y, T* buf, T* dx, Dims d, int64_t c, double m,
-                            double k, double mean_dy, double slope) {
+DL_CLONES void grad_channel(const T* g, int64_t stride, const T* x, T* dx, Dims d, int64_t c, double m, double k,
+                            double mean_dy, double slope) {
   const vd mv = vd{} + m, kv = vd{} + k, av = vd{} + mean_dy, sv = vd{} + slope;
   for (int64_t n = 0; n < d.n; ++n) {
     const int64_t row = (n * d.c + c) * d.s;
     const T* p = x + row;
-    const T* g = grad_row(dy, y, buf, row, d.s);
+    const T* gr = g + n * stride;
     T* o = dx + row;
     int64_t i = 0;
-    for (; i + LANES <= d.s; i += LANES) store(o + i, kv * (load(g + i) - av - (load(p + i) - mv) * sv));
-    for (; i < d.s; ++i) o[i] = T(k * (double(g[i]) - mean_dy - (double(p[i]) - m) * slope));
+    for (; i + LANES <= d.s; i += LANES) store(o + i, kv * (load(gr + i) - av - (load(p + i) - mv) * sv));
+    for (; i < d.s; ++i) o[i] = T(k * (double(gr[i]) - mean_dy - (double(p[i]) - m) * slope));
   }
 }
 
+// y: the forward output where the relu or the pool was fused, else null; at: the windows' maxima
+// with the pool
 template <typename T>
-void backward_impl(const T* dy, const T* x, const T* y, const T* gamma, const double* mean, const double* inv_std,
-                   T* dx, T* dgamma, T* dbeta, Dims d) {
+void backward_impl(const T* dy, const T* x, const T* y, const uint8_t* at, const T* gamma, const double* mean,
+                   const double* inv_std, T* dx, T* dgamma, T* dbeta, Dims d, bool with_relu, Pool p) {
   const double cnt = double(d.n) * double(d.s);
-  std::vector<T> buf(y ? d.s : 0);                       // one row of masked dy (the fused relu)
+  std::vector<T> buf(with_relu && !p.on() ? d.n * d.s : 0);   // the channel's masked dy
+  const std::vector<int64_t> offsets = p.on() ? window_offsets(p) : std::vector<int64_t>();
   for (int64_t c = 0; c < d.c; ++c) {
     const double m = mean[c], inv = inv_std[c];
+    const T* g = dy + c * d.s;
+    int64_t stride = d.c * d.s;
+    if (p.on()) {
+      double sdy, sdxc;
+      pooled_grad_sums(dy, x, y, at, offsets.data(), d, p, c, m, with_relu, &sdy, &sdxc);
+      const double sdyx = sdxc * inv;
+      dgamma[c] = T(sdyx);
+      dbeta[c] = T(sdy);
+      pooled_grad_channel(dy, x, y, at, offsets.data(), dx, d, p, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv,
+                          with_relu);
+      continue;
+    }
+    if (with_relu) {
+      for (int64_t n = 0; n < d.n; ++n)
+        masked_row(dy + (n * d.c + c) * d.s, y + (n * d.c + c) * d.s, buf.data() + n * d.s, d.s);
+      g = buf.data();
+      stride = d.s;
+    }
     double sdy, sdxc;
-    grad_sums(dy, x, y, buf.data(), d, c, m, &sdy, &sdxc);
+    grad_sums(g, stride, x, d, c, m, &sdy, &sdxc);
     const double sdyx = sdxc * inv;                      // sum of dy * x_hat
     dgamma[c] = T(sdyx);
     dbeta[c] = T(sdy);
-    grad_channel(dy, x, y, buf.data(), dx, d, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv);
+    grad_channel(g, stride, x, dx, d, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv);
   }
 }
 
@@ -229,7 +387,8 @@ void forward_typed(const std::unordered_map<std::string, std::string>& attrs, st
                   (*out)[1].data<double>(), (*out)[2].data<double>(), dims_of((*in)[0]), eps_of(attrs),
                   track ? (*in)[3].data<T>() : nullptr, track ? (*in)[4].data<T>() : nullptr,
                   track ? (*out)[3].data<T>() : nullptr, track ? (*out)[4].data<T>() : nullptr,
-                  track ? std::stod(attrs.at("momentum")) : 0.0, attrs.count("relu") > 0);
+                  track ? std::stod(attrs.at("momentum")) : 0.0, attrs.count("relu") > 0,
+                  pool_of(attrs, (*in)[0].shape), attrs.count("pool") ? out->back().data<uint8_t>() : nullptr);
 }
 
 MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
@@ -241,13 +400,23 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
   return MX_SUCCESS;
 }
 
+int inputs_of(const std::unordered_map<std::string, std::string>& attrs) { return tracks(attrs) ? 5 : 3; }
+int outputs_of(const std::unordered_map<std::string, std::string>& attrs) {
+  return inputs_of(attrs) + (attrs.count("pool") ? 1 : 0);      // the windows' maxima last
+}
+
 template <typename T>
-void backward_typed(int n_in, int n_out, bool with_relu, std::vector<MXTensor>* in, std::vector<MXTensor>* out) {
+void backward_typed(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
+                    std::vector<MXTensor>* out) {
+  const int n_in = inputs_of(attrs), n_out = outputs_of(attrs);
+  const bool with_relu = attrs.count("relu") > 0;
   MXTensor& x = (*in)[n_out];
-  backward_impl<T>((*in)[0].data<T>(), x.data<T>(), with_relu ? (*in)[n_out + n_in].data<T>() : nullptr,
-                   (*in)[n_out + 1].data<T>(),
-                   (*in)[n_out + n_in + 1].data<double>(), (*in)[n_out + n_in + 2].data<double>(),
-                   (*out)[0].data<T>(), (*out)[1].data<T>(), (*out)[2].data<T>(), dims_of(x));
+  const Pool p = pool_of(attrs, x.shape);
+  MXTensor* outputs = &(*in)[n_out + n_in];
+  backward_impl<T>((*in)[0].data<T>(), x.data<T>(), with_relu || p.on() ? outputs[0].data<T>() : nullptr,
+                   p.on() ? outputs[n_out - 1].data<uint8_t>() : nullptr, (*in)[n_out + 1].data<T>(),
+                   outputs[1].data<double>(), outputs[2].data<double>(),
+                   (*out)[0].data<T>(), (*out)[1].data<T>(), (*out)[2].data<T>(), dims_of(x), with_relu, p);
   for (int i = 3; i < n_in; ++i) {                      // the running statistics: not differentiable
     T* z = (*out)[i].data<T>();
     if (z) std::fill(z, z + (*out)[i].size(), T(0));
@@ -257,17 +426,16 @@ void backward_typed(int n_in, int n_out, bool with_relu, std::vector<MXTensor>* 
 // inputs: the output gradients, the inputs, the outputs; outputs: one gradient per input
 MXReturnValue backward(const std::unordered_map<std::string, std::string>& attrs, std::vector<MXTensor>* in,
                        std::vector<MXTensor>* out, const OpResource& res) {
-  const int n_in = tracks(attrs) ? 5 : 3, n_out = n_in;
-  const bool with_relu = attrs.count("relu") > 0;
-  if ((*in)[n_out].dtype == kFloat32)
-    backward_typed<float>(n_in, n_out, with_relu, in, out);
+  if ((*in)[outputs_of(attrs)].dtype == kFloat32)
+    backward_typed<float>(attrs, in, out);
   else
-    backward_typed<double>(n_in, n_out, with_relu, in, out);
+    backward_typed<double>(attrs, in, out);
   return MX_SUCCESS;
 }
 
 MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& attrs, int* num_in, int* num_out) {
-  *num_in = *num_out = tracks(attrs) ? 5 : 3;
+  *num_in = inputs_of(attrs);
+  *num_out = outputs_of(attrs);
   return MX_SUCCESS;
 }
 
@@ -283,6 +451,7 @@ MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& att
   (*out)[0] = t;
   (*out)[1] = (*out)[2] = kFloat64;
   for (size_t i = 3; i < out->size(); ++i) (*out)[i] = t;
+  if (attrs.count("pool")) out->back() = kUint8;
   return MX_SUCCESS;
 }
 
@@ -296,7 +465,21 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
     return MX_FAIL;
   }
   (*out)[0] = x;
+  if (attrs.count("pool")) {
+    const Pool p = pool_of(attrs, std::vector<int64_t>(x.begin(), x.end()));
+    if (!p.on() || p.ho() < 1 || p.wo() < 1 || p.kh * p.kw > 256) {
+      std::string shape;
+      for (unsigned v : x) shape += (shape.empty() ? "" : ", ") + std::to_string(v);
+      MX_ERROR_MSG << "dl_batch_norm with the MaxPool2d after it (pool \"" << attrs.at("pool")
+                   << "\"): input (" << shape << ") expected (N, C, H, W) with H, W at least the pooling window "
+                   << "(and a window of at most 256 elements)";
+      return MX_FAIL;
+    }
+    (*out)[0][2] = unsigned(p.ho());
+    (*out)[0][3] = unsigned(p.wo());
+  }
   for (size_t i = 1; i < out->size(); ++i) (*out)[i] = {x[1]};
+  if (attrs.count("pool")) out->back() = (*out)[0];
   return MX_SUCCESS;
 }
 
