@@ -19,7 +19,10 @@ The library is compiled once per machine with the C++ compiler (``g++``/``c++``,
 uses for any package that compiles) against the headers MXNet's wheel ships, into
 ``DUALDL_CACHE_DIR`` (default ``~/.cache/dualdl``) under a key of the sources, MXNet's version and
 the flags; a lock keeps concurrent processes from building it twice, and the library is renamed
-into place only once complete. Where it cannot be built or loaded (no compiler, another MXNet) or
+into place only once complete. It is built with OpenMP where the compiler has it (without, where
+not): ``dl_batch_norm`` splits its channels over the OpenMP threads MXNet's engine gives its CPU
+operators (MXNet's own libgomp; half the processors by default, ``OMP_NUM_THREADS`` if set), with
+the same results as one thread. Where it cannot be built or loaded (no compiler, another MXNet) or
 ``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason (not for
 ``DUALDL_MX_KERNELS=0``) and keeps the previous paths: MXNet's float64 BatchNorm (the same results
 to float32 rounding), log-softmax from its float32 formula (within 2e-7 of the kernel's) and the
@@ -45,7 +48,7 @@ from dualdl import config
 __all__ = ["available", "library_path", "KernelUnavailableWarning"]
 
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
-_FLAGS = ("-O3", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
+_FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
 _OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore", "dl_log_softmax")
 _LOCK = threading.Lock()
@@ -85,9 +88,12 @@ def _build(compiler: str, target: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        cmd = [compiler, *_FLAGS, f"-I{include}", f"-I{include / 'mxnet'}",
-               *[str(Path(__file__).parent / s) for s in _SOURCES], str(lib_api), "-o", tmp]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        for flags in (_FLAGS, tuple(f for f in _FLAGS if f != "-fopenmp")):   # a compiler without OpenMP:
+            cmd = [compiler, *flags, f"-I{include}", f"-I{include / 'mxnet'}",   # the kernels run serially
+                   *[str(Path(__file__).parent / s) for s in _SOURCES], str(lib_api), "-o", tmp]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if done.returncode == 0:
+                break
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
         os.replace(tmp, target)

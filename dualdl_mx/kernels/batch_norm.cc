@@ -86,6 +86,10 @@ double eps_of(const std::unordered_map<std::string, std::string>& attrs) {
 
 bool tracks(const std::unordered_map<std::string, std::string>& attrs) { return attrs.count("momentum") > 0; }
 
+// channels are computed independently, so OpenMP's threads (MXNet's own runtime, libgomp) split
+// them with the same result; below this many elements a fork costs more than it saves
+bool parallel(Dims d) { return d.c > 1 && d.n * d.c * d.s >= 32768; }
+
 // sum of (x - k) and of (x - k)^2 over channel c; k is a value of the channel, so the float64
 // single pass does not cancel (|mean - k| is of the order of the standard deviation)
 template <typename T>
@@ -216,8 +220,11 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
                   double eps, const T* running_mean, const T* running_var, T* new_mean, T* new_var,
                   double momentum, bool with_relu, Pool p, uint8_t* at) {
   const double cnt = double(d.n) * double(d.s);
-  std::vector<T> band(p.on() ? p.kh * p.w : 0);
   const double bessel = cnt > 1 ? cnt / (cnt - 1) : 1.0;
+#pragma omp parallel if (parallel(d))
+  {
+  std::vector<T> band(p.on() ? p.kh * p.w : 0);
+#pragma omp for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
     const double k = double(x[c * d.s]);
     double s1, s2;
@@ -235,6 +242,7 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
       normalize_pool_channel(x, y, at, d, p, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu, band.data());
     else
       normalize_channel(x, y, d, c, k + dm, double(gamma[c]) * inv, double(beta[c]), with_relu);
+  }
   }
 }
 
@@ -348,8 +356,11 @@ template <typename T>
 void backward_impl(const T* dy, const T* x, const T* y, const uint8_t* at, const T* gamma, const double* mean,
                    const double* inv_std, T* dx, T* dgamma, T* dbeta, Dims d, bool with_relu, Pool p) {
   const double cnt = double(d.n) * double(d.s);
-  std::vector<T> buf(with_relu && !p.on() ? d.n * d.s : 0);   // the channel's masked dy
   const std::vector<int64_t> offsets = p.on() ? window_offsets(p) : std::vector<int64_t>();
+#pragma omp parallel if (parallel(d))
+  {
+  std::vector<T> buf(with_relu && !p.on() ? d.n * d.s : 0);   // the channel's masked dy
+#pragma omp for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
     const double m = mean[c], inv = inv_std[c];
     const T* g = dy + c * d.s;
@@ -376,6 +387,7 @@ void backward_impl(const T* dy, const T* x, const T* y, const uint8_t* at, const
     dgamma[c] = T(sdyx);
     dbeta[c] = T(sdy);
     grad_channel(g, stride, x, dx, d, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv);
+  }
   }
 }
 
