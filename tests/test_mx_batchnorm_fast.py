@@ -376,3 +376,33 @@ def test_hybridized_running_statistics_of_several_layers_and_dtypes_are_written_
     assert np.abs(want - np.tile([0.0, 1.0], 3).repeat([3, 3, 12, 12, 3, 3])).min() > 1e-3   # all moved
     for hybridize in (False, True):
         assert np.abs(stats("mxnet", hybridize) - want).max() <= 1e-6, hybridize
+
+
+def test_hybridized_buffer_writes_follow_new_parameter_arrays():
+    """The prepared write of a graph's buffers is rebuilt when the parameters get new arrays
+    (``reset_ctx``), and keeps writing in place after ``load_state_dict``: after each, a call
+    moves the running statistics as the eager model's do from the same state."""
+    x = np.random.default_rng(4).standard_normal((2, 3, 6, 6)).astype(np.float32)
+
+    def model():
+        with dl.use("mxnet"):
+            dl.seed(0)
+            return dl.nn.Sequential(dl.nn.Conv2d(3, 4, 3), dl.nn.BatchNorm2d(4), dl.nn.BatchNorm2d(4))
+
+    def stats(m):
+        return np.concatenate([m[i].running_mean.data().asnumpy() for i in (1, 2)] +
+                              [m[i].running_var.data().asnumpy() for i in (1, 2)])
+
+    hyb, eager = model(), model()
+    hyb.hybridize()
+    for change in (None, "load_state_dict", "reset_ctx"):
+        if change == "load_state_dict":
+            hyb.load_state_dict(hyb.state_dict())
+        elif change == "reset_ctx":
+            hyb.collect_params().reset_ctx(mx.cpu(0))
+        before = stats(hyb)
+        for m in (hyb, eager):
+            with autograd.record():
+                m(nd.array(x))
+        assert np.abs(stats(hyb) - before).min() > 0, change          # every statistic moved
+        np.testing.assert_allclose(stats(hyb), stats(eager), rtol=0, atol=1e-6, err_msg=str(change))
