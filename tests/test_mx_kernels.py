@@ -534,3 +534,24 @@ def test_fused_pool_too_small_input_is_maxpools_error():
     with pytest.raises(ValueError, match=r"MaxPool2d\(kernel_size=\(4, 4\)\): input spatial size \(3, 8\) is too small"):
         with autograd.record():
             m(nd.ones((2, 3, 3, 8)))
+
+
+@needs_compiler
+@pytest.mark.parametrize("case", ["eval", "float64"])
+def test_fused_pool_where_the_kernel_does_not_run(case):
+    """BatchNorm2d, ReLU, MaxPool2d in a Sequential where the kernel does not run (eval mode:
+    running statistics; float64): the BatchNorm applies the relu and the MaxPool2d itself, with
+    the separate layers' numbers."""
+    rng = np.random.default_rng(7)
+    dtype = np.float64 if case == "float64" else np.float32
+    x_np = rng.standard_normal((2, 3, 6, 6)).astype(dtype)
+    g_np = rng.standard_normal((2, 3, 3, 3)).astype(dtype)
+    models = [_bn_relu_pool(3, 2, nested) for nested in (False, True)]
+    for m in models:
+        if case == "float64":
+            m.cast("float64")
+        else:
+            m.eval()
+    for a, b in zip(_fwd_bwd(models[0], x_np, g_np, False), _fwd_bwd(models[1], x_np, g_np, False)):
+        np.testing.assert_array_equal(a, b)
+    assert models[0](nd.array(x_np, dtype=dtype)).shape == (2, 3, 3, 3)

@@ -6,7 +6,8 @@ MXNet differences hidden here:
 - MXNet 1.9 has no operator that sums a float32 batch precisely at MKLDNN's speed (its float32
   BatchNorm sums in float32, 7.6-18x torch's error), so dualdl ran the operator in float64, with a
   float64 copy of the input. ``dl_batch_norm`` (``batch_norm.cc``) reads float32 and sums in float64
-  in one operator (and applies the ReLU that follows it in a Sequential, in the same pass).
+  in one operator (and applies the ReLU that follows it in a Sequential, and a MaxPool2d after
+  that whose windows do not overlap, in the same pass).
 - MXNet's log_softmax is off by up to 3.5e-6 (torch 2e-7), so dualdl computed it from its
   formula: six operators forward, about eight backward. ``dl_log_softmax`` (``log_softmax.cc``) is
   that formula in float64, one operator each way.
