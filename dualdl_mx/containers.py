@@ -134,12 +134,13 @@ def _absorbs_relu(m: HybridBlock, nxt: HybridBlock, x: Any) -> bool:
     its kernel's pass (MXNet difference hidden: each operator is a pass over the feature map, and
     dualdl's BatchNorm kernel cannot hand MKLDNN's relu its blocked layout; the relu pass cost
     0.07 of the demo CRNN's eager step). Not where a hook would see the BatchNorm's output or the
-    ReLU's call, and not for an NDArray call of a BatchNorm hybridized on its own (its cached graph
-    is built once, for one caller)."""
+    ReLU's call, not for an NDArray call of a BatchNorm hybridized on its own (its cached graph
+    is built once, for one caller), and not for a subclass with a forward of its own (which would
+    not apply what it was asked to)."""
     from .activation import ReLU
     from .norm import _BatchNorm
-    return (isinstance(m, _BatchNorm) and type(nxt) is ReLU and _unobserved(m, x)
-            and not (nxt._forward_hooks or nxt._forward_pre_hooks))
+    return (isinstance(m, _BatchNorm) and type(m).hybrid_forward is _BatchNorm.hybrid_forward
+            and type(nxt) is ReLU and _unobserved(m, x) and not (nxt._forward_hooks or nxt._forward_pre_hooks))
 
 
 def _unobserved(m: HybridBlock, x: Any) -> bool:

@@ -555,3 +555,23 @@ def test_fused_pool_where_the_kernel_does_not_run(case):
     for a, b in zip(_fwd_bwd(models[0], x_np, g_np, False), _fwd_bwd(models[1], x_np, g_np, False)):
         np.testing.assert_array_equal(a, b)
     assert models[0](nd.array(x_np, dtype=dtype)).shape == (2, 3, 3, 3)
+
+
+def test_a_batchnorm_subclass_with_its_own_forward_keeps_relu_and_pool_apart():
+    """A subclass of the MXNet BatchNorm2d with a hybrid_forward of its own would not apply a relu
+    or pool it was asked to: the Sequential calls the ReLU and the MaxPool2d itself."""
+    from dualdl_mx.containers import _absorbs_relu
+    from dualdl_mx.norm import BatchNorm2d
+
+    class Doubling(BatchNorm2d):
+        def hybrid_forward(self, F, x, *args, **kwargs):
+            return x * 2
+
+    with dl.use("mxnet"):
+        m = dl.nn.Sequential(Doubling(3), dl.nn.ReLU(), dl.nn.MaxPool2d(2))
+    assert not _absorbs_relu(m[0], m[1], nd.zeros((1,)))
+    x = np.random.default_rng(8).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    with autograd.record():
+        y = m(nd.array(x)).asnumpy()
+    want = np.maximum(2 * x, 0).reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(y, want)
