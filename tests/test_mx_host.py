@@ -1,8 +1,6 @@
 """``dualdl_mx.host.host_array``: host data into NDArrays as ``nd.array`` makes them, without the
 engine wait ``nd.array`` does (its ``SyncCopyFromCPU`` pushes an op and waits for it behind every
 operator already queued)."""
-import json
-
 import mxnet as mx
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ from mxnet import autograd, nd
 
 import dualdl as dl
 from dualdl_mx.host import host_array
+from _mx_profile import engine_stats
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64", "uint8", "int8", "bool"])
@@ -49,14 +48,8 @@ def test_other_contexts_shapes_and_autograd():
 
 def _engine_waits(make, tmp_path):
     """The engine's WaitForVar operations (MXNet's profiler) while ``make()`` runs."""
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(tmp_path / "profile.json"))
-    nd.waitall()
-    mx.profiler.set_state("run")
-    make()
-    nd.waitall()
-    mx.profiler.set_state("stop")
-    stats = json.loads(mx.profiler.dumps(reset=True, format="json"))
-    return sum(v["Count"] for dom in stats.get("Time", {}).values() for k, v in dom.items() if k == "WaitForVar")
+    stats = engine_stats(make, tmp_path)
+    return sum(v["Count"] for dom in stats.values() for k, v in dom.items() if k == "WaitForVar")
 
 
 def _behind_work(make):

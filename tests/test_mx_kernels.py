@@ -14,6 +14,7 @@ from mxnet import autograd, nd
 
 import dualdl as dl
 from dualdl_mx import kernels
+from _mx_profile import engine_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_compiler = pytest.mark.skipif(kernels._compiler() is None, reason="no C++ compiler on PATH")
@@ -433,17 +434,7 @@ def _fwd_bwd(m, x_np, g_np, hybrid, steps=2):
 
 def _operators(fn, folder):
     """The names of the MXNet operators ``fn()`` runs (MXNet's profiler, its file in ``folder``)."""
-    import json
-    import mxnet as mx
-    mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(folder / "profile.json"))
-    mx.profiler.set_state("run")
-    try:
-        fn()
-        nd.waitall()
-    finally:
-        mx.profiler.set_state("stop")
-    stats = json.loads(mx.profiler.dumps(reset=True, format="json"))
-    return {name for domain, ops in stats.get("Time", {}).items() if domain == "operator" for name in ops}
+    return set(engine_stats(fn, folder).get("operator", {}))
 
 
 @needs_compiler
