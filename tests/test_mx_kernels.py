@@ -440,12 +440,14 @@ def _operators(fn, folder):
 @needs_compiler
 @pytest.mark.parametrize("hybrid", [False, True])
 @pytest.mark.parametrize("shape,pool", [((4, 3, 8, 8), 2), ((3, 4, 9, 7), 2), ((2, 3, 8, 6), (2, 1)),
-                                        ((2, 3, 7, 9), 3)])
+                                        ((2, 3, 7, 9), 3), ((2, 3, 5, 39), 2), ((2, 3, 9, 21), (2, 1)),
+                                        ((2, 2, 6, 34), (3, 2))])
 def test_batchnorm_relu_maxpool_in_one_pass_bit_for_bit(shape, pool, hybrid, tmp_path):
     """BatchNorm2d, ReLU and a MaxPool2d whose windows do not overlap run as one kernel pass (no
     Pooling operator forward or backward): outputs, input and parameter gradients and running
     statistics equal the separate layers bit for bit, including rows and columns past the last
-    window (odd sizes) and 2x1 / 3x3 windows."""
+    window (odd sizes) and 2x1 / 3x3 windows. Rows of 8 windows or more take the float32 kernel's
+    vector loops for windows one or two wide (then its scalar loop for the rest of the row)."""
     rng = np.random.default_rng(3)
     x_np = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
     k = (pool, pool) if isinstance(pool, int) else pool
@@ -460,13 +462,15 @@ def test_batchnorm_relu_maxpool_in_one_pass_bit_for_bit(shape, pool, hybrid, tmp
 
 @needs_compiler
 @pytest.mark.parametrize("pool", [2, (2, 1), (3, 2)])
-def test_batchnorm_relu_maxpool_ties_follow_torch(pool):
+@pytest.mark.parametrize("width", [8, 37])
+def test_batchnorm_relu_maxpool_ties_follow_torch(pool, width):
     """Integer-valued inputs put exact ties in most windows: the gradient goes to torch's element
-    (the first maximum), within float32 rounding of torch's output and input gradient."""
+    (the first maximum), within float32 rounding of torch's output and input gradient (width 37:
+    the vector loops too)."""
     rng = np.random.default_rng(4)
-    x_np = rng.integers(-3, 4, (4, 3, 9, 8)).astype(np.float32)
+    x_np = rng.integers(-3, 4, (4, 3, 9, width)).astype(np.float32)
     k = (pool, pool) if isinstance(pool, int) else pool
-    g_np = rng.standard_normal((4, 3, 9 // k[0], 8 // k[1])).astype(np.float32)
+    g_np = rng.standard_normal((4, 3, 9 // k[0], width // k[1])).astype(np.float32)
     got = _fwd_bwd(_bn_relu_pool(3, pool, False), x_np, g_np, hybrid=False, steps=1)
     t = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
     xt = torch.tensor(x_np, requires_grad=True)
@@ -478,15 +482,18 @@ def test_batchnorm_relu_maxpool_ties_follow_torch(pool):
 
 
 @needs_compiler
-def test_batchnorm_relu_maxpool_nan_is_torchs():
+@pytest.mark.parametrize("width,pool", [(4, 2), (36, 2), (36, (2, 1))])
+def test_batchnorm_relu_maxpool_nan_is_torchs(width, pool):
     """A NaN in a window is its maximum, as in torch (MKLDNN's max pooling gave -3.4e38 there):
-    the fused pass gives torch's outputs and input gradients, NaN where torch's are."""
+    the fused pass gives torch's outputs and input gradients, NaN where torch's are (width 36: in
+    the vector loops and their scalar rest)."""
     rng = np.random.default_rng(5)
-    x_np = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
-    x_np[0, 0, 1, 1] = x_np[1, 1, 0, 0] = np.nan
-    g_np = rng.standard_normal((2, 2, 2, 2)).astype(np.float32)
-    got = _fwd_bwd(_bn_relu_pool(2, 2, False), x_np, g_np, hybrid=False, steps=1)
-    t = torch.nn.Sequential(torch.nn.BatchNorm2d(2), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+    k = (pool, pool) if isinstance(pool, int) else pool
+    x_np = rng.standard_normal((2, 2, 4, width)).astype(np.float32)
+    x_np[0, 0, 1, 1] = x_np[1, 1, 0, 0] = x_np[1, 0, 2, width - 1] = np.nan
+    g_np = rng.standard_normal((2, 2, 4 // k[0], width // k[1])).astype(np.float32)
+    got = _fwd_bwd(_bn_relu_pool(2, pool, False), x_np, g_np, hybrid=False, steps=1)
+    t = torch.nn.Sequential(torch.nn.BatchNorm2d(2), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
     xt = torch.tensor(x_np, requires_grad=True)
     yt = t(xt)
     yt.backward(torch.tensor(g_np))

@@ -125,12 +125,17 @@ DL_CLONES void relu_row(T* o, int64_t n) {
 
 // y = (x - m) * scale + shift over a row, in float64, rounded once (relu'd with NaN kept)
 template <typename T>
-DL_CLONES void normalize_row(const T* p, T* o, int64_t n, double m, double scale, double shift, bool with_relu) {
+inline void normalize_row_body(const T* p, T* o, int64_t n, double m, double scale, double shift, bool with_relu) {
   const vd mv = vd{} + m, sv = vd{} + scale, hv = vd{} + shift;
   int64_t i = 0;
   for (; i + LANES <= n; i += LANES) store(o + i, (load(p + i) - mv) * sv + hv);
   for (; i < n; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
   if (with_relu) relu_row(o, n);
+}
+
+template <typename T>
+DL_CLONES void normalize_row(const T* p, T* o, int64_t n, double m, double scale, double shift, bool with_relu) {
+  normalize_row_body(p, o, n, m, scale, shift, with_relu);
 }
 
 template <typename T>
@@ -142,9 +147,10 @@ void normalize_channel(const T* x, T* y, Dims d, int64_t c, double m, double sca
 // max pooling of a feature map in windows of kh x kw, stride the window, no padding, floor
 struct Pool {
   int64_t kh = 0, kw = 0, h = 0, w = 0;           // kh == 0: no pooling
+  int64_t rows = 0, cols = 0;                     // the pooled map's (no division in the loops)
   bool on() const { return kh > 0; }
-  int64_t ho() const { return h / kh; }
-  int64_t wo() const { return w / kw; }
+  int64_t ho() const { return rows; }
+  int64_t wo() const { return cols; }
 };
 
 Pool pool_of(const std::unordered_map<std::string, std::string>& attrs, const std::vector<int64_t>& shape) {
@@ -166,6 +172,8 @@ Pool pool_of(const std::unordered_map<std::string, std::string>& attrs, const st
   p.kw = k[1];
   p.h = shape[2];
   p.w = shape[3];
+  p.rows = p.h / p.kh;
+  p.cols = p.w / p.kw;
   return p;
 }
 
@@ -199,6 +207,190 @@ DL_CLONES void pool_row(const T* band, Pool p, T* best, uint8_t* at) {
   }
 }
 
+// ---- float32 windows one or two wide (the common pools): the window loops as explicit vectors ----
+// over LANES windows at a time, the remaining windows as the scalar loops; the same operations on
+// each element as the loops for any window, so the same numbers (the sums' lanes aside)
+static_assert(LANES == 8, "the shuffles below are written for 8 lanes");
+typedef int32_t vi __attribute__((vector_size(LANES * sizeof(int32_t))));
+typedef uint8_t v8 __attribute__((vector_size(LANES)));
+
+inline vf loadf(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void storef(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
+inline vd wide(vf v) { return __builtin_convertvector(v, vd); }
+inline vf narrow(vd v) { return __builtin_convertvector(v, vf); }
+
+// element j of LANES consecutive windows KW wide whose first lies at p
+template <int KW>
+inline vf window_lane(const float* p, int j);
+template <>
+inline vf window_lane<1>(const float* p, int) { return loadf(p); }
+template <>
+inline vf window_lane<2>(const float* p, int j) {
+  const vf a = loadf(p), b = loadf(p + LANES);
+  return j == 0 ? __builtin_shuffle(a, b, vi{0, 2, 4, 6, 8, 10, 12, 14})
+                : __builtin_shuffle(a, b, vi{1, 3, 5, 7, 9, 11, 13, 15});
+}
+
+// the inverse: element j of LANES windows from v[j], stored from p
+template <int KW>
+inline void store_windows(float* p, const vf* v);
+template <>
+inline void store_windows<1>(float* p, const vf* v) { storef(p, v[0]); }
+template <>
+inline void store_windows<2>(float* p, const vf* v) {
+  storef(p, __builtin_shuffle(v[0], v[1], vi{0, 8, 1, 9, 2, 10, 3, 11}));
+  storef(p + LANES, __builtin_shuffle(v[0], v[1], vi{4, 12, 5, 13, 6, 14, 7, 15}));
+}
+
+inline vi window_index(const uint8_t* at) {
+  v8 b;
+  std::memcpy(&b, at, sizeof(b));
+  return __builtin_convertvector(b, vi);
+}
+
+// pool_row for float32 windows KW wide
+template <int KW>
+inline void pool_row_f(const float* band, Pool p, float* best, uint8_t* at) {
+  const int64_t wo = p.wo(), w = p.w, kh = p.kh;
+  int64_t q = 0;
+  for (; q + LANES <= wo; q += LANES) {
+    const float* base = band + q * KW;
+    vf b = window_lane<KW>(base, 0);
+    vi pos = {};
+    for (int64_t i = 0; i < kh; ++i)
+      for (int j = i == 0 ? 1 : 0; j < KW; ++j) {
+        const vf v = window_lane<KW>(base + i * w, j);
+        const vi take = (v > b) | (v != v);
+        b = take ? v : b;
+        pos = take ? vi{} + int32_t(i * KW + j) : pos;
+      }
+    storef(best + q, b);
+    const v8 bytes = __builtin_convertvector(pos, v8);
+    std::memcpy(at + q, &bytes, sizeof(bytes));
+  }
+  for (; q < wo; ++q) {
+    const float* base = band + q * KW;
+    float b = base[0];
+    int32_t pos = 0;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int j = i == 0 ? 1 : 0; j < KW; ++j) {
+        const float v = base[i * w + j];
+        if (v > b || v != v) {
+          b = v;
+          pos = int32_t(i * KW + j);
+        }
+      }
+    best[q] = b;
+    at[q] = uint8_t(pos);
+  }
+}
+
+// normalize_pool_channel's plane (n, c) for float32 windows KW wide: one call for its bands
+template <int KW>
+DL_CLONES void normalize_pool_plane_f(const float* px, float* y, uint8_t* at, Pool p, double m, double scale,
+                                      double shift, bool with_relu, float* band) {
+  for (int64_t r = 0; r < p.ho(); ++r) {
+    normalize_row_body(px + r * p.kh * p.w, band, p.kh * p.w, m, scale, shift, with_relu);
+    pool_row_f<KW>(band, p, y + r * p.wo(), at + r * p.wo());
+  }
+}
+
+// pooled_grad_sums for float32 windows KW wide (its sums in LANES lanes, by window)
+template <int KW>
+DL_CLONES void pooled_grad_sums_f(const float* dy, const float* x, const float* y, const uint8_t* at, Dims d, Pool p,
+                                  int64_t c, double m, bool with_relu, double* s1, double* s2) {
+  const int64_t po = p.ho() * p.wo(), wo = p.wo(), w = p.w, kh = p.kh;
+  const vd mv = vd{} + m;
+  vd a = {}, q2 = {};
+  for (int64_t n = 0; n < d.n; ++n) {
+    const float* px = x + (n * d.c + c) * d.s;
+    const int64_t o = (n * d.c + c) * po;
+    for (int64_t r = 0; r < p.ho(); ++r) {
+      const float* band = px + r * kh * w;
+      const int64_t k0 = o + r * wo;
+      int64_t q = 0;
+      for (; q + LANES <= wo; q += LANES) {
+        const int64_t k = k0 + q;
+        vf t = loadf(dy + k);
+        if (with_relu) t = loadf(y + k) <= 0 ? vf{} : t;
+        const vi idx = window_index(at + k);
+        const float* base = band + q * KW;
+        vf xe = window_lane<KW>(base, 0);
+        for (int64_t i = 0; i < kh; ++i)
+          for (int j = i == 0 ? 1 : 0; j < KW; ++j)
+            xe = idx == int32_t(i * KW + j) ? window_lane<KW>(base + i * w, j) : xe;
+        const vd td = wide(t);
+        a += td;
+        q2 += td * (wide(xe) - mv);
+      }
+      for (; q < wo; ++q) {
+        const int64_t k = k0 + q;
+        const double t = with_relu && y[k] <= 0 ? 0.0 : double(dy[k]);
+        const int e = at[k];
+        a[q % LANES] += t;
+        q2[q % LANES] += t * (double(band[q * KW + (e / KW) * w + e % KW]) - m);
+      }
+    }
+  }
+  *s1 = total(a);
+  *s2 = total(q2);
+}
+
+// pooled_grad_channel for float32 windows KW wide: each element written once
+template <int KW>
+DL_CLONES void pooled_grad_channel_f(const float* dy, const float* x, const float* y, const uint8_t* at, float* dx,
+                                     Dims d, Pool p, int64_t c, double m, double k, double mean_dy, double slope,
+                                     bool with_relu) {
+  const vd mv = vd{} + m, kv = vd{} + k, av = vd{} + mean_dy, sv = vd{} + slope;
+  const int64_t po = p.ho() * p.wo(), wo = p.wo(), w = p.w, kh = p.kh;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int64_t row = (n * d.c + c) * d.s;
+    const float* px = x + row;
+    float* o = dx + row;
+    const int64_t w0 = (n * d.c + c) * po;
+    for (int64_t r = 0; r < p.ho(); ++r) {
+      const float* band = px + r * kh * w;
+      float* ob = o + r * kh * w;
+      const int64_t k0 = w0 + r * wo;
+      int64_t q = 0;
+      for (; q + LANES <= wo; q += LANES) {
+        const int64_t kk = k0 + q;
+        vf g = loadf(dy + kk);
+        if (with_relu) g = loadf(y + kk) <= 0 ? vf{} : g;
+        const vi idx = window_index(at + kk);
+        for (int64_t i = 0; i < kh; ++i) {
+          vf res[KW];
+          for (int j = 0; j < KW; ++j) {
+            const vf xe = window_lane<KW>(band + i * w + q * KW, j);
+            const vf gs = idx == int32_t(i * KW + j) ? g : vf{};
+            res[j] = narrow(kv * ((wide(gs) - av) - (wide(xe) - mv) * sv));
+          }
+          store_windows<KW>(ob + i * w + q * KW, res);
+        }
+      }
+      for (; q < wo; ++q) {
+        const int64_t kk = k0 + q;
+        const bool live = !(with_relu && y[kk] <= 0);
+        for (int64_t i = 0; i < kh; ++i)
+          for (int j = 0; j < KW; ++j) {
+            const int64_t e = i * w + q * KW + j;
+            const double g = live && at[kk] == i * KW + j ? double(dy[kk]) : 0.0;
+            ob[e] = float(k * ((g - mean_dy) - (double(band[e]) - m) * slope));
+          }
+      }
+      for (int64_t i = 0; i < kh; ++i)              // columns past the last window
+        for (int64_t e = i * w + wo * KW; e < (i + 1) * w; ++e)
+          ob[e] = float(k * ((0.0 - mean_dy) - (double(band[e]) - m) * slope));
+    }
+    for (int64_t e = p.ho() * kh * w; e < d.s; ++e)   // rows past the last window
+      o[e] = float(k * ((0.0 - mean_dy) - (double(px[e]) - m) * slope));
+  }
+}
+
 // normalized (relu'd) and pooled channel c, with each window's maximum element (for backward):
 // each band of kh rows into ``band``, then its windows
 template <typename T>
@@ -208,6 +400,13 @@ void normalize_pool_channel(const T* x, T* y, uint8_t* at, Dims d, Pool p, int64
   for (int64_t n = 0; n < d.n; ++n) {
     const T* px = x + (n * d.c + c) * d.s;
     const int64_t o = (n * d.c + c) * po;
+    if constexpr (std::is_same<T, float>::value) {
+      if (p.kw == 1 || p.kw == 2) {
+        (p.kw == 1 ? normalize_pool_plane_f<1> : normalize_pool_plane_f<2>)(px, y + o, at + o, p, m, scale, shift,
+                                                                            with_relu, band);
+        continue;
+      }
+    }
     for (int64_t r = 0; r < p.ho(); ++r) {
       normalize_row(px + r * p.kh * p.w, band, p.kh * p.w, m, scale, shift, with_relu);
       pool_row(band, p, y + o + r * p.wo(), at + o + r * p.wo());
@@ -309,6 +508,29 @@ DL_CLONES void pooled_grad_channel(const T* dy, const T* x, const T* y, const ui
   }
 }
 
+// one pooled channel's backward: the float32 loops for windows one or two wide, else any window's
+template <typename T>
+void pooled_backward(const T* dy, const T* x, const T* y, const uint8_t* at, const int64_t* offsets, const T* gamma,
+                     T* dx, T* dgamma, T* dbeta, Dims d, Pool p, int64_t c, double m, double inv, double cnt,
+                     bool with_relu) {
+  double sdy, sdxc;
+  const bool fast = std::is_same<T, float>::value && (p.kw == 1 || p.kw == 2);
+  if constexpr (std::is_same<T, float>::value) {
+    if (p.kw == 1) pooled_grad_sums_f<1>(dy, x, y, at, d, p, c, m, with_relu, &sdy, &sdxc);
+    if (p.kw == 2) pooled_grad_sums_f<2>(dy, x, y, at, d, p, c, m, with_relu, &sdy, &sdxc);
+  }
+  if (!fast) pooled_grad_sums(dy, x, y, at, offsets, d, p, c, m, with_relu, &sdy, &sdxc);
+  const double sdyx = sdxc * inv;                      // sum of dy * x_hat
+  dgamma[c] = T(sdyx);
+  dbeta[c] = T(sdy);
+  const double k = double(gamma[c]) * inv, mean_dy = sdy / cnt, slope = sdyx / cnt * inv;
+  if constexpr (std::is_same<T, float>::value) {
+    if (p.kw == 1) pooled_grad_channel_f<1>(dy, x, y, at, dx, d, p, c, m, k, mean_dy, slope, with_relu);
+    if (p.kw == 2) pooled_grad_channel_f<2>(dy, x, y, at, dx, d, p, c, m, k, mean_dy, slope, with_relu);
+  }
+  if (!fast) pooled_grad_channel(dy, x, y, at, offsets, dx, d, p, c, m, k, mean_dy, slope, with_relu);
+}
+
 // sum of dy and of dy * (x - mean) over channel c; dy's row n at g + n * stride
 template <typename T>
 DL_CLONES void grad_sums(const T* g, int64_t stride, const T* x, Dims d, int64_t c, double m, double* s1,
@@ -366,13 +588,7 @@ void backward_impl(const T* dy, const T* x, const T* y, const uint8_t* at, const
     const T* g = dy + c * d.s;
     int64_t stride = d.c * d.s;
     if (p.on()) {
-      double sdy, sdxc;
-      pooled_grad_sums(dy, x, y, at, offsets.data(), d, p, c, m, with_relu, &sdy, &sdxc);
-      const double sdyx = sdxc * inv;
-      dgamma[c] = T(sdyx);
-      dbeta[c] = T(sdy);
-      pooled_grad_channel(dy, x, y, at, offsets.data(), dx, d, p, c, m, double(gamma[c]) * inv, sdy / cnt, sdyx / cnt * inv,
-                          with_relu);
+      pooled_backward(dy, x, y, at, offsets.data(), gamma, dx, dgamma, dbeta, d, p, c, m, inv, cnt, with_relu);
       continue;
     }
     if (with_relu) {
