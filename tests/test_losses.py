@@ -472,6 +472,31 @@ def test_out_of_range_labels_raise(backend, rng):
         L.CrossEntropyLoss(weight=np.ones(4, np.float32))(x, dl.from_numpy(np.zeros(4, np.int64)))
 
 
+def test_label_checks_after_a_good_batch_of_the_same_shape(backend, rng):
+    """A shape checked once is not checked again (torch: int64 CPU targets go straight to the
+    kernel), but values out of range, float targets and other shapes still get dualdl's errors,
+    and the losses stay torch's."""
+    x_np = rng.standard_normal((4, 5)).astype(np.float32)
+    x = dl.from_numpy(x_np)
+    good = np.array([0, 4, 2, 1])
+    for _ in range(2):
+        got = [float(dl.item(L.CrossEntropyLoss()(x, dl.from_numpy(good)))),
+               float(dl.item(L.NLLLoss()(x, dl.from_numpy(good))))]
+        want = [torch.nn.functional.cross_entropy(torch.tensor(x_np), torch.tensor(good)).item(),
+                torch.nn.functional.nll_loss(torch.tensor(x_np), torch.tensor(good)).item()]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(IndexError, match=r"\[0, 5\) or ignore_index=-100"):
+        L.CrossEntropyLoss()(x, dl.from_numpy(np.array([0, 1, 5, 2])))
+    with pytest.raises(IndexError, match=r"\[0, 5\)"):
+        L.NLLLoss()(x, dl.from_numpy(np.array([0, -1, 2, 3])))
+    with pytest.raises(ValueError, match="integers"):
+        L.CrossEntropyLoss()(x, dl.from_numpy(np.array([0.5, 1, 2, 3], np.float32)))
+    with pytest.raises(ValueError, match="expects class indices of shape"):
+        L.CrossEntropyLoss()(x, dl.from_numpy(np.zeros((4, 2), np.int64)))
+    with pytest.raises(ValueError, match="expects class indices of shape"):
+        L.NLLLoss()(dl.from_numpy(x_np[:3]), dl.from_numpy(good))
+
+
 def test_weights_that_do_not_broadcast_raise(backend, rng):
     x = dl.from_numpy(rng.standard_normal((4, 3)).astype(np.float32))
     y = dl.from_numpy(rng.uniform(0, 1, (4, 3)).astype(np.float32))
