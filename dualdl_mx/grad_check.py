@@ -14,18 +14,10 @@ import numpy as np
 from mxnet import gluon, nd
 
 from . import compiled
+from .grad_state import fresh_params
 from .invoke import MULTI_MAX, PreparedCall, kept
 
 __all__ = ["grad_maxima", "grads_finite", "checked_params"]
-
-
-def _fresh(p: gluon.Parameter) -> bool:
-    """Whether ``p`` got a gradient since the last zero_grad (what an optimizer step reads)."""
-    return p.grad_req != "null" and bool(getattr(p.list_data()[0], "_fresh_grad", False))
-
-
-def _grads(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
-    return [p for p in params if _fresh(p)]
 
 
 def _norm_terms_formula(F, *, p: float, **grads):
@@ -67,7 +59,7 @@ def grad_maxima(params: Iterable[gluon.Parameter]) -> List[float]:
     context: NaN if any element is NaN, inf if any is infinite; no sum, so finite gradients never
     overflow. One compiled graph and one device-to-host read per context (one usually)."""
     by_ctx: Dict[Any, List[nd.NDArray]] = {}
-    for p in _grads(params):
+    for p in fresh_params(params):
         g = p.list_grad()[0]
         by_ctx.setdefault(g.context, []).append(g)
     return [float(compiled.run(_max_abs_formula, {f"g{i}": g for i, g in enumerate(gs)}).asnumpy()[0])
@@ -95,7 +87,7 @@ def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, An
 
 def checked_params(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
     """The parameters whose gradients a step reads (fresh since the last ``zero_grad``)."""
-    return [p for p in params if p.grad_req != "null" and p._data is not None and p._data[0]._fresh_grad]
+    return fresh_params(params)
 
 
 def _finite_plan(ps: List[gluon.Parameter]) -> Optional[List[PreparedCall]]:

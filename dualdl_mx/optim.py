@@ -28,7 +28,8 @@ from mxnet import autograd, gluon, nd
 
 from dualdl.optim.arguments import check_torch_switches
 
-from .grad_check import _fresh, _global_norm, _grads, grad_maxima, grads_finite
+from .grad_check import _global_norm, grad_maxima, grads_finite
+from .grad_state import fresh_params
 from .invoke import MULTI_MAX, PreparedCall
 from .grads import zero_grad as zero_grads
 from .guarded_step import step_if_finite
@@ -128,7 +129,7 @@ class Optimizer:
                 loss = closure()
         with autograd.pause():
             for group in self.param_groups:
-                params = [p for p in group["params"] if _fresh(p)]
+                params = fresh_params(group["params"])
                 if self.fused:
                     params = self._multi_update(params, group, batch_size)
                 for p in params:
@@ -333,7 +334,7 @@ class SGD(Optimizer):
         plans = self.__dict__.get("_multi_plans", {})
         runs = []
         for group in self.param_groups:
-            params = [p for p in group["params"] if _fresh(p)]
+            params = fresh_params(group["params"])
             if not params:
                 continue
             lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
@@ -593,7 +594,7 @@ def prepared_step(optimizer: Any) -> Callable[[], Any]:
 
 def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_type: float = 2.0) -> float:
     """torch.nn.utils.clip_grad_norm_ on the first-context gradients (all copies scaled)."""
-    ps = _grads(params)
+    ps = fresh_params(params)
     if not ps:
         return 0.0
     total = _global_norm([p.list_grad()[0] for p in ps], norm_type)
@@ -606,6 +607,6 @@ def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_typ
 
 
 def clip_grad_value_(params: Iterable[gluon.Parameter], clip_value: float) -> None:
-    for p in _grads(params):
+    for p in fresh_params(params):
         for gr in p.list_grad():
             nd.clip(gr, -clip_value, clip_value, out=gr)

@@ -9,7 +9,8 @@ import mxnet as mx
 from mxnet import gluon, nd
 
 from .buffers import _buffers
-from .grads import _all_params, _fresh, _ready
+from .grad_state import is_fresh
+from .grads import _all_params, _ready
 
 __all__ = ["DistReducer"]
 
@@ -97,12 +98,12 @@ class DistReducer:
                 d = p.list_data()[0]
                 if kind == "g":
                     grads.append(p)
-                    g = p.list_grad()[0] if _fresh(p) else nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
+                    g = p.list_grad()[0] if is_fresh(p) else nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                     parts.append(g.reshape((-1,)).as_in_context(mx.cpu()))
                 else:
                     src = d if self.rank == 0 else nd.zeros(d.shape, ctx=d.context, dtype=d.dtype)
                     parts.append(src.reshape((-1,)).as_in_context(mx.cpu()))
-            tail = [1.0 if _fresh(p) else 0.0 for p in grads] + (list(extra) if gi == self.extra_group else [])
+            tail = [1.0 if is_fresh(p) else 0.0 for p in grads] + (list(extra) if gi == self.extra_group else [])
             parts.append(nd.array(tail, ctx=mx.cpu(), dtype=dt))
             send = nd.concat(*parts, dim=0)                 # a fresh array: never aliases a gradient
             recv = nd.zeros(send.shape, ctx=mx.cpu(), dtype=dt)

@@ -94,3 +94,32 @@ def test_other_grad_reqs_fall_back_to_zero_grad():
     L.backward()
     mx_grads.overwrite_next_backward(ps, {})              # zero_grad: zeros, nothing fresh
     assert all(not p.data()._fresh_grad and not p.grad().asnumpy().any() for p in ps)
+
+
+def test_fresh_flags_read_and_written_on_the_handles_are_mxnets():
+    """dualdl_mx.grad_state reads and writes the flags that Gluon's ``NDArray._fresh_grad`` does:
+    set by backward, cleared by zero_grad, False for a deferred parameter and grad_req='null'."""
+    from mxnet import gluon, nd
+    import dualdl_mx.grad_state as gs
+    net = gluon.nn.Dense(3, in_units=4)
+    net.initialize()
+    frozen = gluon.Parameter("frozen", shape=(2,), grad_req="null")
+    frozen.initialize()
+    deferred = gluon.nn.Dense(3)
+    deferred.initialize()                               # in_units unknown: no arrays yet
+    params = list(net.collect_params().values())
+    datas = [p.data() for p in params]
+    assert gs.read_flags(datas) == [d._fresh_grad for d in datas] == [False, False]
+    with autograd.record():
+        y = net(nd.ones((2, 4)))
+    y.backward()
+    assert gs.read_flags(datas) == [d._fresh_grad for d in datas] == [True, True]
+    assert gs.fresh_params(params + [frozen, deferred.weight]) == params
+    assert gs.stale_names([("w", params[0]), ("f", frozen), ("d", deferred.weight)]) == ["f", "d"]
+    gs.write_flags(datas[:1], [False])
+    assert [d._fresh_grad for d in datas] == [False, True] and not gs.is_fresh(params[0])
+    mx_grads.zero_grad(params)
+    assert gs.read_flags(datas) == [False, False]
+    gs.clear_flags(datas)
+    gs.write_flags(datas, [True, True])
+    assert all(d._fresh_grad for d in datas)
