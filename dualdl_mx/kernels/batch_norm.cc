@@ -41,7 +41,13 @@ using namespace mxnet::ext;
 namespace {
 
 constexpr int LANES = 8;
+// x86-64-v4 (AVX-512 with VL and BW: mask registers on 256-bit vectors, one instruction for the
+// pooling's byte indices) where the compiler knows it (GCC 11 on), else AVX-512F, AVX2, SSE2
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx512f", "avx2", "default")))
+#else
 #define DL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 // LANES doubles / floats as one vector (GCC vector extensions: one zmm with AVX-512, two ymm with
 // AVX2, four xmm otherwise; lanes are independent, so the numbers are the same on each)
