@@ -28,6 +28,7 @@ from .invoke import PreparedCall, kept
 __all__ = ["step_if_finite"]
 
 _SLOTS = itertools.count(1)
+_WAIT_MS = 2000
 
 
 class _Guard:
@@ -35,7 +36,8 @@ class _Guard:
     input slots after the gradients for the step's loss arrays (set at each call)."""
 
     def __init__(self, grads: List[nd.NDArray], written: List[nd.NDArray], losses: List[nd.NDArray]) -> None:
-        slot = next(_SLOTS)
+        self.slot = slot = next(_SLOTS)
+        self.waiter = kernels.guard_waiter()
         ctx = written[0].context
         self.first_loss = len(grads)
         self.guard = PreparedCall("dl_finite_guard", grads + losses + written, [nd.empty((1,), ctx=ctx)],
@@ -47,7 +49,22 @@ class _Guard:
         """Queue the guard over the gradients and ``losses``; returns its flag (1.0: all finite)."""
         for i, a in enumerate(losses):
             self.guard.set_input(self.first_loss + i, a)
+        if self.waiter is not None:
+            self.waiter[0](self.slot)
         return self.guard()[0]
+
+    def passed(self, flag: nd.NDArray) -> bool:
+        """Whether the guard queued last found every element finite, known as soon as it has run
+        (:func:`kernels.guard_waiter`). Reading ``flag`` through MXNet would also wait for the
+        update queued after the guard, on the engine's one CPU worker: that was 0.03-0.05 of the
+        hybridized CRNN's ``dl.Trainer`` step (benchmarks/findings.md). A guard that has not run
+        within _WAIT_MS (a slow step, or an operator before it failed) is read through MXNet,
+        which also raises that operator's error."""
+        if self.waiter is not None:
+            result = self.waiter[1](self.slot, _WAIT_MS)
+            if result >= 0:
+                return result == 1
+        return flag.asnumpy()[0] == 1.0
 
 
 def _guard(ps: List[gluon.Parameter], runs: list, losses: List[nd.NDArray],
@@ -92,7 +109,7 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
         flag = guard.check(losses)
         for plan, lr, mu, wd, rs in runs:
             plan.run(lr, mu, wd, rs)
-    if flag.asnumpy()[0] == 1.0:
+    if guard.passed(flag):
         return True
     with autograd.pause():
         restored = guard.restore()[0]

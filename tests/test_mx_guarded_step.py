@@ -93,6 +93,27 @@ def test_guard_and_restore_operators():
     assert flag() == 1.0
 
 
+@needs_kernels
+def test_the_guards_result_without_waiting_for_the_operators_after_it():
+    """dl_finite_guard_wait gives the result of the slot's guard queued since dl_finite_guard_arm:
+    -1 (after its timeout) before one is queued, then 1 or 0 as the flag says; the update queued
+    after the guard need not have run."""
+    assert kernels.available()
+    arm, wait = kernels.guard_waiter()
+    g, w = [nd.ones((5, 3))], nd.zeros((4,))
+    arm(992)
+    assert wait(992, 1) == -1                        # armed, nothing queued: times out
+    for bad in (False, True, False):
+        g[0][1, 1] = np.nan if bad else 1.0
+        arm(992)
+        flag = nd.dl_finite_guard(*g, w, num_grads=1, num_states=1, slot=992)
+        later = nd.dot(nd.ones((512, 512)), nd.ones((512, 512)))   # queued after the guard
+        assert wait(992, 5000) == (0 if bad else 1) == flag.asnumpy()[0]
+        later.wait_to_read()
+        if bad:
+            assert nd.dl_finite_restore(w, num_states=1, slot=992).asnumpy()[0] == 1.0
+
+
 def _inf_loss(out, y):
     """The MSE plus an infinite constant: a non-finite loss whose gradients are all finite."""
     return dl.ops.add(dl.losses.MSELoss()(out, y), float("inf"))

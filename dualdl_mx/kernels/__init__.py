@@ -31,6 +31,7 @@ check read before the step (the same steps), all slower.
 """
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import os
@@ -40,13 +41,13 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional, Tuple
 
 import mxnet as mx
 
 from dualdl import config
 
-__all__ = ["available", "library_path", "KernelUnavailableWarning"]
+__all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning"]
 
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
 _FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
@@ -54,6 +55,7 @@ _LIBRARY = "libdualdl_mx_kernels.so"
 _OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore", "dl_log_softmax")
 _LOCK = threading.Lock()
 _loaded: Optional[bool] = None
+_waiter: Optional[Tuple[Any, Any]] = None
 
 
 class KernelUnavailableWarning(RuntimeWarning):
@@ -150,3 +152,18 @@ def _load() -> bool:
                       KernelUnavailableWarning, stacklevel=3)
         return False
     return all(hasattr(mx.nd, op) for op in _OPS)
+
+
+def guard_waiter() -> Optional[Tuple[Any, Any]]:
+    """``(arm, wait)``: the library's C functions ``dl_finite_guard_arm(slot)`` and
+    ``dl_finite_guard_wait(slot, timeout_ms) -> 1 / 0 / -1`` (finite_guard.cc), which give a
+    ``dl_finite_guard``'s result as soon as it has run, where reading its flag through MXNet
+    waits for the operators queued after it too; None where the kernels are not loaded."""
+    global _waiter
+    if _waiter is None and available():
+        lib = ctypes.CDLL(str(library_path()))      # the library MXNet loaded: the same handle
+        arm, wait = lib.dl_finite_guard_arm, lib.dl_finite_guard_wait
+        arm.argtypes, arm.restype = [ctypes.c_int64], None
+        wait.argtypes, wait.restype = [ctypes.c_int64, ctypes.c_int], ctypes.c_int
+        _waiter = (arm, wait)
+    return _waiter

@@ -13,7 +13,13 @@
 //                    Copies the slot's saved values back and frees them.
 // MXNet's engine orders the update after the guard (it writes what the guard reads) and the
 // restore after the update (both write the same arrays).
+// Reading the flag with MXNet (``asnumpy``) queues a wait operator on the engine's CPU worker,
+// behind the update queued after the guard, so it returns only once the update has run too, and
+// the caller's remaining work cannot overlap it. dl_finite_guard_arm / dl_finite_guard_wait
+// (plain C functions) give the guard's result as soon as the guard itself has run.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -35,6 +41,18 @@ template <typename T> struct Lanes { typedef T type __attribute__((vector_size(B
 
 std::mutex saved_lock;
 std::map<int64_t, std::vector<std::vector<char>>> saved;   // slot -> copies of the states
+
+std::mutex result_lock;
+std::condition_variable result_ready;
+std::map<int64_t, int> results;                            // slot -> 1 finite, 0 not, -1 armed
+
+void publish(int64_t slot, bool ok) {
+  {
+    std::lock_guard<std::mutex> hold(result_lock);
+    results[slot] = ok ? 1 : 0;
+  }
+  result_ready.notify_all();
+}
 
 int attr_int(const std::unordered_map<std::string, std::string>& attrs, const char* key) {
   auto it = attrs.find(key);
@@ -94,6 +112,7 @@ MXReturnValue guard_forward(const std::unordered_map<std::string, std::string>& 
     std::lock_guard<std::mutex> hold(saved_lock);
     saved[attr_slot(attrs)] = std::move(copies);
   }
+  publish(attr_slot(attrs), ok);                 // after the copies: the caller may restore next
   return MX_SUCCESS;
 }
 
@@ -166,3 +185,27 @@ REGISTER_OP(dl_finite_restore)
     .setInferType(flag_type)
     .setInferShape(flag_shape)
     .setMutateInputs(restore_mutates);
+
+extern "C" {
+
+// before queueing a guard of this slot: its result is unknown until that guard runs
+void dl_finite_guard_arm(int64_t slot) {
+  std::lock_guard<std::mutex> hold(result_lock);
+  results[slot] = -1;
+}
+
+// the result of the slot's guard queued since dl_finite_guard_arm (1: every element finite, 0:
+// not), waiting for it at most timeout_ms; -1 if it has not run by then (an operator before it
+// failed, or the step is slow: the caller reads the flag through MXNet instead)
+int dl_finite_guard_wait(int64_t slot, int timeout_ms) {
+  std::unique_lock<std::mutex> hold(result_lock);
+  auto known = [slot] {
+    auto it = results.find(slot);
+    return it != results.end() && it->second >= 0;
+  };
+  result_ready.wait_for(hold, std::chrono::milliseconds(timeout_ms), known);
+  auto it = results.find(slot);
+  return it == results.end() ? -1 : it->second;
+}
+
+}  // extern "C"
