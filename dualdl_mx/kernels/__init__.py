@@ -55,6 +55,7 @@ _LIBRARY = "libdualdl_mx_kernels.so"
 _OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore", "dl_log_softmax")
 _LOCK = threading.Lock()
 _loaded: Optional[bool] = None
+_loaded_from: Optional[Path] = None           # the file this module loaded into MXNet
 _waiter: Optional[Tuple[Any, Any]] = None
 
 
@@ -141,8 +142,11 @@ def _load() -> bool:
         return False
     if all(hasattr(mx.nd, op) for op in _OPS):           # loaded by an earlier import in this process
         return True
+    global _loaded_from
     try:
-        mx.library.load(str(library_path()), verbose=False)
+        path = library_path()
+        mx.library.load(str(path), verbose=False)
+        _loaded_from = path
     except Exception as e:  # noqa: BLE001 - any failure means the fallback, with its reason
         warnings.warn(f"dualdl could not build or load its MXNet kernels ({type(e).__name__}: {e}); "
                       "BatchNorm uses MXNet's float64 operator instead (the same results to float32 "
@@ -158,10 +162,11 @@ def guard_waiter() -> Optional[Tuple[Any, Any]]:
     """``(arm, wait)``: the library's C functions ``dl_finite_guard_arm(slot)`` and
     ``dl_finite_guard_wait(slot, timeout_ms) -> 1 / 0 / -1`` (finite_guard.cc), which give a
     ``dl_finite_guard``'s result as soon as it has run, where reading its flag through MXNet
-    waits for the operators queued after it too; None where the kernels are not loaded."""
+    waits for the operators queued after it too; None where the kernels are not loaded, or were
+    loaded into MXNet by another import of this module (their file is not known here)."""
     global _waiter
-    if _waiter is None and available():
-        lib = ctypes.CDLL(str(library_path()))      # the library MXNet loaded: the same handle
+    if _waiter is None and available() and _loaded_from is not None:
+        lib = ctypes.CDLL(str(_loaded_from))        # the library MXNet loaded: the same handle
         arm, wait = lib.dl_finite_guard_arm, lib.dl_finite_guard_wait
         arm.argtypes, arm.restype = [ctypes.c_int64], None
         wait.argtypes, wait.restype = [ctypes.c_int64, ctypes.c_int], ctypes.c_int
