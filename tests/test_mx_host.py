@@ -73,5 +73,8 @@ def test_no_engine_wait(tmp_path):
         assert _engine_waits(lambda: dl.from_numpy(np.ones((4, 3), np.float32)), tmp_path) == 0
         targets = dl.from_numpy(np.array([[2, 1, 3], [1, 2, 0]], np.int64))
     log_probs = nd.log_softmax(nd.array(np.random.default_rng(0).standard_normal((5, 2, 4)), dtype="float32"), axis=2)
+    labels, lengths = targets[:, 1:], targets[:, 0]
+    for ready in (log_probs, labels, lengths):    # computed: a host read of them needs no wait
+        ready.wait_to_read()                      # (before, one was a race with the engine's worker)
     ctc = dl.losses.CTCLoss(check_log_probs=False)
-    assert _engine_waits(lambda: ctc(log_probs, targets[:, 1:], np.array([5, 5]), targets[:, 0]), tmp_path) == 0
+    assert _engine_waits(lambda: ctc(log_probs, labels, np.array([5, 5]), lengths), tmp_path) == 0
