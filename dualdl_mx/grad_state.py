@@ -15,7 +15,7 @@ from typing import Iterable, List, Sequence, Tuple
 from mxnet import gluon, nd
 from mxnet.base import _LIB, check_call
 
-__all__ = ["is_fresh", "fresh_params", "stale_names", "read_flags", "write_flags", "clear_flags"]
+__all__ = ["is_fresh", "fresh_params", "stale_names", "read_flags", "set_flags"]
 
 _GET = _LIB.MXNDArrayGetGradState
 _SET = _LIB.MXNDArraySetGradState
@@ -28,25 +28,27 @@ def _get(handle, out: ctypes.c_int) -> bool:
     return bool(out.value)
 
 
+def _fresh(p: gluon.Parameter, out: ctypes.c_int) -> bool:
+    data = p._data
+    return data is not None and p._grad_req != "null" and _get(data[0].handle, out)
+
+
 def is_fresh(p: gluon.Parameter) -> bool:
     """Whether ``p`` (its first context's copy) got a gradient since its flag was last cleared;
     False while Gluon's deferred initialisation has not run and for ``grad_req='null'``."""
-    data = p._data
-    return data is not None and p._grad_req != "null" and _get(data[0].handle, ctypes.c_int())
+    return _fresh(p, ctypes.c_int())
 
 
 def fresh_params(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
     """The parameters a step reads: those :func:`is_fresh` says got a gradient."""
     out = ctypes.c_int()
-    return [p for p in params
-            if p._data is not None and p._grad_req != "null" and _get(p._data[0].handle, out)]
+    return [p for p in params if _fresh(p, out)]
 
 
 def stale_names(named: Iterable[Tuple[str, gluon.Parameter]]) -> List[str]:
     """The names of the parameters :func:`is_fresh` says got no gradient."""
     out = ctypes.c_int()
-    return [n for n, p in named
-            if p._data is None or p._grad_req == "null" or not _get(p._data[0].handle, out)]
+    return [n for n, p in named if not _fresh(p, out)]
 
 
 def read_flags(arrays: Sequence[nd.NDArray]) -> List[bool]:
@@ -54,16 +56,10 @@ def read_flags(arrays: Sequence[nd.NDArray]) -> List[bool]:
     return [_get(a.handle, out) for a in arrays]
 
 
-def write_flags(arrays: Sequence[nd.NDArray], flags: Sequence[bool]) -> None:
-    for a, f in zip(arrays, flags):
-        ret = _SET(a.handle, 1 if f else 0)
-        if ret:
-            check_call(ret)
-
-
-def clear_flags(arrays: Sequence[nd.NDArray]) -> None:
-    """Every array's flag to not fresh (what ``zero_grad`` leaves)."""
+def set_flags(arrays: Sequence[nd.NDArray], fresh: bool) -> None:
+    """Every array's flag to ``fresh`` (False: what ``zero_grad`` leaves)."""
+    state = 1 if fresh else 0
     for a in arrays:
-        ret = _SET(a.handle, 0)
+        ret = _SET(a.handle, state)
         if ret:
             check_call(ret)

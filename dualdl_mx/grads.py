@@ -21,7 +21,7 @@ from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from dualdl.devices import Device
 
-from .grad_state import clear_flags, is_fresh, read_flags, stale_names, write_flags
+from .grad_state import is_fresh, read_flags, set_flags, stale_names
 from .invoke import PreparedCall, kept
 
 __all__ = ["model_devices", "trainable", "zero_grad", "allreduce_grads", "scale_grads", "stale",
@@ -68,7 +68,7 @@ def zero_grad(params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]]
         reset()
     for g in sparse:
         nd.zeros_like(g, out=g)
-    clear_flags(datas)
+    set_flags(datas, False)
 
 
 def _cached(cache: Optional[Dict[str, Any]], name: str, params: Sequence[gluon.Parameter],
@@ -159,7 +159,7 @@ def accumulate_again(params: Sequence[gluon.Parameter], cache: Optional[Dict[str
         return
     fresh = read_flags(marking.datas)
     marking("add")
-    write_flags([d for d, f in zip(marking.datas, fresh) if f], [True] * sum(fresh))
+    set_flags([d for d, f in zip(marking.datas, fresh) if f], True)
 
 
 def allreduce_grads(params: Sequence[gluon.Parameter]) -> None:

@@ -9,7 +9,7 @@ import mxnet as mx
 from mxnet import gluon, nd
 
 from .buffers import _buffers
-from .grad_state import is_fresh
+from .grad_state import is_fresh, set_flags
 from .grads import _all_params, _ready
 
 __all__ = ["DistReducer"]
@@ -123,8 +123,7 @@ class DistReducer:
                     piece.copyto(t)
             tail = recv[o:].asnumpy().tolist()
             for p, f in zip(grads, tail):
-                for d in p.list_data():
-                    d._fresh_grad = bool(f > 0)
+                set_flags(p.list_data(), f > 0)
             if gi == self.extra_group:
                 out = tail[len(grads):]
         nd.waitall()

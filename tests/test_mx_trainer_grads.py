@@ -116,10 +116,10 @@ def test_fresh_flags_read_and_written_on_the_handles_are_mxnets():
     assert gs.read_flags(datas) == [d._fresh_grad for d in datas] == [True, True]
     assert gs.fresh_params(params + [frozen, deferred.weight]) == params
     assert gs.stale_names([("w", params[0]), ("f", frozen), ("d", deferred.weight)]) == ["f", "d"]
-    gs.write_flags(datas[:1], [False])
+    gs.set_flags(datas[:1], False)
     assert [d._fresh_grad for d in datas] == [False, True] and not gs.is_fresh(params[0])
     mx_grads.zero_grad(params)
     assert gs.read_flags(datas) == [False, False]
-    gs.clear_flags(datas)
-    gs.write_flags(datas, [True, True])
+    gs.set_flags(datas, False)
+    gs.set_flags(datas, True)
     assert all(d._fresh_grad for d in datas)
