@@ -252,6 +252,12 @@ inline void store_windows<2>(float* p, const vf* v) {
   storef(p + LANES, __builtin_shuffle(v[0], v[1], vi{4, 12, 5, 13, 6, 14, 7, 15}));
 }
 
+// the pooled dy of LANES windows from k, 0 where the fused relu's pooled output is <= 0
+inline vf window_dy(const float* dy, const float* y, int64_t k, bool with_relu) {
+  const vf g = loadf(dy + k);
+  return with_relu ? (loadf(y + k) <= 0 ? vf{} : g) : g;
+}
+
 inline vi window_index(const uint8_t* at) {
   v8 b;
   std::memcpy(&b, at, sizeof(b));
@@ -321,8 +327,7 @@ DL_CLONES void pooled_grad_sums_f(const float* dy, const float* x, const float* 
       int64_t q = 0;
       for (; q + LANES <= wo; q += LANES) {
         const int64_t k = k0 + q;
-        vf t = loadf(dy + k);
-        if (with_relu) t = loadf(y + k) <= 0 ? vf{} : t;
+        const vf t = window_dy(dy, y, k, with_relu);
         const vi idx = window_index(at + k);
         const float* base = band + q * KW;
         vf xe = window_lane<KW>(base, 0);
@@ -365,8 +370,7 @@ DL_CLONES void pooled_grad_channel_f(const float* dy, const float* x, const floa
       int64_t q = 0;
       for (; q + LANES <= wo; q += LANES) {
         const int64_t kk = k0 + q;
-        vf g = loadf(dy + kk);
-        if (with_relu) g = loadf(y + kk) <= 0 ? vf{} : g;
+        const vf g = window_dy(dy, y, kk, with_relu);
         const vi idx = window_index(at + kk);
         for (int64_t i = 0; i < kh; ++i) {
           vf res[KW];
