@@ -460,6 +460,16 @@ def test_batchnorm_relu_maxpool_in_one_pass_bit_for_bit(shape, pool, hybrid, tmp
         np.testing.assert_array_equal(a, b)
 
 
+def _torch_bn_relu_pool(pool, x_np, g_np):
+    """torch's BatchNorm2d, ReLU and MaxPool2d(pool) in train mode: (output, input gradient,
+    BatchNorm bias gradient) for the output gradient ``g_np``."""
+    t = torch.nn.Sequential(torch.nn.BatchNorm2d(x_np.shape[1]), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
+    xt = torch.tensor(x_np, requires_grad=True)
+    yt = t(xt)
+    yt.backward(torch.tensor(g_np))
+    return yt.detach().numpy(), xt.grad.numpy(), t[0].bias.grad.numpy()
+
+
 @needs_compiler
 @pytest.mark.parametrize("pool", [2, (2, 1), (3, 2)])
 @pytest.mark.parametrize("width", [8, 37])
@@ -472,13 +482,10 @@ def test_batchnorm_relu_maxpool_ties_follow_torch(pool, width):
     k = (pool, pool) if isinstance(pool, int) else pool
     g_np = rng.standard_normal((4, 3, 9 // k[0], width // k[1])).astype(np.float32)
     got = _fwd_bwd(_bn_relu_pool(3, pool, False), x_np, g_np, hybrid=False, steps=1)
-    t = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
-    xt = torch.tensor(x_np, requires_grad=True)
-    yt = t(xt)
-    yt.backward(torch.tensor(g_np))
-    np.testing.assert_allclose(got[0], yt.detach().numpy(), rtol=0, atol=2.4e-7)
-    np.testing.assert_allclose(got[1], xt.grad.numpy(), rtol=0, atol=2.4e-7)
-    np.testing.assert_allclose(got[3], t[0].bias.grad.numpy(), rtol=1e-6)
+    y, dx, dbias = _torch_bn_relu_pool(pool, x_np, g_np)
+    np.testing.assert_allclose(got[0], y, rtol=0, atol=2.4e-7)
+    np.testing.assert_allclose(got[1], dx, rtol=0, atol=2.4e-7)
+    np.testing.assert_allclose(got[3], dbias, rtol=1e-6)
 
 
 @needs_compiler
@@ -493,11 +500,8 @@ def test_batchnorm_relu_maxpool_nan_is_torchs(width, pool):
     x_np[0, 0, 1, 1] = x_np[1, 1, 0, 0] = x_np[1, 0, 2, width - 1] = np.nan
     g_np = rng.standard_normal((2, 2, 4 // k[0], width // k[1])).astype(np.float32)
     got = _fwd_bwd(_bn_relu_pool(2, pool, False), x_np, g_np, hybrid=False, steps=1)
-    t = torch.nn.Sequential(torch.nn.BatchNorm2d(2), torch.nn.ReLU(), torch.nn.MaxPool2d(pool))
-    xt = torch.tensor(x_np, requires_grad=True)
-    yt = t(xt)
-    yt.backward(torch.tensor(g_np))
-    for a, b in ((got[0], yt.detach().numpy()), (got[1], xt.grad.numpy())):
+    y, dx, _ = _torch_bn_relu_pool(pool, x_np, g_np)
+    for a, b in ((got[0], y), (got[1], dx)):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
         np.testing.assert_allclose(np.nan_to_num(a), np.nan_to_num(b), rtol=0, atol=2.4e-7)
 
