@@ -4,19 +4,18 @@ without waiting for the check before the step is queued.
 MXNet difference hidden here: every host read waits for MXNet's engine. Reading the check first
 (:func:`grad_check.grads_finite`) leaves the engine idle while Python queues the update, 0.1-0.2
 of the benchmark MLP's step (benchmarks/findings.md). Where dualdl's compiled kernels are loaded
-and the step is SGD's prepared multi-tensor plan on one CPU context, the step is instead queued
-behind ``dl_finite_guard`` (dualdl_mx/kernels/finite_guard.cc), which tests every gradient
-element exactly, and the step's loss, which the Trainer reads only after the step is queued.
-Only when an element is not finite does it keep a copy of the arrays the update writes (weights
-and momenta) before the update runs; the check is read after. A bad step is then undone
-exactly: ``dl_finite_restore`` copies the arrays back and the plan's learning rate is reset, so
-the model and the optimizer are as before the step, bit for bit. A finite step costs no copy.
-Everything else takes the check-then-step path.
+and the step is SGD's prepared multi-tensor plan on one CPU context, the step is instead one
+``dl_guarded_sgd_mom`` operator (dualdl_mx/kernels/finite_guard.cc): it tests every element of
+the gradients and of the step's loss (which the Trainer reads only after the step is queued), and
+then runs ``multi_sgd_mom_update``'s arithmetic on every parameter, bit for bit, or writes
+nothing. A bad step therefore leaves the model and the optimizer as they were, with no copy and no
+rollback; only the plan's learning rate is not advanced. Everything else takes the check-then-step
+path.
 """
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mxnet import autograd, gluon, nd
@@ -31,33 +30,43 @@ _SLOTS = itertools.count(1)
 _WAIT_MS = 2000
 
 
-class _Guard:
-    """The prepared guard and restore calls over one set of gradients and written arrays, with
-    input slots after the gradients for the step's loss arrays (set at each call)."""
+class _GuardedStep:
+    """The prepared ``dl_guarded_sgd_mom`` call over the runs' plans (every weight, gradient and
+    momentum), with input slots after them for the step's loss arrays (set at each call)."""
 
-    def __init__(self, grads: List[nd.NDArray], written: List[nd.NDArray], losses: List[nd.NDArray]) -> None:
+    def __init__(self, runs: list, losses: List[nd.NDArray]) -> None:
         self.slot = slot = next(_SLOTS)
         self.waiter = kernels.guard_waiter()
-        ctx = written[0].context
-        self.first_loss = len(grads)
-        self.guard = PreparedCall("dl_finite_guard", grads + losses + written, [nd.empty((1,), ctx=ctx)],
-                                  num_grads=len(grads) + len(losses), num_states=len(written), slot=slot)
-        self.restore = PreparedCall("dl_finite_restore", written, [nd.empty((1,), ctx=ctx)],
-                                    num_states=len(written), slot=slot)
+        arrays = [a for plan, *_ in runs for a in plan.triples()]
+        self.sizes = [len(plan.triples()) // 3 for plan, *_ in runs]
+        self.first_loss = len(arrays)
+        self.key: Optional[Tuple] = None
+        self.call = PreparedCall("dl_guarded_sgd_mom", arrays + losses, [nd.empty((1,), ctx=arrays[0].context)],
+                                 num_weights=sum(self.sizes), num_checked=len(losses), slot=slot)
 
-    def check(self, losses: List[nd.NDArray]) -> nd.NDArray:
-        """Queue the guard over the gradients and ``losses``; returns its flag (1.0: all finite)."""
+    def __call__(self, runs: list, losses: List[nd.NDArray]) -> nd.NDArray:
+        """Queue the step of ``runs`` (``(plan, lr, momentum, wd, rescale)`` each, as
+        ``plan.run`` takes them) behind the check of the gradients and ``losses``; returns its
+        flag (1.0: applied)."""
+        key = tuple((lr, mu, wd, rs, plan.lr) for plan, lr, mu, wd, rs in runs)
+        if key != self.key:
+            per = [(n, lr, wd, mu * lr / old, rs) for n, (lr, mu, wd, rs, old) in zip(self.sizes, key)]
+            # each as multi_sgd_mom_update is given it (plan.run): str() of the Python float
+            self.call.set_attrs(**{name: tuple(v for n, *vals in per for v in (vals[i],) * n)
+                                   for i, name in enumerate(("lrs", "wds", "momenta", "rescales"))})
+            self.key = key
         for i, a in enumerate(losses):
-            self.guard.set_input(self.first_loss + i, a)
+            self.call.set_input(self.first_loss + i, a)
         if self.waiter is not None:
             self.waiter[0](self.slot)
-        return self.guard()[0]
+        return self.call()[0]
 
     def passed(self, flag: nd.NDArray) -> bool:
-        """Whether the guard queued last found every element finite, known as soon as it has run
-        (:func:`kernels.guard_waiter`). Reading ``flag`` through MXNet would also wait for the
-        update queued after the guard, on the engine's one CPU worker: that was 0.03-0.05 of the
-        hybridized CRNN's ``dl.Trainer`` step (benchmarks/findings.md). A guard that has not run
+        """Whether the step queued last was applied, known as soon as its check has run
+        (:func:`kernels.guard_waiter`), while the update itself still runs. Reading ``flag``
+        through MXNet would wait on the engine's one CPU worker behind operators queued after the
+        step, and the Trainer's remaining Python could not overlap them (0.03-0.05 of the
+        hybridized CRNN's ``dl.Trainer`` step, benchmarks/findings.md). A check that has not run
         within _WAIT_MS (a slow step, or an operator before it failed) is read through MXNet,
         which also raises that operator's error."""
         if self.waiter is not None:
@@ -67,23 +76,23 @@ class _Guard:
         return flag.asnumpy()[0] == 1.0
 
 
-def _guard(ps: List[gluon.Parameter], runs: list, losses: List[nd.NDArray],
-           cache: Optional[Dict[str, Any]]) -> Optional[_Guard]:
-    """The guard over the gradients of ``ps``, ``losses`` and the arrays the ``runs`` write; None
-    where it does not apply (several contexts, another device, a sparse or non-float gradient or
-    loss)."""
-    grads = [p._grad[0] for p in ps]
-    written = [a for plan, *_ in runs for a in plan.written()]
-    arrays = grads + written
+def _guarded(ps: List[gluon.Parameter], runs: list, losses: List[nd.NDArray],
+             cache: Optional[Dict[str, Any]]) -> Optional[_GuardedStep]:
+    """The guarded step over the plans of ``runs`` and ``losses``; None where it does not apply
+    (several contexts, another device, a sparse array, a non-float loss, or plans that do not
+    update exactly the parameters ``ps``)."""
+    arrays = [a for plan, *_ in runs for a in plan.triples()]
 
     def build():
-        if any(plan.copies for plan, *_ in runs) or not written \
+        if any(plan.copies for plan, *_ in runs) or not arrays \
+                or sorted(id(p) for plan, *_ in runs for p in plan.params) != sorted(map(id, ps)) \
                 or any(a.context.device_type != "cpu" or a.stype != "default" for a in arrays + losses) \
-                or any(np.dtype(g.dtype).name not in ("float32", "float64") for g in grads + losses):
+                or any(np.dtype(a.dtype).name != "float32" for a in arrays) \
+                or any(np.dtype(a.dtype).name not in ("float32", "float64") for a in losses):
             return None, arrays
-        return _Guard(grads, written, losses), arrays
+        return _GuardedStep(runs, losses), arrays
     # the losses are new arrays each step: the plan is keyed by their count, dtype and context
-    key = tuple(map(id, arrays)) + tuple((np.dtype(a.dtype).name, a.context) for a in losses)
+    key = tuple(map(id, arrays)) + tuple(map(id, ps)) + tuple((np.dtype(a.dtype).name, a.context) for a in losses)
     return kept(cache, "finite_guard", key, build)
 
 
@@ -97,25 +106,17 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     runs_of = getattr(optimizer, "_prepared_runs", None)
     runs = runs_of() if runs_of is not None and kernels.available() else None
     ps = checked_params(params)
-    guard = _guard(ps, runs, losses, cache) if runs and ps else None
-    if guard is None:
+    guarded = _guarded(ps, runs, losses, cache) if runs and ps else None
+    if guarded is None:
         step = prepared_step(optimizer)
         if not all(np.isfinite(a.asnumpy()).all() for a in losses) or not grads_finite(params, cache):
             return False
         step()
         return True
-    lrs = [(plan, plan.lr) for plan, *_ in runs]
     with autograd.pause():
-        flag = guard.check(losses)
-        for plan, lr, mu, wd, rs in runs:
-            plan.run(lr, mu, wd, rs)
-    if guard.passed(flag):
-        return True
-    with autograd.pause():
-        restored = guard.restore()[0]
-    for plan, lr in lrs:
+        flag = guarded(runs, losses)
+    if not guarded.passed(flag):
+        return False
+    for plan, lr, *_ in runs:
         plan.set_lr(lr)
-    if restored.asnumpy()[0] != 1.0:           # the guard saved nothing: cannot happen, say so
-        raise RuntimeError("dualdl: a non-finite step could not be undone (dl_finite_restore found no "
-                           "saved copy); the model and optimizer state are not reliable now")
-    return False
+    return True

@@ -436,9 +436,10 @@ class _MultiSGDPlan:
                 st["mx_lr"] = lr
             self.lr = lr
 
-    def written(self) -> List[nd.NDArray]:
-        """The arrays a run writes: each weight and its momentum (one context)."""
-        return [a for _, _, w, _, _, mom in self.check for a in (w, mom)]
+    def triples(self) -> List[nd.NDArray]:
+        """Each parameter's weight, gradient and momentum (first context), in the order and layout
+        of the calls' inputs."""
+        return [a for _, _, w, g, _, mom in self.check for a in (w, g, mom)]
 
 
 def _adam_constants(b1: float, b2: float) -> Optional[Tuple[float, float]]:

@@ -1,16 +1,17 @@
-"""dl.Trainer's step on MXNet queued behind dualdl's ``dl_finite_guard`` (dualdl_mx/guarded_step):
-bit for bit the check-first path on finite steps, and a non-finite step undone exactly (weights,
-momenta and the plan's learning rate), also right after a learning-rate change; the operators
-on their own."""
+"""dl.Trainer's step on MXNet as one ``dl_guarded_sgd_mom`` (dualdl_mx/guarded_step): bit for bit
+the check-first path on finite steps (two parameter groups, a convolution's weights after an eval
+step), a non-finite step not applied (weights, momenta and the plan's learning rate), also right
+after a learning-rate change; the operator on its own against ``multi_sgd_mom_update``."""
 import numpy as np
 import pytest
 from mxnet import nd
+from mxnet.base import MXNetError
 
 import dualdl as dl
 from dualdl.trainer import NonFiniteLossError
 from dualdl_mx import kernels
 
-from _trainer_models import MLP, base_weights, data
+from _trainer_models import MLP, base_weights, data, make
 
 needs_kernels = pytest.mark.skipif(kernels._compiler() is None, reason="no C++ compiler on PATH")
 
@@ -25,24 +26,30 @@ def _state_bits(model, opt):
     read without ``state_dict()`` (which would switch the live state to torch's layout)."""
     ws = [p.data().asnumpy().tobytes() for _, p in sorted(model._collect_params_with_prefix().items())]
     st = [(k, v.asnumpy().tobytes() if isinstance(v, nd.NDArray) else v)
-          for p in opt.param_groups[0]["params"] for k, v in sorted(opt.state.get(p, {}).items())]
+          for g in opt.param_groups for p in g["params"] for k, v in sorted(opt.state.get(p, {}).items())]
     return ws, st
 
 
-def _run(hybrid: bool, guarded: bool, monkeypatch):
+def _run(kind: str, hybrid: bool, guarded: bool, monkeypatch):
+    """Six steps, two of them bad, of a model whose parameters are in two groups (their own lr,
+    momentum and weight decay); an eval step before each step puts a convolution's weights in
+    MKLDNN's layout, which the next training forward turns back."""
     if not guarded:
         monkeypatch.setattr(kernels, "_loaded", False)
     with dl.use("mxnet"):
-        m = MLP()
-        dl.load_state_dict(m, base_weights("mlp"), strict=True)
+        m = make(kind, "mxnet")
+        dl.load_state_dict(m, base_weights(kind), strict=True)
         if hybrid:
             m.hybridize()
-        opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+        ps = list(m.parameters())
+        opt = dl.optim.SGD([{"params": ps[::2]}, {"params": ps[1::2], "lr": 0.03, "momentum": 0.8, "weight_decay": 0}],
+                           lr=0.1, momentum=0.9, weight_decay=1e-3)
         tr = dl.Trainer(m, opt, dl.losses.MSELoss())
     mse = tr.loss_fn
     used = []
     for s in range(6):
-        x, y, _ = data("mlp", 10, seed=s)
+        x, y, _ = data(kind, 10, seed=s)
+        tr.eval_step(x)
         if s in (2, 4):                       # a bad step; at 4 right after a learning-rate change
             if s == 4:
                 opt.param_groups[0]["lr"] = 0.05
@@ -58,60 +65,118 @@ def _run(hybrid: bool, guarded: bool, monkeypatch):
         tr.train_step(x, y)
         used.append(tr._check_cache.get("finite_guard", (None, None))[1] is not None)
     monkeypatch.undo()
-    return _state_bits(m, opt), tr.global_step, used, {k: v.asnumpy().tobytes() for k, v in opt.state_dict()["state"][0].items() if hasattr(v, "asnumpy")}
+    state = {(i, k): v.asnumpy().tobytes() for i, st in opt.state_dict()["state"].items() for k, v in st.items()
+             if hasattr(v, "asnumpy")}
+    return _state_bits(m, opt), tr.global_step, used, state
 
 
 @needs_kernels
+@pytest.mark.parametrize("kind", ["mlp", "cnn_bn"])
 @pytest.mark.parametrize("hybrid", [False, True])
-def test_guarded_steps_match_the_check_first_path_bit_for_bit(hybrid, monkeypatch):
-    guarded = _run(hybrid, True, monkeypatch)
-    plain = _run(hybrid, False, monkeypatch)
-    assert guarded[2][1:] == [True] * 5 and not any(plain[2])      # the guard ran from the 2nd step on
+def test_guarded_steps_match_the_check_first_path_bit_for_bit(kind, hybrid, monkeypatch):
+    guarded = _run(kind, hybrid, True, monkeypatch)
+    plain = _run(kind, hybrid, False, monkeypatch)
+    assert guarded[2][1:] == [True] * 5 and not any(plain[2])      # the guarded step from the 2nd step on
     assert guarded[1] == plain[1] == 6
     assert guarded[0] == plain[0] and guarded[3] == plain[3]
 
 
+def _sgd_case(rng, sizes):
+    ws = [(rng.standard_normal(n) * 10 ** rng.uniform(-3, 2)).astype(np.float32) for n in sizes]
+    gs = [(rng.standard_normal(n) * 10 ** rng.uniform(-6, 3)).astype(np.float32) for n in sizes]
+    ms = [(rng.standard_normal(n) * 10 ** rng.uniform(-5, 1)).astype(np.float32) for n in sizes]
+    return ws, gs, ms
+
+
+def _guarded_sgd(ws, gs, ms, lrs, wds, momenta, rescales, checked=(), slot=990):
+    w, g, m = ([nd.array(a) for a in arrays] for arrays in (ws, gs, ms))
+    args = [a for t in zip(w, g, m) for a in t]
+    flag = nd.dl_guarded_sgd_mom(*args, *checked, lrs=tuple(lrs), wds=tuple(wds), momenta=tuple(momenta),
+                                 rescales=tuple(rescales), num_weights=len(w), num_checked=len(checked), slot=slot)
+    return flag.asnumpy()[0], [a.asnumpy() for a in w], [a.asnumpy() for a in m]
+
+
 @needs_kernels
-def test_guard_and_restore_operators():
+def test_guarded_sgd_mom_is_multi_sgd_mom_update_bit_for_bit():
+    """Per weight, its own lr, weight decay, momentum and rescale, against multi_sgd_mom_update
+    called with each weight's values; sizes over the 65536-element blocks; momenta and rescales
+    whose decimal strings dmlc's parser rounds differently from strtof (parsed with strtof, the
+    results differ)."""
     assert kernels.available()
-    g = [nd.ones((5, 3)), nd.ones((17,), dtype="float64"), nd.ones((40,))]
-    w, mom = nd.array(np.arange(4.0)), nd.zeros((4,), dtype="float64")
-    flag = lambda: nd.dl_finite_guard(*g, w, mom, num_grads=3, num_states=2, slot=991).asnumpy()[0]
-    assert flag() == 1.0
-    assert nd.dl_finite_restore(w, mom, num_states=2, slot=991).asnumpy()[0] == 0.0   # nothing saved
-    for arr, idx, bad in ((g[0], (4, 2), np.nan), (g[1], (16,), np.inf), (g[2], (0,), -np.inf),
-                          (g[2], (39,), np.nan)):
-        arr[idx] = bad
-        assert flag() == 0.0
-        w[:] = 7.0
-        mom[:] = np.nan
-        assert nd.dl_finite_restore(w, mom, num_states=2, slot=991).asnumpy()[0] == 1.0
-        np.testing.assert_array_equal(w.asnumpy(), np.arange(4.0))
-        np.testing.assert_array_equal(mom.asnumpy(), 0.0)
-        arr[idx] = 1.0
-    g[2][3] = 3e38                                   # huge but finite: no false alarm
-    assert flag() == 1.0
+    rng = np.random.default_rng(0)
+    sizes = [1, 7, 1000, 65536, 65537, 200003]
+    ws, gs, ms = _sgd_case(rng, sizes)
+    lrs = [0.1, 3e-4, 0.0123, 1e-3, 0.5, 2.5e-05]
+    wds = [0.0, 1e-4, 5e-4, 0.0, 2.2e-05, 1e-2]
+    momenta = [0.9, 2.328093876202697e-05, 0.9000000000000001, 0.0, 0.99, 5.3161571521044015e-06]
+    rescales = [1.0, 0.0625, 2.257612183773704e-07, 1 / 3, 8.767507207524373e-08, 1 / 24]
+    flag, w, m = _guarded_sgd(ws, gs, ms, lrs, wds, momenta, rescales, checked=[nd.array([1.5], dtype="float64")])
+    assert flag == 1.0
+    for i in range(len(sizes)):
+        ref_w, ref_m = nd.array(ws[i]), nd.array(ms[i])
+        nd.multi_sgd_mom_update(ref_w, nd.array(gs[i]), ref_m, lrs=(lrs[i],), wds=(wds[i],), momentum=momenta[i],
+                                rescale_grad=rescales[i], num_weights=1, out=[ref_w])
+        assert ref_w.asnumpy().tobytes() == w[i].tobytes(), i
+        assert ref_m.asnumpy().tobytes() == m[i].tobytes(), i
+        assert not np.array_equal(m[i], ms[i])          # a step was taken
 
 
 @needs_kernels
-def test_the_guards_result_without_waiting_for_the_operators_after_it():
-    """dl_finite_guard_wait gives the result of the slot's guard queued since dl_finite_guard_arm:
-    -1 (after its timeout) before one is queued, then 1 or 0 as the flag says; the update queued
-    after the guard need not have run."""
+def test_guarded_sgd_mom_writes_nothing_when_an_element_is_not_finite():
+    assert kernels.available()
+    rng = np.random.default_rng(1)
+    ws, gs, ms = _sgd_case(rng, [5, 17, 70000])
+    hp = ([0.1] * 3, [1e-3] * 3, [0.9] * 3, [1.0] * 3)
+    cases = [(1, 0, np.nan), (0, 4, np.inf), (2, 69999, -np.inf), (2, 65536, np.nan)]
+    for t, i, bad in cases:
+        g = [a.copy() for a in gs]
+        g[t][i] = bad
+        flag, w, m = _guarded_sgd(ws, g, ms, *hp)
+        assert flag == 0.0
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(w + m, ws + ms))
+    for loss in (nd.array([np.nan], dtype="float64"), nd.array([0.0, np.inf])):     # a checked loss
+        flag, w, m = _guarded_sgd(ws, gs, ms, *hp, checked=[nd.array([1.0]), loss])
+        assert flag == 0.0 and all(a.tobytes() == b.tobytes() for a, b in zip(w + m, ws + ms))
+    g = [a.copy() for a in gs]
+    g[1][3] = 3e38                                   # huge but finite: no false alarm
+    assert _guarded_sgd(ws, g, ms, *hp)[0] == 1.0
+
+
+@needs_kernels
+def test_guarded_sgd_mom_says_what_is_wrong():
+    assert kernels.available()
+    w, g, m = nd.zeros((3,)), nd.zeros((3,)), nd.zeros((3,))
+    with pytest.raises(MXNetError, match="lrs, wds, momenta and rescales must each hold num_weights"):
+        nd.dl_guarded_sgd_mom(w, g, m, lrs=(0.1, 0.2), wds=(0.0,), momenta=(0.9,), rescales=(1.0,),
+                              num_weights=1, num_checked=0, slot=989).wait_to_read()
+    with pytest.raises(MXNetError, match="gradient and momentum must have its shape"):
+        nd.dl_guarded_sgd_mom(w, nd.zeros((4,)), m, lrs=(0.1,), wds=(0.0,), momenta=(0.9,), rescales=(1.0,),
+                              num_weights=1, num_checked=0, slot=989).wait_to_read()
+    with pytest.raises(MXNetError, match="float32 weights, gradients and momenta"):
+        nd.dl_guarded_sgd_mom(w, g, nd.zeros((3,), dtype="float64"), lrs=(0.1,), wds=(0.0,), momenta=(0.9,),
+                              rescales=(1.0,), num_weights=1, num_checked=0, slot=989).wait_to_read()
+
+
+@needs_kernels
+def test_the_checks_result_without_waiting_for_the_operators_after_it():
+    """dl_finite_guard_wait gives the check of the slot's step queued since dl_finite_guard_arm:
+    -1 (after its timeout) before one is queued, then 1 or 0 as the flag says; the operators
+    queued after it need not have run."""
     assert kernels.available()
     arm, wait = kernels.guard_waiter()
-    g, w = [nd.ones((5, 3))], nd.zeros((4,))
+    rng = np.random.default_rng(2)
+    ws, gs, ms = _sgd_case(rng, [15])
+    w, g, m = nd.array(ws[0]), nd.array(gs[0]), nd.array(ms[0])
     arm(992)
     assert wait(992, 1) == -1                        # armed, nothing queued: times out
     for bad in (False, True, False):
-        g[0][1, 1] = np.nan if bad else 1.0
+        g[1] = np.nan if bad else 1.0
         arm(992)
-        flag = nd.dl_finite_guard(*g, w, num_grads=1, num_states=1, slot=992)
-        later = nd.dot(nd.ones((512, 512)), nd.ones((512, 512)))   # queued after the guard
+        flag = nd.dl_guarded_sgd_mom(w, g, m, lrs=(0.1,), wds=(0.0,), momenta=(0.9,), rescales=(1.0,),
+                                     num_weights=1, num_checked=0, slot=992)
+        later = nd.dot(nd.ones((512, 512)), nd.ones((512, 512)))   # queued after the step
         assert wait(992, 5000) == (0 if bad else 1) == flag.asnumpy()[0]
         later.wait_to_read()
-        if bad:
-            assert nd.dl_finite_restore(w, num_states=1, slot=992).asnumpy()[0] == 1.0
 
 
 def _inf_loss(out, y):

@@ -12,9 +12,9 @@ MXNet differences hidden here:
   formula: six operators forward, about eight backward. ``dl_log_softmax`` (``log_softmax.cc``) is
   that formula in float64, one operator each way.
 - Every host read waits for MXNet's engine, so dl.Trainer's gradient check, read before the step
-  was queued, left the engine idle. ``dl_finite_guard`` / ``dl_finite_restore``
-  (``finite_guard.cc``) let the step be queued behind the check and undone exactly
-  (:mod:`dualdl_mx.guarded_step`).
+  was queued, left the engine idle. ``dl_guarded_sgd_mom`` (``finite_guard.cc``) is the check and
+  SGD's multi-tensor update in one operator: the update, bit for bit ``multi_sgd_mom_update``'s,
+  runs only if every gradient element is finite (:mod:`dualdl_mx.guarded_step`).
 
 The library is compiled once per machine with the C++ compiler (``g++``/``c++``, the one ``pip``
 uses for any package that compiles) against the headers MXNet's wheel ships, into
@@ -52,7 +52,7 @@ __all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarnin
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
 _FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
-_OPS = ("dl_batch_norm", "dl_finite_guard", "dl_finite_restore", "dl_log_softmax")
+_OPS = ("dl_batch_norm", "dl_guarded_sgd_mom", "dl_log_softmax")
 _LOCK = threading.Lock()
 _loaded: Optional[bool] = None
 _loaded_from: Optional[Path] = None           # the file this module loaded into MXNet
@@ -126,7 +126,7 @@ def library_path() -> Path:
 
 def available() -> bool:
     """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
-    ``dl_finite_guard``, ``dl_finite_restore``, ``dl_log_softmax``) exist in this process (built
+    ``dl_guarded_sgd_mom``, ``dl_log_softmax``) exist in this process (built
     and loaded on the first call; False, with one warning, where that fails)."""
     global _loaded
     if _loaded is not None:
@@ -160,9 +160,9 @@ def _load() -> bool:
 
 def guard_waiter() -> Optional[Tuple[Any, Any]]:
     """``(arm, wait)``: the library's C functions ``dl_finite_guard_arm(slot)`` and
-    ``dl_finite_guard_wait(slot, timeout_ms) -> 1 / 0 / -1`` (finite_guard.cc), which give a
-    ``dl_finite_guard``'s result as soon as it has run, where reading its flag through MXNet
-    waits for the operators queued after it too; None where the kernels are not loaded, or were
+    ``dl_finite_guard_wait(slot, timeout_ms) -> 1 / 0 / -1`` (finite_guard.cc), which give the
+    check of a ``dl_guarded_sgd_mom`` as soon as it has run, where reading its flag through MXNet
+    waits for the update and the operators queued after it too; None where the kernels are not loaded, or were
     loaded into MXNet by another import of this module (their file is not known here)."""
     global _waiter
     if _waiter is None and available() and _loaded_from is not None:
