@@ -239,3 +239,48 @@ def test_the_guard_checks_each_steps_loss_array():
         assert step_if_finite(opt, params, cache, [nd.array([loss])]) is applied
         assert (_state_bits(m, opt) == before) is not applied
     assert cache["finite_guard"][1] is not None           # one guard, its loss slot set per call
+
+
+_THREADS = """
+import ctypes, numpy as np
+from mxnet import nd
+from dualdl_mx import kernels
+assert kernels.available()
+rng = np.random.default_rng(3)
+sizes = [300000, 7, 200000]                       # over the size at which the operator forks
+ws, gs, ms = ([(rng.standard_normal(n) * s).astype(np.float32) for n in sizes] for s in (1.0, 1e-2, 1e-1))
+hp = dict(lrs=(0.1, 0.2, 0.3), wds=(1e-4, 0.0, 1e-3), momenta=(0.9, 0.8, 0.7), rescales=(1.0, 0.5, 0.25))
+def run(g):
+    w, m = [nd.array(a) for a in ws], [nd.array(a) for a in ms]
+    args = [a for t in zip(w, [nd.array(a) for a in g], m) for a in t]
+    flag = nd.dl_guarded_sgd_mom(*args, num_weights=3, num_checked=0, slot=993, **hp).asnumpy()[0]
+    return flag, [a.asnumpy() for a in w + m]
+flag, got = run(gs)
+same = flag == 1.0
+for i in range(3):
+    rw, rm = nd.array(ws[i]), nd.array(ms[i])
+    nd.multi_sgd_mom_update(rw, nd.array(gs[i]), rm, lrs=(hp["lrs"][i],), wds=(hp["wds"][i],),
+                            momentum=hp["momenta"][i], rescale_grad=hp["rescales"][i], num_weights=1, out=[rw])
+    same = same and rw.asnumpy().tobytes() == got[i].tobytes() and rm.asnumpy().tobytes() == got[3 + i].tobytes()
+bad = [a.copy() for a in gs]
+bad[2][199999] = np.nan                           # in the last block of the last weight
+flag, after = run(bad)
+untouched = flag == 0.0 and all(a.tobytes() == b.tobytes() for a, b in zip(after, ws + ms))
+print("threads", ctypes.CDLL("libgomp.so.1").omp_get_max_threads(), "same", same, "untouched", untouched)
+"""
+
+
+@needs_kernels
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_guarded_sgd_mom_on_several_threads(threads):
+    """With OMP_NUM_THREADS=2 the operator splits 500K elements over two threads: the update is
+    still multi_sgd_mom_update's bit for bit, and a NaN in the last block still leaves every array
+    as it was."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS=threads))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"threads {threads} same True untouched True" in done.stdout, done.stdout + done.stderr[-2000:]

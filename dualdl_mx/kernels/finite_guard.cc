@@ -45,7 +45,8 @@ using namespace mxnet::ext;
 namespace {
 
 constexpr int BYTES = 64;             // one AVX-512 register of lanes (two AVX2 ones, four SSE ones)
-constexpr int64_t BLOCK = 1 << 16;    // elements a thread takes at a time; one block runs serially
+constexpr int64_t BLOCK = 1 << 16;    // elements a thread takes at a time
+constexpr int64_t FORK = 1 << 18;     // elements in all below which a fork of OpenMP's threads costs more than it saves
 #define DL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 template <typename T> struct Lanes { typedef T type __attribute__((vector_size(BYTES))); };
@@ -155,9 +156,12 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
     return MX_FAIL;
   }
   const std::vector<Block> blocks = blocks_of(*in, n);
+  int64_t total = 0;
+  for (const Block& k : blocks) total += k.n;
+  const bool fork = blocks.size() > 1 && total >= FORK;
   std::vector<MXTensor>& x = *in;
   int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad) if (blocks.size() > 1)
+#pragma omp parallel for schedule(static) reduction(| : bad) if (fork)
   for (size_t b = 0; b < blocks.size(); ++b)
     bad |= !all_finite(x[3 * blocks[b].t + 1].data<float>() + blocks[b].begin, blocks[b].n);
   for (size_t i = 3 * n; i < x.size() && !bad; ++i)
@@ -166,7 +170,7 @@ MXReturnValue forward(const std::unordered_map<std::string, std::string>& attrs,
   (*out)[0].data<float>()[0] = bad ? 0.0f : 1.0f;
   publish(attr_slot(attrs), !bad);        // the caller goes on while the update runs
   if (bad) return MX_SUCCESS;
-#pragma omp parallel for schedule(static) if (blocks.size() > 1)
+#pragma omp parallel for schedule(static) if (fork)
   for (size_t b = 0; b < blocks.size(); ++b) {
     const Block& k = blocks[b];
     const float lr = lrs[k.t];
