@@ -50,10 +50,13 @@ class _GuardedStep:
         flag (1.0: applied)."""
         key = tuple((lr, mu, wd, rs, plan.lr) for plan, lr, mu, wd, rs in runs)
         if key != self.key:
-            per = [(n, lr, wd, mu * lr / old, rs) for n, (lr, mu, wd, rs, old) in zip(self.sizes, key)]
-            # each as multi_sgd_mom_update is given it (plan.run): str() of the Python float
-            self.call.set_attrs(**{name: tuple(v for n, *vals in per for v in (vals[i],) * n)
-                                   for i, name in enumerate(("lrs", "wds", "momenta", "rescales"))})
+            # one value per weight, each the Python float plan.run gives multi_sgd_mom_update
+            # (the operator parses its str() as MXNet does)
+            per: Dict[str, list] = {"lrs": [], "wds": [], "momenta": [], "rescales": []}
+            for n, (lr, mu, wd, rs, old) in zip(self.sizes, key):
+                for name, v in zip(per, (lr, wd, mu * lr / old, rs)):
+                    per[name] += [v] * n
+            self.call.set_attrs(**{name: tuple(vs) for name, vs in per.items()})
             self.key = key
         for i, a in enumerate(losses):
             self.call.set_input(self.first_loss + i, a)

@@ -126,8 +126,8 @@ def library_path() -> Path:
 
 def available() -> bool:
     """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
-    ``dl_guarded_sgd_mom``, ``dl_log_softmax``) exist in this process (built
-    and loaded on the first call; False, with one warning, where that fails)."""
+    ``dl_guarded_sgd_mom``, ``dl_log_softmax``) exist in this process (built and loaded on the
+    first call; False, with one warning, where that fails)."""
     global _loaded
     if _loaded is not None:
         return _loaded
@@ -162,8 +162,9 @@ def guard_waiter() -> Optional[Tuple[Any, Any]]:
     """``(arm, wait)``: the library's C functions ``dl_finite_guard_arm(slot)`` and
     ``dl_finite_guard_wait(slot, timeout_ms) -> 1 / 0 / -1`` (finite_guard.cc), which give the
     check of a ``dl_guarded_sgd_mom`` as soon as it has run, where reading its flag through MXNet
-    waits for the update and the operators queued after it too; None where the kernels are not loaded, or were
-    loaded into MXNet by another import of this module (their file is not known here)."""
+    waits for the update and the operators queued after it too; None where the kernels are not
+    loaded, or were loaded into MXNet by another import of this module (their file is not known
+    here)."""
     global _waiter
     if _waiter is None and available() and _loaded_from is not None:
         lib = ctypes.CDLL(str(_loaded_from))        # the library MXNet loaded: the same handle
