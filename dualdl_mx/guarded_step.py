@@ -50,13 +50,14 @@ class _GuardedStep:
         flag (1.0: applied)."""
         key = tuple((lr, mu, wd, rs, plan.lr) for plan, lr, mu, wd, rs in runs)
         if key != self.key:
-            # one value per weight, each the Python float plan.run gives multi_sgd_mom_update
-            # (the operator parses its str() as MXNet does)
-            per: Dict[str, list] = {"lrs": [], "wds": [], "momenta": [], "rescales": []}
+            # one value per weight: str() of the Python float plan.run gives multi_sgd_mom_update,
+            # which the operator parses as MXNet does (formatted once per group: a scheduler may
+            # change the lr at every step)
+            per: Dict[str, List[str]] = {"lrs": [], "wds": [], "momenta": [], "rescales": []}
             for n, (lr, mu, wd, rs, old) in zip(self.sizes, key):
                 for name, v in zip(per, (lr, wd, mu * lr / old, rs)):
-                    per[name] += [v] * n
-            self.call.set_attrs(**{name: tuple(vs) for name, vs in per.items()})
+                    per[name] += [str(v)] * n
+            self.call.set_attrs(**{name: f"({', '.join(vs)})" for name, vs in per.items()})
             self.key = key
         for i, a in enumerate(losses):
             self.call.set_input(self.first_loss + i, a)
