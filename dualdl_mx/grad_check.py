@@ -17,7 +17,7 @@ from . import compiled
 from .grad_state import fresh_params
 from .invoke import MULTI_MAX, PreparedCall, kept
 
-__all__ = ["grad_maxima", "grads_finite", "checked_params"]
+__all__ = ["grad_maxima", "grads_finite"]
 
 
 def _norm_terms_formula(F, *, p: float, **grads):
@@ -74,7 +74,7 @@ def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, An
     in float32), so only a non-finite sum asks the exact max-|g| graph (:func:`grad_maxima`).
     ``cache``: a dict the caller keeps (the Trainer's), holding the grouping, whose ctypes reads
     (context, dtype, storage type of each gradient) cost 30-45 us a step, until the arrays change."""
-    ps = checked_params(params)
+    ps = fresh_params(params)
     key = tuple(id(p._grad) for p in ps)
     chunks = kept(cache, "finite_plan", key, lambda: (_finite_plan(ps), [p._grad for p in ps]))
     if chunks is not None:
@@ -83,11 +83,6 @@ def grads_finite(params: Iterable[gluon.Parameter], cache: Optional[Dict[str, An
             return True
     # a sparse gradient, or a sum that is not finite (also for huge finite gradients): exact check
     return all(math.isfinite(v) for v in grad_maxima(ps))
-
-
-def checked_params(params: Iterable[gluon.Parameter]) -> List[gluon.Parameter]:
-    """The parameters whose gradients a step reads (fresh since the last ``zero_grad``)."""
-    return fresh_params(params)
 
 
 def _finite_plan(ps: List[gluon.Parameter]) -> Optional[List[PreparedCall]]:

@@ -21,7 +21,8 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 
 from . import kernels
-from .grad_check import checked_params, grads_finite
+from .grad_check import grads_finite
+from .grad_state import fresh_params
 from .invoke import PreparedCall, kept
 
 __all__ = ["step_if_finite"]
@@ -109,7 +110,7 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     losses = list(losses or ())
     runs_of = getattr(optimizer, "_prepared_runs", None)
     runs = runs_of() if runs_of is not None and kernels.available() else None
-    ps = checked_params(params)
+    ps = fresh_params(params)
     guarded = _guarded(ps, runs, losses, cache) if runs and ps else None
     if guarded is None:
         step = prepared_step(optimizer)
