@@ -277,14 +277,20 @@ def _remember_index_target(input: torch.Tensor, target: Any, weight: Any, allow_
         _INDEX_SHAPES.add((input.shape, target.shape, allow_prob))
 
 
+def _class_setup_cached(name, input, target, weight, ignore_index, allow_prob):
+    """:func:`_class_setup`'s (target, weight, C, checked), without its checks for an int64 CPU
+    index target of a shape checked before (:func:`_seen_index_target`)."""
+    if _seen_index_target(input, target, weight, allow_prob):
+        return target, weight, input.shape[1], False
+    kind, t, weight, C, checked = _class_setup(name, input, target, weight, ignore_index, allow_prob=allow_prob)
+    _remember_index_target(input, target, weight, allow_prob, kind, checked)
+    return t, weight, C, checked
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     name = "NLLLoss"
     ck.check_reduction(name, reduction)
-    if _seen_index_target(input, target, weight, False):
-        t, C, checked = target, input.shape[1], False
-    else:
-        kind, t, weight, C, checked = _class_setup(name, input, target, weight, ignore_index, allow_prob=False)
-        _remember_index_target(input, target, weight, False, kind, checked)
+    t, weight, C, checked = _class_setup_cached(name, input, target, weight, ignore_index, allow_prob=False)
     return _kernel_checked(name, lambda: F.nll_loss(input, t, weight=weight, ignore_index=ignore_index,
                                                     reduction=reduction), target, C, ignore_index, checked)
 
@@ -292,11 +298,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     name = "CrossEntropyLoss"
     ck.check_reduction(name, reduction)
-    if _seen_index_target(input, target, weight, True):
-        t, C, checked = target, input.shape[1], False
-    else:
-        kind, t, weight, C, checked = _class_setup(name, input, target, weight, ignore_index)
-        _remember_index_target(input, target, weight, True, kind, checked)
+    t, weight, C, checked = _class_setup_cached(name, input, target, weight, ignore_index, allow_prob=True)
     return _kernel_checked(name, lambda: F.cross_entropy(input, t, weight=weight, ignore_index=ignore_index,
                                                          reduction=reduction, label_smoothing=label_smoothing),
                            target, C, ignore_index, checked)
