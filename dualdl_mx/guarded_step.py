@@ -38,8 +38,9 @@ class _GuardedStep:
     def __init__(self, runs: list, losses: List[nd.NDArray]) -> None:
         self.slot = slot = next(_SLOTS)
         self.waiter = kernels.guard_waiter()
-        arrays = [a for plan, *_ in runs for a in plan.triples()]
-        self.sizes = [len(plan.triples()) // 3 for plan, *_ in runs]
+        triples = [plan.triples() for plan, *_ in runs]
+        arrays = [a for t in triples for a in t]
+        self.sizes = [len(t) // 3 for t in triples]            # weights per run
         self.first_loss = len(arrays)
         self.key: Optional[Tuple] = None
         self.call = PreparedCall("dl_guarded_sgd_mom", arrays + losses, [nd.empty((1,), ctx=arrays[0].context)],

@@ -2,6 +2,10 @@
 the check-first path on finite steps (two parameter groups, a convolution's weights after an eval
 step), a non-finite step not applied (weights, momenta and the plan's learning rate), also right
 after a learning-rate change; the operator on its own against ``multi_sgd_mom_update``."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from mxnet import nd
@@ -276,9 +280,6 @@ def test_guarded_sgd_mom_on_several_threads(threads):
     """With OMP_NUM_THREADS=2 the operator splits 500K elements over two threads: the update is
     still multi_sgd_mom_update's bit for bit, and a NaN in the last block still leaves every array
     as it was."""
-    import os
-    import subprocess
-    import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS=threads))
