@@ -1,8 +1,10 @@
 """PyTorch side of ``dualdl.distributed``: ``torch.distributed`` (gloo on CPU, NCCL on CUDA) + DDP.
 
 Same function names as ``dualdl_mx.distributed``. Hides: torch's TCPStore listens on every
-interface even for ``MASTER_ADDR=127.0.0.1`` (here a loopback master binds loopback only), and
-env:// never checks that ranks agree on ``WORLD_SIZE``.
+interface even for ``MASTER_ADDR=127.0.0.1`` (here a loopback master binds loopback only),
+env:// never checks that ranks agree on ``WORLD_SIZE``, and ``destroy_process_group`` is not a
+collective: each rank tears its gloo threads and sockets down whenever it gets there, and rank 0,
+which hosts the store, may exit while its peers are still leaving.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import datetime
 import errno
 import os
 import socket
+import sys
+import warnings
 from typing import Any, List, Optional
 
 import torch
@@ -21,8 +25,10 @@ from dualdl.distributed.env import DistributedEnvError, int_env, is_loopback
 __all__ = ["init", "is_distributed", "rank", "world_size", "barrier", "shutdown",
            "broadcast_parameters", "wrap_model", "kvstore", "gradient_reduction"]
 
-_state = {"owned": False, "distributed": False}
+_state: dict = {"owned": False, "distributed": False, "store": None}
 DEFAULT_TIMEOUT = 1800.0
+DEPART_TIMEOUT = 60.0
+_LEFT = "dualdl/left/{}"
 
 
 def _store(addr: str, port: int, rank_: int, world: int, timeout: datetime.timedelta):
@@ -86,7 +92,8 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
     _check_same_world(store, rank_, world)
     dist.init_process_group(pg_backend, store=store, rank=rank_,
                             world_size=world, timeout=td)
-    _state.update(owned=True, distributed=True)
+    hosted_here = config.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    _state.update(owned=True, distributed=True, store=store if hosted_here else None)
 
 
 def _check_same_world(store: Any, rank_: int, world: int) -> None:
@@ -134,9 +141,33 @@ def barrier() -> None:
 
 
 def shutdown() -> None:
+    """Leave the job in order: a barrier (no rank tears down while a peer is still in a
+    collective), ``destroy_process_group``, then rank 0, the store's host, waits until every
+    other rank has left (at most ``DEPART_TIMEOUT`` s) before it may exit and take the store
+    with it. Called while an exception propagates (a ``finally`` after a failure), it only
+    destroys the group: the peers may be stuck in a collective this rank will never join."""
     if _state["distributed"] and _state["owned"] and dist.is_initialized():
+        orderly = sys.exc_info()[0] is None
+        world, rank_ = dist.get_world_size(), dist.get_rank()
+        if orderly:
+            dist.barrier()
         dist.destroy_process_group()
-    _state.update(owned=False, distributed=False)
+        if orderly and _state["store"] is not None and world > 1:
+            _depart(_state["store"], rank_, world)
+    _state.update(owned=False, distributed=False, store=None)
+
+
+def _depart(store: Any, rank_: int, world: int) -> None:
+    """Each rank > 0 says it has left; rank 0 waits for all of them, bounded."""
+    if rank_ != 0:
+        store.set(_LEFT.format(rank_), "1")
+        return
+    try:
+        store.wait([_LEFT.format(r) for r in range(1, world)],
+                   datetime.timedelta(seconds=DEPART_TIMEOUT))
+    except Exception as e:      # a peer died after the barrier: the launcher reports it
+        warnings.warn(f"dualdl.distributed.shutdown: rank 0 waited {DEPART_TIMEOUT:.0f} s for "
+                      f"the other ranks to leave and goes on without them ({e})", stacklevel=3)
 
 
 def _tensors(params: Any) -> List[torch.Tensor]:

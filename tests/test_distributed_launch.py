@@ -2,6 +2,7 @@
 time with a non-zero exit, and leaves no process behind (checked by pid)."""
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -73,6 +74,17 @@ def test_torch_rank_may_finish_before_the_others(tmp_path):
                                 ["--fault", "solo", "--piddir", str(tmp_path)])
     assert rc == 0, err
     assert "rank 0 done" in out
+
+
+def test_torch_rank0_hosting_the_store_leaves_after_the_others(tmp_path):
+    """shutdown(): rank 0 returns only once every other rank has destroyed its process group
+    (here rank 1's takes 1.5 s more), so the store it hosts outlives its peers' teardown."""
+    rc, out, err, secs = launch(["--backend", "torch", "--nproc", "2", "--timeout", "60"],
+                                "faulty.py", ["--engine", "torch", "--fault", "slowleave"])
+    assert rc == 0, err
+    took = {int(r): float(t) for r, t in re.findall(r"rank (\d) shutdown took ([\d.]+) s", out)}
+    assert took.keys() == {0, 1}, out
+    assert took[1] >= 1.5 and took[0] >= 1.4, took      # rank 0 waited for rank 1 to leave
 
 
 def test_explicit_port_in_use_is_refused_before_starting(tmp_path):
