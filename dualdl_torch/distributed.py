@@ -143,18 +143,31 @@ def barrier() -> None:
 def shutdown() -> None:
     """Leave the job in order: a barrier (no rank tears down while a peer is still in a
     collective), ``destroy_process_group``, then rank 0, the store's host, waits until every
-    other rank has left (at most ``DEPART_TIMEOUT`` s) before it may exit and take the store
-    with it. Called while an exception propagates (a ``finally`` after a failure), it only
-    destroys the group: the peers may be stuck in a collective this rank will never join."""
+    other rank has left before it may exit and take the store with it (each wait at most
+    ``DEPART_TIMEOUT`` s, then a warning). Called while an exception propagates (a ``finally``
+    after a failure), it only destroys the group: the peers may be stuck in a collective this
+    rank will never join."""
     if _state["distributed"] and _state["owned"] and dist.is_initialized():
         orderly = sys.exc_info()[0] is None
         world, rank_ = dist.get_world_size(), dist.get_rank()
         if orderly:
-            dist.barrier()
+            orderly = _leaving_barrier()
         dist.destroy_process_group()
         if orderly and _state["store"] is not None and world > 1:
             _depart(_state["store"], rank_, world)
     _state.update(owned=False, distributed=False, store=None)
+
+
+def _leaving_barrier() -> bool:
+    """The barrier before the teardown, bounded: a peer that never calls shutdown() (or died)
+    costs ``DEPART_TIMEOUT`` s and a warning, not the process group's timeout (30 min)."""
+    try:
+        dist.barrier(timeout=datetime.timedelta(seconds=DEPART_TIMEOUT))
+        return True
+    except Exception as e:      # noqa: BLE001 - gloo raises RuntimeError or its own types
+        warnings.warn(f"dualdl.distributed.shutdown: not every rank reached shutdown() (waited "
+                      f"at most {DEPART_TIMEOUT:.0f} s); leaving without them ({e})", stacklevel=3)
+        return False
 
 
 def _depart(store: Any, rank_: int, world: int) -> None:

@@ -87,6 +87,18 @@ def test_torch_rank0_hosting_the_store_leaves_after_the_others(tmp_path):
     assert took[1] >= 1.5 and took[0] >= 1.4, took      # rank 0 waited for rank 1 to leave
 
 
+def test_torch_shutdown_does_not_wait_for_a_rank_that_left_without_it(tmp_path):
+    """A rank that ends without shutdown(): the others' shutdown() barrier fails at once (its
+    sockets are closed), they warn and leave: the job ends 0, in seconds, not at the barrier's
+    timeout."""
+    rc, out, err, secs = launch(["--backend", "torch", "--nproc", "2", "--timeout", "60"],
+                                "faulty.py", ["--engine", "torch", "--fault", "skipshutdown"])
+    assert rc == 0, err
+    assert "rank 0 done" in out and "rank 1 done" not in out
+    assert "not every rank reached shutdown()" in err
+    assert secs < 30, secs
+
+
 def test_explicit_port_in_use_is_refused_before_starting(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

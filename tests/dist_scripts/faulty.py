@@ -1,10 +1,11 @@
 """A worker that misbehaves on one rank, for the launcher's fault tests.
 
 --engine none|torch|mxnet   (none: no framework, rank from $RANK; fastest)
---fault exit1|exit3|hang|signal|early0|solo|sleep|noshutdown|slowleave|none   what rank
-    --bad-rank does after init (exit3: sys.exit(3) without shutdown(); sleep: every rank sleeps,
-    for killing the launcher; noshutdown: every rank ends after its barriers without shutdown();
-    slowleave: torch's destroy_process_group takes 1.5 s more on that rank)
+--fault exit1|exit3|hang|signal|early0|solo|sleep|noshutdown|skipshutdown|slowleave|none   what
+    rank --bad-rank does after init (exit3: sys.exit(3) without shutdown(); sleep: every rank
+    sleeps, for killing the launcher; noshutdown: every rank ends after its barriers without
+    shutdown(); skipshutdown: that rank alone does; slowleave: torch's destroy_process_group
+    takes 1.5 s more on that rank)
 --piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
 --expect-world N   passed to dualdl.distributed.init(world_size=N)
 """
@@ -100,6 +101,8 @@ else:
             destroy(*a, **k)
             time.sleep(1.5)
         dist.destroy_process_group = slow_destroy
+    if args.fault == "skipshutdown" and rank == args.bad_rank:
+        sys.exit(0)
     if args.fault != "noshutdown":
         t0 = time.monotonic()
         ddist.shutdown()
