@@ -58,7 +58,9 @@ class Entry:
     transpose: bool = False             # the target is stored transposed
     reason: str = ""
 
-    def compute(self, tensors: Tensors) -> np.ndarray:
+    def compute(self, tensors: Tensors, keep_dtype: bool = False) -> np.ndarray:
+        """The target's value from ``tensors`` (source key -> array), in the target's dtype;
+        ``keep_dtype``: in the sources' (a float64 copy's values stay float64)."""
         srcs = []
         for s in self.sources:
             a = np.asarray(tensors[s["key"]])
@@ -80,7 +82,8 @@ class Entry:
         if list(out.shape) != list(self.shape):
             raise ValueError(f"{self.target}: mapping produced shape {tuple(out.shape)}, the target "
                              f"needs {tuple(self.shape)}")
-        out = out.astype(self.dtype, copy=False)
+        if not keep_dtype:
+            out = out.astype(self.dtype, copy=False)
         return out if out.flags.c_contiguous else out.copy(order="C")
 
 
