@@ -24,10 +24,11 @@ from .report import Diff, ParityError, compare_arrays
 __all__ = ["check_native_training", "assert_native_training", "NativeTrainingReport"]
 
 _GRAD_TRANSFORMS = ("copy", "concat", "transpose")   # linear maps: gradients map like values
-#: with a float64 reference, each side's float32 rounding is measured against its own float64
-#: twin: MXNet's float32 gradients of ResNet-50 in train mode were up to 10.4x further from
-#: float64 than torch's on an Intel Xeon and 877x on an AMD EPYC, so the allowance cannot be
-#: estimated from torch's rounding alone.
+# With a float64 reference, each side's float32 rounding is measured against its own float64
+# twin: MXNet's float32 gradients of ResNet-50 in train mode were up to 10.4x further from
+# float64 than torch's on an Intel Xeon and 877x on an AMD EPYC, so the allowance cannot be
+# estimated from torch's rounding alone.
+
 #: the two float64 twins against each other: the implementations without float32 rounding
 #: (ResNet-50's first gradients: 1.2e-12 of the largest), tolerance relative to the largest
 #: value. MXNet's update operators take lr, wd and momentum as float32 attributes (0.01 becomes
