@@ -88,9 +88,9 @@ def test_torch_rank0_hosting_the_store_leaves_after_the_others(tmp_path):
 
 
 def test_torch_shutdown_does_not_wait_for_a_rank_that_left_without_it(tmp_path):
-    """A rank that ends without shutdown(): the others' shutdown() barrier fails at once (its
-    sockets are closed), they warn and leave: the job ends 0, in seconds, not at the barrier's
-    timeout."""
+    """A rank that ends without shutdown() (it destroys its process group itself): the others'
+    shutdown() barrier fails at once (its sockets are closed), they warn and leave: the job ends
+    0, in seconds, not at the barrier's timeout."""
     rc, out, err, secs = launch(["--backend", "torch", "--nproc", "2", "--timeout", "60"],
                                 "faulty.py", ["--engine", "torch", "--fault", "skipshutdown"])
     assert rc == 0, err

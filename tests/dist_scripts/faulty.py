@@ -4,8 +4,8 @@
 --fault exit1|exit3|hang|signal|early0|solo|sleep|noshutdown|skipshutdown|slowleave|none   what
     rank --bad-rank does after init (exit3: sys.exit(3) without shutdown(); sleep: every rank
     sleeps, for killing the launcher; noshutdown: every rank ends after its barriers without
-    shutdown(); skipshutdown: that rank alone does; slowleave: torch's destroy_process_group
-    takes 1.5 s more on that rank)
+    shutdown(); skipshutdown: that rank alone does, after destroying its torch process group
+    itself; slowleave: torch's destroy_process_group takes 1.5 s more on that rank)
 --piddir DIR   every process (and the `sleep` grandchild each spawns) records its pid there
 --expect-world N   passed to dualdl.distributed.init(world_size=N)
 """
@@ -102,6 +102,8 @@ else:
             time.sleep(1.5)
         dist.destroy_process_group = slow_destroy
     if args.fault == "skipshutdown" and rank == args.bad_rank:
+        import torch.distributed as dist
+        dist.destroy_process_group()       # torch's own teardown, not dualdl's shutdown()
         sys.exit(0)
     if args.fault != "noshutdown":
         t0 = time.monotonic()
