@@ -31,9 +31,14 @@ DEPART_TIMEOUT = 60.0
 _LEFT = "dualdl/left/{}"
 
 
+def _agent_store() -> bool:
+    """Whether torchrun's agent hosts the store (not rank 0)."""
+    return config.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+
+
 def _store(addr: str, port: int, rank_: int, world: int, timeout: datetime.timedelta):
     """The rendezvous store; rank 0 hosts it, bound to loopback when the master is loopback."""
-    if config.get("TORCHELASTIC_USE_AGENT_STORE") == "True":   # torchrun hosts the store
+    if _agent_store():
         return dist.TCPStore(addr, port, world, False, timeout=timeout)
     if rank_ != 0 or not is_loopback(addr):
         return dist.TCPStore(addr, port, world, rank_ == 0, timeout=timeout)
@@ -92,8 +97,7 @@ def init(*, world_size: Optional[int] = None, timeout: Optional[float] = None) -
     _check_same_world(store, rank_, world)
     dist.init_process_group(pg_backend, store=store, rank=rank_,
                             world_size=world, timeout=td)
-    hosted_here = config.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
-    _state.update(owned=True, distributed=True, store=store if hosted_here else None)
+    _state.update(owned=True, distributed=True, store=None if _agent_store() else store)
 
 
 def _check_same_world(store: Any, rank_: int, world: int) -> None:

@@ -199,7 +199,8 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         for e in entries:
             if e.target not in t_state:
                 continue
-            a, note = e.compute(g_state), ""
+            raw = e.compute(g_state)
+            a, note, widen = raw, "", 1      # widen: how far a conversion scales a difference
             layer = t_mods.get(e.target.rsplit(".", 1)[0])
             n = bn_n.pop(e.target, None) if e.target.endswith("running_var") else None
             if n and n > 1 and getattr(layer, "momentum", None):
@@ -210,12 +211,11 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
                 batch_var = (a.astype(np.float64) - (1 - m) * g_old) / m
                 a = (1 - m) * t_prev[e.target] + m * batch_var * n / (n - 1)
                 note = f"Gluon's biased batch variance converted to torch's unbiased (n={n})"
+                widen = 2                    # n/(n-1), at most 2
             refs = None
-            if ref:
-                # Gluon's own rounding on its raw value; the variance conversion above scales a
-                # difference by n/(n-1), at most 2
-                own = _distance(e.compute(g_state), e.compute(g64_state, keep_dtype=True))
-                refs = (ref.distance("state", e.target, t_state[e.target]), own * (2 if note else 1))
+            if ref:                          # Gluon's own rounding, on its raw value
+                own = _distance(raw, e.compute(g64_state, keep_dtype=True))
+                refs = (ref.distance("state", e.target, t_state[e.target]), own * widen)
             _add(report, step, "update", f"{'param' if e.target in t_named else 'buffer'} "
                  f"{e.target}", a, t_state[e.target].detach().numpy(), rtol, atol, note, refs=refs)
     import torch.nn as nn
