@@ -49,26 +49,62 @@ constexpr int LANES = 8;
 #define DL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 
-// LANES doubles / floats as one vector (GCC vector extensions: one zmm with AVX-512, two ymm with
-// AVX2, four xmm otherwise; lanes are independent, so the numbers are the same on each)
-typedef double vd __attribute__((vector_size(LANES * sizeof(double))));
+// LANES floats as one vector, LANES doubles as two vectors of four (GCC vector extensions: a
+// vector wider than the instruction set's registers lives in memory between operations, which
+// made AVX2's loops 3x slower as one vector of eight doubles; the halves are ymm registers with
+// AVX2 and AVX-512; the default clone, for CPUs without AVX2, has 16-byte registers only, and its
+// loops stay 10x slower); lanes are independent, so the numbers are the same on each
 typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(LANES / 2 * sizeof(float))));
+typedef double vd4 __attribute__((vector_size(LANES / 2 * sizeof(double))));
+struct vd {
+  vd4 lo, hi;                                        // lanes 0-3, 4-7
+  double operator[](int j) const { return j < LANES / 2 ? lo[j] : hi[j - LANES / 2]; }
+};
+inline vd operator+(vd a, vd b) { return {a.lo + b.lo, a.hi + b.hi}; }
+inline vd operator-(vd a, vd b) { return {a.lo - b.lo, a.hi - b.hi}; }
+inline vd operator*(vd a, vd b) { return {a.lo * b.lo, a.hi * b.hi}; }
+inline vd operator+(vd a, double k) { return {a.lo + k, a.hi + k}; }
+inline vd operator-(vd a, double k) { return {a.lo - k, a.hi - k}; }
+inline vd& operator+=(vd& a, vd b) { return a = a + b; }
 
+// float32 -> float64 through a LANES-wide vector split into its halves (one conversion per
+// register; conversions of four-lane halves went through the stack with AVX2), float64 -> float32
+// half by half (through the wide vector, AVX-512's loops stored both halves and reloaded them as
+// one: a store-forwarding stall per vector)
+typedef double vd8 __attribute__((vector_size(LANES * sizeof(double))));
+inline vd wide(vf v) {
+  const vd8 w = __builtin_convertvector(v, vd8);
+  vd r;
+  std::memcpy(&r, &w, sizeof(r));
+  return r;
+}
+inline vf narrow(vd v) {
+  const vf4 lo = __builtin_convertvector(v.lo, vf4), hi = __builtin_convertvector(v.hi, vf4);
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+}
 inline vd load(const float* p) {
   vf v;
   std::memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, vd);
+  return wide(v);
 }
 inline vd load(const double* p) {
   vd v;
-  std::memcpy(&v, p, sizeof(v));
+  std::memcpy(&v.lo, p, sizeof(v.lo));
+  std::memcpy(&v.hi, p + LANES / 2, sizeof(v.hi));
   return v;
 }
 inline void store(float* p, vd v) {
-  const vf f = __builtin_convertvector(v, vf);
+  const vf f = narrow(v);
   std::memcpy(p, &f, sizeof(f));
 }
-inline void store(double* p, vd v) { std::memcpy(p, &v, sizeof(v)); }
+inline void store(double* p, vd v) {
+  std::memcpy(p, &v.lo, sizeof(v.lo));
+  std::memcpy(p + LANES / 2, &v.hi, sizeof(v.hi));
+}
+// a row's last (fewer than LANES) terms as one more vector, 0 in the lanes past them (adding 0 leaves
+// a lane's sum as it was)
+inline vd lanes(const double* t) { return load(t); }
 inline double total(vd v) {                          // a fixed order
   double t = 0;
   for (int j = 0; j < LANES; ++j) t += v[j];
@@ -110,33 +146,42 @@ DL_CLONES void shifted_sums(const T* x, Dims d, int64_t c, double k, double* s1,
       a += t;
       q += t * t;
     }
-    for (; i < d.s; ++i) {
-      const double t = double(p[i]) - k;
-      a[i % LANES] += t;
-      q[i % LANES] += t * t;
+    if (i < d.s) {
+      double t[LANES] = {};
+      for (int j = 0; i + j < d.s; ++j) t[j] = double(p[i + j]) - k;
+      const vd tv = lanes(t);
+      a += tv;
+      q += tv * tv;
     }
   }
   *s1 = total(a);
   *s2 = total(q);
 }
 
-// relu with NaN kept, in place over a row just written (a loop GCC vectorises into blends)
+// relu with NaN kept (x > 0 or NaN: x, else +0), of a value rounded to T, as a vector of LANES
 template <typename T>
-DL_CLONES void relu_row(T* o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = o[i];
-    o[i] = v > 0 || v != v ? v : T(0);
-  }
+inline T relu_kept(T v) { return v > 0 || v != v ? v : T(0); }
+inline vf relu_kept(vf v) { return (v > 0) | (v != v) ? v : vf{}; }
+inline vd relu_kept(vd v) {
+  return {(v.lo > 0) | (v.lo != v.lo) ? v.lo : vd4{}, (v.hi > 0) | (v.hi != v.hi) ? v.hi : vd4{}};
 }
+inline vf rounded(vd v, float) { return narrow(v); }
+inline vd rounded(vd v, double) { return v; }
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
 
-// y = (x - m) * scale + shift over a row, in float64, rounded once (relu'd with NaN kept)
+// y = (x - m) * scale + shift over a row, in float64, rounded once (relu'd with NaN kept, after
+// the rounding, in the same loop)
 template <typename T>
 inline void normalize_row_body(const T* p, T* o, int64_t n, double m, double scale, double shift, bool with_relu) {
   const vd mv = vd{} + m, sv = vd{} + scale, hv = vd{} + shift;
   int64_t i = 0;
-  for (; i + LANES <= n; i += LANES) store(o + i, (load(p + i) - mv) * sv + hv);
-  for (; i < n; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
-  if (with_relu) relu_row(o, n);
+  if (with_relu) {
+    for (; i + LANES <= n; i += LANES) store(o + i, relu_kept(rounded((load(p + i) - mv) * sv + hv, T())));
+    for (; i < n; ++i) o[i] = relu_kept(T((double(p[i]) - m) * scale + shift));
+  } else {
+    for (; i + LANES <= n; i += LANES) store(o + i, rounded((load(p + i) - mv) * sv + hv, T()));
+    for (; i < n; ++i) o[i] = T((double(p[i]) - m) * scale + shift);
+  }
 }
 
 template <typename T>
@@ -225,9 +270,6 @@ inline vf loadf(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void storef(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
-inline vd wide(vf v) { return __builtin_convertvector(v, vd); }
-inline vf narrow(vd v) { return __builtin_convertvector(v, vf); }
 
 // element j of LANES consecutive windows KW wide whose first lies at p
 template <int KW>
@@ -245,11 +287,11 @@ inline vf window_lane<2>(const float* p, int j) {
 template <int KW>
 inline void store_windows(float* p, const vf* v);
 template <>
-inline void store_windows<1>(float* p, const vf* v) { storef(p, v[0]); }
+inline void store_windows<1>(float* p, const vf* v) { store(p, v[0]); }
 template <>
 inline void store_windows<2>(float* p, const vf* v) {
-  storef(p, __builtin_shuffle(v[0], v[1], vi{0, 8, 1, 9, 2, 10, 3, 11}));
-  storef(p + LANES, __builtin_shuffle(v[0], v[1], vi{4, 12, 5, 13, 6, 14, 7, 15}));
+  store(p, __builtin_shuffle(v[0], v[1], vi{0, 8, 1, 9, 2, 10, 3, 11}));
+  store(p + LANES, __builtin_shuffle(v[0], v[1], vi{4, 12, 5, 13, 6, 14, 7, 15}));
 }
 
 // the pooled dy of LANES windows from k, 0 where the fused relu's pooled output is <= 0
@@ -258,10 +300,27 @@ inline vf window_dy(const float* dy, const float* y, int64_t k, bool with_relu) 
   return with_relu ? (loadf(y + k) <= 0 ? vf{} : g) : g;
 }
 
+// bytes to int32 through uint16: vector zero-extensions (straight to int32, GCC took each byte
+// through a general register)
+typedef uint16_t vu16 __attribute__((vector_size(LANES * sizeof(uint16_t))));
+typedef uint32_t vu32 __attribute__((vector_size(LANES * sizeof(uint32_t))));
 inline vi window_index(const uint8_t* at) {
   v8 b;
   std::memcpy(&b, at, sizeof(b));
-  return __builtin_convertvector(b, vi);
+  return (vi)__builtin_convertvector(__builtin_convertvector(b, vu16), vu32);
+}
+
+// the inverse of window_index (indices < 256): the low byte of each lane, as one byte shuffle on
+// little-endian machines (the conversion took each lane through a general register with AVX2)
+inline void store_index(uint8_t* at, vi pos) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  typedef uint8_t vb __attribute__((vector_size(LANES * sizeof(int32_t))));
+  const vb b = (vb)pos;
+  const v8 bytes = __builtin_shufflevector(b, b, 0, 4, 8, 12, 16, 20, 24, 28);
+#else
+  const v8 bytes = __builtin_convertvector(pos, v8);
+#endif
+  std::memcpy(at, &bytes, sizeof(bytes));
 }
 
 // pool_row for float32 windows KW wide
@@ -280,9 +339,8 @@ inline void pool_row_f(const float* band, Pool p, float* best, uint8_t* at) {
         b = take ? v : b;
         pos = take ? vi{} + int32_t(i * KW + j) : pos;
       }
-    storef(best + q, b);
-    const v8 bytes = __builtin_convertvector(pos, v8);
-    std::memcpy(at + q, &bytes, sizeof(bytes));
+    store(best + q, b);
+    store_index(at + q, pos);
   }
   for (; q < wo; ++q) {
     const float* base = band + q * KW;
@@ -338,12 +396,16 @@ DL_CLONES void pooled_grad_sums_f(const float* dy, const float* x, const float* 
         a += td;
         q2 += td * (wide(xe) - mv);
       }
-      for (; q < wo; ++q) {
-        const int64_t k = k0 + q;
-        const double t = with_relu && y[k] <= 0 ? 0.0 : double(dy[k]);
-        const int e = at[k];
-        a[q % LANES] += t;
-        q2[q % LANES] += t * (double(band[q * KW + (e / KW) * w + e % KW]) - m);
+      if (q < wo) {
+        double t[LANES] = {}, tx[LANES] = {};
+        for (int j = 0; q + j < wo; ++j) {
+          const int64_t k = k0 + q + j;
+          const int e = at[k];
+          t[j] = with_relu && y[k] <= 0 ? 0.0 : double(dy[k]);
+          tx[j] = t[j] * (double(band[(q + j) * KW + (e / KW) * w + e % KW]) - m);
+        }
+        a += lanes(t);
+        q2 += lanes(tx);
       }
     }
   }
@@ -556,10 +618,14 @@ DL_CLONES void grad_sums(const T* g, int64_t stride, const T* x, Dims d, int64_t
       a += t;
       q += t * (load(p + i) - mv);
     }
-    for (; i < d.s; ++i) {
-      const double t = double(gr[i]);
-      a[i % LANES] += t;
-      q[i % LANES] += t * (double(p[i]) - m);
+    if (i < d.s) {
+      double t[LANES] = {}, tx[LANES] = {};
+      for (int j = 0; i + j < d.s; ++j) {
+        t[j] = double(gr[i + j]);
+        tx[j] = t[j] * (double(p[i + j]) - m);
+      }
+      a += lanes(t);
+      q += lanes(tx);
     }
   }
   *s1 = total(a);
