@@ -376,7 +376,10 @@ def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, r
     the same pass."""
     w = F.identity(weight) if weight is not None else F.ones(shape=(channels,))
     b = F.identity(bias) if bias is not None else F.zeros(shape=(channels,))
-    x = F.identity(x) if leaf else x
+    # a convolution's output is in MKLDNN's blocked layout, which MXNet's dispatcher of library
+    # operators reorders to a new plain array at every call, forward and backward; a reshape to
+    # the same shape (MKLDNN's reshape: one reorder) gives both calls the plain array
+    x = F.identity(x) if leaf else F.reshape(x, shape=(-2,))
     fused = {"relu": 1} if relu else {}
     if pool is not None:
         fused["pool"] = "%d,%d" % tuple(pool)
