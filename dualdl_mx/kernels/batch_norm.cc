@@ -41,8 +41,8 @@ using namespace mxnet::ext;
 namespace {
 
 constexpr int LANES = 8;
-// x86-64-v4 (AVX-512 with VL and BW: mask registers on 256-bit vectors, one instruction for the
-// pooling's byte indices) where the compiler knows it (GCC 11 on), else AVX-512F, AVX2, SSE2
+// x86-64-v4 (AVX-512 with VL and BW: mask registers on 256-bit vectors) where the compiler knows
+// it (GCC 11 on), else AVX-512F, AVX2, SSE2
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx512f", "avx2", "default")))
 #else
@@ -102,9 +102,12 @@ inline void store(double* p, vd v) {
   std::memcpy(p, &v.lo, sizeof(v.lo));
   std::memcpy(p + LANES / 2, &v.hi, sizeof(v.hi));
 }
-// a row's last (fewer than LANES) terms as one more vector, 0 in the lanes past them (adding 0 leaves
-// a lane's sum as it was)
-inline vd lanes(const double* t) { return load(t); }
+inline vf loadf(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
 inline double total(vd v) {                          // a fixed order
   double t = 0;
   for (int j = 0; j < LANES; ++j) t += v[j];
@@ -146,10 +149,10 @@ DL_CLONES void shifted_sums(const T* x, Dims d, int64_t c, double k, double* s1,
       a += t;
       q += t * t;
     }
-    if (i < d.s) {
-      double t[LANES] = {};
+    if (i < d.s) {            // the row's last terms as one more vector, 0 past them (adding 0 leaves a
+      double t[LANES] = {};   // lane's sum as it was); so in the other sums' tails
       for (int j = 0; i + j < d.s; ++j) t[j] = double(p[i + j]) - k;
-      const vd tv = lanes(t);
+      const vd tv = load(t);
       a += tv;
       q += tv * tv;
     }
@@ -167,7 +170,6 @@ inline vd relu_kept(vd v) {
 }
 inline vf rounded(vd v, float) { return narrow(v); }
 inline vd rounded(vd v, double) { return v; }
-inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
 
 // y = (x - m) * scale + shift over a row, in float64, rounded once (relu'd with NaN kept, after
 // the rounding, in the same loop)
@@ -264,12 +266,6 @@ DL_CLONES void pool_row(const T* band, Pool p, T* best, uint8_t* at) {
 static_assert(LANES == 8, "the shuffles below are written for 8 lanes");
 typedef int32_t vi __attribute__((vector_size(LANES * sizeof(int32_t))));
 typedef uint8_t v8 __attribute__((vector_size(LANES)));
-
-inline vf loadf(const float* p) {
-  vf v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // element j of LANES consecutive windows KW wide whose first lies at p
 template <int KW>
@@ -404,8 +400,8 @@ DL_CLONES void pooled_grad_sums_f(const float* dy, const float* x, const float* 
           t[j] = with_relu && y[k] <= 0 ? 0.0 : double(dy[k]);
           tx[j] = t[j] * (double(band[(q + j) * KW + (e / KW) * w + e % KW]) - m);
         }
-        a += lanes(t);
-        q2 += lanes(tx);
+        a += load(t);
+        q2 += load(tx);
       }
     }
   }
@@ -624,8 +620,8 @@ DL_CLONES void grad_sums(const T* g, int64_t stride, const T* x, Dims d, int64_t
         t[j] = double(gr[i + j]);
         tx[j] = t[j] * (double(p[i + j]) - m);
       }
-      a += lanes(t);
-      q += lanes(tx);
+      a += load(t);
+      q += load(tx);
     }
   }
   *s1 = total(a);
