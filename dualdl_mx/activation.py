@@ -55,12 +55,18 @@ def _elu_formula(F, x, *, alpha: float):
 _BLOCKED_LAYOUT_OPS = frozenset({"Convolution", "Deconvolution", "BatchNorm", "Pooling", "Activation", "LeakyReLU"})
 
 
-def _producer_op(sym: Any) -> str:
-    """The operator that computes a Symbol, from a one-node copy of its head (the whole graph's
-    JSON would make building a graph of k relus O(k^2): 3.3 s against 0.7 s for 150 blocks)."""
+def _head_node(sym: Any) -> dict:
+    """The JSON node of the operator that computes a Symbol (``op``, ``attrs``), from a one-node
+    copy of its head (the whole graph's JSON would make building a graph of k relus O(k^2): 3.3 s
+    against 0.7 s for 150 blocks)."""
     if sym.get_children() is None:             # a variable (MXNet's one-node copy of one crashes)
-        return "null"
-    return json.loads(sym._gen_atomic_symbol().tojson())["nodes"][-1]["op"]
+        return {"op": "null", "attrs": {}}
+    return json.loads(sym._gen_atomic_symbol().tojson())["nodes"][-1]
+
+
+def _producer_op(sym: Any) -> str:
+    """The operator that computes a Symbol (:func:`_head_node`)."""
+    return _head_node(sym)["op"]
 
 
 # DUALDL_MX_EXACT_RELU=1: the relu op everywhere (read once, as DUALDL_MX_FUSED_BATCHNORM)
@@ -97,6 +103,37 @@ def relu(F, x):
     if _EXACT_RELU or not _feature_map(x):
         return F.relu(x)
     return F.LeakyReLU(x, act_type="elu", slope=-0.0)
+
+
+def _is_nan_keeping_relu(node: dict) -> bool:
+    """Whether a graph node is :func:`relu`'s MKLDNN form (``LeakyReLU``, elu, slope 0)."""
+    attrs = node.get("attrs") or {}
+    try:
+        return node["op"] == "LeakyReLU" and attrs.get("act_type") == "elu" and float(attrs["slope"]) == 0.0
+    except (KeyError, ValueError):
+        return False
+
+
+def relu_into_max_pool(F, x):
+    """The input a max pooling should take when ``x`` may be :func:`relu`'s NaN-keeping form:
+    ``Activation(relu)`` of the relu's own input in a graph where ``x`` is that form (Symbols), else
+    ``x``. MXNet's max pooling skips NaN whatever the relu gives it (docs/differences.md): for
+    relu's outputs, all >= 0, the pooled values and the gradients are those of the NaN-keeping form
+    bit for bit (tests/test_mx_relu_pool.py), and MKLDNN's ``Activation``, which maps NaN to 0
+    without the form's exp, costs 2.6% less of a hybridized LeNet step (benchmarks/findings.md).
+    Two exceptions: a window that is all NaN pools to 0 and passes no gradient (after the form:
+    float32's lowest value, and the window's gradient to its first element; torch: NaN, and the
+    gradient to its last), and a tiny maximum 0 < x <= 2**-24 gets torch's gradient 1 (the form:
+    0). The relu node stays in the graph for its other consumers, if any, so they keep NaN.
+    NDArrays are unchanged: the relu has run when the pooling is called."""
+    if _EXACT_RELU or is_ndarray(x):
+        return x
+    try:
+        if _is_nan_keeping_relu(_head_node(x)):
+            return F.Activation(x.get_children()[0], act_type="relu")
+    except (AttributeError, IndexError, mx.base.MXNetError):
+        pass
+    return x
 
 
 def gelu(F, x, approximate: str = "none"):

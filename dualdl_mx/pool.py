@@ -9,6 +9,7 @@ from mxnet import autograd
 
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple, to_tuple
+from .activation import relu_into_max_pool
 from .base import Layer, is_ndarray
 from .conv import pad_spatial
 
@@ -49,12 +50,14 @@ class _PoolNd(Layer):
         """Max pooling. Under ``autograd.record(train_mode=False)`` MKLDNN's float32 max-pooling
         backward sends gradients to the wrong elements (measured 3.9 off): on NDArrays that case
         pools in float64 (no MKLDNN; exact) and casts back. Not done under hybridize(): a graph
-        cannot see the recording mode (record with train_mode=True there)."""
+        cannot see the recording mode (record with train_mode=True there). In a graph, relu's
+        NaN-keeping form right before it becomes MKLDNN's ``Activation``
+        (:func:`~dualdl_mx.activation.relu_into_max_pool`): the pooling skips NaN either way."""
         if (is_ndarray(x) and x.dtype == np.float32 and autograd.is_recording()
                 and not autograd.is_training()):
             return F.Pooling(x.astype("float64"), pool_type="max", pooling_convention="valid",
                              **kw).astype("float32")
-        return F.Pooling(x, pool_type="max", pooling_convention="valid", **kw)
+        return F.Pooling(relu_into_max_pool(F, x), pool_type="max", pooling_convention="valid", **kw)
 
     def _ceil_pool(self, F, x):
         """torch's ceil_mode without MXNet's 'full' convention, which (measured) adds a last window
