@@ -136,6 +136,15 @@ def relu_into_max_pool(F, x):
     return x
 
 
+def relu_for_max_pool(F, x):
+    """``relu(x)`` for a caller that knows the result goes into a max pooling and nowhere else
+    (``Sequential``'s ReLU then MaxPool, eager): MKLDNN's ``Activation`` where :func:`relu` would
+    take its NaN-keeping form, with the results :func:`relu_into_max_pool` gives graphs."""
+    if _EXACT_RELU or not _feature_map(x):
+        return relu(F, x)
+    return F.Activation(x, act_type="relu")
+
+
 def gelu(F, x, approximate: str = "none"):
     """torch's gelu: 'none' is the erf form (MXNet's ``LeakyReLU(act_type='gelu')``, exact formula
     in float64); 'tanh' from its formula (MXNet has no op)."""

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, 
 import mxnet as mx
 from mxnet.gluon import HybridBlock
 
+from .activation import relu_for_max_pool
 from .base import Layer
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
@@ -123,6 +124,9 @@ class Sequential(_ChildList):
                     pool = None
                 x = _call_fused(m, x, pool)
                 i += 3 if pool is not None else 2
+            elif i + 1 < len(children) and _relu_into_max_pool(m, children[i + 1], x):
+                x = children[i + 1](relu_for_max_pool(mx.nd, x))
+                i += 2
             else:
                 x = m(x)
                 i += 1
@@ -141,6 +145,18 @@ def _absorbs_relu(m: HybridBlock, nxt: HybridBlock, x: Any) -> bool:
     from .norm import _BatchNorm
     return (isinstance(m, _BatchNorm) and type(m).hybrid_forward is _BatchNorm.hybrid_forward
             and type(nxt) is ReLU and _unobserved(m, x) and not (nxt._forward_hooks or nxt._forward_pre_hooks))
+
+
+def _relu_into_max_pool(m: HybridBlock, pool: HybridBlock, x: Any) -> bool:
+    """Whether the ``ReLU`` ``m`` of a Sequential, called with an NDArray, feeds only the max
+    pooling ``pool`` after it, which skips NaN whatever the relu gives it: then MKLDNN's
+    ``Activation`` computes it (:func:`~dualdl_mx.activation.relu_for_max_pool`; graphs get the
+    same from :func:`~dualdl_mx.activation.relu_into_max_pool`). Not where a hook would see the
+    relu's output (on either module), and not with ``ceil_mode`` (its -inf padding)."""
+    from .activation import ReLU
+    from .pool import MaxPool1d, MaxPool2d, MaxPool3d
+    return (isinstance(x, mx.nd.NDArray) and type(m) is ReLU and type(pool) in (MaxPool1d, MaxPool2d, MaxPool3d)
+            and not pool.ceil_mode and _unobserved(m, x) and _unobserved(pool, x))
 
 
 def _unobserved(m: HybridBlock, x: Any) -> bool:

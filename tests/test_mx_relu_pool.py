@@ -178,3 +178,45 @@ def test_trainer_still_skips_a_step_whose_input_holds_nan():
     for k in before:
         np.testing.assert_array_equal(after[k], before[k])
     assert trainer.global_step == 0
+
+
+def _sequential_run(x, g, hybridize, hook=None):
+    from mxnet import autograd, nd
+    with dl.use("mxnet"):
+        net = dl.nn.Sequential(dl.nn.Conv2d(1, 1, 1), dl.nn.ReLU(), dl.nn.MaxPool2d(2))
+        net[0].weight.set_data(nd.ones((1, 1, 1, 1)))
+        net[0].bias.set_data(nd.zeros((1,)))
+        if hook is not None:
+            net[1].register_forward_hook(hook)
+        if hybridize:
+            net.hybridize()
+    a = nd.array(x)
+    a.attach_grad()
+    with autograd.record():
+        out = net(a)
+    out.backward(nd.array(g))
+    return out.asnumpy(), a.grad.asnumpy()
+
+
+def test_an_eager_sequential_relu_before_a_max_pool_gives_the_graphs_results():
+    """Sequential knows that its ReLU's output goes only into the MaxPool2d after it: eager calls
+    then compute it as the graph does (MKLDNN's Activation), with the same pooled values and
+    gradients bit for bit, all-NaN windows and tiny maxima included."""
+    x = _inputs()
+    g = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 2, 4)
+    eager_out, eager_grad = _sequential_run(x, g, hybridize=False)
+    graph_out, graph_grad = _sequential_run(x, g, hybridize=True)
+    np.testing.assert_array_equal(eager_out, graph_out)
+    np.testing.assert_array_equal(eager_grad, graph_grad)
+    assert eager_out[0, 0, 0, 0] == 0.0 and (eager_grad[x == TINY] > 0).all()
+    ref_out, _, _, _ = _mx(x, g, layer=True, hybridize=False)     # functional: the NaN-keeping form
+    assert ref_out[0, 0, 0, 0] == LOWEST
+
+
+def test_a_hook_on_the_relu_sees_nan_kept():
+    x = _inputs()
+    g = np.ones((1, 1, 2, 4), np.float32)
+    seen = []
+    _sequential_run(x, g, hybridize=False, hook=lambda m, inp, out: seen.append(out.asnumpy()))
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], torch.relu(torch.tensor(x)).numpy())   # NaN == NaN
