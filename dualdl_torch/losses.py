@@ -265,7 +265,7 @@ def _seen_index_target(input: torch.Tensor, target: Any, weight: Any, allow_prob
     """Whether ``target`` is an int64 CPU tensor of index shape already checked against
     ``input``'s (and there is no weight): then it goes to torch's kernel as it is."""
     return (weight is None and type(target) is torch.Tensor and target.dtype is torch.int64
-            and input.dim() > 1 and target.device.type == "cpu" and input.device.type == "cpu"
+            and target.is_cpu and input.is_cpu and input.dim() > 1
             and (input.shape, target.shape, allow_prob) in _INDEX_SHAPES)
 
 
@@ -297,6 +297,15 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     name = "CrossEntropyLoss"
+    if reduction in ck.REDUCTIONS and _seen_index_target(input, target, weight, True):
+        # the usual training call (an int64 CPU index target of a shape checked before): torch's
+        # kernel as it is, its IndexError reworded (:func:`_kernel_checked`, without the closure)
+        try:
+            return F.cross_entropy(input, target, ignore_index=ignore_index, reduction=reduction,
+                                   label_smoothing=label_smoothing)
+        except IndexError:
+            _check_class_indices(name, target, input.shape[1], ignore_index)
+            raise
     ck.check_reduction(name, reduction)
     t, weight, C, checked = _class_setup_cached(name, input, target, weight, ignore_index, allow_prob=True)
     return _kernel_checked(name, lambda: F.cross_entropy(input, t, weight=weight, ignore_index=ignore_index,
