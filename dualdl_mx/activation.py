@@ -131,7 +131,7 @@ def relu_into_max_pool(F, x):
     try:
         if _is_nan_keeping_relu(_head_node(x)):
             return F.Activation(x.get_children()[0], act_type="relu")
-    except (AttributeError, IndexError, mx.base.MXNetError):
+    except (AttributeError, KeyError, IndexError, ValueError, mx.base.MXNetError):
         pass
     return x
 
