@@ -46,15 +46,18 @@ def _inputs():
     return x
 
 
-def _mx(x, g, layer, hybridize, both=False):
-    import mxnet as mx
+def _identity_conv(conv) -> None:
+    from mxnet import nd
+    conv.weight.set_data(nd.ones((1, 1, 1, 1)))
+    conv.bias.set_data(nd.zeros((1,)))
+
+
+def _backward(net, x, g, hybridize, both=False):
+    """(pooled output, input gradient for output gradient ``g``, the graph's operators or None,
+    the relu's output if the net returns it too)."""
     from mxnet import autograd, nd
-    with dl.use("mxnet"):
-        net = IdentityConvReluPool(layer, both)
-        net.conv.weight.set_data(nd.ones((1, 1, 1, 1)))
-        net.conv.bias.set_data(nd.zeros((1,)))
-        if hybridize:
-            net.hybridize(static_alloc=True, static_shape=True)
+    if hybridize:
+        net.hybridize(static_alloc=True, static_shape=True)
     a = nd.array(x)
     a.attach_grad()
     with autograd.record():
@@ -64,6 +67,13 @@ def _mx(x, g, layer, hybridize, both=False):
     graph = ([n["op"] for n in json.loads(net._cached_graph[1].tojson())["nodes"]]
              if hybridize else None)
     return pooled.asnumpy(), a.grad.asnumpy(), graph, (out[1].asnumpy() if both else None)
+
+
+def _mx(x, g, layer, hybridize, both=False):
+    with dl.use("mxnet"):
+        net = IdentityConvReluPool(layer, both)
+        _identity_conv(net.conv)
+    return _backward(net, x, g, hybridize, both)
 
 
 def _torch(x, g):
@@ -181,21 +191,12 @@ def test_trainer_still_skips_a_step_whose_input_holds_nan():
 
 
 def _sequential_run(x, g, hybridize, hook=None):
-    from mxnet import autograd, nd
     with dl.use("mxnet"):
         net = dl.nn.Sequential(dl.nn.Conv2d(1, 1, 1), dl.nn.ReLU(), dl.nn.MaxPool2d(2))
-        net[0].weight.set_data(nd.ones((1, 1, 1, 1)))
-        net[0].bias.set_data(nd.zeros((1,)))
+        _identity_conv(net[0])
         if hook is not None:
             net[1].register_forward_hook(hook)
-        if hybridize:
-            net.hybridize()
-    a = nd.array(x)
-    a.attach_grad()
-    with autograd.record():
-        out = net(a)
-    out.backward(nd.array(g))
-    return out.asnumpy(), a.grad.asnumpy()
+    return _backward(net, x, g, hybridize)[:2]
 
 
 def test_an_eager_sequential_relu_before_a_max_pool_gives_the_graphs_results():
