@@ -14,7 +14,7 @@ import mxnet as mx
 from mxnet.gluon import HybridBlock
 
 from .activation import relu_for_max_pool
-from .base import Layer
+from .base import Layer, is_ndarray
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
@@ -155,7 +155,7 @@ def _relu_into_max_pool(m: HybridBlock, pool: HybridBlock, x: Any) -> bool:
     relu's output (on either module), and not with ``ceil_mode`` (its -inf padding)."""
     from .activation import ReLU
     from .pool import MaxPool1d, MaxPool2d, MaxPool3d
-    return (isinstance(x, mx.nd.NDArray) and type(m) is ReLU and type(pool) in (MaxPool1d, MaxPool2d, MaxPool3d)
+    return (is_ndarray(x) and type(m) is ReLU and type(pool) in (MaxPool1d, MaxPool2d, MaxPool3d)
             and not pool.ceil_mode and _unobserved(m, x) and _unobserved(pool, x))
 
 

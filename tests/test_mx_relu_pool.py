@@ -128,6 +128,7 @@ def test_the_relu_keeps_nan_for_its_other_consumers():
 
 
 def test_exact_relu_setting_keeps_the_relu_op_before_a_pooling():
+    import os
     import subprocess
     import sys
     code = ("import json, dualdl as dl, mxnet as mx\n"
@@ -137,7 +138,7 @@ def test_exact_relu_setting_keeps_the_relu_op_before_a_pooling():
             "    net.hybridize()\n"
             "net(nd.ones((1, 1, 6, 6)))\n"
             "print(json.dumps([n['op'] for n in json.loads(net._cached_graph[1].tojson())['nodes']]))\n")
-    env = dict(__import__("os").environ, DUALDL_MX_EXACT_RELU="1")
+    env = dict(os.environ, DUALDL_MX_EXACT_RELU="1")
     ops = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True).stdout.strip().splitlines()[-1])
     assert "relu" in ops and "Activation" not in ops and "LeakyReLU" not in ops, ops
