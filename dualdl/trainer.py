@@ -141,6 +141,7 @@ class Trainer:
         self._zero_cache: Dict[str, Any] = {}            # the adapter's zero_grad plan (MXNet)
         self._optim_impl = self._be.module("optim")
         self._check_cache: Dict[str, Any] = {}           # the adapter's gradient-check plan (MXNet)
+        self._written = False      # gradients marked to be written by this step's backward (not added)
         self._buffer_cache: Dict[str, Any] = {}          # the adapter's buffer snapshot plan (MXNet)
         self._plans: Dict[Any, Tuple[int, List[int], List[int], List[int], Callable]] = {}
         self._array_types = {np.ndarray}                 # types _arrays accepted as one array
@@ -314,16 +315,22 @@ class Trainer:
         grads = self._grads_impl
         # one backward per step (no accumulation): it writes the gradients, and the parameters
         # accumulate again after the step (torch's rule for any backward outside the Trainer)
-        overwrite = self.accumulate_steps == 1
-        if overwrite:
+        if self.accumulate_steps == 1:
             grads.overwrite_next_backward(self._params, self._zero_cache)
+            self._written = True
         elif self._micro == 0:
             grads.zero_grad(self._params, self._zero_cache)
         try:
             return self._step(xs, ys, plan)
         finally:
-            if overwrite:
-                grads.accumulate_again(self._params, self._zero_cache)
+            self._accumulate_again()
+
+    def _accumulate_again(self) -> None:
+        """Once the step's backward has run (queued, on MXNet): the gradients add up again at the
+        next backward (torch's rule, for any backward outside the Trainer). Once per step."""
+        if self._written:
+            self._written = False
+            self._grads_impl.accumulate_again(self._params, self._zero_cache)
 
     def _step(self, xs, ys, plan) -> float:
         """:meth:`train_step` once the gradients are cleared (or marked to be written)."""
@@ -334,7 +341,8 @@ class Trainer:
                           False)
         snap = self._buffers_impl.snapshot_buffers(self.model, self._buffer_cache)
         # a step that needs nothing but the finite check takes the loss unread: the adapter queues
-        # the step behind a check of the gradients and the loss (MXNet), and the loss is read after
+        # the step behind a check of the gradients and the loss (MXNet), and the loss is read once
+        # the step is queued, before the check's result (``meanwhile``)
         defer = (self._dist is None and self._micro + 1 >= self.accumulate_steps
                  and self.clip_grad_norm is None and self.clip_grad_value is None)
         try:
@@ -349,8 +357,18 @@ class Trainer:
             return self._nonfinite(snap, loss, "loss")
         self._micro += 1
         self._samples += B
-        bad = self._apply(loss if defer else None) if self._micro >= self.accumulate_steps else None
-        value = self._replicas.loss_value(loss) if defer else loss
+        meanwhile, read = None, []
+        if defer:
+            def meanwhile() -> None:
+                # after the step is queued, before its check is read: MXNet's engine may still be
+                # running the backward, so this Python overlaps it (it waits for the loss only)
+                self._accumulate_again()
+                read.append(self._replicas.loss_value(loss))
+        bad = self._apply(loss if defer else None, meanwhile) if self._micro >= self.accumulate_steps else None
+        if defer:
+            value = read[0] if read else self._replicas.loss_value(loss)
+        else:
+            value = loss
         if not math.isfinite(value):              # deferred: the adapter checked it, and did not step
             return self._nonfinite(snap, value, "loss")
         if bad is not None:
@@ -411,14 +429,16 @@ class Trainer:
         self._grads_impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
-    def _apply(self, loss: Any = None) -> Optional[Tuple[str, Optional[float]]]:
+    def _apply(self, loss: Any = None, meanwhile: Optional[Callable[[], None]] = None
+               ) -> Optional[Tuple[str, Optional[float]]]:
         """All-reduce, scale, check, clip and step. Returns ``(what, value)`` instead of stepping
         when a gradient is non-finite: the largest ``|g|`` (found by one fused check and one host
         read; every rank sees the same summed gradients, so all ranks decide alike; ``None``: the
         caller computes it, once it knows the loss was finite), or the norm when ``clip_grad_norm``
         computes it anyway (without value clipping before it, which would turn an inf into a
         finite value). ``loss``: the unread loss of a deferred step (:meth:`_step`), which gates
-        the step as the gradients do."""
+        the step as the gradients do; ``meanwhile``: what the adapter runs once the step is queued
+        and before it reads the check (``step_if_finite``)."""
         grads = self._grads_impl
         if self._dist is None:
             grads.allreduce_grads(self._params)
@@ -436,7 +456,8 @@ class Trainer:
                               StaleGradientWarning, stacklevel=3)
         if self.clip_grad_norm is None and self.clip_grad_value is None:
             # the adapter's checked step (MXNet: queued behind its check, undone if it fails)
-            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache, loss):
+            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache, loss,
+                                                   meanwhile):
                 return "gradient (largest |g|)", None
             return self._stepped()
         # the step's Python work now, while the engine may still run the backward pass: only

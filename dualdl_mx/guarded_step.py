@@ -15,7 +15,7 @@ path.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mxnet import autograd, gluon, nd
@@ -103,10 +103,13 @@ def _guarded(ps: List[gluon.Parameter], runs: list, losses: List[nd.NDArray],
 
 
 def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None,
-                   losses: Optional[List[nd.NDArray]] = None) -> bool:
+                   losses: Optional[List[nd.NDArray]] = None,
+                   meanwhile: Optional[Callable[[], None]] = None) -> bool:
     """One ``optimizer.step()`` if every gradient element of ``params``, and every element of
     ``losses`` (the step's loss arrays, not read yet), is finite; returns whether it was applied
-    (where not, the model and optimizer are unchanged)."""
+    (where not, the model and optimizer are unchanged). ``meanwhile`` is called once, after the
+    guarded step is queued and before its check is read, so its Python overlaps the engine's
+    backward (on the check-then-step path: before the check)."""
     from .optim import prepared_step
     losses = list(losses or ())
     runs_of = getattr(optimizer, "_prepared_runs", None)
@@ -115,12 +118,16 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     guarded = _guarded(ps, runs, losses, cache) if runs and ps else None
     if guarded is None:
         step = prepared_step(optimizer)
+        if meanwhile is not None:
+            meanwhile()
         if not all(np.isfinite(a.asnumpy()).all() for a in losses) or not grads_finite(params, cache):
             return False
         step()
         return True
     with autograd.pause():
         flag = guarded(runs, losses)
+    if meanwhile is not None:
+        meanwhile()
     if not guarded.passed(flag):
         return False
     for plan, lr, *_ in runs:

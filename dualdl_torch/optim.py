@@ -99,10 +99,13 @@ def prepared_step(optimizer: Any) -> Callable[[], Any]:
 
 
 def step_if_finite(optimizer: Any, params: Iterable[Any], cache: Optional[dict] = None,
-                   losses: Optional[float] = None) -> bool:
+                   losses: Optional[float] = None, meanwhile: Optional[Callable[[], None]] = None) -> bool:
     """``optimizer.step()`` after :func:`grads_finite` says every gradient is finite, and the
     step's loss (``losses``: what ``Replicas.run(read=False)`` returned, a float on torch) is
-    finite too (a torch step on CPU is synchronous: nothing to queue before the check's read)."""
+    finite too (a torch step on CPU is synchronous: nothing to queue before the check's read, so
+    ``meanwhile`` runs first)."""
+    if meanwhile is not None:
+        meanwhile()
     if losses is not None and not math.isfinite(losses):
         return False
     if not grads_finite(params, cache):
