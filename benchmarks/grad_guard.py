@@ -2,8 +2,9 @@
 
 Two Trainers over copies of the same model are timed interleaved (``harness.time_interleaved``):
 ``guarded`` is today's ``train_step``; ``unguarded`` is the same call with the check replaced by a
-constant (its Trainer's adapter ``grads_finite`` returns True), i.e. the step before the check
-existed. Prints, per model and backend, the medians and minima of both and their ratios.
+plain step (:class:`benchmarks.guarantees.NoCheck`: no gradient or loss tested, the step always
+applied), i.e. the step before the check existed. Prints, per model and backend, the medians and
+minima of both and their ratios.
 Options: ``--repeats N`` (default 31), ``--kinds mlp,lenet``, ``--backends torch,mxnet``,
 ``--clock cpu|wall`` (default cpu: process CPU time, steadier on a shared machine).
 """
@@ -18,50 +19,14 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 from typing import Callable, Dict  # noqa: E402
 
-import dualdl as dl  # noqa: E402
-
 from . import models  # noqa: E402
+from .guarantees import trainer_step  # noqa: E402
 from .harness import time_interleaved  # noqa: E402
-
-
-class _NoCheck:
-    """Stands in for the adapter's optim module in the unguarded Trainer: no gradient is checked;
-    everything else (``prepared_step`` ...) is the adapter's own."""
-
-    def __init__(self, impl) -> None:
-        self._impl = impl
-
-    def __getattr__(self, name: str):
-        return getattr(self._impl, name)
-
-    @staticmethod
-    def grads_finite(params, cache=None) -> bool:
-        return True
 
 
 def steps(kind: str, backend: str) -> Dict[str, Callable[[], None]]:
     s = models.sizes(False)[kind]
-    x_np, y_np = models.batch(kind, s)
-    fns = {}
-    with dl.use(backend):
-        for label in ("guarded", "unguarded"):
-            dl.seed(0)
-            net = models.dl_model(kind, s)
-            tr = dl.Trainer(net, dl.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9), models.dl_loss(kind))
-            x, y = dl.from_numpy(x_np), dl.from_numpy(y_np)
-            if backend == "mxnet":
-                from mxnet import nd
-
-                def step(tr=tr, x=x, y=y):
-                    tr.train_step(x, y)
-                    nd.waitall()
-            else:
-                def step(tr=tr, x=x, y=y):
-                    tr.train_step(x, y)
-            if label == "unguarded":
-                tr._optim_impl = _NoCheck(tr._optim_impl)
-            fns[label] = step
-    return fns
+    return {"guarded": trainer_step(backend, kind, s), "unguarded": trainer_step(backend, kind, s, check=False)}
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from .harness import Row
 
 GROUP_TITLES = {
     "train_step": "Training step: dualdl vs hand-written native code",
+    "guarantees": "What each guarantee costs: the step with one switched off (ratios to native code)",
     "breakdown": "Where the time goes: dualdl pieces added one at a time (rest native)",
     "peer": "Peer: Keras 3 (torch backend) vs native torch",
     "data_parallel": "Single-node data parallel (dl.Trainer)",

@@ -56,7 +56,8 @@ def test_make_bench_entry_point_quick(tmp_path):
     cfg = harness.Config.make(quick=True, repeats=3, warmup=1, min_sample_s=0.0, keras=False,
                               backends=("torch", "mxnet"), workdir=str(tmp_path))
     js, md = tmp_path / "results.json", tmp_path / "bench.md"
-    rows = run(cfg, only=["train_step:mlp", "startup:import", "port:gluon_to_torch", "data_parallel:cuda"],
+    rows = run(cfg, only=["train_step:mlp", "guarantees", "startup:import", "port:gluon_to_torch",
+                          "data_parallel:cuda"],
                json_path=str(js), md_path=str(md), log=lambda *a, **k: None)
     assert not [r for r in rows if r.group == "errors"], [r.note for r in rows if r.group == "errors"]
 
@@ -71,6 +72,11 @@ def test_make_bench_entry_point_quick(tmp_path):
         assert r["baseline"] == "native" and r["rounds"] == 3 and r["target"] == train_step.TARGET == 1.05
         assert r["value"] > 0 and r["baseline_value"] > 0
         assert math.isfinite(r["ratio"]) and r["ratio"] > 0
+    paid = {r["name"]: r for r in data["rows"] if r["group"] == "guarantees"}
+    for kind in ("mlp", "lenet"):
+        assert {f"{kind} / torch / dl.Trainer without the finite check", f"{kind} / torch / dl.Trainer, SGD(fused=True)",
+                f"{kind} / mxnet / dualdl, grad_req='write' and no zero_grad"} <= set(paid)
+    assert all(r["baseline"] == "native" and r["ratio"] > 0 for r in paid.values())
     imp = {r["name"]: r for r in data["rows"] if r["group"] == "startup"}
     assert imp["import dualdl (numpy already imported)"]["extra"] == {}
     assert imp["import dualdl (incl. numpy)"]["extra"]["frameworks_imported"] == []
