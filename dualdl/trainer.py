@@ -357,14 +357,17 @@ class Trainer:
             return self._nonfinite(snap, loss, "loss")
         self._micro += 1
         self._samples += B
-        meanwhile, read = None, []
-        if defer:
-            def meanwhile() -> None:
-                # after the step is queued, before its check is read: MXNet's engine may still be
-                # running the backward, so this Python overlaps it (it waits for the loss only)
-                self._accumulate_again()
-                read.append(self._replicas.loss_value(loss))
-        bad = self._apply(loss if defer else None, meanwhile) if self._micro >= self.accumulate_steps else None
+        read: List[float] = []
+
+        def read_meanwhile() -> None:
+            # after the step is queued, before its check is read: MXNet's engine may still be
+            # running the backward, so this Python overlaps it (it waits for the loss only)
+            self._accumulate_again()
+            read.append(self._replicas.loss_value(loss))
+        if self._micro >= self.accumulate_steps:
+            bad = self._apply(loss, read_meanwhile) if defer else self._apply()
+        else:
+            bad = None
         if defer:
             value = read[0] if read else self._replicas.loss_value(loss)
         else:
