@@ -357,20 +357,18 @@ class Trainer:
             return self._nonfinite(snap, loss, "loss")
         self._micro += 1
         self._samples += B
-        read: List[float] = []
+        if defer:                                 # the last micro-batch: this call steps
+            read: List[float] = []
 
-        def read_meanwhile() -> None:
-            # after the step is queued, before its check is read: MXNet's engine may still be
-            # running the backward, so this Python overlaps it (it waits for the loss only)
-            self._accumulate_again()
-            read.append(self._replicas.loss_value(loss))
-        if self._micro >= self.accumulate_steps:
-            bad = self._apply(loss, read_meanwhile) if defer else self._apply()
-        else:
-            bad = None
-        if defer:
+            def read_meanwhile() -> None:
+                # after the step is queued, before its check is read: MXNet's engine may still be
+                # running the backward, so this Python overlaps it (it waits for the loss only)
+                self._accumulate_again()
+                read.append(self._replicas.loss_value(loss))
+            bad = self._apply(loss, read_meanwhile)
             value = read[0] if read else self._replicas.loss_value(loss)
         else:
+            bad = self._apply() if self._micro >= self.accumulate_steps else None
             value = loss
         if not math.isfinite(value):              # deferred: the adapter checked it, and did not step
             return self._nonfinite(snap, value, "loss")
