@@ -33,10 +33,13 @@ VARIABLES: Dict[str, Variable] = {
     "DUALDL_MX_EXACT_RELU": Variable("0", "1: MXNet relu always runs MXNet's relu op, never MKLDNN's "
                                      "ELU form (torch's gradient also for 0 < x <= 6e-8; slower after a "
                                      "convolution); read when dualdl_mx's layers are imported", "setting"),
-    "DUALDL_MX_KERNELS": Variable("1", "0: dualdl's compiled MXNet kernels (built with g++ on first use) "
-                                  "are not used: BatchNorm runs MXNet's float64 operator (the same results "
-                                  "to float32 rounding, slower) and dl.Trainer reads its gradient check "
-                                  "before queueing the step; read on first use", "setting"),
+    "DUALDL_MX_FAST": Variable("1", "0: none of MXNet's CPU speed code (dualdl_mx/fast/: the compiled "
+                               "kernels built with g++ on first use, the guarded step, the relu and "
+                               "BatchNorm forms) runs: every layer, loss and step takes its precise form "
+                               "(the same numbers to float32 rounding, slower); read at each use",
+                               "setting"),
+    "DUALDL_MX_KERNELS": Variable("1", "0: as DUALDL_MX_FAST=0 for the compiled kernels only (kept for "
+                                  "scripts that set it; DUALDL_MX_FAST is the switch)", "setting"),
     "DUALDL_CACHE_DIR": Variable(None, "where dualdl keeps what it builds once per machine (its compiled "
                                  "MXNet kernels); default ~/.cache/dualdl ($XDG_CACHE_HOME/dualdl)",
                                  "setting"),
@@ -119,9 +122,15 @@ def mx_exact_relu() -> bool:
     return flag("DUALDL_MX_EXACT_RELU")
 
 
+def mx_fast() -> bool:
+    """``DUALDL_MX_FAST`` is not ``0`` (default: MXNet's CPU speed code in dualdl_mx/fast/ runs)."""
+    return (get("DUALDL_MX_FAST") or "").strip() != "0"
+
+
 def mx_kernels() -> bool:
-    """``DUALDL_MX_KERNELS`` is not ``0`` (default: dualdl's compiled MXNet kernels are used)."""
-    return (get("DUALDL_MX_KERNELS") or "").strip() != "0"
+    """The compiled MXNet kernels may be used: ``DUALDL_MX_FAST`` and ``DUALDL_MX_KERNELS`` are not
+    ``0``."""
+    return mx_fast() and (get("DUALDL_MX_KERNELS") or "").strip() != "0"
 
 
 def cache_dir() -> str:

@@ -11,7 +11,7 @@ import numpy as np
 
 from dualdl import config
 from dualdl.nn.resample_checks import check_prelu_input
-from . import compiled
+from .fast import compiled
 from .base import Layer, is_ndarray
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",

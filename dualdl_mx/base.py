@@ -31,7 +31,7 @@ from dualdl.tensor import _dtype
 from dualdl.nn import checks as _checks
 from .core import native_device
 from .grads import zero_grad as _zero_grads
-from .invoke import PreparedCall, kept
+from .fast.invoke import PreparedCall, kept
 
 __all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray", "factory_kwargs"]
 
@@ -124,7 +124,7 @@ class _StateWritingOp:
     vector per dtype (:func:`_group_state_writes`): after each call one ``split`` per vector
     writes them into the parameters' arrays (one eager dispatch, not one copy per buffer),
     prepared once per context and kept while the parameters' arrays are the same ones
-    (:class:`~dualdl_mx.invoke.PreparedCall`: 176 us of Python a call for the demo CRNN's 8
+    (:class:`~dualdl_mx.fast.invoke.PreparedCall`: 176 us of Python a call for the demo CRNN's 8
     buffers, built each time, of which Gluon's ``Parameter.data`` and a reshape per buffer)."""
 
     def __init__(self, op: Any, groups: List[List[gluon.Parameter]]) -> None:

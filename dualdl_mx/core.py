@@ -9,7 +9,7 @@ import mxnet as mx
 
 from dualdl.backend import Backend as _Contract
 from dualdl.devices import Device
-from .host import host_array
+from .fast.host import host_array
 
 
 def native_device(device: Device) -> mx.Context:

@@ -9,7 +9,7 @@ from mxnet import nd
 
 from dualdl.nn import checks as C
 from .base import Layer, is_ndarray
-from .host import host_array
+from .fast.host import host_array
 
 __all__ = ["Embedding", "EmbeddingBag"]
 

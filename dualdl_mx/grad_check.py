@@ -13,9 +13,9 @@ from typing import Any, Dict, Iterable, List, Optional
 import numpy as np
 from mxnet import gluon, nd
 
-from . import compiled
-from .grad_state import fresh_params
-from .invoke import MULTI_MAX, PreparedCall, kept
+from .fast import compiled
+from .fast.grad_state import fresh_params
+from .fast.invoke import MULTI_MAX, PreparedCall, kept
 
 __all__ = ["grad_maxima", "grads_finite"]
 

@@ -21,8 +21,8 @@ from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from dualdl.devices import Device
 
-from .grad_state import is_fresh, read_flags, set_flags, stale_names
-from .invoke import PreparedCall, kept
+from .fast.grad_state import is_fresh, read_flags, set_flags, stale_names
+from .fast.invoke import PreparedCall, kept
 
 __all__ = ["model_devices", "trainable", "zero_grad", "allreduce_grads", "scale_grads", "stale",
            "grad_arrays", "overwrite_next_backward", "accumulate_again"]

@@ -23,8 +23,8 @@ from mxnet import autograd, gluon, nd
 
 from dualdl.losses import _checks as ck
 
-from . import compiled
-from .host import host_array
+from .fast import compiled
+from .fast.host import host_array
 from .ops import _log_softmax_formula, log_softmax_kernel
 from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                               margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)

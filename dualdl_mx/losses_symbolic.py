@@ -23,8 +23,8 @@ from mxnet import autograd, nd
 
 from dualdl.losses import _checks as ck
 
-from . import compiled
-from .host import host_array
+from .fast import compiled
+from .fast.host import host_array
 
 __all__ = ["binary_cross_entropy", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "poisson_nll_loss", "gaussian_nll_loss"]

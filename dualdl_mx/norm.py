@@ -12,7 +12,7 @@ from mxnet import autograd
 
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple
-from . import compiled, kernels
+from .fast import compiled, kernels
 from .activation import relu as _relu
 from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
@@ -353,7 +353,7 @@ def _stats_dtype(dtype: str) -> str:
 
 
 def _kernel_applies(dtype: str, compute: str, param: Any, contexts) -> bool:
-    """Whether batch statistics run dualdl's ``dl_batch_norm`` kernel (:mod:`dualdl_mx.kernels`):
+    """Whether batch statistics run dualdl's ``dl_batch_norm`` kernel (:mod:`dualdl_mx.fast.kernels`):
     where MXNet's operator would run in float64 for float32 data and parameters, on CPU contexts,
     with the kernel built and loaded."""
     return (compute == "float64" and dtype == "float32" and np.dtype(param.dtype).name == "float32"

@@ -23,7 +23,8 @@ from mxnet import nd
 from dualdl.nn.checks import check_not_empty
 from dualdl.tensor import resolve_shape
 
-from . import activation as _act, compiled, kernels
+from . import activation as _act
+from .fast import compiled, kernels
 from .ops_base import _F, _axis, _is_nd, _is_tensor, _np
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])

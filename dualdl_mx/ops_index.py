@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 from mxnet import nd
 
-from .host import host_array
+from .fast.host import host_array
 from .ops_base import _F, _is_nd, nonneg_dim, symbol_error
 
 SortResult = namedtuple("SortResult", ["values", "indices"])

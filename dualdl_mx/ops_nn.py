@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 from mxnet import nd
 
-from .host import host_array
+from .fast.host import host_array
 from .ops_base import _F, _is_nd, symbol_error
 from .pool import AvgPool2d, MaxPool2d
 

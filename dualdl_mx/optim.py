@@ -29,10 +29,10 @@ from mxnet import autograd, gluon, nd
 from dualdl.optim.arguments import check_torch_switches
 
 from .grad_check import _global_norm, grad_maxima, grads_finite
-from .grad_state import fresh_params
-from .invoke import MULTI_MAX, PreparedCall
+from .fast.grad_state import fresh_params
+from .fast.invoke import MULTI_MAX, PreparedCall
 from .grads import zero_grad as zero_grads
-from .guarded_step import step_if_finite
+from .fast.guarded_step import step_if_finite
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
            "grad_maxima", "grads_finite", "prepared_step", "step_if_finite"]

@@ -9,7 +9,7 @@ import mxnet as mx
 from mxnet import gluon, nd
 
 from .buffers import _buffers
-from .grad_state import is_fresh, set_flags
+from .fast.grad_state import is_fresh, set_flags
 from .grads import _all_params, _ready
 
 __all__ = ["DistReducer"]

@@ -27,7 +27,7 @@ from dualdl.parallel import split_bounds
 from .base import Module as _DlModule
 from .core import native_device
 from .grads import model_devices
-from .host import host_array
+from .fast.host import host_array
 
 __all__ = ["split_to", "Replicas", "needs_serial", "worker_threads_risk"]
 

@@ -35,7 +35,7 @@ from .activation import gelu
 from .base import Layer, Module, is_ndarray
 from .containers import ModuleList
 from .core import native_device
-from .host import host_array
+from .fast.host import host_array
 from .dropout import Dropout, dropout
 from .linear import Linear
 from .norm import LayerNorm

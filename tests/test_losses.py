@@ -649,7 +649,7 @@ def test_functional_forms_match_classes(backend, rng):
         LF.cross_entropy(x, t, size_average=False)
 
 
-# ---- MXNet: the class losses run as one compiled graph (dualdl_mx.compiled) ---------------------
+# ---- MXNet: the class losses run as one compiled graph (dualdl_mx.fast.compiled) ---------------------
 @pytest.mark.parametrize("kw", [{}, dict(reduction="sum"), dict(reduction="none"), dict(label_smoothing=0.2),
                                 dict(ignore_index=1), dict(weight=[0.5, 1.0, 2.0, 0.1]),
                                 dict(weight=[0.5, 1.0, 2.0, 0.1], ignore_index=2, label_smoothing=0.1)])

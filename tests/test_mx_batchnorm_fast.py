@@ -10,7 +10,7 @@ import mxnet as mx
 from mxnet import autograd, nd
 
 import dualdl as dl
-from dualdl_mx import kernels
+from dualdl_mx.fast import kernels
 
 EPS = 1e-5
 

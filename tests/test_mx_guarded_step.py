@@ -13,7 +13,7 @@ from mxnet.base import MXNetError
 
 import dualdl as dl
 from dualdl.trainer import NonFiniteLossError
-from dualdl_mx import kernels
+from dualdl_mx.fast import kernels
 
 from _trainer_models import MLP, base_weights, data, make
 
@@ -227,7 +227,7 @@ def test_a_non_finite_loss_with_finite_gradients_is_not_applied(backend, hybrid)
 @needs_kernels
 def test_the_guard_checks_each_steps_loss_array():
     """``step_if_finite(losses=...)``: the guard's loss slot takes each call's array."""
-    from dualdl_mx.guarded_step import step_if_finite
+    from dualdl_mx.fast.guarded_step import step_if_finite
     with dl.use("mxnet"):
         m = MLP()
         opt = dl.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
@@ -248,7 +248,7 @@ def test_the_guard_checks_each_steps_loss_array():
 _THREADS = """
 import ctypes, numpy as np
 from mxnet import nd
-from dualdl_mx import kernels
+from dualdl_mx.fast import kernels
 assert kernels.available()
 rng = np.random.default_rng(3)
 sizes = [300000, 7, 200000]                       # over the size at which the operator forks

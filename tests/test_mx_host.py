@@ -1,4 +1,4 @@
-"""``dualdl_mx.host.host_array``: host data into NDArrays as ``nd.array`` makes them, without the
+"""``dualdl_mx.fast.host.host_array``: host data into NDArrays as ``nd.array`` makes them, without the
 engine wait ``nd.array`` does (its ``SyncCopyFromCPU`` pushes an op and waits for it behind every
 operator already queued)."""
 import mxnet as mx
@@ -7,7 +7,7 @@ import pytest
 from mxnet import autograd, nd
 
 import dualdl as dl
-from dualdl_mx.host import host_array
+from dualdl_mx.fast.host import host_array
 from _mx_profile import engine_stats
 
 

@@ -1,4 +1,4 @@
-"""MXNet dispatch speed-ups keep every number: prepared operator calls (``dualdl_mx.invoke``), SGD's
+"""MXNet dispatch speed-ups keep every number: prepared operator calls (``dualdl_mx.fast.invoke``), SGD's
 cached multi-tensor plan, and the Trainer's step prepared before its gradient check's host read."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from mxnet import autograd, nd
 
 import dualdl as dl
 from dualdl.trainer import NonFiniteLossError
-from dualdl_mx.invoke import PreparedCall
+from dualdl_mx.fast.invoke import PreparedCall
 
 from _trainer_models import MLP, base_weights, data, weights
 

@@ -1,4 +1,4 @@
-"""dualdl's compiled MXNet kernels ``dl_batch_norm`` and ``dl_log_softmax`` (dualdl_mx/kernels):
+"""dualdl's compiled MXNet kernels ``dl_batch_norm`` and ``dl_log_softmax`` (dualdl_mx/fast/kernels):
 built once per machine into the cache folder, loaded with MXNet's library-operator API, exact to
 float32 rounding; gradient requests (add-to, null) honoured through dualdl's BatchNorm and
 log-softmax; where they cannot be built, one warning and the previous paths with the same results."""
@@ -13,7 +13,7 @@ import torch
 from mxnet import autograd, nd
 
 import dualdl as dl
-from dualdl_mx import kernels
+from dualdl_mx.fast import kernels
 from _mx_profile import engine_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -149,7 +149,8 @@ def test_gradient_requests_through_dualdl_batchnorm(hybrid):
 _FALLBACK = r"""
 import warnings, numpy as np, mxnet as mx, dualdl as dl
 from mxnet import autograd, nd
-from dualdl_mx import kernels, norm
+from dualdl_mx import norm
+from dualdl_mx.fast import kernels
 x = nd.array(np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype("float32") + 2)
 outs = []
 with warnings.catch_warnings(record=True) as caught:
@@ -211,7 +212,7 @@ def test_fallback_without_a_compiler_warns_once_and_gives_the_same_numbers(tmp_p
 def test_a_fresh_cache_builds_once_and_is_reused(tmp_path):
     """A new cache folder: the first process builds the library (atomically: no temporary file is
     left), the second loads the same file without building."""
-    code = "from dualdl_mx import kernels; print(kernels.available(), kernels.library_path())"
+    code = "from dualdl_mx.fast import kernels; print(kernels.available(), kernels.library_path())"
     env = {"DUALDL_CACHE_DIR": str(tmp_path)}
     first = _run(code, env).split()
     assert first[0] == "True" and first[1].startswith(str(tmp_path))
@@ -224,7 +225,7 @@ def test_a_fresh_cache_builds_once_and_is_reused(tmp_path):
 _THREADS = """
 import numpy as np, mxnet as mx
 from mxnet import autograd, nd
-from dualdl_mx import kernels
+from dualdl_mx.fast import kernels
 assert kernels.available()
 rng = np.random.default_rng(0)
 out = {{}}

@@ -97,10 +97,10 @@ def test_other_grad_reqs_fall_back_to_zero_grad():
 
 
 def test_fresh_flags_read_and_written_on_the_handles_are_mxnets():
-    """dualdl_mx.grad_state reads and writes the flags that Gluon's ``NDArray._fresh_grad`` does:
+    """dualdl_mx.fast.grad_state reads and writes the flags that Gluon's ``NDArray._fresh_grad`` does:
     set by backward, cleared by zero_grad, False for a deferred parameter and grad_req='null'."""
     from mxnet import gluon, nd
-    import dualdl_mx.grad_state as gs
+    import dualdl_mx.fast.grad_state as gs
     net = gluon.nn.Dense(3, in_units=4)
     net.initialize()
     frozen = gluon.Parameter("frozen", shape=(2,), grad_req="null")

@@ -38,7 +38,7 @@ def _weights(m, backend):
 @pytest.mark.parametrize("backend, path", [("torch", "check first"), ("mxnet", "guarded"),
                                            ("mxnet", "check first")])
 def test_meanwhile_runs_once_between_queueing_the_step_and_reading_its_check(backend, path, monkeypatch):
-    from dualdl_mx import kernels
+    from dualdl_mx.fast import kernels
     if path == "guarded" and not kernels.available():
         pytest.skip("dualdl's MXNet kernels could not be built here")
     if path == "check first" and backend == "mxnet":

@@ -5,7 +5,7 @@ MXNet difference hidden here: every host read waits for MXNet's engine. Reading 
 (:func:`grad_check.grads_finite`) leaves the engine idle while Python queues the update, 0.1-0.2
 of the benchmark MLP's step (benchmarks/findings.md). Where dualdl's compiled kernels are loaded
 and the step is SGD's prepared multi-tensor plan on one CPU context, the step is instead one
-``dl_guarded_sgd_mom`` operator (dualdl_mx/kernels/finite_guard.cc): it tests every element of
+``dl_guarded_sgd_mom`` operator (dualdl_mx/fast/kernels/finite_guard.cc): it tests every element of
 the gradients and of the step's loss (which the Trainer reads only after the step is queued), and
 then runs ``multi_sgd_mom_update``'s arithmetic on every parameter, bit for bit, or writes
 nothing. A bad step therefore leaves the model and the optimizer as they were, with no copy and no
@@ -21,7 +21,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 
 from . import kernels
-from .grad_check import grads_finite
+from ..grad_check import grads_finite
 from .grad_state import fresh_params
 from .invoke import PreparedCall, kept
 
@@ -110,7 +110,7 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     (where not, the model and optimizer are unchanged). ``meanwhile`` is called once, after the
     guarded step is queued and before its check is read, so its Python overlaps the engine's
     backward (on the check-then-step path: before the check)."""
-    from .optim import prepared_step
+    from ..optim import prepared_step
     losses = list(losses or ())
     runs_of = getattr(optimizer, "_prepared_runs", None)
     runs = runs_of() if runs_of is not None and kernels.available() else None

@@ -14,7 +14,7 @@ MXNet differences hidden here:
 - Every host read waits for MXNet's engine, so dl.Trainer's gradient check, read before the step
   was queued, left the engine idle. ``dl_guarded_sgd_mom`` (``finite_guard.cc``) is the check and
   SGD's multi-tensor update in one operator: the update, bit for bit ``multi_sgd_mom_update``'s,
-  runs only if every gradient element is finite (:mod:`dualdl_mx.guarded_step`).
+  runs only if every gradient element is finite (:mod:`dualdl_mx.fast.guarded_step`).
 
 The library is compiled once per machine with the C++ compiler (``g++``/``c++``, the one ``pip``
 uses for any package that compiles) against the headers MXNet's wheel ships, into
