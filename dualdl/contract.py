@@ -221,16 +221,10 @@ OPTIM: Dict[str, Name] = {
     "grad_maxima": fn("(params)",
         "the largest ``|g|`` of the gradients per (dtype, device); NaN if any element is NaN"),
     "grads_finite": fn("(params, cache=...)", "whether every gradient element is finite"),
-    "step_if_finite": fn("(optimizer, params, cache=..., losses=..., meanwhile=...)",
+    "step_if_finite": fn("(optimizer, params, cache=..., losses=...)",
         "one ``optimizer.step()`` only if every gradient element of ``params`` is finite, and the "
         "step's loss (``losses``: what ``Replicas.run(..., read=False)`` returned) too; returns "
-        "whether it was applied (where not, the model and optimizer state are unchanged). "
-        "``meanwhile`` (a callable or None) is called once, after the step is queued and before "
-        "the check is read: Python that needs no result of the step overlaps it there"),
-    "prepared_step": fn("(optimizer)",
-        "``optimizer.step`` as a callable whose Python work is done now (call it next, once: the "
-        "Trainer prepares it before its gradient check's host read, so that only operator calls "
-        "follow the read)"),
+        "whether it was applied (where not, the model and optimizer state are unchanged)"),
 }
 
 # optim_adaptive: the adaptive optimizers (``dl.optim.Adagrad`` ...)

@@ -340,9 +340,8 @@ class Trainer:
             self._be.seed((int(self.seed) * 1000003 + self.global_step * 1009 + self._micro + r) % 2 ** 32,
                           False)
         snap = self._buffers_impl.snapshot_buffers(self.model, self._buffer_cache)
-        # a step that needs nothing but the finite check takes the loss unread: the adapter queues
-        # the step behind a check of the gradients and the loss (MXNet), and the loss is read once
-        # the step is queued, before the check's result (``meanwhile``)
+        # a step that needs nothing but the finite check takes the loss unread: the adapter checks
+        # the loss with the gradients (MXNet: the step is queued behind that check), read after
         defer = (self._dist is None and self._micro + 1 >= self.accumulate_steps
                  and self.clip_grad_norm is None and self.clip_grad_value is None)
         try:
@@ -358,15 +357,8 @@ class Trainer:
         self._micro += 1
         self._samples += B
         if defer:                                 # the last micro-batch: this call steps
-            read: List[float] = []
-
-            def read_meanwhile() -> None:
-                # after the step is queued, before its check is read: MXNet's engine may still be
-                # running the backward, so this Python overlaps it (it waits for the loss only)
-                self._accumulate_again()
-                read.append(self._replicas.loss_value(loss))
-            bad = self._apply(loss, read_meanwhile)
-            value = read[0] if read else self._replicas.loss_value(loss)
+            bad = self._apply(loss)
+            value = self._replicas.loss_value(loss)
         else:
             bad = self._apply() if self._micro >= self.accumulate_steps else None
             value = loss
@@ -430,16 +422,14 @@ class Trainer:
         self._grads_impl.zero_grad(self._params, self._zero_cache)
         self._micro = self._samples = 0
 
-    def _apply(self, loss: Any = None, meanwhile: Optional[Callable[[], None]] = None
-               ) -> Optional[Tuple[str, Optional[float]]]:
+    def _apply(self, loss: Any = None) -> Optional[Tuple[str, Optional[float]]]:
         """All-reduce, scale, check, clip and step. Returns ``(what, value)`` instead of stepping
         when a gradient is non-finite: the largest ``|g|`` (found by one fused check and one host
         read; every rank sees the same summed gradients, so all ranks decide alike; ``None``: the
         caller computes it, once it knows the loss was finite), or the norm when ``clip_grad_norm``
         computes it anyway (without value clipping before it, which would turn an inf into a
         finite value). ``loss``: the unread loss of a deferred step (:meth:`_step`), which gates
-        the step as the gradients do; ``meanwhile``: what the adapter runs once the step is queued
-        and before it reads the check (``step_if_finite``)."""
+        the step as the gradients do."""
         grads = self._grads_impl
         if self._dist is None:
             grads.allreduce_grads(self._params)
@@ -457,13 +447,9 @@ class Trainer:
                               StaleGradientWarning, stacklevel=3)
         if self.clip_grad_norm is None and self.clip_grad_value is None:
             # the adapter's checked step (MXNet: queued behind its check, undone if it fails)
-            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache, loss,
-                                                   meanwhile):
+            if not self._optim_impl.step_if_finite(self.optimizer, self._params, self._check_cache, loss):
                 return "gradient (largest |g|)", None
             return self._stepped()
-        # the step's Python work now, while the engine may still run the backward pass: only
-        # operator calls follow the check's host read (MXNet; torch gives optimizer.step)
-        step = self._optim_impl.prepared_step(self.optimizer)
         if self.clip_grad_value is not None:           # the raw gradients: clipping makes inf finite
             if not self._optim_impl.grads_finite(self._params, self._check_cache):
                 return "gradient (largest |g|)", _optim.grad_max_abs(self._params)
@@ -472,7 +458,7 @@ class Trainer:
             norm = float(_optim.clip_grad_norm_(self._params, self.clip_grad_norm))
             if not math.isfinite(norm):
                 return "gradient norm", norm
-        step()
+        self.optimizer.step()
         return self._stepped()
 
     def _stepped(self) -> None:

@@ -35,7 +35,7 @@ from .grads import zero_grad as zero_grads
 from .fast.guarded_step import step_if_finite
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_",
-           "grad_maxima", "grads_finite", "prepared_step", "step_if_finite"]
+           "grad_maxima", "grads_finite", "step_if_finite"]
 
 _REQUIRED = object()
 _FUSED_DTYPES = (np.float32,)    # the ops take lr/wd/betas as float32: float64 weights keep the formulas
@@ -580,17 +580,6 @@ class RMSprop(Optimizer):
             buf = state["momentum_buffer"] = state["momentum_buffer"] * group["momentum"] + g / avg
             return w - group["lr"] * buf
         return w - group["lr"] * (g / avg)
-
-
-def prepared_step(optimizer: Any) -> Callable[[], Any]:
-    """``optimizer.step`` with its Python work (finding fresh parameters, checking the cached
-    multi-tensor plans) done now, so that only the prepared operator calls remain: the Trainer
-    prepares it before its gradient check's host read, while the engine still runs the backward
-    pass. ``optimizer.step`` itself where no prepared form applies (other optimizers, a first
-    step, a changed parameter set)."""
-    prep = getattr(optimizer, "_prepared_step", None)
-    fast = prep() if prep is not None else None
-    return fast or optimizer.step
 
 
 def clip_grad_norm_(params: Iterable[gluon.Parameter], max_norm: float, norm_type: float = 2.0) -> float:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple
 import torch
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "clip_grad_value_", "grad_maxima",
-           "grads_finite", "prepared_step", "step_if_finite"]
+           "grads_finite", "step_if_finite"]
 
 
 def _unhooked_step(cls: type) -> Callable:
@@ -92,20 +92,11 @@ def grad_maxima(params: Iterable[Any]) -> List[float]:
 _UNSCALE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def prepared_step(optimizer: Any) -> Callable[[], Any]:
-    """``optimizer.step`` itself: a torch step on CPU is synchronous, there is no host read to
-    hide its Python work behind (no ``no_grad()`` context here: the step has its own)."""
-    return optimizer.step
-
-
 def step_if_finite(optimizer: Any, params: Iterable[Any], cache: Optional[dict] = None,
-                   losses: Optional[float] = None, meanwhile: Optional[Callable[[], None]] = None) -> bool:
+                   losses: Optional[float] = None) -> bool:
     """``optimizer.step()`` after :func:`grads_finite` says every gradient is finite, and the
     step's loss (``losses``: what ``Replicas.run(read=False)`` returned, a float on torch) is
-    finite too (a torch step on CPU is synchronous: nothing to queue before the check's read, so
-    ``meanwhile`` runs first)."""
-    if meanwhile is not None:
-        meanwhile()
+    finite too (a torch step on CPU is synchronous: nothing to queue before the check's read)."""
     if losses is not None and not math.isfinite(losses):
         return False
     if not grads_finite(params, cache):

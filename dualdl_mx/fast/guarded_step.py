@@ -20,12 +20,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from mxnet import autograd, gluon, nd
 
-from . import kernels
+from . import enabled, kernels
 from ..grad_check import grads_finite
 from .grad_state import fresh_params
 from .invoke import PreparedCall, kept
 
-__all__ = ["step_if_finite"]
+__all__ = ["prepared_step", "step_if_finite"]
 
 _SLOTS = itertools.count(1)
 _WAIT_MS = 2000
@@ -102,15 +102,24 @@ def _guarded(ps: List[gluon.Parameter], runs: list, losses: List[nd.NDArray],
     return kept(cache, "finite_guard", key, build)
 
 
+def prepared_step(optimizer: Any) -> Callable[[], Any]:
+    """``optimizer.step`` with its Python work (finding fresh parameters, checking the cached
+    multi-tensor plans) done now, so that only the prepared operator calls remain after the
+    check's host read, while the engine still runs the backward pass. ``optimizer.step`` itself
+    where no prepared form applies (other optimizers, a first step, a changed parameter set) or
+    with ``DUALDL_MX_FAST=0``."""
+    prep = getattr(optimizer, "_prepared_step", None)
+    fast = prep() if prep is not None and enabled() else None
+    return fast or optimizer.step
+
+
 def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Optional[Dict[str, Any]] = None,
-                   losses: Optional[List[nd.NDArray]] = None,
-                   meanwhile: Optional[Callable[[], None]] = None) -> bool:
+                   losses: Optional[List[nd.NDArray]] = None) -> bool:
     """One ``optimizer.step()`` if every gradient element of ``params``, and every element of
     ``losses`` (the step's loss arrays, not read yet), is finite; returns whether it was applied
-    (where not, the model and optimizer are unchanged). ``meanwhile`` is called once, after the
-    guarded step is queued and before its check is read, so its Python overlaps the engine's
-    backward (on the check-then-step path: before the check)."""
-    from ..optim import prepared_step
+    (where not, the model and optimizer are unchanged). The precise form reads the check, then
+    steps; the fast form (SGD with momentum on one CPU context, the kernels loaded) queues the
+    step behind its own check in one operator."""
     losses = list(losses or ())
     runs_of = getattr(optimizer, "_prepared_runs", None)
     runs = runs_of() if runs_of is not None and kernels.available() else None
@@ -118,16 +127,12 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     guarded = _guarded(ps, runs, losses, cache) if runs and ps else None
     if guarded is None:
         step = prepared_step(optimizer)
-        if meanwhile is not None:
-            meanwhile()
         if not all(np.isfinite(a.asnumpy()).all() for a in losses) or not grads_finite(params, cache):
             return False
         step()
         return True
     with autograd.pause():
         flag = guarded(runs, losses)
-    if meanwhile is not None:
-        meanwhile()
     if not guarded.passed(flag):
         return False
     for plan, lr, *_ in runs:
