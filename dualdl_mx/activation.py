@@ -11,11 +11,9 @@ import numpy as np
 
 from dualdl import config
 from dualdl.nn.resample_checks import check_prelu_input
+from dualdl.nn.registry import defined_in
 from .fast import compiled
 from .base import Layer, is_ndarray
-
-__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
-           "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
 
 # ---- GELU, LeakyReLU, ELU: MXNet's LeakyReLU operator is fast but keeps float32 precision --------
@@ -178,7 +176,6 @@ class _Activation(Layer):
 
 class ReLU(_Activation):
     """``torch.nn.ReLU``."""
-    _dl_layer = "ReLU"
 
     def hybrid_forward(self, F, x):
         return relu(F, x)
@@ -186,7 +183,6 @@ class ReLU(_Activation):
 
 class Sigmoid(Layer):
     """``torch.nn.Sigmoid``."""
-    _dl_layer = "Sigmoid"
 
     def hybrid_forward(self, F, x):
         return F.sigmoid(x)
@@ -194,7 +190,6 @@ class Sigmoid(Layer):
 
 class Tanh(Layer):
     """``torch.nn.Tanh``."""
-    _dl_layer = "Tanh"
 
     def hybrid_forward(self, F, x):
         return F.tanh(x)
@@ -203,7 +198,6 @@ class Tanh(Layer):
 class GELU(Layer):
     """``torch.nn.GELU(approximate='none'|'tanh')``: 'none' is MXNet's erf GELU
     (``LeakyReLU(act_type='gelu')``, its formula on float64 NDArrays); 'tanh' from its formula."""
-    _dl_layer = "GELU"
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
@@ -220,7 +214,6 @@ class GELU(Layer):
 
 class LeakyReLU(Layer):
     """``torch.nn.LeakyReLU(negative_slope=0.01)`` (Gluon's LeakyReLU requires alpha)."""
-    _dl_layer = "LeakyReLU"
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -235,7 +228,6 @@ class LeakyReLU(Layer):
 
 class ELU(Layer):
     """``torch.nn.ELU(alpha=1.0)``."""
-    _dl_layer = "ELU"
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -250,7 +242,6 @@ class ELU(Layer):
 
 class SiLU(_Activation):
     """``torch.nn.SiLU``: x * sigmoid(x) (Gluon's Swish with beta=1)."""
-    _dl_layer = "SiLU"
 
     def hybrid_forward(self, F, x):
         return x * F.sigmoid(x)
@@ -287,7 +278,6 @@ class _SoftmaxBase(Layer):
 
 class Softmax(_SoftmaxBase):
     """``torch.nn.Softmax(dim)`` (MXNet calls it ``axis``, default -1)."""
-    _dl_layer = "Softmax"
 
 
 class LogSoftmax(_SoftmaxBase):
@@ -295,7 +285,6 @@ class LogSoftmax(_SoftmaxBase):
     ``x - max - log(sum(exp(x - max)))``: MXNet's ``log_softmax`` op is off by up to 3.5e-6 from
     the float64 result (torch: 1.8e-7). :func:`dualdl_mx.ops.log_softmax`: on CPU NDArrays the
     formula in float64, one operator."""
-    _dl_layer = "LogSoftmax"
 
     def _apply(self, F, x, dim: int):
         from .ops import log_softmax            # dualdl_mx.ops imports this module
@@ -310,7 +299,6 @@ class PReLU(Layer):
     prelu op applied to a constant -1: the prelu op applied to ``x`` itself gives a wrong slope
     gradient inside a hybridized graph (measured 0.11 off a gradient of 0.15 after Conv2d, in a
     bound Symbol too; eager it is right)."""
-    _dl_layer = "PReLU"
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
         super().__init__()        # device/dtype: applied by dualdl.nn's factory scope (base.factory_kwargs)
@@ -332,7 +320,6 @@ class PReLU(Layer):
 
 class ReLU6(_Activation):
     """``torch.nn.ReLU6``: ``clip(x, 0, 6)`` (Gluon has no ReLU6 block)."""
-    _dl_layer = "ReLU6"
 
     def hybrid_forward(self, F, x):
         return F.clip(x, 0.0, 6.0)
@@ -340,7 +327,6 @@ class ReLU6(_Activation):
 
 class Hardswish(_Activation):
     """``torch.nn.Hardswish``: ``x * relu6(x + 3) / 6`` (MXNet has no op)."""
-    _dl_layer = "Hardswish"
 
     def hybrid_forward(self, F, x):
         return x * F.clip(x + 3.0, 0.0, 6.0) / 6.0
@@ -348,7 +334,6 @@ class Hardswish(_Activation):
 
 class Hardsigmoid(_Activation):
     """``torch.nn.Hardsigmoid``: ``relu6(x + 3) / 6`` (MXNet's ``hard_sigmoid`` defaults to slope 0.2)."""
-    _dl_layer = "Hardsigmoid"
 
     def hybrid_forward(self, F, x):
         return F.clip(x + 3.0, 0.0, 6.0) / 6.0
@@ -365,7 +350,6 @@ def softplus(F, x, beta: float, threshold: float):
 
 class Softplus(Layer):
     """``torch.nn.Softplus(beta=1.0, threshold=20.0)``."""
-    _dl_layer = "Softplus"
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
@@ -380,11 +364,11 @@ class Softplus(Layer):
 
 class Mish(_Activation):
     """``torch.nn.Mish``: ``x * tanh(softplus(x))`` (MXNet 1.x has no op)."""
-    _dl_layer = "Mish"
 
     def hybrid_forward(self, F, x):
         return x * F.tanh(softplus(F, x, 1.0, 20.0))
 
 
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)
 for _name in __all__:       # MXNet's operators cannot run on an empty batch: refused, as on torch
     globals()[_name]._dl_refuses_empty = True

@@ -29,6 +29,7 @@ from mxnet.gluon import HybridBlock
 from dualdl.devices import device as _parse_device
 from dualdl.tensor import _dtype
 from dualdl.nn import checks as _checks
+from dualdl.nn.registry import register
 from .core import native_device
 from .grads import zero_grad as _zero_grads
 from .fast.invoke import PreparedCall, kept
@@ -431,7 +432,13 @@ class Module(HybridBlock):
 
 class Layer(Module):
     """Base of dualdl's built-in MXNet layers: they implement ``hybrid_forward(F, x, **params)``
-    directly (no user-forward binding)."""
+    directly (no user-forward binding). A public subclass defined in ``dualdl_mx`` registers as the
+    dualdl layer of its class name (``_dl_layer``, ``backend.module("nn").<name>``; see
+    dualdl/nn/registry.py)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register(cls, __package__)
 
     @staticmethod
     def _uniform(bound: float) -> mx.init.Initializer:

@@ -13,10 +13,9 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, 
 import mxnet as mx
 from mxnet.gluon import HybridBlock
 
+from dualdl.nn.registry import defined_in
 from .activation import relu_for_max_pool
 from .base import Layer, is_ndarray
-
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
 
 def _check_child(container: str, module: Any, key: Any) -> HybridBlock:
@@ -97,7 +96,6 @@ class _ChildList(Layer):
 class Sequential(_ChildList):
     """``torch.nn.Sequential(*modules)`` or ``Sequential(OrderedDict)``: children "0", "1", ...
     (or the dict's keys); calls them in order. A HybridBlock, so ``hybridize()`` works."""
-    _dl_layer = "Sequential"
 
     def __init__(self, *args: Any) -> None:
         super().__init__()
@@ -195,7 +193,6 @@ def _call_fused(m: HybridBlock, x: Any, pool: Optional[HybridBlock]) -> Any:
 class ModuleList(_ChildList):
     """``torch.nn.ModuleList``: registers its items as children "0", "1", ... (what Gluon needs
     ``register_child`` for); it is not callable."""
-    _dl_layer = "ModuleList"
 
     def __init__(self, modules: Optional[Iterable[HybridBlock]] = None) -> None:
         super().__init__()
@@ -217,7 +214,6 @@ class ModuleList(_ChildList):
 
 class ModuleDict(Layer):
     """``torch.nn.ModuleDict``: children named by their keys, in insertion order; not callable."""
-    _dl_layer = "ModuleDict"
 
     def __init__(self, modules: Optional[Union[Mapping[str, HybridBlock],
                                                Iterable[Tuple[str, HybridBlock]]]] = None) -> None:
@@ -271,3 +267,6 @@ class ModuleDict(Layer):
 
     def forward(self, *args: Any):
         raise NotImplementedError("ModuleDict is not callable: index it in forward()")
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

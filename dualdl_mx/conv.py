@@ -9,9 +9,8 @@ import numpy as np
 
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple, to_tuple
+from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
-
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "pad_spatial"]
 
 
 def pad_spatial(F, x, sides: Sequence[Tuple[int, int]], mode: str = "constant", value: float = 0.0):
@@ -107,19 +106,16 @@ class _ConvNd(Layer):
 
 class Conv1d(_ConvNd):
     """``torch.nn.Conv1d`` on NCW input via ``F.Convolution``; weight (out, in/groups, k)."""
-    _dl_layer = "Conv1d"
     _n = 1
 
 
 class Conv2d(_ConvNd):
     """``torch.nn.Conv2d`` on NCHW input via ``F.Convolution``; weight (out, in/groups, kh, kw)."""
-    _dl_layer = "Conv2d"
     _n = 2
 
 
 class Conv3d(_ConvNd):
     """``torch.nn.Conv3d`` on NCDHW input via ``F.Convolution``; weight (out, in/groups, kd, kh, kw)."""
-    _dl_layer = "Conv3d"
     _n = 3
 
 
@@ -237,11 +233,12 @@ def _insert_zeros(F, x, stride: Sequence[int]):
 
 class ConvTranspose1d(_ConvTransposeNd):
     """``torch.nn.ConvTranspose1d`` on NCW input via ``F.Deconvolution``; weight (in, out/groups, k)."""
-    _dl_layer = "ConvTranspose1d"
     _n = 1
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     """``torch.nn.ConvTranspose2d`` on NCHW input via ``F.Deconvolution``; weight (in, out/groups, kh, kw)."""
-    _dl_layer = "ConvTranspose2d"
     _n = 2
+
+
+__all__ = [*defined_in(__name__), "pad_spatial"]  # the layers defined above (registered by class name)

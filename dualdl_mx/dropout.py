@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Tuple
 
 from dualdl.nn.resample_checks import channel_dropout_axes, check_channel_dropout_input
+from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
-
-__all__ = ["Dropout", "Dropout1d", "Dropout2d", "dropout"]
 
 
 def _check_p(name: str, p: float) -> float:
@@ -31,7 +30,6 @@ def dropout(F, x, p: float, training: bool, axes: Tuple[int, ...] = ()):
 class Dropout(Layer):
     """``torch.nn.Dropout``: active in train mode (``module.train()``), identity in eval mode,
     whatever ``autograd.record()`` says (Gluon's Dropout follows ``record()``)."""
-    _dl_layer = "Dropout"
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
@@ -58,10 +56,11 @@ class _ChannelDropout(Dropout):
 
 class Dropout1d(_ChannelDropout):
     """``torch.nn.Dropout1d``: (N, C, L) or (C, L); hybridized, (N, C, L)."""
-    _dl_layer = "Dropout1d"
 
 
 class Dropout2d(_ChannelDropout):
     """``torch.nn.Dropout2d``: (N, C, H, W), or (N, C, L) as torch 2.13 takes a 3-D input;
     hybridized, (N, C, H, W)."""
-    _dl_layer = "Dropout2d"
+
+
+__all__ = [*defined_in(__name__), "dropout"]  # the layers defined above (registered by class name)

@@ -8,10 +8,9 @@ import mxnet as mx
 from mxnet import nd
 
 from dualdl.nn import checks as C
+from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .fast.host import host_array
-
-__all__ = ["Embedding", "EmbeddingBag"]
 
 
 def embedding_renorm(weight, rows: np.ndarray, max_norm: float, norm_type: float) -> None:
@@ -39,7 +38,6 @@ class Embedding(Layer):
     zero at init and gets no gradient (Gluon has no padding_idx); ``max_norm`` renormalises the
     looked-up rows in place before the lookup, outside autograd, as torch's ``embedding_renorm_``
     (Gluon has no max_norm)."""
-    _dl_layer = "Embedding"
     _dl_cannot = {
         "scale_grad_by_freq": ((True,), "MXNet's Embedding has no gradient scaling by index frequency"),
         "sparse": ((True,), "torch's sparse gradient has no MXNet counterpart here (Gluon's "
@@ -135,7 +133,6 @@ class EmbeddingBag(Layer):
     is refused; as an NDArray it also runs hybridized. ``max_norm`` renormalises the looked-up rows
     in place before the lookup, as torch (NDArray input only); scale_grad_by_freq and sparse=True
     are refused (NotImplementedError)."""
-    _dl_layer = "EmbeddingBag"
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
@@ -236,3 +233,6 @@ class EmbeddingBag(Layer):
         if self.include_last_offset:
             s += ", include_last_offset=True"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

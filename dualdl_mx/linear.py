@@ -8,15 +8,13 @@ import numpy as np
 import mxnet as mx
 
 from dualdl.nn.checks import check_linear_input, explain
+from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
-
-__all__ = ["Linear", "Identity", "Flatten"]
 
 
 class Linear(Layer):
     """``y = x W^T + b`` on the last axis (``FullyConnected(flatten=False)``). Gluon's ``Dense``
     flattens all non-batch axes by default; dualdl never does."""
-    _dl_layer = "Linear"
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
@@ -47,7 +45,6 @@ class Linear(Layer):
 class Flatten(Layer):
     """``torch.nn.Flatten(start_dim=1, end_dim=-1)`` (Gluon's Flatten always keeps axis 0 only).
     Hybridized, ``end_dim`` must be -1 or non-negative (a Symbol's rank is unknown)."""
-    _dl_layer = "Flatten"
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()
@@ -80,10 +77,12 @@ class Flatten(Layer):
 
 class Identity(Layer):
     """``torch.nn.Identity``: returns its input (constructor arguments are ignored)."""
-    _dl_layer = "Identity"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
 
     def hybrid_forward(self, F, x):
         return x if is_ndarray(x) else F.identity(x)
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -392,23 +392,19 @@ def _batchnorm_kernel_formula(F, x, weight=None, bias=None, running_mean=None, r
 
 class BatchNorm1d(_BatchNorm):
     __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L))")
-    _dl_layer = "BatchNorm1d"
 
 
 class BatchNorm2d(_BatchNorm):
     __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm2d`` ((N, C, H, W))")
-    _dl_layer = "BatchNorm2d"
 
 
 class BatchNorm3d(_BatchNorm):
     __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm3d`` ((N, C, D, H, W))")
-    _dl_layer = "BatchNorm3d"
 
 
 class LayerNorm(Layer):
     """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
     one axis and calls its parameters gamma/beta)."""
-    _dl_layer = "LayerNorm"
 
     def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device=None, dtype=None) -> None:
@@ -612,7 +608,6 @@ def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float
 class GroupNorm(_DtypeAware):
     """``torch.nn.GroupNorm`` ((N, C, *)): per-channel weight/bias (C,). MXNet 1.x's GroupNorm op
     and Gluon's block have gamma/beta of shape (num_groups,) (one per group) and a float32 sum."""
-    _dl_layer = "GroupNorm"
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device=None, dtype=None, *, bias: bool = True) -> None:
@@ -685,9 +680,7 @@ class _InstanceNorm(_DtypeAware):
 
 class InstanceNorm1d(_InstanceNorm):
     __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm1d`` ((N, C, L))")
-    _dl_layer = "InstanceNorm1d"
 
 
 class InstanceNorm2d(_InstanceNorm):
     __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm2d`` ((N, C, H, W))")
-    _dl_layer = "InstanceNorm2d"

@@ -9,12 +9,10 @@ from mxnet import autograd
 
 from dualdl.nn import checks as C
 from dualdl.nn.checks import IntOrTuple, to_tuple
+from dualdl.nn.registry import defined_in
 from .activation import relu_into_max_pool
 from .base import Layer, is_ndarray
 from .conv import pad_spatial
-
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
 
 
 class _PoolNd(Layer):
@@ -115,18 +113,15 @@ class _AvgPoolNd(_PoolNd):
 
 class MaxPool1d(_MaxPoolNd):
     """``torch.nn.MaxPool1d`` (NCW); ceil_mode crops MXNet's extra last window."""
-    _dl_layer = "MaxPool1d"
     _n = 1
 
 
 class MaxPool2d(_MaxPoolNd):
     """``torch.nn.MaxPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
-    _dl_layer = "MaxPool2d"
 
 
 class AvgPool1d(_AvgPoolNd):
     """``torch.nn.AvgPool1d`` (NCW); ceil_mode crops MXNet's extra last window."""
-    _dl_layer = "AvgPool1d"
     _n = 1
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
@@ -149,25 +144,21 @@ class _AvgPoolDivisor(_AvgPoolNd):
 
 class AvgPool2d(_AvgPoolDivisor):
     """``torch.nn.AvgPool2d`` (NCHW); ceil_mode crops MXNet's extra last row/column."""
-    _dl_layer = "AvgPool2d"
 
 
 class MaxPool3d(_MaxPoolNd):
     """``torch.nn.MaxPool3d`` (NCDHW); ceil_mode as MaxPool2d."""
-    _dl_layer = "MaxPool3d"
     _n = 3
 
 
 class AvgPool3d(_AvgPoolDivisor):
     """``torch.nn.AvgPool3d`` (NCDHW); ceil_mode as AvgPool2d."""
-    _dl_layer = "AvgPool3d"
     _n = 3
 
 
 class AdaptiveAvgPool2d(Layer):
     """``torch.nn.AdaptiveAvgPool2d``: (1, 1) is a global average pool; other sizes use
     ``contrib.AdaptiveAvgPooling2D`` (same bins as torch)."""
-    _dl_layer = "AdaptiveAvgPool2d"
 
     def __init__(self, output_size: IntOrTuple) -> None:
         super().__init__()
@@ -221,7 +212,6 @@ class _AdaptivePoolNd(Layer):
 class AdaptiveAvgPool1d(_AdaptivePoolNd):
     """``torch.nn.AdaptiveAvgPool1d`` (NCW) via ``contrib.AdaptiveAvgPooling2D`` on (N, C, 1, L)
     (MXNet has no 1-d adaptive pooling; same bins as torch)."""
-    _dl_layer = "AdaptiveAvgPool1d"
 
     def __init__(self, output_size: int) -> None:
         super().__init__(output_size)
@@ -248,10 +238,11 @@ class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """``torch.nn.AdaptiveMaxPool1d`` (NCW) with torch's bins via ROIPooling on (N, C, 1, L)."""
-    _dl_layer = "AdaptiveMaxPool1d"
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """``torch.nn.AdaptiveMaxPool2d`` (NCHW) with torch's bins via ROIPooling."""
-    _dl_layer = "AdaptiveMaxPool2d"
     _n = 2
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

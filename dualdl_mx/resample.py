@@ -14,17 +14,15 @@ from typing import Optional, Sequence, Tuple, Union
 
 from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_upsample_args,
                                        check_unflatten_input, pad2d_sides, unflatten_sizes)
+from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .ops_nn import interpolate
 from .ops_shape import pad
-
-__all__ = ["Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten"]
 
 
 class Upsample(Layer):
     """``torch.nn.Upsample`` for (N, C, H, W), modes 'nearest' and 'bilinear'. Hybridized,
     'nearest' needs one integer ``scale_factor`` (MXNet's ``UpSampling``)."""
-    _dl_layer = "Upsample"
 
     def __init__(self, size: Union[None, int, Tuple[int, int]] = None,
                  scale_factor: Union[None, float, Tuple[float, float]] = None, mode: str = "nearest",
@@ -49,7 +47,6 @@ class Upsample(Layer):
 class PixelShuffle(Layer):
     """``torch.nn.PixelShuffle``: (N, C r^2, H, W) -> (N, C, H r, W r), written as reshape +
     transpose (shape-free, so Symbols too)."""
-    _dl_layer = "PixelShuffle"
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
@@ -88,19 +85,16 @@ class _Pad2d(Layer):
 
 class ZeroPad2d(_Pad2d):
     """``torch.nn.ZeroPad2d(padding)``: (left, right, top, bottom) zeros; no cropping on MXNet."""
-    _dl_layer = "ZeroPad2d"
 
 
 class ReflectionPad2d(_Pad2d):
     """``torch.nn.ReflectionPad2d(padding)``: each pad smaller than the padded dim."""
-    _dl_layer = "ReflectionPad2d"
     _mode = "reflect"
 
 
 class Unflatten(Layer):
     """``torch.nn.Unflatten(dim, unflattened_size)`` (one -1 allowed). Hybridized, ``dim`` must be
     non-negative (a Symbol's rank is unknown)."""
-    _dl_layer = "Unflatten"
 
     def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
         super().__init__()
@@ -122,3 +116,6 @@ class Unflatten(Layer):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -34,8 +34,7 @@ from .base import Layer, is_ndarray
 
 from dualdl.nn.layout import resolve_batch_first
 from dualdl.nn.rnn_checks import RNNCellChecks, RNNChecks, check_rnn_state
-
-__all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
+from dualdl.nn.registry import defined_in
 
 
 def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]) -> bool:
@@ -213,7 +212,6 @@ class _RNNBase(RNNChecks, Layer):
 
 class LSTM(_RNNBase):
     """``torch.nn.LSTM`` on MXNet; state ``(h, c)``."""
-    _dl_layer = "LSTM"
     _gates = 4
     _dl_cannot = {"proj_size": (lambda v: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
                                                   "LSTMP weight_hr); expected proj_size=0")}
@@ -241,7 +239,6 @@ class LSTM(_RNNBase):
 
 class GRU(_RNNBase):
     """``torch.nn.GRU`` on MXNet; state ``h``. Gates r, z, n as torch (and as MXNet's operator)."""
-    _dl_layer = "GRU"
     _gates = 3
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
@@ -255,7 +252,6 @@ class GRU(_RNNBase):
 
 class RNN(_RNNBase):
     """``torch.nn.RNN`` (Elman) on MXNet; ``nonlinearity`` defaults to ``"tanh"`` (Gluon: relu)."""
-    _dl_layer = "RNN"
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
@@ -318,7 +314,6 @@ class _CellBase(RNNCellChecks, Layer):
 
 class LSTMCell(_CellBase):
     """``torch.nn.LSTMCell`` on MXNet: ``forward(x, (h, c)) -> (h', c')``."""
-    _dl_layer = "LSTMCell"
     _gates = 4
 
     _n_states = 2
@@ -335,7 +330,6 @@ class LSTMCell(_CellBase):
 
 class GRUCell(_CellBase):
     """``torch.nn.GRUCell`` on MXNet: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``."""
-    _dl_layer = "GRUCell"
     _gates = 3
 
     def hybrid_forward(self, F, x, states=None, **params):
@@ -350,7 +344,6 @@ class GRUCell(_CellBase):
 
 class RNNCell(_CellBase):
     """``torch.nn.RNNCell`` on MXNet (``nonlinearity`` "tanh" by default, or "relu")."""
-    _dl_layer = "RNNCell"
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
                  device=None, dtype=None) -> None:
@@ -363,3 +356,6 @@ class RNNCell(_CellBase):
         h = states[0] if states is not None else self._zero_state(F, x)
         gi, gh = self._gates_of(F, x, h, params)
         return [F.Activation(gi + gh, act_type=self.nonlinearity)]
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -31,6 +31,7 @@ from mxnet.gluon import HybridBlock
 
 from dualdl.nn import _transformer as T
 from dualdl.devices import device as _parse_device
+from dualdl.nn.registry import defined_in
 from .activation import gelu
 from .base import Layer, Module, is_ndarray
 from .containers import ModuleList
@@ -39,9 +40,6 @@ from .fast.host import host_array
 from .dropout import Dropout, dropout
 from .linear import Linear
 from .norm import LayerNorm
-
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "Transformer", "PositionalEncoding"]
 
 
 class _MaskedBlock(Layer):
@@ -106,7 +104,6 @@ class MultiheadAttention(_MaskedBlock):
     key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True,
     is_causal=False) -> (output, weights or None); weights (N, L, S) averaged over heads or
     (N, H, L, S). kdim/vdim/add_bias_kv/add_zero_attn are not supported."""
-    _dl_layer = "MultiheadAttention"
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
@@ -266,7 +263,6 @@ class TransformerEncoderLayer(_TransformerLayer):
     is_causal=False, valid_length=None): padding as ``src_key_padding_mask`` (N, T), nonzero =
     padding (torch's convention), or ``valid_length`` (N,) (Gluon's); padded output positions are 0.
     """
-    _dl_layer = "TransformerEncoderLayer"
 
     def _checked(self, who: str, src, src_mask, src_key_padding_mask, is_causal, valid_length):
         """Validate NDArray inputs and canonicalise masks (Symbols pass through unchecked)."""
@@ -317,7 +313,6 @@ class TransformerEncoder(_MaskedBlock):
     with its weights, as torch's deepcopy does; the template itself is not a child), then ``norm``.
     forward(src, mask=None, src_key_padding_mask=None, is_causal=None, valid_length=None); padded
     output positions are 0 (also after ``norm``)."""
-    _dl_layer = "TransformerEncoder"
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Optional[HybridBlock] = None,
                  enable_nested_tensor: bool = False, mask_check: bool = True) -> None:
@@ -386,7 +381,6 @@ class TransformerDecoderLayer(_TransformerLayer):
     memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False); masks as torch's
     (bool True = blocked, float added; key padding nonzero = pad). Padded tgt positions are not zeroed
     (torch's decoder does not zero them)."""
-    _dl_layer = "TransformerDecoderLayer"
     _dl_attn = ("self_attn", "multihead_attn")
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
@@ -416,7 +410,6 @@ class TransformerDecoder(_MaskedBlock):
     with its weights, as torch's deepcopy; the template is not a child), then ``norm``. forward(tgt,
     memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=None, memory_is_causal=False)."""
-    _dl_layer = "TransformerDecoder"
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
                  norm: Optional[HybridBlock] = None) -> None:
@@ -462,7 +455,6 @@ class Transformer(_MaskedBlock):
     tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
     memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
     ``generate_square_subsequent_mask(sz)``: float32 (sz, sz), -inf above the diagonal."""
-    _dl_layer = "Transformer"
 
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
                  num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
@@ -517,7 +509,6 @@ class PositionalEncoding(_MaskedBlock):
     """``x * sqrt(d_model)`` (if ``scale``) ``+ pe[:T]``, then dropout; ``style='vaswani'`` (standard)
     or ``'gluonnlp'`` (gluonnlp 0.10's table: copy its ``const`` parameter into ``pe`` or rebuild it
     here). Buffer ``pe`` (max_len, d_model). T > max_len raises for NDArray input."""
-    _dl_layer = "PositionalEncoding"
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, style: str = "vaswani",
                  scale: bool = False, batch_first: Optional[bool] = None, layout: Optional[str] = None) -> None:
@@ -546,3 +537,6 @@ class PositionalEncoding(_MaskedBlock):
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, max_len={self.max_len}, style={self.style!r}, scale={self.scale}, "
                 f"batch_first={self.batch_first}")
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

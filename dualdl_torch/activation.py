@@ -7,12 +7,11 @@ from torch import nn
 
 from dualdl.nn.checks import check_not_empty, explain
 from dualdl.nn.resample_checks import check_prelu_input
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
-__all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
-           "PReLU", "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish"]
 
-
-class _RefusesEmpty(nn.Module):
+class _RefusesEmpty(Layer, nn.Module):
     """Hides: torch runs an activation on an empty batch; MXNet 1.x cannot (its operators raise on
     a 0 in the shape, even ``attach_grad``), so dualdl refuses it on both."""
 
@@ -23,13 +22,11 @@ class _RefusesEmpty(nn.Module):
 
 
 def _simple(name: str, base: type) -> type:
-    return type(name, (_RefusesEmpty, base), {"_dl_layer": name, "__module__": __name__,
-                                              "__doc__": f"``torch.nn.{name}``."})
+    return type(name, (_RefusesEmpty, base), {"__module__": __name__, "__doc__": f"``torch.nn.{name}``."})
 
 
 class GELU(_RefusesEmpty, nn.GELU):
     """``torch.nn.GELU``; an unknown ``approximate`` fails at construction (torch: at forward)."""
-    _dl_layer = "GELU"
 
     def __init__(self, approximate: str = "none") -> None:
         if approximate not in ("none", "tanh"):
@@ -39,7 +36,6 @@ class GELU(_RefusesEmpty, nn.GELU):
 
 class PReLU(_RefusesEmpty, nn.PReLU):
     """``torch.nn.PReLU`` with a ValueError naming the expected channels (torch: RuntimeError)."""
-    _dl_layer = "PReLU"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         try:
@@ -55,3 +51,6 @@ class PReLU(_RefusesEmpty, nn.PReLU):
 _SIMPLE = ("ReLU", "Sigmoid", "Tanh", "LeakyReLU", "ELU", "SiLU", "Softmax", "LogSoftmax",
            "ReLU6", "Hardswish", "Hardsigmoid", "Softplus", "Mish")
 globals().update({name: _simple(name, getattr(nn, name)) for name in _SIMPLE})
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

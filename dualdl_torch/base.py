@@ -10,10 +10,11 @@ import torch
 
 from dualdl.devices import Device, device as _parse_device
 from dualdl.tensor import _dtype
+from dualdl.nn.registry import register
 from dualdl.parallel import resolve_devices
 from .core import native_device, torch_dtype
 
-__all__ = ["Module", "make_parameter", "shape_error", "factory_kwargs"]
+__all__ = ["Module", "Layer", "make_parameter", "shape_error", "factory_kwargs"]
 
 
 def factory_kwargs(layer: str, device: Any, dtype: Any) -> Tuple[Optional[torch.device], Optional[torch.dtype], Any]:
@@ -53,6 +54,16 @@ class Module(torch.nn.Module):
         if isinstance(tensor, np.ndarray):
             tensor = torch.from_numpy(np.array(tensor, copy=True))
         super().register_buffer(name, tensor, persistent)
+
+
+class Layer:
+    """Mixed into every built-in torch layer (before the ``torch.nn`` class): a public subclass
+    defined in ``dualdl_torch`` registers as the dualdl layer of its class name (``_dl_layer``,
+    ``backend.module("nn").<name>``; see dualdl/nn/registry.py). Adds no method."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register(cls, __package__)
 
 
 def make_parameter(data: Any, requires_grad: bool = True) -> torch.nn.Parameter:

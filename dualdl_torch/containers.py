@@ -9,8 +9,8 @@ import sys
 from typing import Any, Optional
 
 from torch import nn
-
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def _check_child(container: str, module: Any, key: Any) -> nn.Module:
@@ -23,9 +23,8 @@ def _check_child(container: str, module: Any, key: Any) -> nn.Module:
                     f"{type(module).__name__} for {key!r}, {hint}")
 
 
-class Sequential(nn.Sequential):
+class Sequential(Layer, nn.Sequential):
     """``torch.nn.Sequential`` that accepts torch modules only (clear error for an MXNet block)."""
-    _dl_layer = "Sequential"
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         super().add_module(name, module if module is None else _check_child("Sequential", module, name))
@@ -37,9 +36,8 @@ class Sequential(nn.Sequential):
         super().__setitem__(idx, _check_child("Sequential", module, idx))
 
 
-class ModuleList(nn.ModuleList):
+class ModuleList(Layer, nn.ModuleList):
     """``torch.nn.ModuleList`` that accepts torch modules only, with ``list.index``."""
-    _dl_layer = "ModuleList"
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         super().add_module(name, module if module is None else _check_child("ModuleList", module, name))
@@ -57,9 +55,11 @@ class ModuleList(nn.ModuleList):
         raise ValueError(f"{type(module).__name__} is not in the ModuleList")
 
 
-class ModuleDict(nn.ModuleDict):
+class ModuleDict(Layer, nn.ModuleDict):
     """``torch.nn.ModuleDict`` that accepts torch modules only."""
-    _dl_layer = "ModuleDict"
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         super().add_module(name, module if module is None else _check_child("ModuleDict", module, name))
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

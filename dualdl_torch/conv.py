@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
-
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def run_checked(call, x: torch.Tensor, n: int, check, *args: Any) -> Any:
@@ -46,7 +46,7 @@ def check_conv_tuples(layer: Any) -> None:
             C.to_tuple(v, n, what)
 
 
-class _ConvCheck:
+class _ConvCheck(Layer):
     _n = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -61,22 +61,19 @@ class _ConvCheck:
 
 class Conv1d(_ConvCheck, nn.Conv1d):
     """``torch.nn.Conv1d`` (batched NCW input only)."""
-    _dl_layer = "Conv1d"
     _n = 1
 
 
 class Conv2d(_ConvCheck, nn.Conv2d):
     """``torch.nn.Conv2d`` (batched NCHW input only)."""
-    _dl_layer = "Conv2d"
 
 
 class Conv3d(_ConvCheck, nn.Conv3d):
     """``torch.nn.Conv3d`` (batched NCDHW input only)."""
-    _dl_layer = "Conv3d"
     _n = 3
 
 
-class _ConvTransposeCheck:
+class _ConvTransposeCheck(Layer):
     _n = 2
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
@@ -105,10 +102,11 @@ class _ConvTransposeCheck:
 
 class ConvTranspose1d(_ConvTransposeCheck, nn.ConvTranspose1d):
     """``torch.nn.ConvTranspose1d`` (batched NCW input only); weight (in, out/groups, k)."""
-    _dl_layer = "ConvTranspose1d"
     _n = 1
 
 
 class ConvTranspose2d(_ConvTransposeCheck, nn.ConvTranspose2d):
     """``torch.nn.ConvTranspose2d`` (batched NCHW input only); weight (in, out/groups, kh, kw)."""
-    _dl_layer = "ConvTranspose2d"
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -7,29 +7,29 @@ import torch
 from torch import nn
 
 from dualdl.nn.resample_checks import check_channel_dropout_input
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
 
-
-class Dropout(nn.Dropout):
+class Dropout(Layer, nn.Dropout):
     """``torch.nn.Dropout``."""
-    _dl_layer = "Dropout"
 
 
-class Dropout1d(nn.Dropout1d):
+class Dropout1d(Layer, nn.Dropout1d):
     """``torch.nn.Dropout1d``: zeroes whole channels of (N, C, L) or (C, L)."""
-    _dl_layer = "Dropout1d"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_channel_dropout_input("Dropout1d", tuple(x.shape))
         return super().forward(x)
 
 
-class Dropout2d(nn.Dropout2d):
+class Dropout2d(Layer, nn.Dropout2d):
     """``torch.nn.Dropout2d``: zeroes whole channels of (N, C, H, W); a 3-D input is taken as
     (N, C, L), as torch 2.13 does (with its warning)."""
-    _dl_layer = "Dropout2d"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_channel_dropout_input("Dropout2d", tuple(x.shape))
         return super().forward(x)
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -8,15 +8,14 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
+from dualdl.nn.registry import defined_in
 from .core import torch_dtype
+from .base import Layer
 
-__all__ = ["Embedding", "EmbeddingBag"]
 
-
-class Embedding(nn.Embedding):
+class Embedding(Layer, nn.Embedding):
     """``torch.nn.Embedding`` with an IndexError that names the valid range and a TypeError for
     non-integer indices (the MXNet side's messages)."""
-    _dl_layer = "Embedding"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         V, D = self.num_embeddings, self.embedding_dim
@@ -36,12 +35,11 @@ def _is_integer(t: torch.Tensor) -> bool:
     return not (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool)
 
 
-class EmbeddingBag(nn.EmbeddingBag):
+class EmbeddingBag(Layer, nn.EmbeddingBag):
     """``torch.nn.EmbeddingBag`` with the checks the MXNet side makes, from ``dualdl.nn.checks``:
     mode and padding_idx at construction; integer indices in [0, V), the input/offsets/
     per_sample_weights shapes, offsets that start at 0, never decrease and (include_last_offset)
     end at the input's length, and no empty input, in forward."""
-    _dl_layer = "EmbeddingBag"
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
@@ -68,3 +66,6 @@ class EmbeddingBag(nn.EmbeddingBag):
                                      None if offsets is None else offsets.tolist(), input.shape[0],
                                      self.include_last_offset)
         return super().forward(input, offsets, per_sample_weights)
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

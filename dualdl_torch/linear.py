@@ -7,13 +7,12 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
-__all__ = ["Linear", "Identity", "Flatten"]
 
-
-class Linear(torch.nn.Linear):
+class Linear(Layer, torch.nn.Linear):
     """``torch.nn.Linear``: applies to the last axis."""
-    _dl_layer = "Linear"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not x.numel():               # torch returns an empty output; MXNet cannot: refused on both
@@ -27,9 +26,8 @@ class Linear(torch.nn.Linear):
             raise
 
 
-class Flatten(nn.Flatten):
+class Flatten(Layer, nn.Flatten):
     """``torch.nn.Flatten`` with a ValueError for dims outside the input's rank."""
-    _dl_layer = "Flatten"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = max(x.dim(), 1)
@@ -41,6 +39,8 @@ class Flatten(nn.Flatten):
         return super().forward(x)
 
 
-class Identity(nn.Identity):
+class Identity(Layer, nn.Identity):
     """``torch.nn.Identity``."""
-    _dl_layer = "Identity"
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

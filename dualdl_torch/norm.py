@@ -9,9 +9,8 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
-
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
-           "InstanceNorm2d"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def _explained(call: Callable[[], torch.Tensor], check: Callable[..., None], *args: Any) -> torch.Tensor:
@@ -25,7 +24,7 @@ def _explained(call: Callable[[], torch.Tensor], check: Callable[..., None], *ar
         raise
 
 
-class _BNCheck:
+class _BNCheck(Layer):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
                  bias: bool = True) -> None:
@@ -39,22 +38,18 @@ class _BNCheck:
 
 class BatchNorm1d(_BNCheck, nn.BatchNorm1d):
     """``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L)); momentum=None is rejected."""
-    _dl_layer = "BatchNorm1d"
 
 
 class BatchNorm2d(_BNCheck, nn.BatchNorm2d):
     """``torch.nn.BatchNorm2d`` ((N, C, H, W)); momentum=None is rejected."""
-    _dl_layer = "BatchNorm2d"
 
 
 class BatchNorm3d(_BNCheck, nn.BatchNorm3d):
     """``torch.nn.BatchNorm3d`` ((N, C, D, H, W)); momentum=None is rejected."""
-    _dl_layer = "BatchNorm3d"
 
 
-class LayerNorm(nn.LayerNorm):
+class LayerNorm(Layer, nn.LayerNorm):
     """``torch.nn.LayerNorm`` with the neutral error for a trailing shape that does not match."""
-    _dl_layer = "LayerNorm"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not x.numel():               # torch normalises an empty batch; MXNet cannot: refused on both
@@ -63,10 +58,9 @@ class LayerNorm(nn.LayerNorm):
                           self.normalized_shape, tuple(x.shape))
 
 
-class GroupNorm(nn.GroupNorm):
+class GroupNorm(Layer, nn.GroupNorm):
     """``torch.nn.GroupNorm``; (N, C, *) checked up front (torch normalises an empty batch, which
     MXNet cannot), the neutral divisibility error at construction."""
-    _dl_layer = "GroupNorm"
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device=None, dtype=None, *, bias: bool = True) -> None:
@@ -78,7 +72,7 @@ class GroupNorm(nn.GroupNorm):
         return super().forward(x)
 
 
-class _INCheck:
+class _INCheck(Layer):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
                  bias: bool = True) -> None:
@@ -95,9 +89,10 @@ class _INCheck:
 
 class InstanceNorm1d(_INCheck, nn.InstanceNorm1d):
     """``torch.nn.InstanceNorm1d`` ((N, C, L) only)."""
-    _dl_layer = "InstanceNorm1d"
 
 
 class InstanceNorm2d(_INCheck, nn.InstanceNorm2d):
     """``torch.nn.InstanceNorm2d`` ((N, C, H, W) only)."""
-    _dl_layer = "InstanceNorm2d"
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -9,14 +9,13 @@ import torch
 from torch import nn
 
 from dualdl.nn import checks as C
+from dualdl.nn.registry import defined_in
 
 from .conv import SHAPE, run_checked
-
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+from .base import Layer
 
 
-class _PoolCheck:
+class _PoolCheck(Layer):
     _n = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -37,39 +36,33 @@ class _PoolCheck:
 
 class MaxPool1d(_PoolCheck, nn.MaxPool1d):
     """``torch.nn.MaxPool1d`` (batched NCW input only)."""
-    _dl_layer = "MaxPool1d"
     _n = 1
 
 
 class MaxPool2d(_PoolCheck, nn.MaxPool2d):
     """``torch.nn.MaxPool2d`` (batched NCHW input only)."""
-    _dl_layer = "MaxPool2d"
 
 
 class MaxPool3d(_PoolCheck, nn.MaxPool3d):
     """``torch.nn.MaxPool3d`` (batched NCDHW input only)."""
-    _dl_layer = "MaxPool3d"
     _n = 3
 
 
 class AvgPool1d(_PoolCheck, nn.AvgPool1d):
     """``torch.nn.AvgPool1d`` (batched NCW input only)."""
-    _dl_layer = "AvgPool1d"
     _n = 1
 
 
 class AvgPool2d(_PoolCheck, nn.AvgPool2d):
     """``torch.nn.AvgPool2d`` (batched NCHW input only)."""
-    _dl_layer = "AvgPool2d"
 
 
 class AvgPool3d(_PoolCheck, nn.AvgPool3d):
     """``torch.nn.AvgPool3d`` (batched NCDHW input only)."""
-    _dl_layer = "AvgPool3d"
     _n = 3
 
 
-class _AdaptiveCheck:
+class _AdaptiveCheck(Layer):
     _n = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -84,21 +77,20 @@ class _AdaptiveCheck:
 
 class AdaptiveAvgPool1d(_AdaptiveCheck, nn.AdaptiveAvgPool1d):
     """``torch.nn.AdaptiveAvgPool1d`` (batched NCW input only)."""
-    _dl_layer = "AdaptiveAvgPool1d"
     _n = 1
 
 
 class AdaptiveAvgPool2d(_AdaptiveCheck, nn.AdaptiveAvgPool2d):
     """``torch.nn.AdaptiveAvgPool2d`` (batched NCHW input only)."""
-    _dl_layer = "AdaptiveAvgPool2d"
 
 
 class AdaptiveMaxPool1d(_AdaptiveCheck, nn.AdaptiveMaxPool1d):
     """``torch.nn.AdaptiveMaxPool1d`` (batched NCW input only)."""
-    _dl_layer = "AdaptiveMaxPool1d"
     _n = 1
 
 
 class AdaptiveMaxPool2d(_AdaptiveCheck, nn.AdaptiveMaxPool2d):
     """``torch.nn.AdaptiveMaxPool2d`` (batched NCHW input only)."""
-    _dl_layer = "AdaptiveMaxPool2d"
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -12,8 +12,8 @@ from torch import nn
 from dualdl.nn.checks import explain
 from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_upsample_args,
                                        check_unflatten_input, pad2d_sides, unflatten_sizes)
-
-__all__ = ["Upsample", "PixelShuffle", "ZeroPad2d", "ReflectionPad2d", "Unflatten"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def _explained(run, check, *args):
@@ -26,9 +26,8 @@ def _explained(run, check, *args):
         raise
 
 
-class Upsample(nn.Upsample):
+class Upsample(Layer, nn.Upsample):
     """``torch.nn.Upsample``, modes 'nearest' and 'bilinear' (what MXNet can run)."""
-    _dl_layer = "Upsample"
 
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                  recompute_scale_factor=None) -> None:
@@ -36,16 +35,15 @@ class Upsample(nn.Upsample):
         super().__init__(size, scale_factor, mode, align_corners, recompute_scale_factor)
 
 
-class PixelShuffle(nn.PixelShuffle):
+class PixelShuffle(Layer, nn.PixelShuffle):
     """``torch.nn.PixelShuffle``."""
-    _dl_layer = "PixelShuffle"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_pixel_shuffle_input(self.upscale_factor, tuple(x.shape))
         return super().forward(x)
 
 
-class _Pad2d:
+class _Pad2d(Layer):
     _reflect = False
 
     def __init__(self, padding: Union[int, Sequence[int]]) -> None:
@@ -58,18 +56,15 @@ class _Pad2d:
 
 class ZeroPad2d(_Pad2d, nn.ZeroPad2d):
     """``torch.nn.ZeroPad2d`` (no cropping: MXNet cannot)."""
-    _dl_layer = "ZeroPad2d"
 
 
 class ReflectionPad2d(_Pad2d, nn.ReflectionPad2d):
     """``torch.nn.ReflectionPad2d``."""
-    _dl_layer = "ReflectionPad2d"
     _reflect = True
 
 
-class Unflatten(nn.Unflatten):
+class Unflatten(Layer, nn.Unflatten):
     """``torch.nn.Unflatten`` with a ValueError when the sizes do not fit."""
-    _dl_layer = "Unflatten"
 
     def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
         super().__init__(int(dim), unflatten_sizes(unflattened_size))
@@ -77,3 +72,6 @@ class Unflatten(nn.Unflatten):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _explained(lambda: super(Unflatten, self).forward(x), check_unflatten_input, self.dim,
                           tuple(self.unflattened_size), tuple(x.shape))
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

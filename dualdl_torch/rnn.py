@@ -14,8 +14,8 @@ from torch.nn.utils.rnn import PackedSequence
 
 from dualdl.nn.layout import resolve_batch_first
 from dualdl.nn.rnn_checks import RNNCellChecks, RNNChecks, check_rnn_state
-
-__all__ = ["LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def resolve_layout(name: str, batch_first: Optional[bool], layout: Optional[str]) -> bool:
@@ -26,7 +26,7 @@ def _dtype_name(d: torch.dtype) -> str:
     return str(d).rsplit(".", 1)[-1]          # torch.float32 -> "float32", numpy's name
 
 
-class _Checked(RNNChecks):
+class _Checked(Layer, RNNChecks):
     """Input and state checks shared by LSTM/GRU/RNN (mixed in before the torch class)."""
     _state_labels: Tuple[str, ...] = ("h",)
 
@@ -71,7 +71,6 @@ class _Checked(RNNChecks):
 
 class LSTM(_Checked, torch.nn.LSTM):
     """``torch.nn.LSTM`` with ``layout=``; ``forward(x, (h, c)) -> (output, (h, c))``."""
-    _dl_layer = "LSTM"
     _state_labels = ("h", "c")
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
@@ -89,7 +88,6 @@ class LSTM(_Checked, torch.nn.LSTM):
 
 class GRU(_Checked, torch.nn.GRU):
     """``torch.nn.GRU`` with ``layout=``; ``forward(x, h) -> (output, h)``."""
-    _dl_layer = "GRU"
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
@@ -106,7 +104,6 @@ class GRU(_Checked, torch.nn.GRU):
 
 class RNN(_Checked, torch.nn.RNN):
     """``torch.nn.RNN`` (Elman, tanh by default) with ``layout=``; ``forward(x, h) -> (output, h)``."""
-    _dl_layer = "RNN"
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
@@ -124,9 +121,8 @@ class RNN(_Checked, torch.nn.RNN):
         return super().forward(input, hx)
 
 
-class LSTMCell(RNNCellChecks, torch.nn.LSTMCell):
+class LSTMCell(Layer, RNNCellChecks, torch.nn.LSTMCell):
     """``torch.nn.LSTMCell``: ``forward(x, (h, c)) -> (h', c')``."""
-    _dl_layer = "LSTMCell"
     _n_states = 2
 
     def forward(self, input, hx=None):
@@ -134,19 +130,20 @@ class LSTMCell(RNNCellChecks, torch.nn.LSTMCell):
         return super().forward(input, tuple(hx) if hx is not None else None)
 
 
-class GRUCell(RNNCellChecks, torch.nn.GRUCell):
+class GRUCell(Layer, RNNCellChecks, torch.nn.GRUCell):
     """``torch.nn.GRUCell``: ``forward(x, h) -> h'``."""
-    _dl_layer = "GRUCell"
 
     def forward(self, input, hx=None):
         self._check(input, hx)
         return super().forward(input, hx)
 
 
-class RNNCell(RNNCellChecks, torch.nn.RNNCell):
+class RNNCell(Layer, RNNCellChecks, torch.nn.RNNCell):
     """``torch.nn.RNNCell``: ``forward(x, h) -> h'``."""
-    _dl_layer = "RNNCell"
 
     def forward(self, input, hx=None):
         self._check(input, hx)
         return super().forward(input, hx)
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

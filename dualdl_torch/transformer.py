@@ -25,9 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from dualdl.nn import _transformer as T
-
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "Transformer", "PositionalEncoding"]
+from dualdl.nn.registry import defined_in
+from .base import Layer
 
 
 def _attn_mask_additive(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
@@ -80,12 +79,11 @@ def _to_tnc(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tupl
     return query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
 
 
-class MultiheadAttention(torch.nn.MultiheadAttention):
+class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
     """``torch.nn.MultiheadAttention`` (packed ``in_proj_weight`` (3E, E), ``out_proj``), always on
     torch's reference path. ``key_padding_mask``: True/nonzero = padded key. Masked scores get -1e18
     (finite) on both backends. Only ``kdim == vdim == embed_dim`` without ``add_bias_kv`` /
     ``add_zero_attn`` is supported (what the MXNet build implements)."""
-    _dl_layer = "MultiheadAttention"
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
@@ -150,7 +148,7 @@ def _init_layer(self, base: type, attn: Tuple[str, ...], d_model, nhead, dim_fee
     self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bf
 
 
-class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
+class TransformerEncoderLayer(Layer, torch.nn.TransformerEncoderLayer):
     """``torch.nn.TransformerEncoderLayer`` (post-LN by default, relu/gelu FFN) with the same numbers
     as dualdl's MXNet build.
 
@@ -161,7 +159,6 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
     padding (torch's convention), or as ``valid_length`` (N,) per-sample lengths (Gluon's); padded
     output positions are 0. Always runs torch's reference path (no fused fast path).
     """
-    _dl_layer = "TransformerEncoderLayer"
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
@@ -212,7 +209,7 @@ class TransformerEncoderLayer(torch.nn.TransformerEncoderLayer):
         return _zero_padded(x, pad, self.batch_first)
 
 
-class TransformerEncoder(torch.nn.TransformerEncoder):
+class TransformerEncoder(Layer, torch.nn.TransformerEncoder):
     """``torch.nn.TransformerEncoder``: ``num_layers`` deep copies of ``encoder_layer`` (a
     ``dl.nn.TransformerEncoderLayer``; all start with its weights, as in torch) then ``norm``.
 
@@ -221,7 +218,6 @@ class TransformerEncoder(torch.nn.TransformerEncoder):
     0, also after ``norm``. The nested-tensor fast path is never used: ``enable_nested_tensor`` is
     accepted for torch's signature, and True is ignored with a warning.
     """
-    _dl_layer = "TransformerEncoder"
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
                  norm: Optional[torch.nn.Module] = None, enable_nested_tensor: bool = False,
@@ -263,13 +259,12 @@ def _check_decoder_call(who: str, d_model: int, nhead: int, batch_first: bool, t
                            bool(tgt_is_causal), bool(memory_is_causal))
 
 
-class TransformerDecoderLayer(torch.nn.TransformerDecoderLayer):
+class TransformerDecoderLayer(Layer, torch.nn.TransformerDecoderLayer):
     """``torch.nn.TransformerDecoderLayer`` (self-attention, cross-attention on ``memory``, FFN;
     post-LN unless ``norm_first``) with dualdl's masking (bool True = blocked, float added, masked
     scores -1e18; key padding masks nonzero = pad) and checked shapes. forward(tgt, memory,
     tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=False, memory_is_causal=False). ``layout='NTC'|'TNC'`` may replace ``batch_first``."""
-    _dl_layer = "TransformerDecoderLayer"
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
@@ -294,12 +289,11 @@ class TransformerDecoderLayer(torch.nn.TransformerDecoderLayer):
                                memory_key_padding_mask, tgt_is_causal, memory_is_causal)
 
 
-class TransformerDecoder(torch.nn.TransformerDecoder):
+class TransformerDecoder(Layer, torch.nn.TransformerDecoder):
     """``torch.nn.TransformerDecoder``: ``num_layers`` deep copies of ``decoder_layer`` (a
     ``dl.nn.TransformerDecoderLayer``; all start with its weights) then ``norm``. forward(tgt, memory,
     tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=None, memory_is_causal=False); ``tgt_is_causal=None`` detects a causal mask, as torch."""
-    _dl_layer = "TransformerDecoder"
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
                  norm: Optional[torch.nn.Module] = None) -> None:
@@ -324,7 +318,7 @@ class TransformerDecoder(torch.nn.TransformerDecoder):
                                memory_key_padding_mask, tgt_is_causal, memory_is_causal)
 
 
-class Transformer(torch.nn.Transformer):
+class Transformer(Layer, torch.nn.Transformer):
     """``torch.nn.Transformer`` built from dualdl's ``TransformerEncoder`` (+ final LayerNorm) and
     ``TransformerDecoder`` (+ final LayerNorm), then torch's xavier-uniform re-init of every
     parameter with more than one axis (the same draws as torch under the same seed). forward(src, tgt,
@@ -332,7 +326,6 @@ class Transformer(torch.nn.Transformer):
     memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
     Padded memory positions are 0 (dualdl's encoder); pass ``memory_key_padding_mask`` too, as torch's
     docs advise, and they are never attended to."""
-    _dl_layer = "Transformer"
 
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
                  num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
@@ -380,12 +373,11 @@ class Transformer(torch.nn.Transformer):
         return torch.from_numpy(T.causal_mask(sz)).to(device=device, dtype=dtype or torch.get_default_dtype())
 
 
-class PositionalEncoding(torch.nn.Module):
+class PositionalEncoding(Layer, torch.nn.Module):
     """``x * sqrt(d_model)`` (if ``scale``) ``+ pe[:T]``, then dropout. ``style='vaswani'`` is the
     standard table (PyTorch tutorials), ``'gluonnlp'`` reproduces gluonnlp 0.10's encoder table
     (see :func:`dualdl.nn._transformer.sinusoid_table`). Buffer ``pe`` is (max_len, d_model).
     T > max_len raises (gluonnlp silently reused the last row)."""
-    _dl_layer = "PositionalEncoding"
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, style: str = "vaswani",
                  scale: bool = False, batch_first: Optional[bool] = None, layout: Optional[str] = None) -> None:
@@ -412,3 +404,6 @@ class PositionalEncoding(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, max_len={self.max_len}, style={self.style!r}, scale={self.scale}, "
                 f"batch_first={self.batch_first}")
+
+
+__all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -1,6 +1,10 @@
-"""Regenerate dualdl/nn/layer_docs.py (torch 2.13's summary line and Args/Shape sections of every
-declared layer torch.nn has) from torch's docstrings: ``python tests/layer_docs_gen.py``.
-tests/test_layer_contract.py checks that the stored text is what this produces."""
+"""Regenerate what is made from ``dualdl.nn.layers.LAYERS``: ``python tests/layer_docs_gen.py``.
+
+- dualdl/nn/layer_docs.py: torch 2.13's summary line and Args/Shape sections of every declared
+  layer torch.nn has, from torch's docstrings (tests/test_layer_contract.py checks the stored text);
+- the layer table of docs/models.md ("Layers and what each one hides"), between its marker
+  comments: each layer's MXNet/Gluon difference, ``LAYERS[name].mxnet`` text for text
+  (tests/test_docs.py checks the page)."""
 from __future__ import annotations
 
 import inspect
@@ -8,7 +12,11 @@ import pathlib
 import re
 from typing import Dict, Tuple
 
-OUT = pathlib.Path(__file__).resolve().parents[1] / "dualdl" / "nn" / "layer_docs.py"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OUT = ROOT / "dualdl" / "nn" / "layer_docs.py"
+MODELS = ROOT / "docs" / "models.md"
+TABLE_BEGIN = "<!-- layer table: generated from dualdl.nn.layers.LAYERS by tests/layer_docs_gen.py; do not edit -->"
+TABLE_END = "<!-- end of the generated layer table -->"
 _SECTIONS = ("Args", "Arguments", "Shape", "Inputs", "Outputs")
 
 
@@ -40,6 +48,31 @@ def render(docs: Dict[str, Tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(text: str) -> str:
+    """A table cell: ``|`` escaped, a ``docs/page.md#anchor`` reference made a link."""
+    return re.sub(r"(?<![\w/])docs/([\w-]+\.md)(#[\w-]+)?",
+                  lambda m: f"[docs/{m.group(1)}]({m.group(1)}{m.group(2) or ''})", text.replace("|", "\\|"))
+
+
+def layer_table() -> str:
+    """The markdown table of every declared layer and what MXNet/Gluon does differently, in LAYERS order."""
+    from dualdl.nn.layers import LAYERS
+    rows = ["| Layer | MXNet/Gluon difference hidden |", "|---|---|"]
+    rows += [f"| `{name}` | {_cell(getattr(decl, 'mxnet', decl))} |" for name, decl in LAYERS.items()]
+    return "\n".join(rows) + "\n"
+
+
+def with_layer_table(page: str) -> str:
+    """``page`` (docs/models.md's text) with the generated table between the marker comments."""
+    head, found, rest = page.partition(TABLE_BEGIN + "\n")
+    _, found_end, tail = rest.partition(TABLE_END)
+    if not (found and found_end):
+        raise ValueError(f"{MODELS}: the layer table's markers are missing ({TABLE_BEGIN} ... {TABLE_END})")
+    return head + TABLE_BEGIN + "\n" + layer_table() + TABLE_END + tail
+
+
 if __name__ == "__main__":
     OUT.write_text(render(torch_docs()))
     print(f"wrote {OUT}")
+    MODELS.write_text(with_layer_table(MODELS.read_text()))
+    print(f"wrote the layer table of {MODELS}")

@@ -1,7 +1,8 @@
-"""The layer contract (dualdl/nn/layers.py LAYERS): every declared layer exists on both adapters,
-each adapter's class takes exactly the declared signature, the declaration is torch 2.13's
-signature (departures named in ``Declaration.dualdl``), calls are bound once with torch's wording,
-and what an adapter cannot honour is refused clearly (``_dl_cannot``)."""
+"""The layer contract (dualdl/nn/layers.py LAYERS): every declared layer exists on both adapters
+(each adapter's layer classes register by class name, dualdl/nn/registry.py, and no other public
+layer class exists), each adapter's class takes exactly the declared signature, the declaration is
+torch 2.13's signature (departures named in ``Declaration.dualdl``), calls are bound once with
+torch's wording, and what an adapter cannot honour is refused clearly (``_dl_cannot``)."""
 import inspect
 import time
 
@@ -15,6 +16,9 @@ import dualdl_torch.nn as TO
 from dualdl.nn.layer_docs import TORCH_DOCS
 from dualdl.nn.declaration import Declaration
 from dualdl.nn.layers import LAYERS
+from dualdl.nn import registry
+from dualdl_mx.base import Layer as MXLayer
+from dualdl_torch.base import Layer as TorchLayer
 
 from layer_docs_gen import torch_docs
 
@@ -60,6 +64,36 @@ def test_every_declared_layer_exists_on_both_adapters(name):
     for nn in (TO, MX):
         cls = getattr(nn, name)
         assert cls._dl_layer == name and name in nn.__all__
+        assert registry.adapter_layers(nn.__package__)[name] is cls
+
+
+@pytest.mark.parametrize("adapter", [TO, MX], ids=["torch", "mxnet"])
+def test_every_adapter_layer_is_declared(adapter):
+    """A public layer class of an adapter whose name LAYERS does not declare is not registered and
+    fails here (declare it, or name it with a leading ``_`` if it is a shared base)."""
+    assert registry.undeclared(adapter.__package__) == []
+    layers = registry.adapter_layers(adapter.__package__)
+    assert sorted(layers) == NAMES
+    assert set(adapter.__all__) == set(layers) | {"Module", "make_parameter", "factory_kwargs"} | \
+        ({"shape_error"} if adapter is TO else {"Layer"})
+
+
+@pytest.mark.parametrize("base,package", [(TorchLayer, "dualdl_torch"), (MXLayer, "dualdl_mx")],
+                         ids=["torch", "mxnet"])
+def test_layer_classes_register_by_class_name(base, package, monkeypatch):
+    monkeypatch.setattr(registry, "_LAYERS", {})
+    monkeypatch.setattr(registry, "_UNDECLARED", {})
+    name, here = NAMES[0], {"__module__": f"{package}.probe"}
+    shared = type("_Shared", (base,), dict(here))               # a private base: not a layer
+    built = type(name, (shared,), dict(here))                   # built dynamically, as torch's activations
+    odd = type("NotDeclared", (shared,), dict(here))
+    users = type(name, (built,), {"__module__": "users_code"})  # outside the adapter: not registered
+    assert registry.adapter_layers(package) == {name: built} and built._dl_layer == name
+    assert getattr(shared, "_dl_layer", None) is None and getattr(odd, "_dl_layer", None) is None
+    assert registry.undeclared(package) == [f"{package}.probe.NotDeclared"]
+    assert users._dl_layer == name and registry.defined_in(f"{package}.probe") == [name]
+    with pytest.raises(TypeError, match=f"{package} already has the layer {name}"):
+        type(name, (shared,), {"__module__": f"{package}.other"})
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -130,19 +164,18 @@ def test_wrong_calls_fail_as_torch_on_both_backends(name, args, kwargs):
         assert str(err.value) == want, be
 
 
-MINIMAL = {"Linear": (3, 4), "Conv1d": (2, 3, 3), "Conv2d": (2, 3, 3), "BatchNorm1d": (3,),
-           "BatchNorm2d": (3,), "LayerNorm": (4,), "Embedding": (6, 4), "MultiheadAttention": (4, 2),
-           "TransformerEncoderLayer": (4, 2, 8), "LSTM": (3, 4), "GRU": (3, 4), "RNN": (3, 4),
-           "LSTMCell": (3, 4), "GRUCell": (3, 4), "RNNCell": (3, 4), "Conv3d": (2, 3, 3),
-           "ConvTranspose1d": (2, 3, 3), "ConvTranspose2d": (2, 3, 3), "BatchNorm3d": (3,),
-           "GroupNorm": (2, 4), "InstanceNorm1d": (3, 1e-5, 0.1, True), "InstanceNorm2d": (3, 1e-5, 0.1, True),
-           "PReLU": (),
-           "TransformerDecoderLayer": (4, 2, 8), "Transformer": (4, 2, 1, 1, 8), "EmbeddingBag": (6, 4)}
+FACTORY = [n for n in NAMES if isinstance(LAYERS[n], Declaration)
+           and "dtype" in dict((p[0], p) for p in declared(n))]
+MINIMAL = {n: LAYERS[n].example for n in FACTORY}       # layer(..., example=...): a small instance
 
 
-def test_every_layer_with_factory_arguments_is_in_the_dtype_test():
-    with_factory = {n for n in NAMES if "dtype" in dict((p[0], p) for p in declared(n))}
-    assert with_factory == set(MINIMAL)
+@pytest.mark.parametrize("name", FACTORY)
+def test_every_layer_with_factory_arguments_has_an_example(name):
+    """The dtype test below builds ``LAYERS[name].example`` on both backends: it must bind."""
+    try:
+        LAYERS[name].bind(name, MINIMAL[name], {})
+    except TypeError as e:
+        pytest.fail(f"{name}: give its declaration example=(positional args of a small instance): {e}")
 
 
 @pytest.mark.parametrize("name", sorted(MINIMAL))

@@ -25,12 +25,15 @@ class Declaration:
     what MXNet/Gluon does differently that the MXNet adapter hides; ``dualdl`` names each parameter
     whose name or default departs from torch's, with the reason; ``torch`` is False for a layer
     torch.nn does not have (dualdl's own), whose ``doc`` then gives its summary and Args/Shape
-    sections (torch's are stored in layer_docs.py)."""
+    sections (torch's are stored in layer_docs.py); ``example`` is the positional arguments of a
+    small instance that has parameters, for the contract tests (``device=``/``dtype=`` on both
+    backends; needed where the signature has required parameters and ``device``/``dtype``)."""
     signature: str
     mxnet: str
     dualdl: Mapping[str, str] = field(default_factory=dict)
     torch: bool = True
     doc: Tuple[str, str] = ("", "")
+    example: tuple = ()
 
     def compile(self, name: str) -> Tuple[inspect.Signature, Callable[..., Dict[str, Any]]]:
         """The ``inspect.Signature`` and the binder function (built once per layer, then cached)."""
@@ -76,9 +79,9 @@ _COMPILED: Dict[Tuple[str, str], Tuple[inspect.Signature, Callable[..., Dict[str
 
 
 def layer(signature: str, mxnet: str, dualdl: Optional[Mapping[str, str]] = None,
-          torch: bool = True, doc: Tuple[str, str] = ("", "")) -> Declaration:
+          torch: bool = True, doc: Tuple[str, str] = ("", ""), example: tuple = ()) -> Declaration:
     """Declare a layer (see :class:`Declaration`); the registry is ``dualdl.nn.layers.LAYERS``."""
-    return Declaration(signature, mxnet, dict(dualdl or {}), torch, doc)
+    return Declaration(signature, mxnet, dict(dualdl or {}), torch, doc, tuple(example))
 
 
 def _matches(value: Any, refused: Any) -> bool:
