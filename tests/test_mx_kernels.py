@@ -371,7 +371,7 @@ def _train_twice(m, x_np, hybrid):
 def test_batchnorm_then_relu_in_one_pass_bit_for_bit(hybrid):
     """In a Sequential, BatchNorm followed by ReLU runs as one kernel pass: outputs, gradients
     and running statistics equal the separate layers bit for bit (two steps, eager and hybridized)."""
-    from dualdl_mx.containers import _absorbs_pool, _absorbs_relu
+    from dualdl_mx.fast.sequential import _absorbs_pool, _absorbs_relu
     assert kernels.available()
     fused = _cnn(False)
     assert _absorbs_relu(fused[1], fused[2], nd.zeros((1,)))
@@ -513,7 +513,7 @@ def test_batchnorm_relu_maxpool_nan_is_torchs(width, pool):
 def test_pools_the_kernel_does_not_take_stay_apart(kw):
     """Overlapping windows, padding, ceil_mode or a hook on the MaxPool2d: it runs as its own layer
     (the BatchNorm still computes the ReLU), with the separate layers' numbers."""
-    from dualdl_mx.containers import _absorbs_pool
+    from dualdl_mx.fast.sequential import _absorbs_pool
     kw = dict(kw)
     hook = kw.pop("hook", False)
     pool = kw.pop("kernel_size")
@@ -563,7 +563,7 @@ def test_fused_pool_where_the_kernel_does_not_run(case):
 def test_a_batchnorm_subclass_with_its_own_forward_keeps_relu_and_pool_apart():
     """A subclass of the MXNet BatchNorm2d with a hybrid_forward of its own would not apply a relu
     or pool it was asked to: the Sequential calls the ReLU and the MaxPool2d itself."""
-    from dualdl_mx.containers import _absorbs_relu
+    from dualdl_mx.fast.sequential import _absorbs_relu
     from dualdl_mx.norm import BatchNorm2d
 
     class Doubling(BatchNorm2d):

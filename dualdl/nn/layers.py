@@ -102,8 +102,8 @@ LAYERS = {
         'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
         "As BatchNorm1d. Hybridized: F.BatchNorm(momentum=1-m), running var unbiased as torch's (1.2e-7 "
         "after one step); the running stats are updated by the fused op at backward, only inside "
-        "autograd.record(). In a `Sequential`, a BatchNorm followed by `ReLU` (no hooks on either) computes"
-        " the relu in its kernel's pass on CPU: the same numbers bit for bit on finite inputs, torch's "
+        "autograd.record(). Fast forms (dualdl_mx/fast, off with `DUALDL_MX_FAST=0`): in a `Sequential`, a "
+        "BatchNorm followed by `ReLU` (no hooks on either) computes the relu in its kernel's pass on CPU: the same numbers bit for bit on finite inputs, torch's "
         "gradient at NaN. A `MaxPool2d` after that ReLU with windows that do not overlap (stride = kernel, "
         "no padding, floor) joins the same pass: bit for bit the separate layers on finite inputs, torch's "
         "NaN (where MXNet's pooling drops it).",
@@ -162,7 +162,7 @@ LAYERS = {
         'inplace=False',
         "Gluon: Activation('relu'), which maps NaN to 0 in MKLDNN; here NaN is kept, as torch. On float32 "
         "feature maps (3+ dims eager; in a graph, after a Convolution, BatchNorm, Pooling or activation; "
-        "also `ops.relu`): MKLDNN's ELU with slope -0.0, which keeps the convolution's layout, with torch's"
+        "also `ops.relu`) its fast form (off with `DUALDL_MX_FAST=0`) is MKLDNN's ELU with slope -0.0, which keeps the convolution's layout, with torch's"
         " values and input gradients (1 at NaN) except gradient 0 for 0 < x <= 6e-8 (torch: 1); zeros may "
         "differ in sign. Elsewhere MXNet's relu op (gradient NaN at NaN). In a graph, a relu output that "
         "goes into a max pooling runs MKLDNN's Activation on that path, and so does a Sequential's ReLU "
