@@ -1,20 +1,22 @@
 """Emit the PyTorch module source: one ``nn.Module`` class per Gluon block class (a variant per
 distinct structure), child attribute names kept, numbers that differ between instances of a class
 turned into constructor arguments, leaf layers as torch layers, ``forward`` from the traced graph.
+
+This module walks the block tree and writes the classes and the file; ``render`` turns names and
+constructor calls into source text, ``forward`` writes the body of each ``forward``.
 """
 from __future__ import annotations
 
-import keyword
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
+from .forward import ForwardWriter
 from .leaves import builtin_leaf
-from .ops import Expr, NeedsName, OpNode, translate_op
 from .registry import Call, Leaf, block_translation
-from .trace import Graph, T, flatten_struct, nested_var_name, trace_block
+from .render import Ref, _attr_path, _camel, _ident, _is_number, _join, _refs, _render, _render_args, _with_comment
+from .trace import T, flatten_struct, trace_block
 
 __all__ = ["Generator", "MapEntry"]
 
@@ -63,19 +65,6 @@ class Instance:
     forward: List[str] = field(default_factory=list)
     signature: List[str] = field(default_factory=list)
     untraced: str = ""
-
-
-def _ident(name: str) -> str:
-    s = re.sub(r"\W", "_", name)
-    if not s or s[0].isdigit():
-        s = "m_" + s
-    return s + "_" if keyword.iskeyword(s) else s
-
-
-def _camel(name: str) -> str:
-    parts = re.split(r"[^0-9A-Za-z]+", name)
-    s = "".join(p[:1].upper() + p[1:] for p in parts if p)
-    return _ident(s or "Translated")
 
 
 class Generator:
@@ -134,7 +123,6 @@ class Generator:
     # ---- constructors ----
     def ctor(self, block: Any, path: str, tpath: str) -> Call:
         kind = self.kind(block)
-        cname = type(block).__name__
         if kind == "leaf":
             leaf = self.leaf(block, path)
             if leaf.pre or leaf.post:
@@ -387,42 +375,6 @@ def _untraced_msg(block, path, reason):
             f"Write its forward by hand; its children are translated.")
 
 
-def _join(a: str, b: str) -> str:
-    return f"{a}.{b}" if a else b
-
-
-def _attr_path(key: str) -> str:
-    out = "self"
-    for part in key.split("."):
-        out += f"[{part}]" if part.isdigit() else f".{part}"
-    return out
-
-
-class Ref(Call):
-    """A constructor call of a translated class, filled in once its class variant is known."""
-    block: Any = None
-
-
-def _refs(v):
-    if isinstance(v, Ref):
-        yield v
-    if isinstance(v, Call):
-        for a in list(v.args) + [a for _, a in v.kwargs]:
-            yield from _refs(a)
-
-
-def _with_comment(call: Call, comment: str) -> Call:
-    return Call(call.fn, list(call.args), list(call.kwargs), list(call.names), comment or call.comment)
-
-
-def _is_number(v) -> bool:
-    if isinstance(v, bool):
-        return False
-    if isinstance(v, (int, float)):
-        return True
-    return isinstance(v, tuple) and v and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
-
-
 def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
     """(slot path, value, label) for every numeric literal in an instance's constructor calls."""
     out = []
@@ -441,268 +393,3 @@ def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
     for attr, call in inst.init:
         go(call, (attr,), attr)
     return out
-
-
-def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=False, seen=None) -> str:
-    """Source of a constructor call; numeric literal number i becomes names[i] where given."""
-    state = {"i": 0} if counter is None else None
-
-    def lit(v):
-        if skeleton:
-            return "#"
-        idx = counter[0] if counter is not None else state["i"]
-        if counter is not None:
-            counter[0] += 1
-        else:
-            state["i"] += 1
-        return names.get(idx, repr(v))
-
-    def val(v, ind):
-        if isinstance(v, Call):
-            return one(v, ind)
-        if _is_number(v):
-            return lit(v)
-        return repr(v)
-
-    def one(c: Call, ind: int) -> str:
-        nested = any(isinstance(a, Call) for a in c.args)
-        if not nested:
-            parts = [val(a, ind) for a in c.args] + [f"{k}={val(a, ind)}" for k, a in c.kwargs]
-            return f"{c.fn}({', '.join(parts)})"
-        pad = " " * (ind + 4)
-        rows = []
-        for a in c.args:
-            text = val(a, ind + 4)
-            comment = a.comment if isinstance(a, Call) else ""
-            if comment and seen is not None and comment not in seen:
-                seen.add(comment)
-                rows.append(f"{pad}{text},  # {comment}")
-            else:
-                rows.append(f"{pad}{text},")
-        rows += [f"{pad}{k}={val(a, ind + 4)}," for k, a in c.kwargs]
-        return f"{c.fn}(\n" + "\n".join(rows) + f"\n{' ' * ind})"
-
-    text = one(call, indent)
-    if call.comment and seen is not None and call.comment not in seen and "\n" not in text:
-        seen.add(call.comment)
-        text += f"  # {call.comment}"
-    return text
-
-
-def _render_args(call: Call, indent: int) -> str:
-    text = _render(call, indent, {}, None, seen=set())
-    return text[len(call.fn) + 1:-1]
-
-
-class ForwardWriter:
-    """Turn a traced ``Graph`` into the statements of ``forward``."""
-
-    def __init__(self, gen: Generator, block: Any, path: str, graph: Graph):
-        self.gen, self.block, self.path, self.g = gen, block, path, graph
-        self.cls = type(block).__name__
-        self.lines: List[str] = []
-        self.values: Dict[Tuple[int, int], Expr] = {}
-        self.used_names = set(graph.in_names) | {"self", "torch", "nn", "F"}
-        self.comments_seen: set = set()
-
-    def write(self) -> Tuple[List[str], List[str]]:
-        g = self.g
-        nodes = g.nodes
-        self.gen.ops.update(n["op"] for n in nodes if n["op"] != "null")
-        # where each var node comes from
-        self.var_of: Dict[int, Tuple[str, Any]] = {}
-        in_index = {}
-        for i, s in enumerate(g.in_struct):
-            if isinstance(s, (list, tuple)):
-                for j, _ in enumerate(flatten_struct(s)):
-                    in_index[f"__in{i}" + _path_suffix(s, j)] = f"{g.in_names[i]}{_index_suffix(s, j)}"
-            else:
-                in_index[f"__in{i}"] = g.in_names[i]
-        self.call_of_var: Dict[str, Tuple[int, int]] = {}
-        for ci, c in enumerate(g.calls):
-            for j, _ in enumerate(flatten_struct(c.out_struct)):
-                self.call_of_var[f"__call{ci}_{j}"] = (ci, j)
-        for nid, n in enumerate(nodes):
-            if n["op"] != "null":
-                continue
-            name = n["name"]
-            if name in in_index:
-                self.values[(nid, 0)] = Expr(in_index[name])
-            elif name in g.params:
-                self.values[(nid, 0)] = Expr(f"self.{_ident(g.params[name])}")
-        # use counts
-        self.uses: Dict[Tuple[int, int], int] = {}
-        for n in nodes:
-            for inp in n.get("inputs", []):
-                self.uses[(inp[0], inp[1])] = self.uses.get((inp[0], inp[1]), 0) + 1
-        for h in g.heads:
-            self.uses[h] = self.uses.get(h, 0) + 1
-        self.call_done: Dict[int, List[str]] = {}
-        self.emitted: Dict[int, bool] = {}
-        call_heads = g.heads[g.n_outputs:]
-        pos = 0
-        self.call_args: List[List[Tuple[int, int]]] = []
-        for c in g.calls:
-            k = len([s for s in flatten_struct(c.args) if s is not None])
-            self.call_args.append(call_heads[pos:pos + k])
-            pos += k
-        for ci in range(len(g.calls)):
-            self.emit_call(ci)
-        outs = [self.expr(h) for h in g.heads[:g.n_outputs]]
-        self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
-        # an argument Gluon received as None (an optional begin state) stays optional and unused
-        last = max([i for i, v in enumerate(g.in_struct) if v is not None], default=-1)
-        return [n if i <= last else f"{n}=None" for i, n in enumerate(g.in_names)], self.lines
-
-    def node_of(self, ref):
-        return self.g.nodes[ref[0]]
-
-    def expr(self, ref: Tuple[int, int]) -> Expr:
-        if ref in self.values:
-            return self.values[ref]
-        n = self.node_of(ref)
-        if n["op"] == "null":
-            name = n["name"]
-            if name in self.call_of_var:
-                ci, j = self.call_of_var[name]
-                self.emit_call(ci)
-                return Expr(self.call_done[ci][j])
-            raise TranslationError(f"input {name!r} is neither an argument, a parameter of the block nor a "
-                                   f"child's output (a constant created inside hybrid_forward?)",
-                                   block=self.cls, path=self.path)
-        args = [self.expr((i[0], i[1])) for i in n.get("inputs", [])]
-        node = OpNode(n["op"], n["name"], n.get("attrs", {}),
-                      [self.g.shapes.get((i[0], i[1])) for i in n.get("inputs", [])],
-                      [self.g.shapes.get((ref[0], k)) for k in range(4)], self.cls, self.path)
-        try:
-            e = translate_op(node, args)
-        except NeedsName:
-            for k, (a, i) in enumerate(zip(args, n.get("inputs", []))):
-                if not a.text.isidentifier():
-                    op = self.node_of((i[0], i[1]))["op"]
-                    var = self.new_name(a.text.split(".")[-1] if op == "null" else _short(op))
-                    self.lines.append(f"{var} = {a.text}")
-                    args[k] = self.values[(i[0], i[1])] = Expr(var)
-            e = translate_op(node, args)
-        for h in e.helpers:
-            self.gen.helpers.setdefault(h, h)
-        n_out = _n_outputs(n)
-        if n_out > 1:
-            var = self.new_name(_short(n["op"]))
-            self.lines.append(f"{var} = {e.text}")
-            for k in range(n_out):
-                self.values[(ref[0], k)] = Expr(f"{var}[{k}]")
-            return self.values[ref]
-        if self.uses.get(ref, 0) > 1 or len(e.text) > 70:
-            var = self.new_name(_short(n["op"]))
-            self.lines.append(f"{var} = {e.text}")
-            e = Expr(var)
-        self.values[ref] = e
-        return e
-
-    def new_name(self, base: str) -> str:
-        base = _ident(base)
-        name, k = base, 1
-        while name in self.used_names:
-            name, k = f"{base}_{k}", k + 1
-        self.used_names.add(name)
-        return name
-
-    def emit_call(self, ci: int) -> None:
-        if ci in self.call_done:
-            return
-        c = self.g.calls[ci]
-        child = self.block
-        for part in c.child.split("."):
-            child = child._children[part]
-        leaf = self.gen.leaves.get(id(child))
-        n_in = getattr(leaf, "n_inputs", None)
-        if n_in is not None:   # Gluon's RNN __call__ adds zero begin states the torch layer does not need
-            c.args = c.args[:n_in]
-        n_flat = len([s for s in flatten_struct(c.args) if s is not None])
-        zero_states = False
-        if getattr(leaf, "states_out", None) and n_flat > 1 and all(
-                self.node_of(h)["op"] in ("_zeros", "zeros") for h in self.call_args[ci][1:n_flat]):
-            zero_states, n_flat = True, 1    # Gluon's zero begin states are torch's default
-        arg_exprs = [self.expr(h) for h in self.call_args[ci][:n_flat]]
-        if zero_states:
-            c.args = c.args[:1]
-        it = iter(arg_exprs)
-
-        def fill(s):
-            if s is None:
-                return "None"
-            if isinstance(s, (list, tuple)):
-                inner = [fill(v) for v in s]
-                return "[" + ", ".join(inner) + "]" if isinstance(s, list) else "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
-            return next(it).text
-        args = [fill(a) for a in c.args]
-        attr = _attr_path(".".join(p if p.isdigit() else _ident(p) for p in c.child.split(".")))
-        comment = ""
-        flat_out = flatten_struct(c.out_struct)
-        if leaf is not None:
-            x = args[0]
-            for s in leaf.pre:
-                x = s.expr.format(x=x)
-                comment = comment or s.comment
-            rest = ", ".join(args[1:])
-            rest_tuple = f"({rest[1:-1]})" if rest.startswith("[") and rest.endswith("]") else f"tuple({rest})"
-            call = "{m}({x})" if zero_states else leaf.call
-            text = call.format(m=attr, args=", ".join([x] + args[1:]), x=x, rest=rest, rest_tuple=rest_tuple)
-            comment = comment or ("Gluon passes zero begin states: torch's default" if zero_states
-                                  else leaf.call_comment)
-            for s in leaf.post:
-                text = s.expr.format(x=text)
-                comment = comment or s.comment
-            if getattr(leaf, "states_out", None) in ("gru", "rnn_relu", "rnn_tanh") and len(flat_out) == 2:
-                names = [self.new_name(_ident(c.child)), self.new_name(_ident(c.child) + "_state")]
-                self.lines.append(f"{names[0]}, {names[1]} = {text}" + _cmt(comment, self.comments_seen))
-                self.call_done[ci] = names
-                return
-        else:
-            text = f"{attr}({', '.join(args)})"
-        names = [self.new_name(_ident(c.child) if k == 0 else f"{_ident(c.child)}_{k}") for k in range(len(flat_out))]
-        target = _pack(c.out_struct, names, top=True)
-        self.lines.append(f"{target} = {text}" + _cmt(comment, self.comments_seen))
-        self.call_done[ci] = names
-
-
-def _cmt(comment: str, seen: set) -> str:
-    if not comment or comment in seen:
-        return ""
-    seen.add(comment)
-    return f"  # {comment}"
-
-
-def _pack(struct, names: List[str], top: bool = False) -> str:
-    it = iter(names)
-
-    def go(s, depth):
-        if isinstance(s, (list, tuple)):
-            inner = [go(v, depth + 1) for v in s]
-            body = ", ".join(inner) + ("," if len(inner) == 1 else "")
-            return body if depth == 0 else f"({body})"
-        return next(it)
-    return go(struct, 0)
-
-
-def _n_outputs(n) -> int:
-    op = n["op"]
-    attrs = n.get("attrs", {})
-    if op in ("SliceChannel", "split"):
-        return int(attrs["num_outputs"])
-    return 1
-
-
-def _short(op: str) -> str:
-    return {"elemwise_add": "add", "broadcast_add": "add", "_plus": "add", "Concat": "cat", "concat": "cat",
-            "Activation": "act", "Reshape": "reshaped", "reshape": "reshaped", "SliceChannel": "parts",
-            "split": "parts", "transpose": "permuted", "Flatten": "flat", "flatten": "flat"}.get(op, op.strip("_").lower())
-
-
-def _path_suffix(s, j) -> str:
-    return nested_var_name("", s, j)
-
-
-def _index_suffix(s, j) -> str:
-    return "".join(f"[{p}]" for p in _path_suffix(s, j).split("__") if p)
