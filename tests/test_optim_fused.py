@@ -278,7 +278,7 @@ def test_mxnet_pick_with_the_target_array_is_bit_identical():
 # ---- MXNet multi-tensor SGD (one multi_sgd_mom_update per chunk of parameters) ------------------
 def test_size_chunks_bound_the_kernels_wasted_work_and_its_60_tensor_limit():
     from dualdl_mx.fast.invoke import MULTI_MAX
-    from dualdl_mx.optim import _MULTI_SLACK, _size_chunks
+    from dualdl_mx.optim_multi import _MULTI_SLACK, _size_chunks
     rng = np.random.default_rng(0)
     for sizes in ([16384, 8192, 1280, 128, 128, 10], [1 << 20] + [10] * 9, [7] * 130,
                   rng.integers(1, 300000, 200).tolist()):
