@@ -34,23 +34,15 @@ class _ConvNd(Layer):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple,
                  stride: IntOrTuple = 1, padding: Union[str, IntOrTuple] = 0, dilation: IntOrTuple = 1,
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__()
-        n, name = self._n, type(self).__name__
-        C.check_conv_args(name, in_channels, out_channels, groups)
-        if padding_mode not in ("zeros", "reflect", "replicate"):
-            raise NotImplementedError(f"{name}: padding_mode={padding_mode!r} is not available on the "
-                                      f"mxnet backend ('zeros', 'reflect' and 'replicate' are)")
+        super().__init__()              # arguments checked by dualdl.nn.arguments, circular refused above
+        n = self._n
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = to_tuple(kernel_size, n, "kernel_size")
         self.stride = to_tuple(stride, n, "stride")
         self.dilation = to_tuple(dilation, n, "dilation")
         self.padding_mode = padding_mode
         self._crop_first = (False,) * n
-        if isinstance(padding, str):
-            if padding not in ("same", "valid"):
-                raise ValueError(f"{name}: padding must be 'same', 'valid', an int or a tuple, got {padding!r}")
-            if padding == "same" and any(s != 1 for s in self.stride):
-                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+        if isinstance(padding, str):                # 'same' (stride 1) or 'valid'
             self.padding = padding
             self._sides = C.conv_sides(padding, self.kernel_size, self.dilation)  # torch: total//2 before
             # MXNet pads symmetrically: pad the larger side on both ends, drop the first output.
@@ -131,16 +123,14 @@ class _ConvTransposeNd(Layer):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1,
                  padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True,
                  dilation: IntOrTuple = 1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__()
-        n, name = self._n, type(self).__name__
+        super().__init__()              # arguments checked by dualdl.nn.arguments
+        n = self._n
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = to_tuple(kernel_size, n, "kernel_size")
         self.stride = to_tuple(stride, n, "stride")
         self.padding = to_tuple(padding, n, "padding")
         self.output_padding = to_tuple(output_padding, n, "output_padding")
         self.dilation = to_tuple(dilation, n, "dilation")
-        C.check_conv_transpose_args(name, in_channels, out_channels, groups, self.stride, self.dilation,
-                                    self.output_padding, padding_mode)
         self.padding_mode = padding_mode
         # torch: kaiming_uniform(a=sqrt(5)) on (in, out/groups, k...): fan_in = out/groups * prod(k)
         fan_in = self.out_channels // self.groups * int(np.prod(self.kernel_size))

@@ -9,12 +9,6 @@ from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 
 
-def _check_p(name: str, p: float) -> float:
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name}: probability has to be between 0 and 1, but got {p}")
-    return float(p)
-
-
 def dropout(F, x, p: float, training: bool, axes: Tuple[int, ...] = ()):
     """torch's dropout with ``F`` = nd or sym: identity unless ``training``; ``p = 1`` gives
     ``x * 0`` as torch (MXNet's Dropout scales by 1/(1-p): NaN), which keeps the graph connected
@@ -32,8 +26,8 @@ class Dropout(Layer):
     whatever ``autograd.record()`` says (Gluon's Dropout follows ``record()``)."""
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
-        super().__init__()
-        self.p, self.inplace = _check_p(type(self).__name__, p), bool(inplace)
+        super().__init__()              # p in [0, 1]: checked by dualdl.nn.arguments (torch's message)
+        self.p, self.inplace = float(p), bool(inplace)
 
     def hybrid_forward(self, F, x):
         return dropout(F, x, self.p, self.training)

@@ -39,17 +39,19 @@ class Embedding(Layer):
     looked-up rows in place before the lookup, outside autograd, as torch's ``embedding_renorm_``
     (Gluon has no max_norm)."""
     _dl_cannot = {
-        "scale_grad_by_freq": ((True,), "MXNet's Embedding has no gradient scaling by index frequency"),
-        "sparse": ((True,), "torch's sparse gradient has no MXNet counterpart here (Gluon's "
-                            "sparse_grad gives a row_sparse gradient that torch-style optimizers do not take)"),
+        "scale_grad_by_freq": (lambda v, bound: bool(v),
+                               "MXNet's Embedding has no gradient scaling by index frequency"),
+        "sparse": (lambda v, bound: bool(v),
+                   "torch's sparse gradient has no MXNet counterpart here (Gluon's sparse_grad gives a "
+                   "row_sparse gradient that torch-style optimizers do not take)"),
     }
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int] = None,
                  max_norm: Optional[float] = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
                  sparse: bool = False, _weight=None, _freeze: bool = False, device=None, dtype=None) -> None:
-        super().__init__()
+        super().__init__()              # arguments checked by dualdl.nn.arguments (torch's errors)
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        padding_idx = C.check_embedding_padding_idx(self.num_embeddings, padding_idx)
+        padding_idx = None if padding_idx is None else int(padding_idx) % self.num_embeddings   # as torch
         self.padding_idx = padding_idx
         self.max_norm = None if max_norm is None else float(max_norm)
         self.norm_type = float(norm_type)
@@ -57,9 +59,6 @@ class Embedding(Layer):
         shape = (self.num_embeddings, self.embedding_dim)
         if _weight is not None:
             data = _weight.asnumpy() if isinstance(_weight, mx.nd.NDArray) else np.asarray(_weight)
-            if data.shape != shape:
-                raise ValueError(f"Embedding({self.num_embeddings}, {self.embedding_dim}): _weight must have "
-                                 f"shape {shape}, got {data.shape}")
             self.weight = self._dl_new_param("weight", shape, data=data, requires_grad=not _freeze)
             return
         self.weight = self._dl_new_param("weight", shape, init=mx.init.Normal(1.0), requires_grad=not _freeze)
@@ -132,24 +131,25 @@ class EmbeddingBag(Layer):
     padded to the longest one from the offsets (read on the host), so a Symbol input with offsets
     is refused; as an NDArray it also runs hybridized. ``max_norm`` renormalises the looked-up rows
     in place before the lookup, as torch (NDArray input only); scale_grad_by_freq and sparse=True
-    are refused (NotImplementedError)."""
+    are declared refused (``_dl_cannot``)."""
+    _dl_cannot = {
+        "scale_grad_by_freq": (lambda v, bound: bool(v), "no gradient scaling by the inverse bag frequency "
+                                                         "on MXNet"),
+        "sparse": (lambda v, bound: bool(v), "no row-sparse weight gradients here (Gluon's row_sparse "
+                                             "gradient is not what torch-style optimizers take)"),
+    }
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
                  sparse: bool = False, _weight=None, include_last_offset: bool = False,
                  padding_idx: Optional[int] = None, device=None, dtype=None) -> None:
-        super().__init__()
+        super().__init__()              # arguments checked by dualdl.nn.arguments (torch's errors)
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        self.padding_idx = C.check_embedding_bag_args(self.num_embeddings, self.embedding_dim, mode, padding_idx)
+        self.padding_idx = None if padding_idx is None else int(padding_idx) % self.num_embeddings
         self.mode, self.include_last_offset = mode, bool(include_last_offset)
         self.max_norm, self.norm_type = max_norm, float(norm_type)
         self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
-        bad = C.embedding_bag_unsupported(scale_grad_by_freq, sparse)
-        if bad is not None:
-            raise NotImplementedError(f"{self._who()}: {bad} is not supported on the mxnet backend")
         shape = (self.num_embeddings, self.embedding_dim)
-        if _weight is not None and tuple(_weight.shape) != shape:
-            raise ValueError(f"{self._who()}: _weight must have shape {shape}, got {tuple(_weight.shape)}")
         self.weight = self._dl_new_param("weight", shape, dtype=dtype or "float32", init=mx.init.Normal(1.0))
         for d in self.weight.list_data():
             if _weight is not None:

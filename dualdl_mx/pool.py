@@ -2,7 +2,8 @@
 ``ceil_mode``) and adaptive bins."""
 from __future__ import annotations
 
-from typing import Optional
+import numbers
+from typing import Any, Optional, Tuple
 
 import numpy as np
 from mxnet import autograd
@@ -14,6 +15,20 @@ from .activation import relu_into_max_pool
 from .base import Layer, is_ndarray
 from .conv import pad_spatial
 
+# values torch honours and these layers cannot (``_dl_cannot``; invalid values were refused before, as
+# torch refuses them, by dualdl.nn.arguments)
+_RETURN_INDICES = (lambda v, bound: bool(v), "MXNet's pooling operators return no indices")
+_NONE_SIZE = (lambda v, bound: v is None or (isinstance(v, (tuple, list)) and None in v),
+              "None (keep that axis's input size) needs the input's shape, which a hybridized MXNet graph "
+              "does not have; give every output size")
+
+
+def _output_sizes(output_size: Any, n: int) -> Tuple[int, ...]:
+    """An int or n ints as n ints (checked by dualdl.nn.arguments; None refused by ``_dl_cannot``)."""
+    if isinstance(output_size, numbers.Integral):
+        return (int(output_size),) * n
+    return tuple(int(o) for o in output_size)
+
 
 class _PoolNd(Layer):
     _n = 2
@@ -21,12 +36,11 @@ class _PoolNd(Layer):
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
                  padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> None:
-        super().__init__()
-        n, name = self._n, type(self).__name__
+        super().__init__()              # arguments checked by dualdl.nn.arguments
+        n = self._n
         self.kernel_size = to_tuple(kernel_size, n, "kernel_size")
         self.stride = to_tuple(stride if stride is not None else kernel_size, n, "stride")
         self.padding = to_tuple(padding, n, "padding")
-        C.check_pool_args(name, self.kernel_size, self.stride, self.padding)
         self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
 
     def _check(self, x) -> None:
@@ -91,15 +105,12 @@ class _PoolNd(Layer):
 
 class _MaxPoolNd(_PoolNd):
     _type = "max"
+    _dl_cannot = {"dilation": (lambda v, bound: any(d != 1 for d in (v if isinstance(v, (tuple, list)) else [v])),
+                               "MXNet's Pooling has no dilation"),
+                  "return_indices": _RETURN_INDICES}
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
                  dilation: IntOrTuple = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
-        if to_tuple(dilation, self._n, "dilation") != (1,) * self._n:
-            raise NotImplementedError(f"{type(self).__name__}: dilation != 1 is not available on the "
-                                      f"mxnet backend (MXNet's Pooling has no dilation)")
-        if return_indices:
-            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not available on "
-                                      f"the mxnet backend")
         super().__init__(kernel_size, stride, padding, ceil_mode)
         self.dilation, self.return_indices = 1, False
 
@@ -131,13 +142,11 @@ class AvgPool1d(_AvgPoolNd):
 
 class _AvgPoolDivisor(_AvgPoolNd):
     """2-d/3-d average pooling: torch's signature has ``divisor_override`` (MXNet's Pooling has none)."""
+    _dl_cannot = {"divisor_override": (lambda v, bound: v is not None, "MXNet's Pooling has no divisor override")}
 
     def __init__(self, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None, padding: IntOrTuple = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: Optional[int] = None) -> None:
-        if divisor_override is not None:
-            raise NotImplementedError(f"{type(self).__name__}: divisor_override is not available on the "
-                                      f"mxnet backend")
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = None
 
@@ -159,14 +168,11 @@ class AvgPool3d(_AvgPoolDivisor):
 class AdaptiveAvgPool2d(Layer):
     """``torch.nn.AdaptiveAvgPool2d``: (1, 1) is a global average pool; other sizes use
     ``contrib.AdaptiveAvgPooling2D`` (same bins as torch)."""
+    _dl_cannot = {"output_size": _NONE_SIZE}
 
     def __init__(self, output_size: IntOrTuple) -> None:
         super().__init__()
-        output_size = C.adaptive_output_size("AdaptiveAvgPool2d", output_size, 2)
-        if None in output_size:
-            raise NotImplementedError(f"AdaptiveAvgPool2d: output_size must be an int or two ints on the "
-                                      f"mxnet backend (None entries are not supported), got {output_size!r}")
-        self.output_size = tuple(int(o) for o in output_size)
+        self.output_size = _output_sizes(output_size, 2)
 
     def hybrid_forward(self, F, x):
         if is_ndarray(x):
@@ -184,17 +190,12 @@ class _AdaptivePoolNd(Layer):
     [floor(i L / o), ceil((i + 1) L / o)), :func:`dualdl.nn.checks.adaptive_bins`). 1-d input runs
     as (N, C, 1, L). Works on Symbols (no shape needed)."""
     _n = 1
+    _dl_cannot = {"output_size": _NONE_SIZE}
 
     def __init__(self, output_size: IntOrTuple, return_indices: bool = False) -> None:
         super().__init__()
-        n, name = self._n, type(self).__name__
-        if return_indices:
-            raise NotImplementedError(f"{name}: return_indices=True is not available on the mxnet backend")
-        sizes = C.adaptive_output_size(name, output_size, n)
-        if None in sizes:
-            raise NotImplementedError(f"{name}: None in output_size (keep that axis) is not supported on the "
-                                      f"mxnet backend, got {output_size!r}")
-        self._sizes = tuple(int(o) for o in sizes)
+        n = self._n
+        self._sizes = _output_sizes(output_size, n)
         self.output_size = self._sizes[0] if n == 1 else self._sizes
         self.return_indices = False
 
@@ -223,6 +224,8 @@ class AdaptiveAvgPool1d(_AdaptivePoolNd):
 
 
 class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    _dl_cannot = {**_AdaptivePoolNd._dl_cannot, "return_indices": _RETURN_INDICES}
+
     @staticmethod
     def _pool2d(F, x, size):
         """MXNet has no adaptive max pooling: ``ROIPooling`` with one region per sample covering the

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_upsample_args,
-                                       check_unflatten_input, pad2d_sides, unflatten_sizes)
+from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_unflatten_input,
+                                       pad2d_sides)
 from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .ops_nn import interpolate
@@ -23,12 +23,13 @@ from .ops_shape import pad
 class Upsample(Layer):
     """``torch.nn.Upsample`` for (N, C, H, W), modes 'nearest' and 'bilinear'. Hybridized,
     'nearest' needs one integer ``scale_factor`` (MXNet's ``UpSampling``)."""
+    _dl_cannot = {"mode": (lambda v, bound: v not in ("nearest", "bilinear"),
+                           "MXNet resizes with 'nearest' (UpSampling) and 'bilinear' (BilinearResize2D) only")}
 
     def __init__(self, size: Union[None, int, Tuple[int, int]] = None,
                  scale_factor: Union[None, float, Tuple[float, float]] = None, mode: str = "nearest",
                  align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None) -> None:
-        super().__init__()
-        check_upsample_args(size, scale_factor, mode, align_corners)
+        super().__init__()              # arguments checked by dualdl.nn.arguments
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
@@ -69,6 +70,8 @@ class PixelShuffle(Layer):
 
 class _Pad2d(Layer):
     _mode = "constant"
+    _dl_cannot = {"padding": (lambda v, bound: any(p < 0 for p in pad2d_sides("", v)),
+                              "negative padding crops, which MXNet's pad cannot")}
 
     def __init__(self, padding: Union[int, Sequence[int]]) -> None:
         super().__init__()
@@ -98,7 +101,8 @@ class Unflatten(Layer):
 
     def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
         super().__init__()
-        self.dim, self.unflattened_size = int(dim), unflatten_sizes(unflattened_size)
+        # checked before construction by dualdl.nn.arguments (torch's TypeErrors, at most one -1)
+        self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
 
     def hybrid_forward(self, F, x):
         d, sizes = self.dim, self.unflattened_size

@@ -55,12 +55,7 @@ class _RNNBase(RNNChecks, Layer):
                  layout: Optional[str] = None, nonlinearity: str = "tanh") -> None:
         super().__init__()
         name = type(self).__name__
-        self.batch_first = resolve_layout(name, batch_first, layout)
-        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError(f"{name}: dropout should be a number in [0, 1], got {dropout!r}")
-        if int(num_layers) < 1 or int(hidden_size) < 1 or int(input_size) < 1:
-            raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive, got "
-                             f"{input_size}, {hidden_size}, {num_layers}")
+        self.batch_first = resolve_layout(name, batch_first, layout)    # the rest: dualdl.nn.arguments
         if dropout > 0 and int(num_layers) == 1:
             warnings.warn(f"{name}: dropout option adds dropout after all but last recurrent layer, so "
                           f"non-zero dropout expects num_layers greater than 1, but got dropout={dropout} "
@@ -213,8 +208,8 @@ class _RNNBase(RNNChecks, Layer):
 class LSTM(_RNNBase):
     """``torch.nn.LSTM`` on MXNet; state ``(h, c)``."""
     _gates = 4
-    _dl_cannot = {"proj_size": (lambda v: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
-                                                  "LSTMP weight_hr); expected proj_size=0")}
+    _dl_cannot = {"proj_size": (lambda v, bound: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
+                                                         "LSTMP weight_hr); expected proj_size=0")}
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
@@ -256,8 +251,6 @@ class RNN(_RNNBase):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
                  bidirectional: bool = False, device=None, dtype=None, layout: Optional[str] = None) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          layout, nonlinearity)
 
@@ -347,8 +340,6 @@ class RNNCell(_CellBase):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
                  device=None, dtype=None) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 

@@ -103,17 +103,20 @@ class MultiheadAttention(_MaskedBlock):
     ``in_proj_bias`` (zeros), ``out_proj`` Linear (bias zeros). forward(query, key, value,
     key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True,
     is_causal=False) -> (output, weights or None); weights (N, L, S) averaged over heads or
-    (N, H, L, S). kdim/vdim/add_bias_kv/add_zero_attn are not supported."""
+    (N, H, L, S). kdim/vdim other than embed_dim, add_bias_kv and add_zero_attn are declared refused."""
+    _dl_cannot = {
+        "add_bias_kv": (lambda v, bound: bool(v), "no bias_k/bias_v rows in dualdl's MXNet attention"),
+        "add_zero_attn": (lambda v, bound: bool(v), "no zero attention row in dualdl's MXNet attention"),
+        "kdim": (lambda v, bound: v not in (None, bound["embed_dim"]),
+                 "dualdl's MXNet attention packs q/k/v in one in_proj_weight (3E, E): kdim must be embed_dim"),
+        "vdim": (lambda v, bound: v not in (None, bound["embed_dim"]),
+                 "dualdl's MXNet attention packs q/k/v in one in_proj_weight (3E, E): vdim must be embed_dim"),
+    }
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
                  vdim: Optional[int] = None, batch_first: bool = False, device=None, dtype=None) -> None:
-        super().__init__()
-        who = f"MultiheadAttention(embed_dim={embed_dim}, num_heads={num_heads})"
-        T.dims_ok(embed_dim, num_heads, who)
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
-            raise NotImplementedError(f"{who}: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim are "
-                                      f"not supported by dualdl")
+        super().__init__()              # arguments checked by dualdl.nn.arguments (torch's errors)
         E = self.embed_dim = int(embed_dim)
         self.num_heads, self.head_dim = int(num_heads), E // int(num_heads)
         self.dropout, self.batch_first = float(dropout), bool(batch_first)
@@ -212,6 +215,9 @@ class _TransformerLayer(_MaskedBlock):
     blocks named in ``_dl_attn`` (``self_attn``, then ``multihead_attn`` for the decoder),
     ``linear1``, ``dropout``, ``linear2``, ``norm1..k``, ``dropout1..k`` (k = attention blocks + 1)."""
     _dl_attn: Tuple[str, ...] = ("self_attn",)
+    _dl_cannot = {"activation": (lambda v, bound: not isinstance(v, str),
+                                 "dualdl's MXNet layers take the names 'relu' and 'gelu', not a "
+                                 "(torch) function")}
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
@@ -219,8 +225,7 @@ class _TransformerLayer(_MaskedBlock):
                  layout: Optional[str] = None) -> None:
         super().__init__()
         who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
-        T.dims_ok(d_model, nhead, who)
-        self.activation = T.check_activation(who, activation)
+        self.activation = activation     # 'relu' or 'gelu' (dualdl.nn.arguments; a function: _dl_cannot)
         self.batch_first = T.resolve_batch_first(batch_first, layout, who)
         self.d_model, self.nhead, self.norm_first = int(d_model), int(nhead), bool(norm_first)
         self._dl_config = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
@@ -455,14 +460,14 @@ class Transformer(_MaskedBlock):
     tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
     memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
     ``generate_square_subsequent_mask(sz)``: float32 (sz, sz), -inf above the diagonal."""
+    _dl_cannot = _TransformerLayer._dl_cannot
 
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
                  num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", custom_encoder: Optional[Any] = None,
                  custom_decoder: Optional[Any] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
-        super().__init__()
-        T.dims_ok(d_model, nhead, f"Transformer(d_model={d_model}, nhead={nhead})")
+        super().__init__()              # arguments checked by dualdl.nn.arguments (torch's errors)
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
                       norm_first, bias, None, dtype)
         if custom_encoder is None:

@@ -1,14 +1,15 @@
-"""Activations on torch: the ``torch.nn`` classes marked as dualdl layers; GELU checks
-``approximate`` at construction (torch only at forward), PReLU explains a channel mismatch."""
+"""Activations on torch: the ``torch.nn`` classes marked as dualdl layers (GELU's ``approximate`` is
+checked at construction by dualdl.nn.arguments; torch only at forward), PReLU explains a channel
+mismatch."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from dualdl.nn.checks import check_not_empty, explain
+from dualdl.nn.checks import check_not_empty
 from dualdl.nn.resample_checks import check_prelu_input
 from dualdl.nn.registry import defined_in
-from .base import Layer
+from .base import Layer, explained
 
 
 class _RefusesEmpty(Layer, nn.Module):
@@ -28,23 +29,13 @@ def _simple(name: str, base: type) -> type:
 class GELU(_RefusesEmpty, nn.GELU):
     """``torch.nn.GELU``; an unknown ``approximate`` fails at construction (torch: at forward)."""
 
-    def __init__(self, approximate: str = "none") -> None:
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
-        super().__init__(approximate)
-
 
 class PReLU(_RefusesEmpty, nn.PReLU):
     """``torch.nn.PReLU`` with a ValueError naming the expected channels (torch: RuntimeError)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        try:
-            return super().forward(x)
-        except RuntimeError:
-            err = explain(check_prelu_input, self.num_parameters, tuple(x.shape))
-            if err:
-                raise err from None
-            raise
+        return explained(lambda: super(PReLU, self).forward(x), check_prelu_input,
+                         lambda: (self.num_parameters, x.shape))
 
 
 # the torch.nn classes used as they are (marked as the dualdl layer of the same name)

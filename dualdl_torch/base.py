@@ -1,15 +1,17 @@
-"""The base of write-once modules on torch (``Module``), parameter creation and the shape error
-every torch layer raises. Imports no other layer module: the family modules build on it."""
+"""The base of write-once modules on torch (``Module``), parameter creation, the shape error
+every torch layer raises and the one "explain on failure" path (:func:`explained`). Imports no other
+layer module: the family modules build on it."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from dualdl.devices import Device, device as _parse_device
 from dualdl.tensor import _dtype
+from dualdl.nn.checks import explain
 from dualdl.nn.registry import register
 from dualdl.parallel import resolve_devices
 from .core import native_device, torch_dtype
@@ -77,3 +79,33 @@ def make_parameter(data: Any, requires_grad: bool = True) -> torch.nn.Parameter:
 
 def shape_error(layer: str, expected: str, x: torch.Tensor) -> ValueError:
     return ValueError(f"{layer}: expected input of shape {expected}, got {tuple(x.shape)}")
+
+
+# The failures of torch's own layer computation that a neutral input check may explain; any other
+# error is torch's to report, untouched:
+# - RuntimeError: torch's C++ checks (TORCH_CHECK) on ranks, sizes and channels, e.g. "mat1 and mat2
+#   shapes cannot be multiplied", "Given groups=1, weight of size [...] expected input[...] to have 3
+#   channels", "Calculated padded input size per channel ... Kernel size can't be greater" (and its
+#   subclass NotImplementedError, e.g. F.interpolate's "Got 4D input, but linear mode needs 3D input");
+# - ValueError: the Python-side input checks of torch.nn.functional and of the layers ("expected 4D
+#   input (got 3D input)", "Expected more than 1 value per channel when training");
+# - IndexError: a dim out of range for the input's rank ("Dimension out of range").
+# Not TypeError or AttributeError: a non-tensor argument is no shape problem (reading its shape for
+# the check would fail too). When the check finds the input fine (a dtype or device without a kernel,
+# out of memory), torch's own error is re-raised untouched.
+EXPLAINABLE = (RuntimeError, ValueError, IndexError)
+
+
+def explained(call: Callable[[], Any], check: Callable[..., None], args: Callable[[], Sequence[Any]]) -> Any:
+    """``call()`` (torch's own computation); when it fails with an :data:`EXPLAINABLE` error, the
+    error of the neutral ``check(*args())`` (dualdl/nn/checks.py: the one the MXNet adapter raises for
+    the same input) instead, or torch's own when the check finds nothing wrong. The one "explain on
+    failure" path of the torch adapter: the check and its arguments (``args`` is called only then)
+    cost nothing when torch's call succeeds."""
+    try:
+        return call()
+    except EXPLAINABLE:
+        err = explain(check, *args())
+        if err is not None:
+            raise err from None
+        raise

@@ -36,16 +36,15 @@ def _is_integer(t: torch.Tensor) -> bool:
 
 
 class EmbeddingBag(Layer, nn.EmbeddingBag):
-    """``torch.nn.EmbeddingBag`` with the checks the MXNet side makes, from ``dualdl.nn.checks``:
-    mode and padding_idx at construction; integer indices in [0, V), the input/offsets/
-    per_sample_weights shapes, offsets that start at 0, never decrease and (include_last_offset)
-    end at the input's length, and no empty input, in forward."""
+    """``torch.nn.EmbeddingBag`` with the checks the MXNet side makes: mode at construction
+    (dualdl.nn.arguments; torch: in forward); from ``dualdl.nn.checks``, integer indices in [0, V),
+    the input/offsets/per_sample_weights shapes, offsets that start at 0, never decrease and
+    (include_last_offset) end at the input's length, and no empty input, in forward."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: Optional[float] = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
                  sparse: bool = False, _weight: Optional[torch.Tensor] = None, include_last_offset: bool = False,
                  padding_idx: Optional[int] = None, device=None, dtype=None) -> None:
-        C.check_embedding_bag_args(int(num_embeddings), int(embedding_dim), mode, padding_idx)
         if dtype is not None and not isinstance(dtype, torch.dtype):      # "float64" as on MXNet
             dtype = torch_dtype(dtype)
         super().__init__(num_embeddings, embedding_dim, max_norm, norm_type, scale_grad_by_freq, mode, sparse,

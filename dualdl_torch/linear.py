@@ -8,7 +8,7 @@ from torch import nn
 
 from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
-from .base import Layer
+from .base import Layer, explained
 
 
 class Linear(Layer, torch.nn.Linear):
@@ -17,13 +17,8 @@ class Linear(Layer, torch.nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not x.numel():               # torch returns an empty output; MXNet cannot: refused on both
             C.check_linear_input(self.in_features, self.out_features, tuple(x.shape))
-        try:
-            return torch.nn.functional.linear(x, self.weight, self.bias)
-        except RuntimeError:            # explained only on failure: the check is on the hot path
-            err = C.explain(C.check_linear_input, self.in_features, self.out_features, tuple(x.shape))
-            if err:
-                raise err from None
-            raise
+        return explained(lambda: torch.nn.functional.linear(x, self.weight, self.bias), C.check_linear_input,
+                         lambda: (self.in_features, self.out_features, x.shape))
 
 
 class Flatten(Layer, nn.Flatten):

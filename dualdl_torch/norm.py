@@ -1,51 +1,33 @@
 """The norm layers on torch: the ``torch.nn`` classes with dualdl's neutral checks
-(``dualdl/nn/checks.py``), so a bad input gets the MXNet adapter's message word for word, and
-momentum=None (torch's cumulative average, which MXNet lacks) refused."""
+(``dualdl/nn/checks.py``), so a bad input gets the MXNet adapter's message word for word. Their
+arguments are torch's own (momentum=None, torch's cumulative average, included); the MXNet adapter
+declares what it cannot honour."""
 from __future__ import annotations
-
-from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
 from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
-from .base import Layer
-
-
-def _explained(call: Callable[[], torch.Tensor], check: Callable[..., None], *args: Any) -> torch.Tensor:
-    """torch's own ``call()``; when it fails, the neutral check's error if it has one (else torch's)."""
-    try:
-        return call()
-    except (ValueError, RuntimeError):
-        err = C.explain(check, *args)
-        if err is not None:
-            raise err from None
-        raise
+from .base import Layer, explained
 
 
 class _BNCheck(Layer):
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
-                 bias: bool = True) -> None:
-        C.check_batchnorm_momentum(type(self).__name__, momentum)
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
     def _check_input_dim(self, x: torch.Tensor) -> None:
         """torch's own up-front hook (rank), here the neutral rank/channel/values-per-channel check."""
         C.check_batchnorm_input(self._dl_layer, self.num_features, tuple(x.shape), self.training)
 
 
 class BatchNorm1d(_BNCheck, nn.BatchNorm1d):
-    """``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L)); momentum=None is rejected."""
+    """``torch.nn.BatchNorm1d`` ((N, C) or (N, C, L))."""
 
 
 class BatchNorm2d(_BNCheck, nn.BatchNorm2d):
-    """``torch.nn.BatchNorm2d`` ((N, C, H, W)); momentum=None is rejected."""
+    """``torch.nn.BatchNorm2d`` ((N, C, H, W))."""
 
 
 class BatchNorm3d(_BNCheck, nn.BatchNorm3d):
-    """``torch.nn.BatchNorm3d`` ((N, C, D, H, W)); momentum=None is rejected."""
+    """``torch.nn.BatchNorm3d`` ((N, C, D, H, W))."""
 
 
 class LayerNorm(Layer, nn.LayerNorm):
@@ -54,18 +36,13 @@ class LayerNorm(Layer, nn.LayerNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not x.numel():               # torch normalises an empty batch; MXNet cannot: refused on both
             C.check_layernorm_input(self.normalized_shape, tuple(x.shape))
-        return _explained(lambda: super(LayerNorm, self).forward(x), C.check_layernorm_input,
-                          self.normalized_shape, tuple(x.shape))
+        return explained(lambda: super(LayerNorm, self).forward(x), C.check_layernorm_input,
+                         lambda: (self.normalized_shape, x.shape))
 
 
 class GroupNorm(Layer, nn.GroupNorm):
     """``torch.nn.GroupNorm``; (N, C, *) checked up front (torch normalises an empty batch, which
-    MXNet cannot), the neutral divisibility error at construction."""
-
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device=None, dtype=None, *, bias: bool = True) -> None:
-        C.check_groupnorm_args(num_groups, num_channels)
-        super().__init__(num_groups, num_channels, eps, affine, device, dtype, bias=bias)
+    MXNet cannot); its arguments are checked before construction by dualdl.nn.arguments."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         C.check_groupnorm_input(self.num_groups, self.num_channels, tuple(x.shape))
@@ -73,13 +50,6 @@ class GroupNorm(Layer, nn.GroupNorm):
 
 
 class _INCheck(Layer):
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
-                 bias: bool = True) -> None:
-        if track_running_stats:
-            C.check_batchnorm_momentum(type(self).__name__, momentum)
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
     def _check_input_dim(self, x: torch.Tensor) -> None:
         """torch's own up-front hook; the neutral check refuses what torch takes and MXNet cannot:
         unbatched and empty input, a channel count other than num_features."""

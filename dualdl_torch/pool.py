@@ -1,6 +1,6 @@
 """Max, average and adaptive pooling on torch: batched input only, empty input refused, padding of
-at most half the kernel checked at construction, and the neutral check's message (MXNet's) when the
-input does not fit."""
+at most half the kernel checked at construction (dualdl.nn.arguments, before the layer is built), and
+the neutral check's message (MXNet's) when the input does not fit."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,12 +21,11 @@ class _PoolCheck(Layer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         n = self._n
-        # kernel, stride, padding, dilation as n-tuples, once (the forward path only passes them on)
+        # kernel, stride, padding, dilation as n-tuples, once (the forward path only passes them on);
+        # checked before construction by dualdl.nn.arguments
         self._dl_tuples = tuple(C.to_tuple(v, n, what) for v, what in (
             (self.kernel_size, "kernel_size"), (self.stride, "stride"), (self.padding, "padding"),
             (getattr(self, "dilation", 1), "dilation")))
-        k, s, p, d = self._dl_tuples
-        C.check_pool_args(type(self).__name__, k, s, p, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k, s, p, d = self._dl_tuples
@@ -63,11 +62,8 @@ class AvgPool3d(_PoolCheck, nn.AvgPool3d):
 
 
 class _AdaptiveCheck(Layer):
+    """output_size: checked before construction by dualdl.nn.arguments (torch: in forward only)."""
     _n = 2
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        C.adaptive_output_size(type(self).__name__, self.output_size, self._n)
 
     def forward(self, x: torch.Tensor) -> Any:
         return run_checked(lambda: super(_AdaptiveCheck, self).forward(x), x, self._n,

@@ -1,7 +1,8 @@
 """Resampling, padding and reshaping layers on torch: ``Upsample``, ``PixelShuffle``, ``ZeroPad2d``,
 ``ReflectionPad2d``, ``Unflatten`` are the ``torch.nn`` classes, marked as dualdl layers, with the
-arguments and inputs the MXNet side cannot take refused with the same message (modes other than
-nearest/bilinear, cropping pads) and torch's RuntimeErrors explained."""
+inputs the MXNet side cannot take refused with the same message and torch's errors explained. Their
+arguments are checked before construction by dualdl.nn.arguments; torch honours all of its own (every
+Upsample mode, cropping pads), the MXNet adapter declares what it cannot."""
 from __future__ import annotations
 
 from typing import Sequence, Union
@@ -9,30 +10,14 @@ from typing import Sequence, Union
 import torch
 from torch import nn
 
-from dualdl.nn.checks import explain
-from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_upsample_args,
-                                       check_unflatten_input, pad2d_sides, unflatten_sizes)
+from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_unflatten_input,
+                                       pad2d_sides)
 from dualdl.nn.registry import defined_in
-from .base import Layer
-
-
-def _explained(run, check, *args):
-    try:
-        return run()
-    except RuntimeError:               # explained only on failure: the check is off the hot path
-        err = explain(check, *args)
-        if err:
-            raise err from None
-        raise
+from .base import Layer, explained
 
 
 class Upsample(Layer, nn.Upsample):
-    """``torch.nn.Upsample``, modes 'nearest' and 'bilinear' (what MXNet can run)."""
-
-    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
-                 recompute_scale_factor=None) -> None:
-        check_upsample_args(size, scale_factor, mode, align_corners)
-        super().__init__(size, scale_factor, mode, align_corners, recompute_scale_factor)
+    """``torch.nn.Upsample``."""
 
 
 class PixelShuffle(Layer, nn.PixelShuffle):
@@ -55,7 +40,7 @@ class _Pad2d(Layer):
 
 
 class ZeroPad2d(_Pad2d, nn.ZeroPad2d):
-    """``torch.nn.ZeroPad2d`` (no cropping: MXNet cannot)."""
+    """``torch.nn.ZeroPad2d`` (negative sides crop, as torch; MXNet cannot)."""
 
 
 class ReflectionPad2d(_Pad2d, nn.ReflectionPad2d):
@@ -67,11 +52,11 @@ class Unflatten(Layer, nn.Unflatten):
     """``torch.nn.Unflatten`` with a ValueError when the sizes do not fit."""
 
     def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
-        super().__init__(int(dim), unflatten_sizes(unflattened_size))
+        super().__init__(int(dim), tuple(unflattened_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _explained(lambda: super(Unflatten, self).forward(x), check_unflatten_input, self.dim,
-                          tuple(self.unflattened_size), tuple(x.shape))
+        return explained(lambda: super(Unflatten, self).forward(x), check_unflatten_input,
+                         lambda: (self.dim, tuple(self.unflattened_size), x.shape))
 
 
 __all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -108,8 +108,6 @@ class RNN(_Checked, torch.nn.RNN):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: Optional[bool] = None, dropout: float = 0.0,
                  bidirectional: bool = False, device=None, dtype=None, layout: Optional[str] = None) -> None:
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(int(input_size), int(hidden_size), num_layers=int(num_layers),
                          nonlinearity=nonlinearity, bias=bias,
                          batch_first=resolve_layout("RNN", batch_first, layout), dropout=dropout,

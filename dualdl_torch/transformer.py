@@ -82,19 +82,8 @@ def _to_tnc(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tupl
 class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
     """``torch.nn.MultiheadAttention`` (packed ``in_proj_weight`` (3E, E), ``out_proj``), always on
     torch's reference path. ``key_padding_mask``: True/nonzero = padded key. Masked scores get -1e18
-    (finite) on both backends. Only ``kdim == vdim == embed_dim`` without ``add_bias_kv`` /
-    ``add_zero_attn`` is supported (what the MXNet build implements)."""
-
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: Optional[int] = None,
-                 vdim: Optional[int] = None, batch_first: bool = False, device=None, dtype=None) -> None:
-        who = f"MultiheadAttention(embed_dim={embed_dim}, num_heads={num_heads})"
-        T.dims_ok(embed_dim, num_heads, who)
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
-            raise NotImplementedError(f"{who}: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim are "
-                                      f"not supported by dualdl (MXNet has no counterpart)")
-        super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, batch_first=batch_first,
-                         device=device, dtype=dtype)
+    (finite) on both backends. ``add_bias_kv``, ``add_zero_attn`` and ``kdim``/``vdim`` other than
+    ``embed_dim`` (separate q/k/v projections) are torch's; the MXNet build declares it cannot."""
 
     def _who(self) -> str:
         return (f"MultiheadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
@@ -105,9 +94,10 @@ class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
                 attn_mask: Optional[torch.Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         who = self._who()
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            T.check_src(who, tuple(t.shape), self.embed_dim, self.batch_first, name=name)
-        if tuple(key.shape) != tuple(value.shape):
+        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                             ("value", value, self.vdim)):
+            T.check_src(who, tuple(t.shape), dim, self.batch_first, name=name)
+        if tuple(key.shape[:-1]) != tuple(value.shape[:-1]):
             raise ValueError(f"{who}: key and value must have the same shape, got {tuple(key.shape)} "
                              f"and {tuple(value.shape)}")
         if key_padding_mask is not None:
@@ -125,7 +115,9 @@ class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
             self.out_proj.bias, training=self.training, key_padding_mask=kpm, need_weights=need_weights,
-            attn_mask=am, average_attn_weights=average_attn_weights, is_causal=is_causal)
+            attn_mask=am, average_attn_weights=average_attn_weights, is_causal=is_causal,
+            use_separate_proj_weight=not self._qkv_same_embed_dim, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight)
         if self.batch_first:
             out = out.transpose(0, 1)
         return out, w
@@ -133,12 +125,9 @@ class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
 
 def _init_layer(self, base: type, attn: Tuple[str, ...], d_model, nhead, dim_feedforward, dropout, activation,
                 layer_norm_eps, batch_first, norm_first, bias, device, dtype, layout) -> None:
-    """The encoder and decoder layers' construction: dualdl's argument checks, torch's own __init__
-    (the same init draws as torch), then dualdl's masking in the attention blocks ``attn``."""
+    """The encoder and decoder layers' construction: ``layout`` resolved, torch's own __init__ (the
+    same init draws as torch), then dualdl's masking in the attention blocks ``attn``."""
     who = f"{self._dl_layer}(d_model={d_model}, nhead={nhead})"
-    T.dims_ok(d_model, nhead, who)
-    if isinstance(activation, str):
-        activation = T.check_activation(who, activation)
     bf = T.resolve_batch_first(batch_first, layout, who)
     base.__init__(self, d_model, nhead, dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
                   layer_norm_eps=layer_norm_eps, batch_first=bf, norm_first=norm_first, bias=bias, device=device,
@@ -332,7 +321,6 @@ class Transformer(Layer, torch.nn.Transformer):
                  activation: Any = "relu", custom_encoder: Optional[Any] = None,
                  custom_decoder: Optional[Any] = None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
-        T.dims_ok(d_model, nhead, f"Transformer(d_model={d_model}, nhead={nhead})")
         kw = dict(device=device, dtype=dtype)
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
                       norm_first, bias)

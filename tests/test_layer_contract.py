@@ -215,7 +215,26 @@ REFUSED = [n for n in NAMES for adapter in (TO, MX) if getattr(getattr(adapter, 
 REFUSED_VALUES = {("Conv1d", "padding_mode"): "circular", ("Conv2d", "padding_mode"): "circular",
                   ("Conv3d", "padding_mode"): "circular",
                   ("Embedding", "scale_grad_by_freq"): True, ("Embedding", "sparse"): True,
-                  ("LSTM", "proj_size"): 2}
+                  ("LSTM", "proj_size"): 2,
+                  ("EmbeddingBag", "scale_grad_by_freq"): True, ("EmbeddingBag", "sparse"): True,
+                  **{(f"MaxPool{n}d", arg): v for n in (1, 2, 3)
+                     for arg, v in (("dilation", 2), ("return_indices", True))},
+                  ("AvgPool2d", "divisor_override"): 3, ("AvgPool3d", "divisor_override"): 3,
+                  ("AdaptiveAvgPool1d", "output_size"): None, ("AdaptiveAvgPool2d", "output_size"): (None, 2),
+                  ("AdaptiveMaxPool1d", "output_size"): None, ("AdaptiveMaxPool2d", "output_size"): (2, None),
+                  ("AdaptiveMaxPool1d", "return_indices"): True, ("AdaptiveMaxPool2d", "return_indices"): True,
+                  ("MultiheadAttention", "add_bias_kv"): True, ("MultiheadAttention", "add_zero_attn"): True,
+                  ("MultiheadAttention", "kdim"): 3, ("MultiheadAttention", "vdim"): 5,
+                  ("TransformerEncoderLayer", "activation"): torch.nn.functional.gelu,
+                  ("TransformerDecoderLayer", "activation"): torch.nn.functional.gelu,
+                  ("Transformer", "activation"): torch.nn.functional.gelu,
+                  ("Upsample", "mode"): "bicubic",
+                  ("ZeroPad2d", "padding"): (1, -1, 0, 0), ("ReflectionPad2d", "padding"): (1, 0, -1, 0)}
+# the other required arguments of a refusal call, for layers without a declared example
+REFUSAL_KWARGS = {**{f"MaxPool{n}d": {"kernel_size": 2} for n in (1, 2, 3)},
+                  "AvgPool2d": {"kernel_size": 2}, "AvgPool3d": {"kernel_size": 2},
+                  "AdaptiveMaxPool1d": {"output_size": 2}, "AdaptiveMaxPool2d": {"output_size": 2},
+                  "Upsample": {"scale_factor": 2}}
 
 
 def test_declared_refusals_name_declared_arguments():
@@ -229,10 +248,11 @@ def test_declared_refusals_name_declared_arguments():
 @pytest.mark.parametrize("name,arg", sorted(REFUSED_VALUES))
 def test_refused_argument_raises_a_clear_error_on_mxnet_and_works_on_torch(name, arg):
     args, value = MINIMAL.get(name, ()), REFUSED_VALUES[(name, arg)]
+    kwargs = {**REFUSAL_KWARGS.get(name, {}), arg: value}
     with dl.use("torch"):
-        getattr(dl.nn, name)(*args, **{arg: value})
+        getattr(dl.nn, name)(*args, **kwargs)
     with dl.use("mxnet"), pytest.raises(NotImplementedError) as err:
-        getattr(dl.nn, name)(*args, **{arg: value})
+        getattr(dl.nn, name)(*args, **kwargs)
     assert str(err.value).startswith(f"{name}({arg}={value!r}) cannot be honoured on the mxnet backend: ")
 
 

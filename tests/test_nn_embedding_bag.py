@@ -64,12 +64,12 @@ def test_bad_inputs_get_the_same_dualdl_error_on_both_backends(kwargs, args, ety
 
 @pytest.mark.parametrize("kwargs,pattern", [
     ({"mode": "median"}, "mode must be one of"),
-    ({"padding_idx": 10}, r"padding_idx must be within \[-10, 10\)"),
+    ({"padding_idx": 10}, r"^padding_idx must be within num_embeddings$"),          # torch's AssertionError
 ])
 def test_bad_arguments_are_refused_at_construction_on_both(kwargs, pattern):
     msgs = []
     for be in ("torch", "mxnet"):
-        with pytest.raises(ValueError, match=pattern) as e:
+        with pytest.raises((ValueError, AssertionError), match=pattern) as e:
             dl.nn.EmbeddingBag(10, 3, backend=be, **kwargs)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
@@ -78,7 +78,7 @@ def test_bad_arguments_are_refused_at_construction_on_both(kwargs, pattern):
 @pytest.mark.parametrize("kwargs,name", [({"scale_grad_by_freq": True}, "scale_grad_by_freq=True"),
                                          ({"sparse": True}, "sparse=True")])
 def test_what_mxnet_cannot_honour_is_refused_by_name(kwargs, name):
-    with pytest.raises(NotImplementedError, match=f"{name}.* not supported on the mxnet backend"):
+    with pytest.raises(NotImplementedError, match=rf"^EmbeddingBag\({name}\) cannot be honoured on the mxnet backend"):
         dl.nn.EmbeddingBag(10, 3, backend="mxnet", **kwargs)
     assert dl.nn.EmbeddingBag(10, 3, backend="torch", **kwargs) is not None      # torch honours them
 
@@ -134,8 +134,8 @@ def test_parameters_init_and_arguments_as_torch():
     for be in ("torch", "mxnet"):                                   # dtype as a name on both
         bag = dl.nn.EmbeddingBag(4, 3, dtype="float64", device="cpu", backend=be)
         assert "float64" in str(state_dict(bag)["weight"].dtype)
-    with pytest.raises(ValueError, match=r"_weight must have shape \(4, 3\)"):
-        dl.nn.EmbeddingBag(4, 3, _weight=np.zeros((3, 3), np.float32), backend="mxnet")
+    with pytest.raises(AssertionError, match="^Shape of weight does not match num_embeddings and embedding_dim$"):
+        dl.nn.EmbeddingBag(4, 3, _weight=np.zeros((3, 3), np.float32), backend="mxnet")     # torch's error
 
 
 def _same_weights(make):

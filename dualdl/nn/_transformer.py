@@ -12,7 +12,7 @@ import numpy as np
 from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
 __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
-           "check_valid_length", "check_attn_mask", "check_attn_mask_dtype", "check_activation",
+           "check_valid_length", "check_attn_mask", "check_attn_mask_dtype",
            "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table",
            "MASK_FILL", "PE_STYLES"]
 
@@ -21,7 +21,6 @@ __all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding
 # weights instead of torch's NaN, so padded rows and gradients stay finite on both.
 MASK_FILL = -1e18
 PE_STYLES = ("vaswani", "gluonnlp")
-ACTIVATIONS = ("relu", "gelu")
 Shape = Tuple[int, ...]
 
 
@@ -88,12 +87,6 @@ def check_attn_mask_dtype(dtype_name: str) -> None:
                         f"got {dtype_name}; for a 0/1 mask pass mask.astype(bool) / mask.bool()")
 
 
-def check_activation(who: str, activation) -> str:
-    if not isinstance(activation, str) or activation.lower() not in ACTIVATIONS:
-        raise ValueError(f"{who}: activation must be one of {ACTIVATIONS} on every backend, got {activation!r}")
-    return activation.lower()
-
-
 def check_pair(who: str, src_key_padding_mask, valid_length) -> None:
     if src_key_padding_mask is not None and valid_length is not None:
         raise ValueError(f"{who}: pass either src_key_padding_mask (torch's convention, True = padding) "
@@ -129,11 +122,6 @@ def check_pe_length(who: str, t: int, max_len: int) -> None:
     if t > max_len:
         raise ValueError(f"{who}: sequence length {t} exceeds max_len={max_len} (gluonnlp silently "
                          f"reused the last row; dualdl refuses): construct it with a larger max_len")
-
-
-def dims_ok(d_model: int, nhead: int, who: str) -> None:
-    if d_model <= 0 or nhead <= 0 or d_model % nhead:
-        raise ValueError(f"{who}: d_model ({d_model}) must be a positive multiple of nhead ({nhead})")
 
 
 def check_stack_args(who: str, layer_arg: str, layer_name: str, backend: str, layer_ok: bool, layer,

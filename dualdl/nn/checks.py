@@ -14,17 +14,17 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 __all__ = [
     "explain", "empty_batch_error", "check_not_empty", "shape_error", "to_tuple",
     "check_linear_input",
-    "check_conv_args", "conv_sides", "check_conv_input",
-    "check_conv_transpose_args", "conv_transpose_output_size", "check_conv_transpose_input",
+    "conv_sides", "check_conv_input",
+    "conv_transpose_output_size", "check_conv_transpose_input",
     "conv_transpose_output_padding",
     "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
     "adaptive_output_size", "adaptive_bins",
     "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
     "check_layernorm_input", "check_groupnorm_args", "check_groupnorm_input", "INSTANCENORM_LAYOUTS",
     "check_instancenorm_input",
-    "check_embedding_padding_idx", "check_embedding_dtype", "check_embedding_range",
-    "EMBEDDING_BAG_MODES", "embedding_bag_name", "check_embedding_bag_args", "check_embedding_bag_input",
-    "check_embedding_bag_values", "check_embedding_bag_weights_dtype", "embedding_bag_unsupported",
+    "check_embedding_dtype", "check_embedding_range",
+    "EMBEDDING_BAG_MODES", "embedding_bag_name", "check_embedding_bag_input",
+    "check_embedding_bag_values", "check_embedding_bag_weights_dtype",
 ]
 
 IntOrTuple = Union[int, Sequence[int]]
@@ -85,12 +85,6 @@ def check_linear_input(in_features: int, out_features: int, shape: Shape) -> Non
 _CONV_LAYOUTS = {1: "(N, C_in, L)", 2: "(N, C_in, H, W)", 3: "(N, C_in, D, H, W)"}
 
 
-def check_conv_args(name: str, in_channels: int, out_channels: int, groups: int) -> None:
-    if groups <= 0 or in_channels % groups or out_channels % groups:
-        raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) "
-                         f"must be divisible by groups ({groups})")
-
-
 def conv_sides(padding: Union[str, Sequence[int]], kernel_size: Sequence[int],
                dilation: Sequence[int]) -> Tuple[Tuple[int, int], ...]:
     """Zero padding (before, after) per spatial axis, as torch applies it: ``'same'`` puts
@@ -124,21 +118,6 @@ def check_conv_input(name: str, in_channels: int, shape: Shape, kernel_size: Seq
 
 
 # ---- transposed convolutions -------------------------------------------------------------------
-def check_conv_transpose_args(name: str, in_channels: int, out_channels: int, groups: int,
-                              stride: Sequence[int], dilation: Sequence[int], output_padding: Sequence[int],
-                              padding_mode: str = "zeros") -> None:
-    """Divisible channels, zeros padding only, and torch's ``output_padding < max(stride, dilation)``
-    (checked at construction on both; torch itself only fails in forward). Hides: MXNet's ``adj``
-    must be smaller than the stride alone."""
-    check_conv_args(name, in_channels, out_channels, groups)
-    if padding_mode != "zeros":
-        raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
-    for op, s, d in zip(output_padding, stride, dilation):
-        if op < 0 or op >= max(s, d):
-            raise ValueError(f"{name}: output_padding {tuple(output_padding)} must be smaller than either "
-                             f"stride {tuple(stride)} or dilation {tuple(dilation)}")
-
-
 def conv_transpose_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int,
                                output_padding: int) -> int:
     """torch's transposed-convolution length: (L - 1) s - 2 p + d (k - 1) + output_padding + 1."""
@@ -294,9 +273,10 @@ def check_layernorm_input(normalized_shape: Sequence[int], shape: Shape) -> None
 
 
 def check_groupnorm_args(num_groups: int, num_channels: int) -> None:
-    if num_groups <= 0 or num_channels % num_groups:
-        raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
-                         f"({num_groups})")
+    """GroupNorm's argument check: :func:`dualdl.nn.arguments.check_group_norm` (torch's wording),
+    which ``_build_layer`` runs before either adapter's constructor."""
+    from .arguments import check_group_norm
+    check_group_norm(num_groups, num_channels, affine=False)
 
 
 def check_groupnorm_input(num_groups: int, num_channels: int, shape: Shape) -> None:
@@ -332,16 +312,6 @@ def check_instancenorm_input(name: str, num_features: int, shape: Shape, use_inp
 
 
 # ---- embedding --------------------------------------------------------------------------------
-def check_embedding_padding_idx(num_embeddings: int, padding_idx: Optional[int]) -> Optional[int]:
-    """``padding_idx`` in [-V, V), returned as a non-negative row index (None stays None)."""
-    if padding_idx is None:
-        return None
-    if not -num_embeddings <= padding_idx < num_embeddings:
-        raise ValueError(f"Embedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
-                         f"got {padding_idx}")
-    return int(padding_idx) % num_embeddings
-
-
 def check_embedding_dtype(num_embeddings: int, embedding_dim: int, dtype: str, is_integer: bool) -> None:
     """Integer indices only (``dtype`` a name such as ``"float32"``). Hides: MXNet truncates float
     indices silently, torch refuses them."""
@@ -364,17 +334,6 @@ EMBEDDING_BAG_MODES = ("sum", "mean", "max")
 
 def embedding_bag_name(num_embeddings: int, embedding_dim: int, mode: str) -> str:
     return f"EmbeddingBag({num_embeddings}, {embedding_dim}, mode={mode!r})"
-
-
-def check_embedding_bag_args(num_embeddings: int, embedding_dim: int, mode: str,
-                             padding_idx: Optional[int]) -> Optional[int]:
-    """mode sum/mean/max and ``padding_idx`` in [-V, V) (returned non-negative)."""
-    if mode not in EMBEDDING_BAG_MODES:
-        raise ValueError(f"EmbeddingBag: mode must be one of {EMBEDDING_BAG_MODES}, got {mode!r}")
-    if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
-        raise ValueError(f"EmbeddingBag: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
-                         f"got {padding_idx}")
-    return None if padding_idx is None else int(padding_idx) % num_embeddings
 
 
 def check_embedding_bag_input(who: str, mode: str, shape: Shape, is_integer: bool, dtype: str,
@@ -445,12 +404,3 @@ def check_embedding_bag_weights_dtype(who: str, weights_dtype: str, weight_dtype
     """``per_sample_weights`` in the weight's dtype (dtype names such as ``"float32"``)."""
     if weights_dtype != weight_dtype:
         raise TypeError(f"{who}: per_sample_weights must have the weight's dtype {weight_dtype}, got {weights_dtype}")
-
-
-def embedding_bag_unsupported(scale_grad_by_freq: bool, sparse: bool) -> Optional[str]:
-    """The first argument the MXNet EmbeddingBag cannot honour, or None."""
-    if scale_grad_by_freq:
-        return "scale_grad_by_freq=True (gradients scaled by the inverse bag frequency)"
-    if sparse:
-        return "sparse=True (row-sparse weight gradients)"
-    return None

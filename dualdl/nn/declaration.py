@@ -84,18 +84,21 @@ def layer(signature: str, mxnet: str, dualdl: Optional[Mapping[str, str]] = None
     return Declaration(signature, mxnet, dict(dualdl or {}), torch, doc, tuple(example))
 
 
-def _matches(value: Any, refused: Any) -> bool:
+def _matches(value: Any, refused: Any, bound: Mapping[str, Any]) -> bool:
     if callable(refused):
-        return bool(refused(value))
+        return bool(refused(value, bound))
     return any(type(value) is type(r) and value == r for r in refused)
 
 
 def refuse(name: str, impl: type, bound: Mapping[str, Any], backend: str) -> None:
-    """Raise the adapter's declared refusal for an argument it cannot honour.
+    """Raise the adapter's declared refusal for an argument it cannot honour (a valid value: invalid
+    ones were refused before, by :func:`dualdl.nn.arguments.check_arguments`, as torch refuses them).
 
-    ``impl._dl_cannot`` maps an argument to ``(values or predicate, reason)``, e.g.
-    ``{"padding_mode": (("circular",), "MXNet has no circular padding")}``."""
+    ``impl._dl_cannot`` maps an argument to ``(values, reason)`` or ``(predicate, reason)``, the
+    predicate called with the value and the whole bound call, e.g.
+    ``{"padding_mode": (("circular",), "MXNet has no circular padding")}`` or
+    ``{"kdim": (lambda v, bound: v not in (None, bound["embed_dim"]), "...")}``."""
     for arg, (refused, why) in getattr(impl, "_dl_cannot", {}).items():
-        if arg in bound and _matches(bound[arg], refused):
+        if arg in bound and _matches(bound[arg], refused, bound):
             raise NotImplementedError(f"{name}({arg}={bound[arg]!r}) cannot be honoured on the {backend} "
                                       f"backend: {why}")

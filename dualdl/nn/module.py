@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from ..backend import _using, get_backend
+from .arguments import check_arguments
 from .declaration import refuse
 
 __all__ = ["Module", "ModuleMeta", "Parameter", "native_class"]
@@ -51,6 +52,7 @@ class ModuleMeta(type):
 
 def _build_layer(cls: type, layer: str, be: Any, args: tuple, kwargs: dict) -> Any:
     """Bind the call against the layer's declaration (same acceptance and TypeError wording on both
+    backends), refuse an invalid value as torch does (dualdl/nn/arguments.py, the same error on both
     backends), refuse what the adapter declares it cannot honour, then build the adapter's layer
     with every declared argument by name; ``device``/``dtype`` are made native by the adapter's
     ``factory_kwargs`` (MXNet: the parameters' context and dtype)."""
@@ -60,6 +62,7 @@ def _build_layer(cls: type, layer: str, be: Any, args: tuple, kwargs: dict) -> A
     if decl is None:                                   # an entry without a declared signature
         return impl(*args, **kwargs)
     pos, kw, bound = decl.bind(layer, args, kwargs)
+    check_arguments(layer, bound)
     refuse(layer, impl, bound, be.name)
     if kw.get("device") is not None or kw.get("dtype") is not None:
         kw["device"], kw["dtype"], scope = nn.factory_kwargs(layer, kw.get("device"), kw.get("dtype"))

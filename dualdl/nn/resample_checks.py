@@ -11,8 +11,8 @@ from typing import Optional, Sequence, Tuple
 from .checks import shape_error
 
 __all__ = ["check_prelu_input", "check_channel_dropout_input", "channel_dropout_axes",
-           "check_upsample_args", "check_pixel_shuffle_input", "pad2d_sides", "check_pad2d_input",
-           "unflatten_sizes", "check_unflatten_input"]
+           "UPSAMPLE_MODES", "INTERPOLATING_MODES", "check_upsample_args", "check_pixel_shuffle_input",
+           "pad2d_sides", "check_pad2d_input", "unflatten_sizes", "check_unflatten_input"]
 
 Shape = Sequence[int]
 
@@ -40,14 +40,22 @@ def channel_dropout_axes(name: str, ndim: Optional[int]) -> Tuple[int, ...]:
     return ranks[max(ranks) if ndim is None else ndim]
 
 
+# torch.nn.Upsample's modes (F.interpolate's, less 'lanczos', which needs antialias=True); the
+# MXNet adapter runs 'nearest' and 'bilinear' and declares the others in its _dl_cannot
+UPSAMPLE_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+INTERPOLATING_MODES = ("linear", "bilinear", "bicubic", "trilinear")
+
+
 def check_upsample_args(size, scale_factor, mode: str, align_corners: Optional[bool]) -> None:
+    """What torch's Upsample fails on in forward only, refused at construction on both backends
+    (the align_corners message is torch's)."""
     if (size is None) == (scale_factor is None):
         raise ValueError("Upsample: exactly one of size and scale_factor must be given")
-    if mode not in ("nearest", "bilinear"):
-        raise ValueError(f"Upsample: mode {mode!r} is not supported on both backends; "
-                         f"expected 'nearest' or 'bilinear'")
-    if mode == "nearest" and align_corners is not None:
-        raise ValueError("Upsample: align_corners only has an effect with mode 'bilinear'")
+    if mode not in UPSAMPLE_MODES:
+        raise ValueError(f"Upsample: unknown mode {mode!r}; expected one of {UPSAMPLE_MODES}")
+    if align_corners is not None and mode not in INTERPOLATING_MODES:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
 
 
 def check_pixel_shuffle_input(upscale_factor: int, shape: Shape) -> None:
@@ -61,14 +69,13 @@ def check_pixel_shuffle_input(upscale_factor: int, shape: Shape) -> None:
 
 
 def pad2d_sides(name: str, padding) -> Tuple[int, int, int, int]:
-    """torch's ``_quadruple``: an int or (left, right, top, bottom)."""
+    """torch's ``_quadruple``: an int or (left, right, top, bottom); negative sides crop (torch; the
+    MXNet adapter declares it cannot)."""
     if isinstance(padding, numbers.Integral):
         return (int(padding),) * 4
     sides = tuple(int(p) for p in padding)
     if len(sides) != 4:
         raise ValueError(f"{name}: padding must be an int or (left, right, top, bottom), got {padding!r}")
-    if any(p < 0 for p in sides):
-        raise ValueError(f"{name}: negative padding (cropping) is not supported on MXNet, got {padding!r}")
     return sides
 
 
