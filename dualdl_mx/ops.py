@@ -25,6 +25,7 @@ from dualdl.tensor import resolve_shape
 
 from . import activation as _act
 from .fast import compiled, kernels
+from .fast.host import host_array
 from .ops_base import _F, _axis, _is_nd, _is_tensor, _np
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
@@ -86,17 +87,30 @@ def log_softmax_kernel(x: nd.NDArray) -> dict:
     """The ``kernel``/``leaf`` settings of :func:`_log_softmax_formula` for NDArray ``x``: dualdl's
     operator for float32/float64 on CPU where its kernels are loaded (a graph cannot know its
     context, so Symbols keep the formula)."""
-    use = x.context.device_type == "cpu" and x.dtype in (np.float32, np.float64) and kernels.available()
+    use = (x.size > 0 and x.context.device_type == "cpu" and x.dtype in (np.float32, np.float64)
+           and kernels.available())                  # an empty x: MXNet reads its 0 as an unknown size
     return {"kernel": use, "leaf": use and x.grad is not None}
+
+
+def _empty_result(x: nd.NDArray) -> nd.NDArray:
+    """A new array of ``x``'s shape, dtype and context with no elements: torch's result of an
+    elementwise or along-an-axis op on an empty tensor. MXNet 1.x runs no operator on an empty
+    NDArray (its shape inference reads a 0 as an unknown size; dualdl's log-softmax kernel was
+    given a size of 2^32 - 1 and left MXNet's allocator failing), so it is made on the host."""
+    return host_array(np.empty(x.shape, dtype=x.dtype), x.context)
 
 
 def log_softmax(x, dim: int):
     """From its formula: MXNet's log_softmax op is off by up to 3.5e-6 (torch 2e-7, and MXNet's
     has a bias of about +1e-6). On NDArrays it runs as one compiled graph, and as dualdl's
-    float64 operator on CPU (:func:`log_softmax_kernel`)."""
+    float64 operator on CPU (:func:`log_softmax_kernel`); an empty NDArray gives an empty one of
+    its shape, as torch (:func:`_empty_result`)."""
     dim = int(dim)
     if type(x) is nd.NDArray:
-        return compiled.run(_log_softmax_formula, {"x": x}, dim=_axis(dim, x.ndim), **log_softmax_kernel(x))
+        axis = _axis(dim, x.ndim)
+        if x.size == 0:
+            return _empty_result(x)
+        return compiled.run(_log_softmax_formula, {"x": x}, dim=axis, **log_softmax_kernel(x))
     return _log_softmax_formula(_F(x), x, dim=dim)
 
 

@@ -219,7 +219,8 @@ def test_a_fresh_cache_builds_once_and_is_reused(tmp_path):
     built = os.stat(first[1]).st_mtime_ns
     second = _run(code, env).split()
     assert second == first and os.stat(first[1]).st_mtime_ns == built
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [".lock", "libdualdl_mx_kernels.so"]
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
+        ".lock", "libdualdl_mx_kernels.so", "libdualdl_mx_kernels.so.sha256"]     # and the hash recorded at build
 
 
 _THREADS = """

@@ -23,7 +23,9 @@
 //
 // Sums run in LANES fixed partial sums (lane = index mod LANES within a row), combined in a fixed
 // order, lanes computed as one vector (the pooled backward's, over the windows: two), and the
-// build turns off contraction into FMA: the same result on every instruction set.
+// build turns off contraction into FMA: the same result on every instruction set. The sums are
+// shifted by the channel's first value, or by 0 where that is infinite or NaN: a channel with -inf
+// in it has torch's mean -inf (and running mean), not NaN; its variance is NaN, as torch's.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -493,7 +495,11 @@ void forward_impl(const T* x, const T* gamma, const T* beta, T* y, double* mean,
   std::vector<T> band(p.on() ? p.kh * p.w : 0);
 #pragma omp for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
-    const double k = double(x[c * d.s]);
+    // the shift: the channel's first value, or 0 where it is infinite or NaN (x - k would be NaN
+    // for every element, where torch's mean of a channel with -inf in it is -inf; its variance is
+    // NaN either way)
+    const double first = double(x[c * d.s]);
+    const double k = std::isfinite(first) ? first : 0.0;
     double s1, s2;
     shifted_sums(x, d, c, k, &s1, &s2);
     const double dm = s1 / cnt;
@@ -764,6 +770,14 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
     MX_ERROR_MSG << "dl_batch_norm: x (N, C, ...) with gamma, beta (and running statistics) (C,) expected";
     return MX_FAIL;
   }
+  // an empty x reaches here with its 0 as MXNet 1.x's unknown size, -1 as 2^32 - 1: copied to the
+  // outputs, that would ask MXNet for 2^32 - 1 times the other sizes (dualdl's BatchNorm refuses
+  // empty batches before calling this operator)
+  for (unsigned d : x)
+    if (d == 0 || d == ~0u) {
+      MX_ERROR_MSG << "dl_batch_norm: x has an empty or unknown dimension (MXNet 1.x reads 0 as unknown)";
+      return MX_FAIL;
+    }
   (*out)[0] = x;
   if (attrs.count("pool")) {
     const Pool p = pool_of(attrs, std::vector<int64_t>(x.begin(), x.end()));

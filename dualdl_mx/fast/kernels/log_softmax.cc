@@ -15,7 +15,8 @@
 // identity op when x is a leaf (see dualdl_mx/ops.py).
 //
 // NaN and infinities follow the formula's operators: the max is NaN if any element is (MXNet's
-// max reducer), and inf - inf is NaN.
+// max reducer), and inf - inf is NaN. An empty x (or one of unknown shape) is refused by shape
+// inference: callers return empty inputs' empty results without it (dualdl_mx/ops.py).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -131,6 +132,14 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
     MX_ERROR_MSG << "dl_log_softmax: axis " << axis << " out of range for a " << x.size() << "-d input";
     return MX_FAIL;
   }
+  // an empty input reaches here with its 0 as MXNet 1.x's unknown size, -1 as 2^32 - 1: copied
+  // to the outputs, that asked MXNet for 2^32 - 1 times the other sizes and broke its allocator
+  for (unsigned d : x)
+    if (d == 0 || d == ~0u) {
+      MX_ERROR_MSG << "dl_log_softmax: x has an empty or unknown dimension (MXNet 1.x reads 0 as unknown); "
+                   << "dualdl.ops.log_softmax returns an empty input's result without this operator";
+      return MX_FAIL;
+    }
   (*out)[0] = x;
   (*out)[1] = x;
   (*out)[1][axis] = 1;
