@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, 
 
 from mxnet.gluon import HybridBlock
 
+from dualdl.nn.arguments import check_child_name
 from dualdl.nn.registry import defined_in
 from . import fast
 from .fast import sequential as fast_sequential
@@ -19,10 +20,12 @@ from .base import Layer
 
 
 def _check_child(container: str, module: Any, key: Any) -> HybridBlock:
-    if isinstance(key, str) and (not key or "." in key):
-        raise KeyError(f"{container}: child name {key!r} must be non-empty and contain no '.' "
-                       f"(it becomes part of dotted parameter names)")
+    """``module`` if it is a Gluon block with a name torch's ``add_module`` would take (an int
+    key is a Sequential's position), else torch's error for the name or a TypeError saying what
+    the MXNet backend expects."""
     if isinstance(module, HybridBlock):
+        if not isinstance(key, int):
+            check_child_name(key)
         return module
     torch = sys.modules.get("torch")
     hint = ("a torch module: build every layer under the same backend (dl.use('mxnet'))"
@@ -155,8 +158,6 @@ class ModuleDict(Layer):
         return self._children[key]
 
     def __setitem__(self, key: str, module: HybridBlock) -> None:
-        if not isinstance(key, str):
-            raise TypeError(f"ModuleDict keys must be strings, got {type(key).__name__}")
         self.register_child(_check_child("ModuleDict", module, key), key)
 
     def __delitem__(self, key: str) -> None:

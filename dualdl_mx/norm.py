@@ -44,11 +44,12 @@ class _BatchNorm(Layer):
     called several times before one backward. Eval mode uses the fused op on the running
     statistics.
     """
+    _dl_cannot = {"momentum": (lambda v, bound: v is None, "MXNet's BatchNorm keeps an exponential moving average; torch's cumulative average (momentum=None) has no counterpart here: pass a float")}
+
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
                  bias: bool = True) -> None:
         super().__init__()
-        C.check_batchnorm_momentum(type(self).__name__, momentum)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         _norm_params(self, self.num_features, affine, bias, track_running_stats)

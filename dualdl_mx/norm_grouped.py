@@ -67,7 +67,6 @@ class GroupNorm(_DtypeAware):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
-        C.check_groupnorm_args(int(num_groups), int(num_channels))
         self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
         self.affine = bool(affine)
         _norm_params(self, self.num_channels, affine, bias, False)
@@ -92,12 +91,13 @@ class _InstanceNorm(_DtypeAware):
     (as dualdl's hybridized BatchNorm under a native Gluon parent). Eval mode then normalises by
     them."""
 
+    _dl_cannot = {"momentum": (lambda v, bound: v is None and bool(bound["track_running_stats"]),
+                             "MXNet's BatchNorm keeps an exponential moving average; torch's cumulative average (momentum=None) has no counterpart here: pass a float")}
+
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
                  bias: bool = True) -> None:
         super().__init__()
-        if track_running_stats:
-            C.check_batchnorm_momentum(type(self).__name__, momentum)
         self.num_features, self.eps = int(num_features), float(eps)
         self.momentum = None if momentum is None else float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)

@@ -229,12 +229,17 @@ REFUSED_VALUES = {("Conv1d", "padding_mode"): "circular", ("Conv2d", "padding_mo
                   ("TransformerDecoderLayer", "activation"): torch.nn.functional.gelu,
                   ("Transformer", "activation"): torch.nn.functional.gelu,
                   ("Upsample", "mode"): "bicubic",
-                  ("ZeroPad2d", "padding"): (1, -1, 0, 0), ("ReflectionPad2d", "padding"): (1, 0, -1, 0)}
+                  ("ZeroPad2d", "padding"): (1, -1, 0, 0), ("ReflectionPad2d", "padding"): (1, 0, -1, 0),
+                  **{(f"BatchNorm{n}d", "momentum"): None for n in (1, 2, 3)},
+                  **{(f"InstanceNorm{n}d", "momentum"): None for n in (1, 2)}}
 # the other required arguments of a refusal call, for layers without a declared example
 REFUSAL_KWARGS = {**{f"MaxPool{n}d": {"kernel_size": 2} for n in (1, 2, 3)},
                   "AvgPool2d": {"kernel_size": 2}, "AvgPool3d": {"kernel_size": 2},
                   "AdaptiveMaxPool1d": {"output_size": 2}, "AdaptiveMaxPool2d": {"output_size": 2},
-                  "Upsample": {"scale_factor": 2}}
+                  "Upsample": {"scale_factor": 2},
+                  "InstanceNorm1d": {"track_running_stats": True}, "InstanceNorm2d": {"track_running_stats": True}}
+# positional arguments of a refusal call where the declared example would clash with the refused one
+REFUSAL_ARGS = {"InstanceNorm1d": (3,), "InstanceNorm2d": (3,)}
 
 
 def test_declared_refusals_name_declared_arguments():
@@ -247,7 +252,7 @@ def test_declared_refusals_name_declared_arguments():
 
 @pytest.mark.parametrize("name,arg", sorted(REFUSED_VALUES))
 def test_refused_argument_raises_a_clear_error_on_mxnet_and_works_on_torch(name, arg):
-    args, value = MINIMAL.get(name, ()), REFUSED_VALUES[(name, arg)]
+    args, value = REFUSAL_ARGS.get(name, MINIMAL.get(name, ())), REFUSED_VALUES[(name, arg)]
     kwargs = {**REFUSAL_KWARGS.get(name, {}), arg: value}
     with dl.use("torch"):
         getattr(dl.nn, name)(*args, **kwargs)

@@ -3,8 +3,12 @@ off every layer, loss and step takes its precise form, and the fast forms give t
 
 Measured here: a conv net with BatchNorm-ReLU-MaxPool (the kernel's fused pass), one with ReLUs
 on feature maps (MKLDNN's relu forms), the cross-entropy loss and dl.Trainer's guarded SGD step
-(one step with a NaN input refused), 6 steps eager and hybridized: losses and weights are equal
-bit for bit with the fast forms and without them.
+(one step with a NaN input refused), 6 steps eager and hybridized: the losses are equal bit for
+bit with the fast forms and without them, the weights within 4.9e-7 (BatchNorm net) and 1.4e-7
+(plain net) of each tensor's largest value: the only form that rounds differently is log-softmax's
+gradient (``dl_log_softmax`` computes in float64, its precise form, the formula, in float32; within
+2e-7 per element). The BatchNorm kernel, the fused Sequential and the relu forms are bit for bit
+(tests/test_mx_kernels.py, tests/test_mx_relu.py).
 """
 import numpy as np
 import pytest
@@ -78,8 +82,9 @@ def test_fast_forms_give_the_precise_forms_numbers(monkeypatch, hybrid, model):
     keep = [i for i in range(len(batches)) if i != 3]
     np.testing.assert_array_equal(fast_loss[keep], slow_loss[keep])
     assert fast_w.keys() == slow_w.keys()
-    for k in fast_w:
-        np.testing.assert_array_equal(fast_w[k], slow_w[k], err_msg=k)
+    for k in fast_w:                # float32 rounding of the log-softmax gradient (measured <= 4.9e-7)
+        scale = float(np.abs(slow_w[k]).max()) or 1.0
+        np.testing.assert_allclose(fast_w[k], slow_w[k], rtol=0, atol=2e-6 * scale, err_msg=k)
 
 
 def test_the_switch_turns_every_fast_form_off(monkeypatch):

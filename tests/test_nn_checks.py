@@ -149,8 +149,6 @@ def test_argument_checks():
     C.check_pool_args("MaxPool1d", (3,), (1,), (2,), dilation=(2,))
     with pytest.raises(ValueError, match="must be positive"):
         C.check_pool_args("AvgPool1d", (0,), (1,), (0,))
-    with pytest.raises(NotImplementedError, match="momentum=None"):
-        C.check_batchnorm_momentum("BatchNorm2d", None)
     with pytest.raises(ValueError, match=r"^num_channels \(4\) must be divisible by num_groups \(3\)$"):
         C.check_groupnorm_args(3, 4)                                        # torch's wording
     assert C.explain(C.check_layernorm_input, (3,), (2, 3)) is None

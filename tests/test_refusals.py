@@ -22,7 +22,7 @@ import torch
 import dualdl as dl
 from dualdl.nn.layers import LAYERS
 
-from test_layer_contract import MINIMAL, REFUSAL_KWARGS, REFUSED_VALUES
+from test_layer_contract import MINIMAL, REFUSAL_ARGS, REFUSAL_KWARGS, REFUSED_VALUES
 
 
 def _call(make):
@@ -176,7 +176,7 @@ def test_the_neutral_child_name_check_is_torchs(key):
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")          # torch.nn.Transformer's own
 @pytest.mark.parametrize("name,arg", sorted(REFUSED_VALUES))
 def test_declared_refusal_is_honoured_on_torch_and_refused_by_name_on_mxnet(name, arg):
-    args, value = MINIMAL.get(name, ()), REFUSED_VALUES[(name, arg)]
+    args, value = REFUSAL_ARGS.get(name, MINIMAL.get(name, ())), REFUSED_VALUES[(name, arg)]
     kwargs = {**REFUSAL_KWARGS.get(name, {}), arg: value}
     torch.manual_seed(0)
     ref = getattr(torch.nn, name)(*args, **kwargs)

@@ -19,7 +19,7 @@ __all__ = [
     "conv_transpose_output_padding",
     "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input",
     "adaptive_output_size", "adaptive_bins",
-    "BATCHNORM_LAYOUTS", "check_batchnorm_momentum", "check_batchnorm_input",
+    "BATCHNORM_LAYOUTS", "check_batchnorm_input",
     "check_layernorm_input", "check_groupnorm_args", "check_groupnorm_input", "INSTANCENORM_LAYOUTS",
     "check_instancenorm_input",
     "check_embedding_dtype", "check_embedding_range",
@@ -240,12 +240,6 @@ def adaptive_bins(size: int, out: int) -> Tuple[Tuple[int, int], ...]:
 BATCHNORM_LAYOUTS = {"BatchNorm1d": (("(N, C)", "(N, C, L)"), (2, 3)),
                      "BatchNorm2d": (("(N, C, H, W)",), (4,)),
                      "BatchNorm3d": (("(N, C, D, H, W)",), (5,))}
-
-
-def check_batchnorm_momentum(name: str, momentum: Optional[float]) -> None:
-    if momentum is None:
-        raise NotImplementedError(f"{name}: momentum=None (cumulative average) is not supported by "
-                                  f"dualdl; pass a float")
 
 
 def check_batchnorm_input(name: str, num_features: int, shape: Shape, training: bool) -> None:

@@ -79,6 +79,7 @@ except ImportError:                   # pragma: no cover - exercised in a subpro
 __all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning", "UntrustedCacheError"]
 
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
+_HEADERS = ("batch_norm_pool.h",)           # included by the sources: part of the cache key
 _FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
 _DIGEST_SUFFIX = ".sha256"                    # the hash dualdl recorded when it built the library
@@ -117,7 +118,7 @@ def _compiler() -> Optional[str]:
 
 def _key(compiler: str) -> str:
     h = hashlib.sha256()
-    for f in [Path(__file__).parent / s for s in _SOURCES] + _mxnet_files():
+    for f in [Path(__file__).parent / s for s in _SOURCES + _HEADERS] + _mxnet_files():
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     h.update(" ".join((mx.__version__, compiler) + _FLAGS).encode())
     return h.hexdigest()[:16]
@@ -352,8 +353,12 @@ def library_path() -> Path:
 def available() -> bool:
     """Whether dualdl's operators (``mx.nd.dl_batch_norm``, ``mx.sym.dl_batch_norm``,
     ``dl_guarded_sgd_mom``, ``dl_log_softmax``) exist in this process (built and loaded on the
-    first call; False, with one warning, where that fails)."""
+    first call; False, with one warning, where that fails) and may be used now: False while
+    ``DUALDL_MX_FAST=0`` or ``DUALDL_MX_KERNELS=0`` (read at each call, so the switch works
+    inside one process)."""
     global _loaded
+    if not config.mx_kernels():
+        return False
     if _loaded is not None:
         return _loaded
     with _LOCK:
@@ -363,8 +368,6 @@ def available() -> bool:
 
 
 def _load() -> bool:
-    if not config.mx_kernels():
-        return False
     if all(hasattr(mx.nd, op) for op in _OPS):           # loaded by an earlier import in this process
         return True
     global _loaded_from
@@ -377,7 +380,7 @@ def _load() -> bool:
                       "BatchNorm uses MXNet's float64 operator instead (the same results to float32 "
                       "rounding, slower), log-softmax its float32 formula, and dl.Trainer checks "
                       "gradients before queueing a step. "
-                      "DUALDL_MX_KERNELS=0 silences this.",
+                      "DUALDL_MX_FAST=0 silences this (and turns the other fast forms off too).",
                       KernelUnavailableWarning, stacklevel=3)
         return False
     return all(hasattr(mx.nd, op) for op in _OPS)
