@@ -20,7 +20,7 @@ from .activation import relu as _relu
 from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
 from .norm_stats import (_aux_scratch, _batchnorm_op_formula, _batchnorm_running_formula, _bessel,
-                         _gemm_batchnorm, _norm_params, _stats_dtype, _stats_repr)
+                         _gemm_batchnorm, _norm_params, _stats_dtype, _stats_repr, _write_running)
 
 # an eval-mode graph does not read the float64 operator's scratch statistics (_BatchNorm._scratch)
 warnings.filterwarnings("ignore", message=r"Parameter \S*dl_scratch_(mean|var)(, \S*dl_scratch_(mean|var))* is not used")
@@ -103,9 +103,7 @@ class _BatchNorm(Layer):
             if not track:
                 return out, fused
             y, new_mean, new_var = out
-            with autograd.pause():
-                new_mean.copyto(running_mean)
-                new_var.copyto(running_var)
+            _write_running(new_mean, new_var, running_mean, running_var)
             return y, fused
         return compiled.run(_batchnorm_running_formula, dict(x=x, weight=weight, bias=bias,
                                                              running_mean=running_mean, running_var=running_var),

@@ -14,7 +14,8 @@ from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .fast import compiled
-from .norm_stats import _affine_stats, _aux_scratch, _grouped_norm_formula, _norm_params, _stats_repr
+from .norm_stats import (_affine_stats, _aux_scratch, _grouped_norm_formula, _norm_params, _stats_repr,
+                         _write_running)
 
 class _DtypeAware(Layer):
     """Remembers the dtype ``cast()`` gave the layer: the float64 formula casts its result back to
@@ -124,9 +125,7 @@ class _InstanceNorm(_DtypeAware):
         if stats != "update":
             return out
         y, new_mean, new_var = out
-        with autograd.pause():
-            new_mean.copyto(running_mean)
-            new_var.copyto(running_var)
+        _write_running(new_mean, new_var, running_mean, running_var)
         return y
 
     def extra_repr(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Tuple
 
 import numpy as np
 import mxnet as mx
+from mxnet import autograd
 
 from dualdl import config
 from .base import Layer
@@ -35,6 +36,14 @@ def _norm_params(layer: Layer, c: int, affine: bool, bias: bool, track_running_s
 def _stats_repr(m: Layer) -> str:
     return (f"{m.num_features}, eps={m.eps}, momentum={m.momentum}, affine={m.affine}, "
             f"track_running_stats={m.track_running_stats}")
+
+
+def _write_running(new_mean, new_var, running_mean, running_var) -> None:
+    """Copy an eager train-mode call's new running statistics in (torch updates them in forward;
+    outside autograd, as torch's buffers are)."""
+    with autograd.pause():
+        new_mean.copyto(running_mean)
+        new_var.copyto(running_var)
 
 
 def _gemm_batchnorm(F, x, weight, bias, eps: float, mean=None, var=None, update=None):
