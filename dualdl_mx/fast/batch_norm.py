@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import enabled, kernels
+from . import kernels
 
 __all__ = ["applies", "kernel_formula"]
 
@@ -21,8 +21,9 @@ __all__ = ["applies", "kernel_formula"]
 def applies(dtype: str, compute: str, param: Any, contexts) -> bool:
     """Whether batch statistics run dualdl's ``dl_batch_norm`` kernel (:mod:`dualdl_mx.fast.kernels`):
     where MXNet's operator would run in float64 for float32 data and parameters, on CPU contexts,
-    with the kernel built and loaded, and the fast forms on (:func:`dualdl_mx.fast.enabled`)."""
-    return (enabled() and compute == "float64" and dtype == "float32" and np.dtype(param.dtype).name == "float32"
+    with the kernel built, loaded and switched on (:func:`~dualdl_mx.fast.kernels.available` reads
+    ``DUALDL_MX_FAST`` and ``DUALDL_MX_KERNELS``)."""
+    return (compute == "float64" and dtype == "float32" and np.dtype(param.dtype).name == "float32"
             and all(c.device_type == "cpu" for c in contexts) and kernels.available())
 
 

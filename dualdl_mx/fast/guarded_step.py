@@ -122,7 +122,7 @@ def step_if_finite(optimizer: Any, params: Sequence[gluon.Parameter], cache: Opt
     step behind its own check in one operator."""
     losses = list(losses or ())
     runs_of = getattr(optimizer, "_prepared_runs", None)
-    runs = runs_of() if runs_of is not None and enabled() and kernels.available() else None
+    runs = runs_of() if runs_of is not None and kernels.available() else None
     ps = fresh_params(params)
     guarded = _guarded(ps, runs, losses, cache) if runs and ps else None
     if guarded is None:

@@ -18,15 +18,16 @@ MXNet differences hidden here:
 
 The library is compiled once per machine with the C++ compiler (``g++``/``c++``, the one ``pip``
 uses for any package that compiles) against the headers MXNet's wheel ships, into
-``DUALDL_CACHE_DIR`` (default ``~/.cache/dualdl``) under a key of the sources, MXNet's version and
+``DUALDL_CACHE_DIR`` (default ``~/.cache/dualdl``) under a key of the sources and headers, MXNet's version and
 the flags; a lock keeps concurrent processes from building it twice (``fcntl.flock`` on POSIX; where
 Python has no ``fcntl``, Windows, a lock file created with ``O_EXCL``, taken over when older than two
 builds' timeout), and the library is renamed into place only once complete. It is built with OpenMP
 where the compiler has it (without, where not): ``dl_batch_norm`` splits its channels over the
 OpenMP threads MXNet's engine gives its CPU operators (MXNet's own libgomp; half the processors by
 default, ``OMP_NUM_THREADS`` if set), with the same results as one thread. Where it cannot be built
-or loaded (no compiler, another MXNet, a cache it cannot trust) or ``DUALDL_MX_KERNELS=0``,
-:func:`available` is False, dualdl warns once with the reason (not for ``DUALDL_MX_KERNELS=0``) and
+or loaded (no compiler, another MXNet, a cache it cannot trust), or while ``DUALDL_MX_FAST=0`` or
+``DUALDL_MX_KERNELS=0``, :func:`available` is False, dualdl warns once with the reason (not for
+the switches) and
 keeps the previous paths: MXNet's float64 BatchNorm (the same results to float32 rounding),
 log-softmax from its float32 formula (within 2e-7 of the kernel's) and the check read before the
 step (the same steps), all slower.
