@@ -436,13 +436,64 @@ class Layer(Module):
     dualdl layer of its class name (``_dl_layer``, ``backend.module("nn").<name>``; see
     dualdl/nn/registry.py)."""
 
+    _dl_unbatched_ndim: Optional[int] = None
+    """The rank of torch's unbatched input (``Conv2d``: 3, ``(C, H, W)``), if the layer takes one:
+    hides that torch accepts an input without its batch axis where MXNet's operators need it. An
+    NDArray first argument of that rank is run as a batch of one and the batch axis removed from
+    every output (eager and hybridized alike: the cached graph only ever sees batched inputs)."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         register(cls, __package__)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = _positional(self, args, kwargs)
+        n = self._dl_unbatched_ndim
+        if n is not None and args and isinstance(args[0], nd.NDArray) and args[0].ndim == n:
+            out = Module.__call__(self, args[0].expand_dims(0), *args[1:])
+            return _unbatch(out)
+        return Module.__call__(self, *args)
+
     @staticmethod
     def _uniform(bound: float) -> mx.init.Initializer:
         return mx.init.Uniform(scale=bound)
+
+
+def _unbatch(out: Any) -> Any:
+    if isinstance(out, (tuple, list)):
+        return type(out)(_unbatch(o) for o in out)
+    return out.squeeze(axis=0) if isinstance(out, nd.NDArray) else out
+
+
+_FORWARD_NAMES: Dict[type, Tuple[Tuple[str, Any], ...]] = {}
+
+
+def _positional(block: "Layer", args: tuple, kwargs: Dict[str, Any]) -> tuple:
+    """Keyword arguments of a built-in layer's call as positions (Gluon's ``__call__`` is
+    positional only): named as in its ``hybrid_forward(F, ...)``; torch's name of the first tensor
+    argument, ``input``, is accepted for it whatever the MXNet code calls it (``m(input=x)``)."""
+    cls = type(block)
+    names = _FORWARD_NAMES.get(cls)
+    if names is None:
+        sig = inspect.signature(cls.hybrid_forward)
+        names = _FORWARD_NAMES[cls] = tuple(
+            (p.name, p.default) for p in list(sig.parameters.values())[2:]
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY))
+    kwargs = dict(kwargs)
+    if "input" in kwargs and names and names[0][0] != "input" and not args:
+        args = (kwargs.pop("input"),)
+    out = list(args)
+    for name, default in names[len(args):]:
+        if not kwargs:
+            break
+        if name not in kwargs and default is inspect.Parameter.empty:
+            raise TypeError(f"{cls.__name__}.forward() missing argument {name!r} before "
+                            f"{', '.join(map(repr, kwargs))}")
+        out.append(kwargs.pop(name, default))
+    if kwargs:
+        raise TypeError(f"{cls.__name__}.forward() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    return tuple(out)
 
 
 def shape_error(layer: str, expected: str, x: Any) -> ValueError:

@@ -356,6 +356,9 @@ LAYERS = {
         example=(6, 4)),
 }
 
+# the families declared in their own files (one file per family of layers added together)
+for _family in ("activation", "padding", "conv_pool", "norm_linear"):
+    LAYERS.update(__import__(f"{__package__}.layers_{_family}", fromlist=["LAYERS"]).LAYERS)
 
 
 def _doc(name: str, decl: Declaration) -> str:

@@ -11,6 +11,11 @@ from .ops_more import ROWS as OP_MORE_ROWS
 from .transformer_decoder import ROWS as DECODER_ROWS
 from .embedding_bag import ROWS as EMBEDDING_BAG_ROWS
 from .empty import ROWS as EMPTY_ROWS
+from .act_more import ROWS as ACT_MORE_ROWS
+from .padding_more import ROWS as PADDING_MORE_ROWS
+from .conv_pool_more import ROWS as CONV_POOL_MORE_ROWS
+from .norm_linear_more import ROWS as NORM_LINEAR_MORE_ROWS
 
 ROWS = (LAYER_ROWS + EMBEDDING_BAG_ROWS + CONV_POOL_ROWS + ACT_ROWS + NORM_ROWS + DECODER_ROWS + CONTRACT_ROWS
-        + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS + EMPTY_ROWS)
+        + OP_ROWS + OP_MORE_ROWS + LOSS_ROWS + EMPTY_ROWS
+        + ACT_MORE_ROWS + PADDING_MORE_ROWS + CONV_POOL_MORE_ROWS + NORM_LINEAR_MORE_ROWS)

@@ -1,0 +1,5 @@
+"""Parity rows of norm_linear_more layers added for torch's module tests (issue 34)."""
+from dualdl.testing.spec import layer  # noqa: F401
+
+ROWS = [
+]
