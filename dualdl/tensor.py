@@ -44,8 +44,8 @@ def _as_array(a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray):
         return a
     arr = np.asarray(a)
-    if arr.dtype.kind == "f":          # Python floats: float32, like torch.tensor
-        arr = arr.astype(np.float32)
+    if arr.dtype.kind == "f" and not isinstance(a, np.generic):
+        arr = arr.astype(np.float32)   # Python floats: float32, like torch.tensor; np.float64(1.5) keeps its dtype
     elif arr.dtype.kind in "iu" and not isinstance(a, np.generic):
         arr = arr.astype(np.int64)
     return arr

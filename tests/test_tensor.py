@@ -35,6 +35,15 @@ def test_python_values_follow_torch_default_dtypes(backend):
     assert dl.to_numpy(dl.from_numpy(np.ones(2), dtype="float32")).dtype == np.float32
 
 
+@pytest.mark.parametrize("scalar", [np.float64(1 + 1e-10), np.float32(1.5), np.float16(0.5), np.int32(7)])
+def test_numpy_scalars_keep_their_dtype(backend, scalar):
+    """A numpy scalar carries its dtype as an array does (torch.as_tensor(np.float64(1.5)) is
+    float64); only Python floats default to float32 (issue 34: np.float64 gave float32)."""
+    t = dl.from_numpy(scalar)
+    assert dl.to_numpy(t).dtype == scalar.dtype
+    assert dl.to_numpy(t).reshape(-1)[0] == scalar
+
+
 def test_unsupported_dtype_is_a_clear_error(backend):
     with pytest.raises(TypeError, match="unsupported numpy dtype complex128"):
         dl.from_numpy(np.ones(2, dtype=np.complex128))
