@@ -481,6 +481,10 @@ def _positional(block: "Layer", args: tuple, kwargs: Dict[str, Any]) -> tuple:
             (p.name, p.default) for p in list(sig.parameters.values())[2:]
             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY))
     kwargs = dict(kwargs)
+    known = {n for n, _ in names} | {"input"}
+    unknown = [k for k in kwargs if k not in known]
+    if unknown:
+        raise TypeError(f"{cls.__name__}.forward() got an unexpected keyword argument {unknown[0]!r}")
     if "input" in kwargs and names and names[0][0] != "input" and not args:
         args = (kwargs.pop("input"),)
     out = list(args)

@@ -180,11 +180,28 @@ def _run(backend: str, model: Any, leaves: List[np.ndarray], want: List[bool], t
         impl.param_grads(model) if is_module else {}
 
 
+def _twin(m: Any) -> Any:
+    """A dualdl layer built with the constructor arguments of the torch.nn layer ``m`` (module_db
+    passes a built ``nn.TransformerEncoderLayer`` to ``nn.TransformerEncoder``): what write-once
+    code passes on MXNet, where a torch module cannot run."""
+    import dualdl.nn as dn
+    name = type(m).__name__
+    if name not in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
+        raise TypeError(f"no dualdl twin for a torch {name} given as a constructor argument")
+    return getattr(dn, name)(
+        m.self_attn.embed_dim, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features,
+        dropout=m.dropout.p, activation=m.activation, layer_norm_eps=m.norm1.eps,
+        batch_first=m.self_attn.batch_first, norm_first=m.norm_first, bias=m.linear1.bias is not None)
+
+
 def _convert_ctor(obj: Any, backend: str, dtype: str) -> Any:
     """Constructor arguments for a dualdl layer: torch tensors (a loss's class weights) as the
-    backend's tensors."""
+    backend's tensors; a torch.nn layer as is on torch (torch.nn takes it), as its dualdl twin on
+    other backends."""
     import torch
     from dualdl.testing.runners import adapter
+    if isinstance(obj, torch.nn.Module):
+        return obj if backend == "torch" else _twin(obj)
     if isinstance(obj, torch.Tensor):
         return adapter(backend).tensor(obj.detach().cpu().numpy().copy(), False)
     if isinstance(obj, (list, tuple)):
