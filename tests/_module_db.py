@@ -354,6 +354,49 @@ def report(table: Table, candidates: Sequence[str], verbose: bool = False) -> st
     return "\n".join(lines)
 
 
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "parity.md")
+BEGIN, END = "<!-- module_db table: begin (python tests/_module_db.py --write-docs) -->", "<!-- module_db table: end -->"
+
+
+def docs_block(table: Table, candidates: Sequence[str]) -> str:
+    """The docs/parity.md block: the counts per candidate, the entries covered and not."""
+    import torch
+    db = module_db()
+    cov = [entry_name(i) for i in db if covered(i)]
+    miss = [entry_name(i) for i in db if not covered(i)]
+    lines = [BEGIN, "", f"Measured with torch {torch.__version__.split('+')[0]} and MXNet 1.9.1 on CPU "
+             f"(float32 and float64; train mode, and eval mode where torch's entry says the two differ):", "",
+             "| candidate | entries covered | match | mismatch | refused | raw | skip |",
+             "|---|---|---|---|---|---|---|"]
+    for c in candidates:
+        cnt = table.counts(c)
+        lines.append(f"| {c} | {len(cov)}/{len(db)} | " + " | ".join(str(cnt.get(s, 0)) for s in STATUSES) + " |")
+    refusals: Dict[str, set] = {}
+    for o in table.outcomes:
+        if o.status == "refused":
+            refusals.setdefault(o.detail.split(":", 1)[-1].strip()[:160], set()).add(o.candidate)
+    lines += ["", "Covered entries: " + ", ".join(f"`{n}`" for n in sorted(cov)) + ".", ""]
+    lines += ["Not covered: " + (", ".join(f"`{n}`" for n in sorted(miss)) or "none") + ".", ""]
+    if refusals:
+        lines += ["Refusals (declared):", ""]
+        lines += [f"- {msg} ({', '.join(sorted(c))})" for msg, c in sorted(refusals.items())]
+        lines.append("")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def write_docs(table: Table, candidates: Sequence[str]) -> None:
+    text = open(DOCS).read()
+    block = docs_block(table, candidates)
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with open(DOCS, "w") as f:
+        f.write(text)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default="", help="comma-separated entry names")
@@ -361,12 +404,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--dtypes", default="float32,float64")
     p.add_argument("--limit", type=int, default=None, help="the first N inputs of each entry")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--write-docs", action="store_true", help="write the table into docs/parity.md")
     a = p.parse_args(argv)
     import warnings
     warnings.simplefilter("ignore")
     cands = [c for c in a.backends.split(",") if c]
     table = run([s for s in a.only.split(",") if s] or None, a.dtypes.split(","), (True, False), cands, a.limit)
     print(report(table, cands, a.verbose))
+    if a.write_docs:
+        write_docs(table, cands)
     return 0
 
 
