@@ -8,3 +8,4 @@ from .layers import *  # noqa: F401,F403
 from .layers import LAYERS, __all__ as _layer_names
 
 __all__ = ["Module", "Parameter", "native_class", *_layer_names]
+from . import init  # noqa: E402,F401  (torch.nn.init written once; imports no framework)
