@@ -1,23 +1,20 @@
-"""Resampling, padding and reshaping layers on MXNet with PyTorch's signatures: ``Upsample``,
-``PixelShuffle``, ``ZeroPad2d``, ``ReflectionPad2d``, ``Unflatten``. Upsample and the pads are
-``dualdl.ops.interpolate`` / ``dualdl.ops.pad`` (one implementation: ``ops_nn``/``ops_shape``).
+"""Resampling and reshaping layers on MXNet with PyTorch's signatures: ``Upsample``,
+``PixelShuffle``, ``Unflatten`` (the padding layers are in ``padding.py``). Upsample is
+``dualdl.ops.interpolate`` (one implementation: ``ops_nn``).
 
 MXNet differences hidden: ``BilinearResize2D`` defaults to ``align_corners=True`` (torch: False),
-``UpSampling`` takes integer scales only (see ``ops_nn.interpolate``); Gluon has no pixel-shuffle,
-pad or unflatten blocks (``nn.PixelShuffle2D`` exists only in MXNet 2; legacy ``pad`` is 4-D/5-D
-only).
+``UpSampling`` takes integer scales only (see ``ops_nn.interpolate``); Gluon has no pixel-shuffle
+or unflatten blocks (``nn.PixelShuffle2D`` exists only in MXNet 2).
 """
 from __future__ import annotations
 
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_unflatten_input,
-                                       pad2d_sides)
+from dualdl.nn.resample_checks import check_pixel_shuffle_input, check_unflatten_input
 from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .ops_nn import interpolate
-from .ops_shape import pad
 
 
 class Upsample(Layer):
@@ -66,33 +63,6 @@ class PixelShuffle(Layer):
 
     def extra_repr(self) -> str:
         return f"upscale_factor={self.upscale_factor}"
-
-
-class _Pad2d(Layer):
-    _mode = "constant"
-    _dl_cannot = {"padding": (lambda v, bound: any(p < 0 for p in pad2d_sides("", v)),
-                              "negative padding crops, which MXNet's pad cannot")}
-
-    def __init__(self, padding: Union[int, Sequence[int]]) -> None:
-        super().__init__()
-        self.padding = pad2d_sides(type(self).__name__, padding)
-
-    def hybrid_forward(self, F, x):
-        if is_ndarray(x):
-            check_pad2d_input(type(self).__name__, self.padding, x.shape, self._mode == "reflect")
-        return pad(x, self.padding, self._mode)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
-
-
-class ZeroPad2d(_Pad2d):
-    """``torch.nn.ZeroPad2d(padding)``: (left, right, top, bottom) zeros; no cropping on MXNet."""
-
-
-class ReflectionPad2d(_Pad2d):
-    """``torch.nn.ReflectionPad2d(padding)``: each pad smaller than the padded dim."""
-    _mode = "reflect"
 
 
 class Unflatten(Layer):

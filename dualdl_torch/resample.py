@@ -1,17 +1,16 @@
-"""Resampling, padding and reshaping layers on torch: ``Upsample``, ``PixelShuffle``, ``ZeroPad2d``,
-``ReflectionPad2d``, ``Unflatten`` are the ``torch.nn`` classes, marked as dualdl layers, with the
-inputs the MXNet side cannot take refused with the same message and torch's errors explained. Their
+"""Resampling and reshaping layers on torch: ``Upsample``, ``PixelShuffle``, ``Unflatten`` are the
+``torch.nn`` classes, marked as dualdl layers, with the inputs the MXNet side cannot take refused with
+the same message and torch's errors explained (the padding layers are in ``padding.py``). Their
 arguments are checked before construction by dualdl.nn.arguments; torch honours all of its own (every
-Upsample mode, cropping pads), the MXNet adapter declares what it cannot."""
+Upsample mode), the MXNet adapter declares what it cannot."""
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Sequence
 
 import torch
 from torch import nn
 
-from dualdl.nn.resample_checks import (check_pad2d_input, check_pixel_shuffle_input, check_unflatten_input,
-                                       pad2d_sides)
+from dualdl.nn.resample_checks import check_pixel_shuffle_input, check_unflatten_input
 from dualdl.nn.registry import defined_in
 from .base import Layer, explained
 
@@ -23,29 +22,9 @@ class Upsample(Layer, nn.Upsample):
 class PixelShuffle(Layer, nn.PixelShuffle):
     """``torch.nn.PixelShuffle``."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_pixel_shuffle_input(self.upscale_factor, tuple(x.shape))
-        return super().forward(x)
-
-
-class _Pad2d(Layer):
-    _reflect = False
-
-    def __init__(self, padding: Union[int, Sequence[int]]) -> None:
-        super().__init__(pad2d_sides(type(self).__name__, padding))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_pad2d_input(type(self).__name__, self.padding, tuple(x.shape), self._reflect)
-        return super().forward(x)
-
-
-class ZeroPad2d(_Pad2d, nn.ZeroPad2d):
-    """``torch.nn.ZeroPad2d`` (negative sides crop, as torch; MXNet cannot)."""
-
-
-class ReflectionPad2d(_Pad2d, nn.ReflectionPad2d):
-    """``torch.nn.ReflectionPad2d``."""
-    _reflect = True
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        check_pixel_shuffle_input(self.upscale_factor, tuple(input.shape))
+        return super().forward(input)
 
 
 class Unflatten(Layer, nn.Unflatten):
@@ -54,9 +33,9 @@ class Unflatten(Layer, nn.Unflatten):
     def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
         super().__init__(int(dim), tuple(unflattened_size))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return explained(lambda: super(Unflatten, self).forward(x), check_unflatten_input,
-                         lambda: (self.dim, tuple(self.unflattened_size), x.shape))
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return explained(lambda: super(Unflatten, self).forward(input), check_unflatten_input,
+                         lambda: (self.dim, tuple(self.unflattened_size), input.shape))
 
 
 __all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -339,10 +339,12 @@ LAYERS = {
         "No Gluon block in MXNet 1.x; reshape + transpose (torch's channel order)."),
     "ZeroPad2d": layer(
         'padding',
-        'No Gluon block (legacy pad is 4-D/5-D only); dualdl.ops.pad; negative (cropping) padding refused.'),
+        "No Gluon block (legacy pad is 4-D/5-D only, no cropping): dualdl_mx.padding.pad_last, MXNet's pad on a"
+        ' shape-free 4-D view, any rank >= 2 as torch; negative sides crop (slice_axis).'),
     "ReflectionPad2d": layer(
         'padding',
-        "No Gluon block; dualdl.ops.pad(mode='reflect'), each pad smaller than its dim."),
+        "No Gluon block (legacy pad is 4-D/5-D only, no cropping): dualdl_mx.padding.pad_last, MXNet's pad"
+        " mode 'reflect', batched or unbatched, each pad smaller than its dim; negative sides crop (slice_axis)."),
     "Unflatten": layer(
         'dim, unflattened_size',
         "No Gluon block; reshape (hybridized: reshape's -4 split codes, dim >= 0)."),

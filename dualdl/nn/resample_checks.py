@@ -1,18 +1,19 @@
 """Checks and messages, written once for both backends (framework-free), of PReLU, the channel
-dropouts and the resampling/padding/reshaping layers (Upsample, PixelShuffle, ZeroPad2d,
-ReflectionPad2d, Unflatten). Same conventions as ``checks.py``: plain Python values in, ``None``
-or the error both backends raise out."""
+dropouts and the resampling/padding/reshaping layers (Upsample, PixelShuffle, the
+``{Constant,Zero,Reflection,Replication,Circular}Pad{1,2,3}d`` pads, Unflatten). Same conventions
+as ``checks.py``: plain Python values in, ``None`` or the error both backends raise out."""
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
-from .checks import shape_error
+from .checks import check_not_empty, shape_error
 
 __all__ = ["check_prelu_input", "check_channel_dropout_input", "channel_dropout_axes",
            "UPSAMPLE_MODES", "INTERPOLATING_MODES", "check_upsample_args", "check_pixel_shuffle_input",
-           "pad2d_sides", "check_pad2d_input", "unflatten_sizes", "check_unflatten_input"]
+           "PAD_LAYERS", "pad_sides", "check_pad_value", "check_pad_input", "unflatten_sizes",
+           "check_unflatten_input"]
 
 Shape = Sequence[int]
 
@@ -68,26 +69,75 @@ def check_pixel_shuffle_input(upscale_factor: int, shape: Shape) -> None:
                          f"upscale_factor ** 2 = {r2}, got input of shape {shape}")
 
 
-def pad2d_sides(name: str, padding) -> Tuple[int, int, int, int]:
-    """torch's ``_quadruple``: an int or (left, right, top, bottom); negative sides crop (torch; the
-    MXNet adapter declares it cannot)."""
-    if isinstance(padding, numbers.Integral):
-        return (int(padding),) * 4
-    sides = tuple(int(p) for p in padding)
-    if len(sides) != 4:
-        raise ValueError(f"{name}: padding must be an int or (left, right, top, bottom), got {padding!r}")
-    return sides
+# the padding layers: name -> (number of padded trailing dims, torch's F.pad mode)
+_PAD_FAMILIES = {"Constant": "constant", "Zero": "constant", "Reflection": "reflect",
+                 "Replication": "replicate", "Circular": "circular"}
+PAD_LAYERS = {f"{family}Pad{n}d": (n, mode) for family, mode in _PAD_FAMILIES.items() for n in (1, 2, 3)}
+_SIDES = ("left", "right", "top", "bottom", "front", "back")
+_DIMS = {1: "width", 2: "height and width", 3: "depth, height and width"}
+_LAYOUTS = {1: "(N, C, W) or (C, W)", 2: "(N, C, H, W) or (C, H, W)", 3: "(N, C, D, H, W) or (C, D, H, W)"}
+_ANY_RANK = {1: "(*, W)", 2: "(*, H, W)", 3: "(*, D, H, W)"}
 
 
-def check_pad2d_input(name: str, padding: Tuple[int, int, int, int], shape: Shape, reflect: bool) -> None:
+def pad_sides(name: str, padding: Any) -> Tuple[int, ...]:
+    """torch's ``_pair``/``_quadruple``/``_ntuple(6)`` of a ``*Pad{n}d`` layer: an int, or 2n ints
+    (left, right, top, bottom, front, back: the last dim first); negative sides crop. torch takes
+    any iterable at construction and fails only in forward: refused here (dualdl's check)."""
+    n = PAD_LAYERS[name][0]
+    if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
+        return (int(padding),) * (2 * n)
+    what = ", ".join(_SIDES[:2 * n])
+    try:
+        sides = tuple(padding)
+    except TypeError:
+        raise TypeError(f"{name}: padding must be an int or ({what}), got {padding!r}") from None
+    if len(sides) != 2 * n:
+        raise ValueError(f"{name}: padding must be an int or ({what}), got {padding!r}")
+    if not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in sides):
+        raise TypeError(f"{name}: padding must be an int or ({what}) of ints, got {padding!r}")
+    return tuple(int(p) for p in sides)
+
+
+def check_pad_value(name: str, value: Any) -> None:
+    """ConstantPad*d's ``value``: torch takes anything at construction and fails only in forward."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: value must be a real number, got {value!r}")
+
+
+def check_pad_input(name: str, padding: Tuple[int, ...], shape: Shape) -> None:
+    """What torch's forward fails on, as one dualdl ValueError on both backends: the rank
+    (constant pads take any rank with the padded dims, the others torch's batched/unbatched pair),
+    then per padded dim with size s and sides (l, r): constant crops first (s + min(l, 0) + min(r, 0)
+    >= 0), reflect needs l, r < s, reflect and replicate an output of at least one element,
+    circular crops first to c >= 1 elements and wraps at most once (l, r <= c; torch checks
+    l, r <= s only, then fails inside its kernel or returns uninitialised memory). An input or
+    output with no elements is refused on both backends (MXNet's operators cannot run on one)."""
     shape = tuple(shape)
-    if len(shape) not in (3, 4):
-        raise shape_error(name, "(N, C, H, W) or (C, H, W)", shape)
-    if reflect:
-        (left, right, top, bottom), (h, w) = padding, shape[-2:]
-        if max(left, right) >= w or max(top, bottom) >= h:
-            raise ValueError(f"{name}(padding={padding}): reflect padding must be smaller than the input's "
-                             f"height and width, got input of shape {shape}")
+    n, mode = PAD_LAYERS[name]
+    if len(shape) not in (n + 1, n + 2) and (mode != "constant" or len(shape) < n):
+        raise shape_error(name, _ANY_RANK[n] if mode == "constant" else _LAYOUTS[n], shape)
+    check_not_empty(name, shape)
+    who = f"{name}(padding={padding})"
+    out = list(shape)
+    for i in range(n):
+        dim = len(shape) - 1 - i
+        s, (left, right) = shape[dim], padding[2 * i: 2 * i + 2]
+        kept = s + min(left, 0) + min(right, 0)
+        out[dim] = s + left + right
+        if mode == "reflect" and max(left, right) >= s:
+            raise ValueError(f"{who}: reflect padding must be smaller than the input's {_DIMS[n]}, "
+                             f"got input of shape {shape}")
+        if mode in ("constant", "circular") and kept < (mode == "circular"):
+            raise ValueError(f"{who}: the negative padding crops more than the size {s} of dim {dim} of "
+                             f"the input of shape {shape}")
+        if mode == "circular" and max(left, right) > kept:
+            raise ValueError(f"{who}: circular padding wraps around more than once: each pad must be at "
+                             f"most the size {kept} of dim {dim} (after cropping) of the input of shape "
+                             f"{shape}")
+    if 0 in out or any(o < 0 for o in out):
+        raise ValueError(f"{who}: the output of shape {tuple(out)} would have no elements (input of shape "
+                         f"{shape}); MXNet's operators cannot produce one, so dualdl refuses it on both "
+                         f"backends")
 
 
 def unflatten_sizes(unflattened_size: Sequence[int]) -> Tuple[int, ...]:
