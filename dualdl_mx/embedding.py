@@ -11,6 +11,7 @@ from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
 from .fast.host import host_array
+from .norm_stats import _CheckedCall
 
 
 def embedding_renorm(weight, rows: np.ndarray, max_norm: float, norm_type: float) -> None:
@@ -32,12 +33,14 @@ def embedding_renorm(weight, rows: np.ndarray, max_norm: float, norm_type: float
             d[idx] = nd.broadcast_mul(sel, scale)
 
 
-class Embedding(Layer):
+class Embedding(_CheckedCall):
     """``torch.nn.Embedding``: weight (V, D) ~ N(0, 1) (Gluon: U(+-0.07)); integer indices only;
     an index outside [0, V) raises IndexError (MXNet clips it silently); ``padding_idx`` row is
     zero at init and gets no gradient (Gluon has no padding_idx); ``max_norm`` renormalises the
     looked-up rows in place before the lookup, outside autograd, as torch's ``embedding_renorm_``
-    (Gluon has no max_norm)."""
+    (Gluon has no max_norm). Indices of any shape (a 0-d one excepted: MXNet has none). The
+    checks run eagerly in the lookup and, hybridized, at the call (a cached graph would clip
+    out-of-range indices silently)."""
     _dl_cannot = {
         "scale_grad_by_freq": (lambda v, bound: bool(v),
                                "MXNet's Embedding has no gradient scaling by index frequency"),
@@ -84,6 +87,10 @@ class Embedding(Layer):
         if not idx.size or idx.min() < 0 or idx.max() >= self.num_embeddings:
             return                           # the lookup's range check raises
         embedding_renorm(self.weight, idx, self.max_norm, self.norm_type)
+
+    def _dl_check_call(self, x, *args) -> None:
+        if self._active:
+            self._check(x)
 
     def _check(self, x) -> None:
         dtype = np.dtype(x.dtype)

@@ -17,16 +17,18 @@ from dualdl.nn.checks import IntOrTuple
 from dualdl import config
 from .fast import batch_norm as fast_bn, compiled
 from .activation import relu as _relu
-from .base import Layer, is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
+from .base import is_ndarray, train_mode_follows_module, graph_writes_state, state_in_graph, write_state_after_call
 
-from .norm_stats import (_aux_scratch, _batchnorm_op_formula, _batchnorm_running_formula, _bessel,
-                         _gemm_batchnorm, _norm_params, _stats_dtype, _stats_repr, _write_running)
+from .norm_stats import (_CheckedCall, _aux_scratch, _batchnorm_op_formula, _batchnorm_running_formula,
+                         _bessel, _gemm_batchnorm, _norm_params, _stats_dtype, _stats_repr, _write_running)
 
 # an eval-mode graph does not read the float64 operator's scratch statistics (_BatchNorm._scratch)
-warnings.filterwarnings("ignore", message=r"Parameter \S*dl_scratch_(mean|var)(, \S*dl_scratch_(mean|var))* is not used")
+# nor the count of batches of momentum=None (_BatchNorm._count)
+warnings.filterwarnings("ignore", message=r"Parameter \S*dl_scratch_(mean|var|count)(, \S*dl_scratch_(mean|var|count))* "
+                                          r"is not used")
 
 
-class _BatchNorm(Layer):
+class _BatchNorm(_CheckedCall):
     """torch's BatchNorm on MXNet.
 
     Non-hybridized (NDArray) it is exactly torch's: batch statistics in train mode, running
@@ -43,22 +45,55 @@ class _BatchNorm(Layer):
     backward runs inside ``autograd.record()`` (Gluon's rule), in reverse call order for a layer
     called several times before one backward. Eval mode uses the fused op on the running
     statistics.
+
+    ``momentum=None`` is torch's cumulative average: the weight of the new value is 1 / (the
+    number of train-mode calls that updated the running statistics, this one included), counted
+    from construction in a (1,) float64 array of the block outside its registered parameters
+    (:meth:`_count`: in no state dict, as dualdl's state dicts leave torch's
+    ``num_batches_tracked`` out), eager and in a dualdl graph (an output copied in after each
+    call); not under a native hybridized Gluon parent (refused there), and without the fast
+    form (the float64 operator gives the same numbers).
     """
-    _dl_cannot = {"momentum": (lambda v, bound: v is None, "MXNet's BatchNorm keeps an exponential moving average; torch's cumulative average (momentum=None) has no counterpart here: pass a float")}
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
                  bias: bool = True) -> None:
         super().__init__()
-        self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
+        self.num_features, self.eps = int(num_features), float(eps)
+        self.momentum = None if momentum is None else float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
+    def _dl_check_call(self, x, *args) -> None:
+        """Rank, channels, no empty batch, more than one value per channel in train mode: on the
+        NDArray input, eager and hybridized (one message in every mode)."""
+        C.check_batchnorm_input(self._dl_layer, self.num_features, x.shape, self.training)
+
     def _fused(self, F, x, weight, bias, running_mean, running_var, use_global_stats: bool):
+        momentum = 0.9 if self.momentum is None else 1.0 - self.momentum        # unused with global stats
         return F.BatchNorm(x, weight if weight is not None else F.ones_like(running_var),   # the buffers'
                            bias if bias is not None else F.zeros_like(running_mean), running_mean, running_var,  # dtype
-                           eps=self.eps, momentum=1.0 - self.momentum, fix_gamma=False,
+                           eps=self.eps, momentum=momentum, fix_gamma=False,
                            use_global_stats=use_global_stats, axis=1)
+
+    def _count(self, ref) -> Any:
+        """The (1,) float64 count of batches for ``momentum=None`` (torch's ``num_batches_tracked``
+        of the updates that used it): a Gluon parameter of this block outside its registered ones,
+        as :meth:`_scratch`, created on first use on the block's contexts, kept float64 by
+        :meth:`cast`."""
+        q = self.__dict__.get("_dl_count")
+        if q is None:
+            q = self.params.get("dl_scratch_count", shape=(1,), dtype="float64", grad_req="null",
+                                init=mx.init.Zero(), differentiable=False)
+            q.initialize(ctx=ref.list_ctx())
+            object.__setattr__(self, "_dl_count", q)
+        return q
+
+    def cast(self, dtype: Any) -> None:
+        super().cast(dtype)
+        q = self.__dict__.get("_dl_count")
+        if q is not None:
+            q.cast("float64")
 
     def _imperative(self, x, weight, bias, running_mean, running_var, relu: bool = False,
                     pool: Optional[Tuple[int, int]] = None):
@@ -88,13 +123,20 @@ class _BatchNorm(Layer):
         if self.training or not self.track_running_stats:
             n = x.size // self.num_features
             stats = dict(running_mean=running_mean if track else None, running_var=running_var if track else None)
-            if not fast_bn.applies(dtype, compute, weight if weight is not None else x, [x.context]):
+            cumulative = track and self.momentum is None
+            if cumulative:
+                stats["count"] = self._count(self.running_mean).data(x.context)
+            if cumulative or not fast_bn.applies(dtype, compute, weight if weight is not None else x, [x.context]):
                 aux_mean, aux_var = _aux_scratch(self.num_features, x.context, compute)
                 with autograd.train_mode():                 # batch statistics whatever record() says
                     out = compiled.run(_batchnorm_op_formula, dict(x=x, weight=weight, bias=bias, aux_mean=aux_mean,
                                                                    aux_var=aux_var, **stats),
                                        eps=self.eps, momentum=self.momentum, bessel=n / (n - 1), dtype=dtype,
                                        compute=compute)
+                if cumulative:
+                    *out, new_count = out
+                    with autograd.pause():
+                        new_count.copyto(stats["count"])
             else:                                           # the fast form: the same numbers, one pass
                 fused = relu
                 out = compiled.run(fast_bn.kernel_formula, dict(x=x, weight=weight, bias=bias, **stats),
@@ -128,8 +170,7 @@ class _BatchNorm(Layer):
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
         fuse, pool = self._dl_relu_after, self._dl_pool_after
         window = pool.kernel_size if pool is not None else None
-        if is_ndarray(x):
-            C.check_batchnorm_input(self._dl_layer, self.num_features, x.shape, self.training)
+        if is_ndarray(x):                   # the input itself is checked at the call (_dl_check_call)
             if pool is not None:
                 pool._check(x)
             out, fused = self._imperative(x, weight, bias, running_mean, running_var, fuse, window)
@@ -167,20 +208,32 @@ class _BatchNorm(Layer):
         if writes and track:          # called before in this graph: its running statistics by then
             running_mean = state_in_graph(self.running_mean, running_mean)
             running_var = state_in_graph(self.running_var, running_var)
+        cumulative = track and self.momentum is None
+        if cumulative and not writes:
+            raise NotImplementedError(
+                f"{self._dl_layer}(momentum=None) inside a hybridized native Gluon block: torch's cumulative "
+                f"average needs the count of batches, which only a dualdl graph (or an eager call) keeps; "
+                f"pass a float momentum, or hybridize a dualdl module around the layer")
         if self.training and train_mode_follows_module() and ref is not None and (writes or self._update_has_backward()):
             dtype = np.dtype(ref.dtype).name
             compute = _stats_dtype(dtype)                        # read when the graph is built
             stats = (running_mean if track else None, running_var if track else None)
             fused = False
-            if not fast_bn.applies(dtype, compute, ref, ref.list_ctx()):
+            if cumulative or not fast_bn.applies(dtype, compute, ref, ref.list_ctx()):
                 s_mean, s_var = (q.var() for q in self._scratch(ref, compute))
                 c = float(self.num_features)
+                count = None
+                if cumulative:
+                    count = state_in_graph(self._count(ref), self._count(ref).var())
 
                 def bessel(F, xc):         # from the float64 copy (plain layout): shape_array on an
                     n_ = F.cast(F.prod(F.shape_array(xc)), dtype=compute) / c     # MKLDNN array reorders it
                     return _bessel(F, n_)
-                out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, *stats, eps=self.eps,
+                out = _batchnorm_op_formula(F, x, s_mean, s_var, weight, bias, *stats, count, eps=self.eps,
                                             momentum=self.momentum, bessel=bessel, dtype=dtype, compute=compute)
+                if cumulative:
+                    *out, new_count = out
+                    write_state_after_call(self._count(ref), new_count)
             else:                                           # the fast form: the same numbers, one pass
                 fused = relu
                 out = fast_bn.kernel_formula(F, x, weight, bias, *stats, eps=self.eps, momentum=self.momentum,
@@ -201,10 +254,28 @@ class _BatchNorm(Layer):
                 return self._running_update(F, mean, var, n_, weight, bias, running_mean, running_var, (-1, 1))
             m, flat = self.momentum, (-1,)
             unbiased = F.broadcast_mul(var, _bessel(F, n_))
-            write_state_after_call(self.running_mean, F.BlockGrad((1 - m) * running_mean + m * F.reshape(mean, shape=flat)))
-            write_state_after_call(self.running_var, F.BlockGrad((1 - m) * running_var + m * F.reshape(unbiased, shape=flat)))
+            if m is None:                   # torch's cumulative average: 1 / batches tracked
+                q = self._count(self.running_mean)
+                new_count = F.BlockGrad(state_in_graph(q, q.var()) + 1.0)
+                write_state_after_call(q, new_count)
+                m = F.cast(1.0 / new_count, dtype=np.dtype(self.running_mean.dtype).name)
+                new_mean = F.broadcast_mul(1 - m, running_mean) + F.broadcast_mul(m, F.reshape(mean, shape=flat))
+                new_var = F.broadcast_mul(1 - m, running_var) + F.broadcast_mul(m, F.reshape(unbiased, shape=flat))
+            else:
+                new_mean = (1 - m) * running_mean + m * F.reshape(mean, shape=flat)
+                new_var = (1 - m) * running_var + m * F.reshape(unbiased, shape=flat)
+            write_state_after_call(self.running_mean, F.BlockGrad(new_mean))
+            write_state_after_call(self.running_var, F.BlockGrad(new_var))
             return None
         return self._gemm_form(F, x, weight, bias, update=update if track else None)[0], False
+
+    def _update_has_backward(self) -> bool:
+        """MXNet's fused op updates its moving statistics in its backward, which runs only if one
+        of its inputs needs a gradient: in the float64 graph, the weight or bias (its data input
+        comes from the main op's statistics, which carry no gradient). Without both (affine=False,
+        or both frozen when the graph is built) the GEMM form is used, whose tie carries one."""
+        return (self.weight is not None and self.bias is not None
+                and (self.weight.grad_req != "null" or self.bias.grad_req != "null"))
 
     def _running_update(self, F, mean, var, n_, weight, bias, running_mean, running_var, out_shape=None):
         """The fused op on the rows ``mean -/+ std`` (biased variance = the unbiased ``var * n/(n-1)``)
@@ -256,9 +327,12 @@ class BatchNorm3d(_BatchNorm):
     __doc__ = _BatchNorm.__doc__.replace("torch's BatchNorm", "``torch.nn.BatchNorm3d`` ((N, C, D, H, W))")
 
 
-class LayerNorm(Layer):
+class LayerNorm(_CheckedCall):
     """``torch.nn.LayerNorm`` over the last ``len(normalized_shape)`` axes (Gluon's LayerNorm takes
-    one axis and calls its parameters gamma/beta)."""
+    one axis and calls its parameters gamma/beta). One axis with a weight, float32/float16: MXNet's
+    fused ``LayerNorm`` op (as the Transformer layers use it); otherwise, float64 included, the
+    two-pass formula (mean, then the mean square of the centred values): MXNet's fused op in
+    float64 is 1.6e-8 off torch (it keeps float32 precision there), the formula <= 1.2e-15."""
 
     def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, device=None, dtype=None) -> None:
@@ -275,11 +349,12 @@ class LayerNorm(Layer):
     def _dl_empty_who(self) -> str:
         return f"LayerNorm({self.normalized_shape})"
 
+    def _dl_check_call(self, x, *args) -> None:
+        C.check_layernorm_input(self.normalized_shape, x.shape)
+
     def hybrid_forward(self, F, x, weight=None, bias=None):
         k = len(self.normalized_shape)
-        if is_ndarray(x):
-            C.check_layernorm_input(self.normalized_shape, x.shape)
-        if k == 1 and weight is not None:       # MXNet's fused op (as the Transformer layers use it)
+        if k == 1 and weight is not None and np.dtype(self.weight.dtype) != np.float64:  # the fused op
             return F.LayerNorm(x, weight, F.zeros_like(weight) if bias is None else bias, axis=-1, eps=self.eps)
         axes = tuple(range(-k, 0))
         xc = F.broadcast_sub(x, F.mean(x, axis=axes, keepdims=True))

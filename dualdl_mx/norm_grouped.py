@@ -1,4 +1,4 @@
-"""``GroupNorm`` and ``InstanceNorm1d``/``2d`` on MXNet with torch's parameters and numbers:
+"""``GroupNorm`` and ``InstanceNorm1d``/``2d``/``3d`` on MXNet with torch's parameters and numbers:
 statistics over a (N, G, -1) view in float64 (:func:`dualdl_mx.norm_stats._grouped_norm_formula`).
 MXNet 1.9's GroupNorm has one gamma/beta per group and sums in float32; Gluon's InstanceNorm has
 gamma/beta and no running statistics."""
@@ -12,12 +12,13 @@ from mxnet import autograd
 
 from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
-from .base import Layer, is_ndarray
+from .base import is_ndarray
 from .fast import compiled
-from .norm_stats import (_affine_stats, _aux_scratch, _grouped_norm_formula, _norm_params, _stats_repr,
-                         _write_running)
+from .norm_stats import (_CheckedCall, _affine_stats, _aux_scratch, _grouped_norm_formula, _norm_params,
+                         _stats_repr, _write_running)
 
-class _DtypeAware(Layer):
+
+class _DtypeAware(_CheckedCall):
     """Remembers the dtype ``cast()`` gave the layer: the float64 formula casts its result back to
     the input's dtype, which an NDArray has and a Symbol has not; hybridized, the output has the
     dtype of the layer's last ``cast()`` (float32 by default), as Gluon's parameters do."""
@@ -51,7 +52,7 @@ class _DtypeAware(Layer):
                 inputs = dict(inputs, affine_0=zero, affine_1=one)
             return _grouped_norm_formula(F, x, **inputs, dtype=self._dl_dtype, **static)
         if static.get("stats") != "running":
-            rows = x.shape[0] * static["groups"]
+            rows = x.shape[0] * (static["groups"] or x.shape[1])       # 0: one group per channel
             inputs = dict(inputs, op=_aux_scratch(rows, x.context, "float64"))
         if inputs.get("weight") is not None or inputs.get("bias") is not None:
             inputs = dict(inputs, affine=_affine_stats(static["channels"], x.context))
@@ -72,9 +73,10 @@ class GroupNorm(_DtypeAware):
         self.affine = bool(affine)
         _norm_params(self, self.num_channels, affine, bias, False)
 
+    def _dl_check_call(self, x, *args) -> None:
+        C.check_groupnorm_input(self.num_groups, self.num_channels, x.shape)
+
     def hybrid_forward(self, F, x, weight=None, bias=None):
-        if is_ndarray(x):
-            C.check_groupnorm_input(self.num_groups, self.num_channels, x.shape)
         return self._dl_run(F, x, dict(weight=weight, bias=bias), channels=self.num_channels,
                             groups=self.num_groups, eps=self.eps)
 
@@ -90,10 +92,14 @@ class _InstanceNorm(_DtypeAware):
     variances averaged over the batch, momentum = weight of the new value): in forward when not
     hybridized; hybridized, by MXNet's fused op when backward runs inside ``autograd.record()``
     (as dualdl's hybridized BatchNorm under a native Gluon parent). Eval mode then normalises by
-    them."""
+    them. ``momentum=None`` is torch's 0.0 there (torch's InstanceNorm has no batch count): the
+    running statistics are kept.
 
-    _dl_cannot = {"momentum": (lambda v, bound: v is None and bool(bound["track_running_stats"]),
-                             "MXNet's BatchNorm keeps an exponential moving average; torch's cumulative average (momentum=None) has no counterpart here: pass a float")}
+    Input as torch takes it: batched, or unbatched (without N: run as a batch of one,
+    ``_dl_unbatched_ndim``); without a weight and running statistics any channel count (torch's
+    warning when it is not num_features), the statistics then over the input's own channels
+    (reshape code 0: the cached graph never assumes num_features). Checked at the call, eager and
+    hybridized (:class:`~dualdl_mx.norm_stats._CheckedCall`)."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
@@ -104,11 +110,14 @@ class _InstanceNorm(_DtypeAware):
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         _norm_params(self, self.num_features, affine, bias, track_running_stats)
 
+    def _dl_check_call(self, x, *args) -> None:
+        C.check_instancenorm_input(self._dl_layer, self.num_features, x.shape,
+                                   self.training or not self.track_running_stats, self.affine,
+                                   self.track_running_stats, warn=True)
+
     def hybrid_forward(self, F, x, weight=None, bias=None, running_mean=None, running_var=None):
         use_input_stats = self.training or not self.track_running_stats
         eager = is_ndarray(x)
-        if eager:
-            C.check_instancenorm_input(self._dl_layer, self.num_features, x.shape, use_input_stats)
         inputs = dict(weight=weight, bias=bias)
         if not use_input_stats:
             stats = "running"
@@ -118,9 +127,12 @@ class _InstanceNorm(_DtypeAware):
             stats = "input"
         if stats != "input":
             inputs.update(running_mean=running_mean, running_var=running_var)
-        static = dict(channels=self.num_features, groups=self.num_features, eps=self.eps, stats=stats)
+        # groups 0: one group per channel of the input (reshape code 0); channels 0 where no weight or
+        # running statistics need the count to be num_features
+        sized = stats != "input" or weight is not None or bias is not None
+        static = dict(channels=self.num_features if sized else 0, groups=0, eps=self.eps, stats=stats)
         if stats in ("update", "tie"):
-            static["momentum"] = self.momentum
+            static["momentum"] = 0.0 if self.momentum is None else self.momentum
         out = self._dl_run(F, x, inputs, **static)
         if stats != "update":
             return out
@@ -133,11 +145,20 @@ class _InstanceNorm(_DtypeAware):
 
 
 class InstanceNorm1d(_InstanceNorm):
-    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm1d`` ((N, C, L))")
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm1d`` ((N, C, L) or (C, L))")
+    _dl_unbatched_ndim = 2
 
 
 class InstanceNorm2d(_InstanceNorm):
-    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm", "``torch.nn.InstanceNorm2d`` ((N, C, H, W))")
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm",
+                                            "``torch.nn.InstanceNorm2d`` ((N, C, H, W) or (C, H, W))")
+    _dl_unbatched_ndim = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    __doc__ = _InstanceNorm.__doc__.replace("torch's InstanceNorm",
+                                            "``torch.nn.InstanceNorm3d`` ((N, C, D, H, W) or (C, D, H, W))")
+    _dl_unbatched_ndim = 4
 
 
 __all__ = defined_in(__name__)  # the layers defined above (registered by class name)

@@ -10,14 +10,32 @@ in forward). The fast form of batch statistics is dualdl_mx/fast/batch_norm.py.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd
 
 from dualdl import config
-from .base import Layer
+from .base import Layer, _positional, is_ndarray
+
+
+class _CheckedCall(Layer):
+    """A layer whose NDArray inputs are checked at the call, before MXNet runs anything: also
+    hybridized, where ``hybrid_forward`` sees Symbols without shapes (MXNet would otherwise raise
+    its own shape-inference error, or reshape a wrong input silently). The check sees the input
+    as given (an unbatched input before the batch axis is added). A layer called inside a
+    hybridized parent gets Symbols: the parent's input is not this layer's, nothing to check."""
+
+    def _dl_check_call(self, *args: Any) -> None:
+        raise NotImplementedError
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = _positional(self, args, kwargs)
+        if args and is_ndarray(args[0]):
+            self._dl_check_call(*args)
+        return super().__call__(*args)
 
 
 def _norm_params(layer: Layer, c: int, affine: bool, bias: bool, track_running_stats: bool) -> None:
@@ -115,14 +133,18 @@ def _aux_scratch(c: int, ctx, dtype: str) -> Tuple[Any, Any]:
 
 
 def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, running_mean=None,
-                          running_var=None, *, eps: float, momentum: float, bessel: Any, dtype: str,
-                          compute: str):
+                          running_var=None, count=None, *, eps: float, momentum: Optional[float], bessel: Any,
+                          dtype: str, compute: str):
     """BatchNorm with batch statistics: MXNet's fused operator in the ``compute`` dtype (float64:
     exact to float32 rounding; run under train_mode, moving statistics into the scratch ``aux_*``),
     cast back to ``dtype``. Given the running statistics, also returns torch's update of them
     (momentum-weighted, unbiased variance ``var * bessel``, computed in ``compute``; torch computes
     it in float64 on CPU) for the caller to copy in. ``bessel``: n/(n-1) as a float, or a function
-    ``(F, x in compute dtype) -> (1,) symbol`` (a graph, where n is not known when it is built)."""
+    ``(F, x in compute dtype) -> (1,) symbol`` (a graph, where n is not known when it is built).
+    ``momentum`` None: torch's cumulative average, the weight of the new value ``1 / (count + 1)``
+    from ``count`` ((1,) float64, the batches tracked before this one; torch's ``1.0 /
+    num_batches_tracked`` after its increment, the same float64 division), and the new count is
+    returned last."""
     def cast(t, to):
         return t if to == dtype and compute == dtype else F.cast(t, dtype=to)
     w = cast(weight, compute) if weight is not None else F.ones_like(aux_var)
@@ -134,12 +156,20 @@ def _batchnorm_op_formula(F, x, aux_mean, aux_var, weight=None, bias=None, runni
     if running_mean is None:
         return y
     var = 1.0 / F.square(inv_std) - eps                                  # the biased batch variance
-    m = momentum
-    new_mean = (1 - m) * cast(running_mean, compute) + m * mean
     unbiased = var * bessel if isinstance(bessel, float) else F.broadcast_mul(var, bessel(F, xc))
-    new_var = (1 - m) * cast(running_var, compute) + m * unbiased
+    if momentum is not None:
+        m = momentum
+        new_mean = (1 - m) * cast(running_mean, compute) + m * mean
+        new_var = (1 - m) * cast(running_var, compute) + m * unbiased
+        extra = []
+    else:                                   # torch: f * new + (1 - f) * old, f = 1 / batches tracked
+        new_count = F.BlockGrad(count + 1.0)
+        f = 1.0 / F.cast(new_count, dtype=compute)
+        new_mean = F.broadcast_mul(1 - f, cast(running_mean, compute)) + F.broadcast_mul(f, mean)
+        new_var = F.broadcast_mul(1 - f, cast(running_var, compute)) + F.broadcast_mul(f, unbiased)
+        extra = [new_count]
     return [y, F.BlockGrad(cast(F.reshape(new_mean, shape=(-1,)), dtype)),
-            F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))]
+            F.BlockGrad(cast(F.reshape(new_var, shape=(-1,)), dtype))] + extra
 
 
 def _stats_dtype(dtype: str) -> str:
@@ -176,6 +206,8 @@ def _grouped_norm_formula(F, x, weight=None, bias=None, running_mean=None, runni
     the GEMM statistics: the op's aux states would need N*G graph variables, and the caller, not
     the graph, decides train mode there (MXNet's LayerNorm op in float64 needs neither, but its
     backward costs 3.5 ms on 1M elements).
+    ``groups``/``channels`` 0 (reshape code 0): the input's own channel count (instance norm: one
+    group per channel, whatever num_features says where no weight or statistics need it).
     ``stats``: ``input``; ``running`` (eval mode with running statistics: (C,) mean/var);
     ``update`` (also return torch's new running statistics, the instance means and unbiased
     variances averaged over N, momentum-weighted, for an eager caller to copy in); ``tie``

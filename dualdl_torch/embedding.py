@@ -17,14 +17,13 @@ class Embedding(Layer, nn.Embedding):
     """``torch.nn.Embedding`` with an IndexError that names the valid range and a TypeError for
     non-integer indices (the MXNet side's messages)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         V, D = self.num_embeddings, self.embedding_dim
-        integer = not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool)
-        C.check_embedding_dtype(V, D, str(x.dtype).replace("torch.", ""), integer)
-        if x.numel():
-            lo, hi = torch.aminmax(x)
+        C.check_embedding_dtype(V, D, _name(input), _is_integer(input))
+        if input.numel():
+            lo, hi = torch.aminmax(input)
             C.check_embedding_range(V, D, int(lo), int(hi))
-        return super().forward(x)
+        return super().forward(input)
 
 
 def _name(t: torch.Tensor) -> str:

@@ -96,7 +96,11 @@ LAYERS = {
     "BatchNorm1d": layer(
         'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
         "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
-        "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized).",
+        "biased variance, mode from autograd.record(). Here torch's semantics (non-hybridized); momentum=None "
+        "is torch's cumulative average (1 / the batches counted since construction, eager or in a dualdl "
+        "graph; the count is in no state dict, as num_batches_tracked, and refused under a native "
+        "hybridized Gluon parent). An empty batch is refused on both, train and eval (torch returns an "
+        "empty output; MXNet cannot run one).",
         example=(3,)),
     "BatchNorm2d": layer(
         'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
@@ -110,7 +114,9 @@ LAYERS = {
         example=(3,)),
     "LayerNorm": layer(
         'normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None',
-        "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape.",
+        "Gluon LayerNorm takes one axis and gamma/beta; here weight/bias over normalized_shape. float64: the "
+        "two-pass formula (MXNet's fused op keeps float32 precision there: 1.6e-8 off torch, measured). An "
+        "empty input is refused on both (torch returns an empty output; MXNet cannot run one).",
         example=(4,)),
     "BatchNorm3d": layer(
         'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
@@ -132,13 +138,15 @@ LAYERS = {
         "(measured); here torch's affine=False, track_running_stats=False defaults, and with "
         "track_running_stats=True torch's running stats (instance means and unbiased variances averaged "
         "over the batch), used in eval mode. Hybridized, they are updated at backward inside "
-        "autograd.record() (as BatchNorm). (N, C, L) only: torch's unbatched input, empty batch and "
-        "channel-count mismatch (a warning in torch) are refused on both.",
+        "autograd.record() (as BatchNorm). (N, C, L) or unbatched (C, L) as torch; without weight and "
+        "running stats another channel count is normalised with torch's warning (refused with them, where "
+        "torch raises); momentum=None is torch's 0.0 (running stats kept). An empty batch is refused on both "
+        "(torch returns an empty output; MXNet cannot run one).",
         example=(3, 1e-05, 0.1, True)),
     "InstanceNorm2d": layer(
         'num_features, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None, *, bias=True',
-        "As InstanceNorm1d on (N, C, H, W); float64 statistics as GroupNorm (at mean 1000 / std 0.1: 3.1e-8"
-        " rel, torch 1.7e-4).",
+        "As InstanceNorm1d on (N, C, H, W) or (C, H, W); float64 statistics as GroupNorm (at mean 1000 / "
+        "std 0.1: 3.1e-8 rel, torch 1.7e-4).",
         example=(3, 1e-05, 0.1, True)),
     "Dropout": layer(
         'p=0.5, inplace=False',

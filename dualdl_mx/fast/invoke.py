@@ -81,7 +81,7 @@ class PreparedCall:
 
     def set_attrs(self, **attrs: Any) -> None:
         """Change (or add) attributes; the arrays stay as prepared."""
-        if all(k in self._attrs and self._attrs[k] == v for k, v in attrs.items()):
+        if attrs and all(k in self._attrs and self._attrs[k] == v for k, v in attrs.items()):
             return
         self._attrs.update(attrs)
         keys = list(self._attrs)
