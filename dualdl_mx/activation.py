@@ -1,28 +1,57 @@
 """Activations on MXNet with PyTorch's names and defaults: ReLU ... LogSoftmax, PReLU, ReLU6,
-Hardswish, Hardsigmoid, Softplus, Mish."""
+Hardswish, Hardsigmoid, Softplus, Mish. Every one runs a 0-d input (:class:`_Pointwise`)."""
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import mxnet as mx
 import numpy as np
+from mxnet import nd
 
 from dualdl import config
 from dualdl.nn.resample_checks import check_prelu_input
 from dualdl.nn.registry import defined_in
 from . import fast
 from .fast import compiled, relu as fast_relu
-from .base import Layer, is_ndarray
+from .base import Layer, _positional, is_ndarray
+
+
+class _Pointwise(Layer):
+    """Base of the MXNet activations. Hides: MXNet 1.x has no 0-d arrays (its operators read the
+    shape () as unknown and raise), where torch runs an activation on a 0-d tensor. A 0-d NDArray
+    is run as shape (1,) and the output reshaped to () (``NDArray.reshape``, which MXNet does on
+    such an array, keeps the autograd graph), eager and hybridized (the cached graph sees (1,))."""
+
+    def _dl_check(self, x: nd.NDArray) -> None:
+        """Checks of an NDArray input in its own shape, before a 0-d one is run as (1,)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = _positional(self, args, kwargs)
+        x = args[0] if args else None
+        if isinstance(x, nd.NDArray):
+            self._dl_check(x)
+            if x.ndim == 0:
+                return Layer.__call__(self, x.reshape((1,)), *args[1:]).reshape(())
+        return Layer.__call__(self, *args)
 
 
 # ---- GELU, LeakyReLU, ELU: MXNet's LeakyReLU operator is fast but keeps float32 precision --------
-def _exact_formula(x) -> bool:
-    """True for float64 NDArrays. MXNet's ``LeakyReLU`` operator (act_type gelu/leaky/elu) keeps
-    float32 precision in float64 (slope as a float32, erf in float32: up to 5.8e-7 off torch); its
-    exact formulas cost 2.5-15x the operator in float32, which keeps it. A Symbol has no dtype: it
-    runs the operator (a hybridized float64 model keeps the float32-precision activations)."""
-    return is_ndarray(x) and x.dtype == np.float64
+def _exact_formula(x, float64: Optional[bool] = None) -> bool:
+    """True for float64 NDArrays, and for a Symbol where ``float64`` says the graph is float64 (a
+    Symbol has no dtype: the layers pass theirs, :class:`_Float64Formula`; without it a graph runs
+    the operator). MXNet's ``LeakyReLU`` operator (act_type gelu/leaky/elu) keeps float32 precision
+    in float64 (slope as a float32, erf in float32: up to 5.8e-7 off torch); its exact formulas
+    cost 2.5-15x the operator in float32, which keeps it."""
+    return x.dtype == np.float64 if is_ndarray(x) else bool(float64)
+
+
+def _formula(F, formula, x, **static: Any):
+    """``formula(F, x, **static)``: one cached graph call on an NDArray, inline in a graph."""
+    if is_ndarray(x):
+        return compiled.run(formula, {"x": x}, **static)
+    return formula(F, x, **static)
 
 
 def _gelu_erf(F, x):
@@ -68,32 +97,53 @@ def relu_into_max_pool(F, x):
     return x
 
 
-def gelu(F, x, approximate: str = "none"):
+def gelu(F, x, approximate: str = "none", float64: Optional[bool] = None):
     """torch's gelu: 'none' is the erf form (MXNet's ``LeakyReLU(act_type='gelu')``, exact formula
-    in float64); 'tanh' from its formula (MXNet has no op)."""
+    in float64; ``float64``: whether a Symbol is float64); 'tanh' from its formula (MXNet has no op)."""
     if approximate == "tanh":
         inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1.0 + F.tanh(inner))
-    if _exact_formula(x):
-        return compiled.run(_gelu_erf, {"x": x})
+    if _exact_formula(x, float64):
+        return _formula(F, _gelu_erf, x)
     return F.LeakyReLU(x, act_type="gelu")
 
 
-def leaky_relu(F, x, negative_slope: float):
+def leaky_relu(F, x, negative_slope: float, float64: Optional[bool] = None):
     """torch's leaky_relu (exact formula in float64, MXNet's operator otherwise)."""
-    if _exact_formula(x):
-        return compiled.run(_leaky_relu_formula, {"x": x}, slope=float(negative_slope))
+    if _exact_formula(x, float64):
+        return _formula(F, _leaky_relu_formula, x, slope=float(negative_slope))
     return F.LeakyReLU(x, act_type="leaky", slope=negative_slope)
 
 
-def elu(F, x, alpha: float):
+def elu(F, x, alpha: float, float64: Optional[bool] = None):
     """torch's elu (exact formula in float64, MXNet's operator otherwise)."""
-    if _exact_formula(x):
-        return compiled.run(_elu_formula, {"x": x}, alpha=float(alpha))
+    if _exact_formula(x, float64):
+        return _formula(F, _elu_formula, x, alpha=float(alpha))
     return F.LeakyReLU(x, act_type="elu", slope=alpha)
 
 
-class _Activation(Layer):
+class _Float64Formula(_Pointwise):
+    """GELU, LeakyReLU, ELU: the exact formula for float64 inputs, MXNet's float32-precision
+    operator otherwise. A Symbol has no dtype, so a graph takes the layer's: the dtype of its last
+    ``cast()`` (Gluon's way to set a network's dtype; a parent's cast reaches its children), or of
+    the NDArray it was last called with hybridized (its graph is rebuilt when that changes)."""
+    _dl_dtype = "float32"
+
+    def cast(self, dtype: Any) -> None:
+        self._dl_dtype = np.dtype(dtype).name
+        super().cast(dtype)
+
+    def _dl_check(self, x: nd.NDArray) -> None:
+        if self._active and x.dtype != np.dtype(self._dl_dtype):
+            self._dl_dtype = np.dtype(x.dtype).name
+            self._clear_cached_op()
+
+    @property
+    def _dl_float64(self) -> bool:
+        return self._dl_dtype == "float64"
+
+
+class _Activation(_Pointwise):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = bool(inplace)
@@ -106,36 +156,36 @@ class ReLU(_Activation):
         return relu(F, x)
 
 
-class Sigmoid(Layer):
+class Sigmoid(_Pointwise):
     """``torch.nn.Sigmoid``."""
 
     def hybrid_forward(self, F, x):
         return F.sigmoid(x)
 
 
-class Tanh(Layer):
+class Tanh(_Pointwise):
     """``torch.nn.Tanh``."""
 
     def hybrid_forward(self, F, x):
         return F.tanh(x)
 
 
-class GELU(Layer):
+class GELU(_Float64Formula):
     """``torch.nn.GELU(approximate='none'|'tanh')``: 'none' is MXNet's erf GELU
-    (``LeakyReLU(act_type='gelu')``, its formula on float64 NDArrays); 'tanh' from its formula."""
+    (``LeakyReLU(act_type='gelu')``, its formula in float64); 'tanh' from its formula."""
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         self.approximate = approximate
 
     def hybrid_forward(self, F, x):
-        return gelu(F, x, self.approximate)
+        return gelu(F, x, self.approximate, self._dl_float64)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
 
 
-class LeakyReLU(Layer):
+class LeakyReLU(_Float64Formula):
     """``torch.nn.LeakyReLU(negative_slope=0.01)`` (Gluon's LeakyReLU requires alpha)."""
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
@@ -143,13 +193,13 @@ class LeakyReLU(Layer):
         self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
 
     def hybrid_forward(self, F, x):
-        return leaky_relu(F, x, self.negative_slope)
+        return leaky_relu(F, x, self.negative_slope, self._dl_float64)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
 
 
-class ELU(Layer):
+class ELU(_Float64Formula):
     """``torch.nn.ELU(alpha=1.0)``."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
@@ -157,7 +207,7 @@ class ELU(Layer):
         self.alpha, self.inplace = float(alpha), bool(inplace)
 
     def hybrid_forward(self, F, x):
-        return elu(F, x, self.alpha)
+        return elu(F, x, self.alpha, self._dl_float64)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}"
@@ -174,22 +224,26 @@ def _legacy_softmax_dim(ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-class _SoftmaxBase(Layer):
+class _SoftmaxBase(_Pointwise):
+    """Softmax, LogSoftmax, Softmin: ``dim`` as torch's (a 0-d input takes dims -1 and 0); ``None``
+    is torch's legacy implicit dim, from an NDArray's rank (a Symbol has none: refused)."""
+
     def __init__(self, dim: Optional[int] = None) -> None:
         super().__init__()
         self.dim = dim
 
+    def _dl_check(self, x: nd.NDArray) -> None:
+        if self.dim is not None and not -max(x.ndim, 1) <= self.dim < max(x.ndim, 1):
+            raise ValueError(f"{type(self).__name__}(dim={self.dim}): dim out of range for input of "
+                             f"shape {tuple(x.shape)}")
+
     def hybrid_forward(self, F, x):
         dim = self.dim
-        if is_ndarray(x):
-            if dim is None:
-                dim = _legacy_softmax_dim(x.ndim)
-            elif not -max(x.ndim, 1) <= dim < max(x.ndim, 1):
-                raise ValueError(f"{type(self).__name__}(dim={self.dim}): dim out of range for input of "
-                                 f"shape {tuple(x.shape)}")
-        elif dim is None:
-            raise NotImplementedError(f"{type(self).__name__}: pass dim explicitly (the implicit dim "
-                                      f"depends on the input rank, unknown under hybridize())")
+        if dim is None:
+            if not is_ndarray(x):
+                raise NotImplementedError(f"{type(self).__name__}: pass dim explicitly (the implicit dim "
+                                          f"depends on the input rank, unknown under hybridize())")
+            dim = _legacy_softmax_dim(x.ndim)
         return self._apply(F, x, dim)
 
     def _apply(self, F, x, dim: int):
@@ -214,7 +268,7 @@ class LogSoftmax(_SoftmaxBase):
         return log_softmax(x, dim)
 
 
-class PReLU(Layer):
+class PReLU(_Pointwise):
     """``torch.nn.PReLU(num_parameters=1, init=0.25)``: ``weight`` of shape (num_parameters,), one
     slope or one per channel (dim 1). Gluon's PReLU names it ``alpha`` and initialises it lazily.
 
@@ -229,9 +283,11 @@ class PReLU(Layer):
         self.weight = self._dl_new_param("weight", (self.num_parameters,),
                                          init=mx.init.Constant(self.init))
 
+    def _dl_check(self, x: nd.NDArray) -> None:
+        check_prelu_input(self.num_parameters, x.shape)
+
     def hybrid_forward(self, F, x, weight):
         if is_ndarray(x):
-            check_prelu_input(self.num_parameters, x.shape)
             if x.ndim < 2:                                   # MXNet's prelu wants a channel axis
                 return self.hybrid_forward(F, x.reshape((1, -1)), weight).reshape(x.shape)
         minus_w = F.LeakyReLU(-F.ones_like(x), gamma=weight, act_type="prelu")     # -w, x's shape
@@ -271,7 +327,7 @@ def softplus(F, x, beta: float, threshold: float):
     return F.where(bx > threshold, x, smooth)
 
 
-class Softplus(Layer):
+class Softplus(_Pointwise):
     """``torch.nn.Softplus(beta=1.0, threshold=20.0)``."""
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:

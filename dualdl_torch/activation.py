@@ -16,14 +16,15 @@ class _RefusesEmpty(Layer, nn.Module):
     """Hides: torch runs an activation on an empty batch; MXNet 1.x cannot (its operators raise on
     a 0 in the shape, even ``attach_grad``), so dualdl refuses it on both."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not x.numel():
-            check_not_empty(self._dl_layer, tuple(x.shape))
-        return super().forward(x)
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not input.numel():
+            check_not_empty(self._dl_layer, tuple(input.shape))
+        return super().forward(input)
 
 
-def _simple(name: str, base: type) -> type:
-    return type(name, (_RefusesEmpty, base), {"__module__": __name__, "__doc__": f"``torch.nn.{name}``."})
+def _simple(name: str, base: type, module: str = __name__) -> type:
+    """``torch.nn.<name>`` as the dualdl layer of that name, defined in ``module``."""
+    return type(name, (_RefusesEmpty, base), {"__module__": module, "__doc__": f"``torch.nn.{name}``."})
 
 
 class GELU(_RefusesEmpty, nn.GELU):
@@ -33,9 +34,9 @@ class GELU(_RefusesEmpty, nn.GELU):
 class PReLU(_RefusesEmpty, nn.PReLU):
     """``torch.nn.PReLU`` with a ValueError naming the expected channels (torch: RuntimeError)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return explained(lambda: super(PReLU, self).forward(x), check_prelu_input,
-                         lambda: (self.num_parameters, x.shape))
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return explained(lambda: super(PReLU, self).forward(input), check_prelu_input,
+                         lambda: (self.num_parameters, input.shape))
 
 
 # the torch.nn classes used as they are (marked as the dualdl layer of the same name)
