@@ -10,7 +10,7 @@ rank torch takes (constant pads: any rank with the padded dims) runs eager and h
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 from dualdl.nn.registry import defined_in
 from dualdl.nn.resample_checks import PAD_LAYERS, check_pad_input, pad_sides
@@ -19,10 +19,12 @@ from .base import Layer, is_ndarray
 _MX_MODES = {"constant": "constant", "replicate": "edge", "reflect": "reflect"}
 
 
-def pad_last(F: Any, x: Any, padding: Sequence[int], mode: str = "constant", value: float = 0.0) -> Any:
+def pad_last(F: Any, x: Any, padding: Sequence[int], mode: str = "constant", value: float = 0.0,
+             ndim: Optional[int] = None) -> Any:
     """torch's ``F.pad(x, padding, mode, value)`` of the last ``len(padding) // 2`` (1 to 3) dims
-    of ``x`` (an NDArray or a Symbol of any rank with those dims); ``padding`` pairs from the last
-    dim backwards, negative sides crop. Checked beforehand (``check_pad_input``): a reflect pad is
+    of ``x`` (an NDArray or a Symbol of any rank with those dims; ``ndim``: a Symbol's rank where the
+    caller knows it, which saves reshapes); ``padding`` pairs from the last dim backwards, negative
+    sides crop. Checked beforehand (``check_pad_input``): a reflect pad is
     smaller than its dim, a circular one at most its dim after cropping, nothing becomes empty.
     Constant and circular pads crop first, reflect and replicate pad first (torch's semantics; for
     constant pads the two orders agree)."""
@@ -37,7 +39,7 @@ def pad_last(F: Any, x: Any, padding: Sequence[int], mode: str = "constant", val
         return x
     grow = [(max(left, 0), max(right, 0)) for left, right in pairs]
     if any(left or right for left, right in grow):
-        x = _pad_grow(F, x, grow, _MX_MODES[mode], float(value))
+        x = _pad_grow(F, x, grow, _MX_MODES[mode], float(value), ndim)
     return _crop(F, x, pairs)
 
 
@@ -49,15 +51,28 @@ def _crop(F: Any, x: Any, pairs: Sequence[Tuple[int, int]]) -> Any:
     return x
 
 
-def _pad_grow(F: Any, x: Any, grow: Sequence[Tuple[int, int]], mode: str, value: float) -> Any:
-    """MXNet's ``pad`` of the last ``k = len(grow)`` dims at any rank >= k: a leading axis of 1
-    added (so at least one dim is left to merge), viewed as (M, 1.., *last k) with 4 dims (k <= 2)
-    or 5 (k = 3), padded, and the leading dims restored from the input by ``reshape_like``."""
+def _pad_grow(F: Any, x: Any, grow: Sequence[Tuple[int, int]], mode: str, value: float,
+              ndim: Optional[int]) -> Any:
+    """MXNet's ``pad`` of the last ``k = len(grow)`` dims at any rank >= k, viewed as (M, 1.., *last
+    k) with 4 dims (k <= 2) or 5 (k = 3). A Symbol has no shape: of a known rank 4/5 it is padded as
+    it is, (N, C, W) through (N, C, 1, W); of an unknown rank a leading axis of 1 is added (so at
+    least one dim is left to merge), reshaped with codes, padded, and the leading dims restored from
+    the input by ``reshape_like`` (about one copy more)."""
     k = len(grow)
     rank = 4 if k <= 2 else 5
+    width = (0, 0) * (rank - k) + tuple(s for pair in reversed(grow) for s in pair)
+    if is_ndarray(x):                   # the shape is known: views, no reshape operators
+        lead, last = tuple(x.shape[:-k]), tuple(x.shape[-k:])
+        view = x if x.ndim == rank else x.reshape((-1,) + (1,) * (rank - 1 - k) + last)
+        out = F.pad(view, mode=mode, pad_width=width, constant_value=value)
+        return out if x.ndim == rank else out.reshape(lead + tuple(out.shape[-k:]))
+    if ndim == rank:
+        return F.pad(x, mode=mode, pad_width=width, constant_value=value)
+    if ndim == 3 and k == 1:
+        out = F.pad(F.reshape(x, shape=(0, 0, 1, -1)), mode=mode, pad_width=width, constant_value=value)
+        return F.reshape(out, shape=(0, 0, -3))
     xe = F.expand_dims(x, axis=0)
     view = F.reshape(xe, shape=(-1,) + (1,) * (rank - 1 - k) + (0,) * k, reverse=True)
-    width = (0, 0) * (rank - k) + tuple(s for pair in reversed(grow) for s in pair)
     out = F.pad(view, mode=mode, pad_width=width, constant_value=value)
     out = F.reshape_like(out, xe, lhs_begin=0, lhs_end=rank - k, rhs_begin=0, rhs_end=-k)
     return F.reshape(out, shape=(-3, -2))       # the added axis of 1 merged into the next one
@@ -66,21 +81,36 @@ def _pad_grow(F: Any, x: Any, grow: Sequence[Tuple[int, int]], mode: str, value:
 class _PadNd(Layer):
     """torch's ``_ConstantPadNd``/``_ReflectionPadNd``/``_ReplicationPadNd``/``_CircularPadNd``:
     ``padding`` as torch stores it (a tuple of 2n ints), checked on every NDArray input, eager or
-    hybridized (a Symbol has no shape), with the errors of ``dualdl.nn.resample_checks``."""
+    hybridized (a Symbol has no shape), with the errors of ``dualdl.nn.resample_checks``. The
+    reflect, replicate and circular pads take torch's batched or unbatched rank: an unbatched input
+    runs as a batch of one (``_dl_unbatched_ndim``). The rank of an NDArray call is handed to the
+    graph (a cached graph is rebuilt when it changes: constant pads take any rank), which then pads
+    4-D/5-D data with MXNet's pad as it is; a Symbol call (inside a parent's graph) is rank-free."""
     _dl_refuses_empty = True
+    _dl_call_ndim: Optional[int] = None     # the rank the graph sees in this call (None: unknown)
+    _dl_graph_ndim: Optional[int] = None    # the rank the cached graph was built for
 
     def __init__(self, padding: Union[int, Sequence[int]]) -> None:
         super().__init__()              # arguments checked by dualdl.nn.arguments
         self.padding = pad_sides(type(self).__name__, padding)
-        self._mode = PAD_LAYERS[type(self).__name__][1]
+        n, self._mode = PAD_LAYERS[type(self).__name__]
+        if self._mode != "constant":    # constant pads take any rank, the others (C, *) or (N, C, *)
+            self._dl_unbatched_ndim = n + 1
 
-    def forward(self, x: Any) -> Any:
-        if is_ndarray(x):                # eager or hybridized: a Symbol has no shape to check
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        x = args[0] if args else kwargs.get("input", kwargs.get("x"))
+        ndim = None
+        if is_ndarray(x):                # eager or hybridized, the shape the user gave
             check_pad_input(type(self).__name__, self.padding, x.shape)
-        return super().forward(x)
+            ndim = x.ndim + (x.ndim == self._dl_unbatched_ndim)        # run as a batch of one
+        self._dl_call_ndim = ndim
+        if ndim is not None and self._active and ndim != self._dl_graph_ndim:
+            self._clear_cached_op()
+            self._dl_graph_ndim = ndim
+        return super().__call__(*args, **kwargs)
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return pad_last(F, x, self.padding, self._mode, getattr(self, "value", 0.0))
+        return pad_last(F, x, self.padding, self._mode, getattr(self, "value", 0.0), self._dl_call_ndim)
 
     def extra_repr(self) -> str:
         return f"{self.padding}"

@@ -168,3 +168,22 @@ def test_the_first_forward_argument_is_called_input(backend, hybridize):
                 layer.hybridize()
             got = dl.to_numpy(layer(input=dl.from_numpy(x)))
             assert np.array_equal(got, ref(input=torch.from_numpy(x)).numpy()), layer
+
+
+def test_hybridized_graphs_follow_the_rank_of_each_call():
+    """A hybridized pad called with another rank rebuilds its graph (constant pads take any rank;
+    the graph pads 4-D/5-D data directly); inside a hybridized parent the pads get Symbols of
+    unknown rank and pad rank-free: the same numbers as torch.nn for every rank in turn."""
+    rng = np.random.default_rng(1)
+    make = lambda nn: nn.Sequential(nn.ReflectionPad1d((2, 1)), nn.ConstantPad2d((1, -1, 2, 0), 0.5),  # noqa: E731
+                                    nn.CircularPad1d(1), nn.ReplicationPad1d((0, 2)))
+    alone = lambda nn: nn.ConstantPad2d((1, -1, 2, 0), 0.5)                                          # noqa: E731
+    with dl.use("mxnet"):
+        for make_one, shapes in ((make, ((3, 5), (2, 3, 5), (3, 5), (4, 3, 6))),
+                                 (alone, ((2, 1, 3, 6), (3, 5), (2, 3, 5), (2, 2, 1, 3, 6), (2, 1, 3, 6)))):
+            ref, mine = make_one(torch.nn), make_one(dl.nn)
+            mine.hybridize()
+            for shape in shapes:
+                x = rng.standard_normal(shape)
+                got = dl.to_numpy(mine(dl.from_numpy(x)))
+                assert np.array_equal(got, ref(torch.from_numpy(x)).numpy()), (make_one, shape)
