@@ -9,9 +9,12 @@ Differences hidden here (measured in docs/losses.md and the reference notes, sec
 - out-of-range class indices raise IndexError (``pick`` clips them silently);
 - CTC: any ``blank`` (the op only knows 'first'/'last'), log-probs input (T, N, C), padded or
   concatenated targets, inf for infeasible alignments unless ``zero_infinity`` (MXNet gives 0).
-The losses here accept NDArrays only (checks need values); a Symbol (hybridized forward) gets a
-TypeError. The losses of ``losses_symbolic`` (BCE, margin ranking, cosine embedding, triplet,
-Poisson and Gaussian NLL) are written once for NDArrays and Symbols and re-exported here.
+CTC and the Gluon losses here accept NDArrays only (their checks need values); a Symbol
+(hybridized forward) gets a TypeError. Cross-entropy and NLL also run on Symbols (class-index
+targets). The losses of ``losses_symbolic`` (BCE, margin ranking, cosine embedding, triplet,
+Poisson and Gaussian NLL), ``losses_elementwise`` (MSE, L1, smooth L1, Huber, BCE with logits,
+KL divergence) and ``losses_margin`` (multi-class/multi-label/soft margin, hinge embedding,
+linear cross-entropy) are written once for NDArrays and Symbols and re-exported here.
 """
 from __future__ import annotations
 
@@ -28,13 +31,16 @@ from .fast.host import host_array
 from .ops import _log_softmax_formula, log_softmax_kernel
 from .losses_symbolic import (binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                               margin_ranking_loss, poisson_nll_loss, triplet_margin_loss)
+from .losses_elementwise import (binary_cross_entropy_with_logits, huber_loss, kl_div, l1_loss,  # noqa: F401
+                                 mse_loss, smooth_l1_loss)
 
 __all__ = [
     "reduce", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
     "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
-    "gluon_softmax_ce_loss", "gluon_ctc_loss",
+    "gluon_softmax_ce_loss", "gluon_ctc_loss", "multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "hinge_embedding_loss", "linear_cross_entropy", "loss_modules",
 ]
 
 
@@ -77,11 +83,6 @@ def _bcast(w: nd.NDArray, ndim: int) -> nd.NDArray:
     return w.reshape((1,) * (ndim - w.ndim) + w.shape) if w.ndim < ndim else w
 
 
-def _mul(a: nd.NDArray, b: nd.NDArray) -> nd.NDArray:
-    n = max(a.ndim, b.ndim)
-    return nd.broadcast_mul(_bcast(a, n), _bcast(b, n))
-
-
 def reduce(loss: nd.NDArray, reduction: str) -> nd.NDArray:
     """PyTorch's reduction: 'mean' over all elements, 'sum', or 'none' (unchanged)."""
     ck.check_reduction("reduce", reduction)
@@ -90,84 +91,6 @@ def reduce(loss: nd.NDArray, reduction: str) -> nd.NDArray:
     if reduction == "sum":
         return nd.sum(loss)
     return loss
-
-
-# ---- elementwise losses ---------------------------------------------------------------------------
-def _pair(name, input, target, reduction, allowed=ck.REDUCTIONS):
-    _require_nd(name, input)
-    ck.check_reduction(name, reduction, allowed)
-    target = _native(target, input)
-    ck.check_same_shape(name, input.shape, target.shape)
-    return target
-
-
-def _weighted(name, input, el, weight, reduction, mean_by_weight=True):
-    """torch 2.13's ``weight=`` of mse/l1/huber_loss: one weight per element; 'mean' divides by
-    ``sum(weight)`` (mse, l1) or by the element count (huber, as torch does)."""
-    if weight is None:
-        return reduce(el, reduction)
-    w = _native(weight, input)
-    ck.check_elementwise_weight(name, w.shape, input.shape)
-    el = el * w
-    if reduction == "mean" and mean_by_weight:
-        return nd.sum(el) / nd.sum(w)
-    return reduce(el, reduction)
-
-
-def mse_loss(input, target, reduction="mean", weight=None):
-    target = _pair("MSELoss", input, target, reduction)
-    return _weighted("MSELoss", input, nd.square(input - target), weight, reduction)
-
-
-def l1_loss(input, target, reduction="mean", weight=None):
-    target = _pair("L1Loss", input, target, reduction)
-    return _weighted("L1Loss", input, nd.abs(input - target), weight, reduction)
-
-
-def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
-    target = _pair("SmoothL1Loss", input, target, reduction)
-    d = nd.abs(input - target)
-    el = d if beta == 0 else nd.where(d < beta, 0.5 * nd.square(d) / beta, d - 0.5 * beta)
-    return reduce(el, reduction)
-
-
-def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    target = _pair("HuberLoss", input, target, reduction)
-    d = nd.abs(input - target)
-    el = nd.where(d < delta, 0.5 * nd.square(d), delta * (d - 0.5 * delta))
-    return _weighted("HuberLoss", input, el, weight, reduction, mean_by_weight=False)
-
-
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
-    name = "BCEWithLogitsLoss"
-    t = _pair(name, input, target, reduction)
-    x = input
-    softplus_neg_abs = nd.log1p(nd.exp(-nd.abs(x)))          # log(1 + exp(-|x|))
-    if pos_weight is None:
-        el = (1 - t) * x + nd.relu(-x) + softplus_neg_abs
-    else:
-        pw = _native(pos_weight, x)
-        ck.check_broadcast(name, "pos_weight", pw.shape, x.shape)
-        log_weight = _mul(pw - 1, t) + 1
-        el = (1 - t) * x + log_weight * (softplus_neg_abs + nd.relu(-x))
-    if weight is not None:
-        w = _native(weight, x)
-        ck.check_broadcast(name, "weight", w.shape, x.shape)
-        el = _mul(el, w)
-    return reduce(el, reduction)
-
-
-def kl_div(input, target, reduction="mean", log_target=False):
-    name = "KLDivLoss"
-    t = _pair(name, input, target, reduction, ck.REDUCTIONS + ("batchmean",))
-    if log_target:
-        el = nd.exp(t) * (t - input)
-    else:                                         # xlogy(t, t) - t * input, with 0 log 0 = 0
-        pos = t > 0
-        el = nd.where(pos, t * nd.log(nd.where(pos, t, nd.ones_like(t))), nd.zeros_like(t)) - t * input
-    if reduction == "batchmean":
-        return nd.sum(el) / input.shape[0]
-    return reduce(el, reduction)
 
 
 # ---- classification -----------------------------------------------------------------------------
@@ -497,3 +420,13 @@ def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_we
     if weight is not None:
         loss = loss * weight
     return loss
+
+
+def loss_modules() -> dict:
+    """Name -> this adapter's loss module class (Gluon blocks: ``dl.nn.CrossEntropyLoss``)."""
+    from .losses_nn import MODULES
+    return MODULES
+
+
+from .losses_margin import (hinge_embedding_loss, linear_cross_entropy, multi_margin_loss,  # noqa: E402,F401
+                            multilabel_margin_loss, multilabel_soft_margin_loss, soft_margin_loss)

@@ -21,7 +21,8 @@ __all__ = [
     "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
     "gluon_l2_loss", "gluon_l1_loss", "gluon_huber_loss", "gluon_sigmoid_bce_loss",
-    "gluon_softmax_ce_loss", "gluon_ctc_loss",
+    "gluon_softmax_ce_loss", "gluon_ctc_loss", "multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "hinge_embedding_loss", "linear_cross_entropy", "loss_modules",
 ]
 
 
@@ -427,3 +428,13 @@ def gluon_ctc_loss(pred, label, pred_lengths=None, label_lengths=None, sample_we
                       torch.as_tensor(pl, device=dev), torch.as_tensor(ll, device=dev),
                       blank=C - 1, reduction="none", zero_infinity=True)
     return _apply_weighting(loss, weight, sample_weight, name)
+
+
+def loss_modules() -> dict:
+    """Name -> this adapter's loss module class (``torch.nn`` subclasses: ``dl.nn.CrossEntropyLoss``)."""
+    from .losses_nn import MODULES
+    return MODULES
+
+
+from .losses_margin import (hinge_embedding_loss, linear_cross_entropy, multi_margin_loss,  # noqa: E402
+                            multilabel_margin_loss, multilabel_soft_margin_loss, soft_margin_loss)

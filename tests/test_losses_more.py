@@ -419,3 +419,131 @@ def test_hybridized_cross_entropy_and_nll(shape):
     block.hybridize()
     want = TF.nll_loss(torch.tensor(logp), torch.tensor(t).long(), ignore_index=1).item()
     assert abs(float(block(nd.array(logp), nd.array(t)).asnumpy()[0]) - want) < 1e-6
+
+
+# ---- the margin losses of issue 34 ------------------------------------------------------------------
+NEW_FUNCTIONAL = ["multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+                  "hinge_embedding_loss", "linear_cross_entropy"]
+NEW_CLASSES = ["MultiMarginLoss", "MultiLabelMarginLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+               "HingeEmbeddingLoss"]
+
+
+@pytest.mark.parametrize("name", NEW_FUNCTIONAL)
+def test_new_functional_signature_is_torchs(name):
+    test_functional_signature_is_torchs(name)
+
+
+@pytest.mark.parametrize("name", NEW_CLASSES)
+def test_new_class_signature_is_torchs(name):
+    test_class_signature_is_torchs(name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multi_margin(dtype, reduction):
+    r = _rng(20)
+    x = r.normal(size=(6, 4)).astype(dtype)
+    t = np.array([0, 3, 1, 1, 2, 0])
+    x[1, 0] = x[1, 3] - 1.0                     # z = 0 exactly: torch counts z > 0 only (no gradient)
+    w = r.uniform(0.5, 2, 4).astype(dtype)
+    for p, margin in ((1, 1.0), (2, 1.0), (1, 0.3), (2, -0.5)):
+        check(f"MultiMargin p={p}", DF.multi_margin_loss, TF.multi_margin_loss, [x, t], (0,), dtype, p=p,
+              margin=margin, reduction=reduction)
+        check(f"MultiMargin weight p={p}", lambda a, b, c: DF.multi_margin_loss(a, b, p, margin, c, reduction=reduction),
+              lambda a, b, c: TF.multi_margin_loss(a, b, p, margin, c, reduction=reduction), [x, t, w], (0,), dtype)
+    check("MultiMargin unbatched", L.MultiMarginLoss(reduction=reduction), tnn.MultiMarginLoss(reduction=reduction),
+          [x[0].copy(), np.array(2)], (0,), dtype)
+    check("MultiMargin float targets", DF.multi_margin_loss, lambda a, b, **k: TF.multi_margin_loss(a, b.long(), **k),
+          [x, t.astype(dtype)], (0,), dtype, reduction=reduction)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multilabel_margin(dtype, reduction):
+    r = _rng(21)
+    x = r.normal(size=(4, 5)).astype(dtype)
+    t = np.array([[3, 0, -1, 1, 2], [4, 4, 1, -1, -1], [0, 1, 2, 3, 4], [-1, 2, 3, 0, 0]])   # a class listed twice
+    x[0, 4] = x[0, 3] - 1.0                     # z = 0 exactly
+    check("MultiLabelMargin", DF.multilabel_margin_loss, TF.multilabel_margin_loss, [x, t], (0,), dtype,
+          reduction=reduction)
+    check("MultiLabelMargin unbatched", L.MultiLabelMarginLoss(reduction=reduction),
+          tnn.MultiLabelMarginLoss(reduction=reduction), [x[1].copy(), t[1].copy()], (0,), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_soft_margin_hinge_and_multilabel_soft_margin(dtype, reduction):
+    r = _rng(22)
+    x = r.normal(size=(3, 4)).astype(dtype) * 3
+    y = np.where(r.uniform(size=(3, 4)) > 0.5, 1.0, -1.0).astype(dtype)
+    x[0, 0] = 0.0                               # log_sigmoid's gradient at 0: torch's kernel's 0.5
+    check("SoftMargin", DF.soft_margin_loss, TF.soft_margin_loss, [x, y], (0,), dtype, reduction=reduction)
+    h = y.copy()
+    h[1, :2] = [0.0, 2.0]                       # a target other than +-1 gets both of torch's terms
+    x2 = x.copy()
+    x2[2, 0], h[2, 0] = 0.7, -1.0               # margin - x = 0 exactly: clamp_min passes the gradient
+    for margin in (1.0, 0.7):
+        check("HingeEmbedding", DF.hinge_embedding_loss, TF.hinge_embedding_loss, [x2, h], (0,), dtype,
+              margin=margin, reduction=reduction)
+    t = r.uniform(size=(3, 4)).astype(dtype)
+    check("MultiLabelSoftMargin", DF.multilabel_soft_margin_loss, TF.multilabel_soft_margin_loss, [x, t], (0, 1),
+          dtype, reduction=reduction)
+    w = r.uniform(0.5, 2, (4,)).astype(dtype)
+    x3, t3 = r.normal(size=(2, 3, 4)).astype(dtype), r.uniform(size=(2, 3, 4)).astype(dtype)
+    check("MultiLabelSoftMargin weight 3-d", lambda a, b, c: DF.multilabel_soft_margin_loss(a, b, c, reduction=reduction),
+          lambda a, b, c: TF.multilabel_soft_margin_loss(a, b, c, reduction=reduction), [x3, t3, w], (0,), dtype)
+
+
+def test_soft_margin_overflows_as_torch():
+    """torch computes log1p(exp(-y x)) literally: inf where exp overflows (not a stable softplus)."""
+    x, y = np.array([-100.0, 2.0], np.float32), np.array([1.0, 1.0], np.float32)
+    want = TF.soft_margin_loss(torch.tensor(x), torch.tensor(y), reduction="none").numpy()
+    got = DF.soft_margin_loss(nd.array(x), nd.array(y), reduction="none").asnumpy()
+    assert np.isinf(want[0]) and np.isinf(got[0]) and abs(got[1] - want[1]) < 1e-7
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_cross_entropy_function(dtype):
+    r = _rng(23)
+    x = r.normal(size=(6, 5)).astype(dtype)
+    W, b = r.normal(size=(4, 3, 5)).astype(dtype), r.normal(size=(4, 3)).astype(dtype)
+    t = r.integers(0, 4, (6, 3))
+    t[0, 0] = 1
+    for kw in (dict(), dict(ignore_index=1, label_smoothing=0.2), dict(reduction="none"), dict(reduction="sum")):
+        check(f"linear_cross_entropy {kw}", lambda a, w, c, bb: DF.linear_cross_entropy(a, w, c, linear_bias=bb, **kw),
+              lambda a, w, c, bb: TF.linear_cross_entropy(a, w, c, linear_bias=bb, **kw), [x, W, t, b], (0, 1, 3), dtype)
+    prob = r.uniform(size=(6, 4, 3)).astype(dtype)
+    check("linear_cross_entropy prob", lambda a, w, c: DF.linear_cross_entropy(a, w, c, label_smoothing=0.1),
+          lambda a, w, c: TF.linear_cross_entropy(a, w, c, label_smoothing=0.1), [x, W, prob], (0, 1), dtype)
+    W2 = W[:, 0].copy()
+    check("linear_cross_entropy unbatched", lambda a, w, c: DF.linear_cross_entropy(a, w, c),
+          lambda a, w, c: TF.linear_cross_entropy(a, w, c), [x[0].copy(), W2, np.array(3)], (0, 1), dtype)
+
+
+def test_margin_losses_same_errors_on_both_backends():
+    f = np.float32
+    z = np.zeros
+    assert "lie in [0, 3)" in _errors(DF.multi_margin_loss, z((2, 3), f), np.array([0, 3]))
+    assert "class indices of shape (2,)" in _errors(DF.multi_margin_loss, z((2, 3), f), np.array([[0], [1]]))
+    assert "weight must have shape (3,)" in _errors(DF.multi_margin_loss, z((2, 3), f), np.array([0, 1]),
+                                                    weight=np.ones(2, f))
+    assert "(N, C), unbatched (C,) or 0-d" in _errors(DF.multi_margin_loss, z((2, 3, 1), f), np.array([0, 1]))
+    assert "lie in [0, 3)" in _errors(DF.multilabel_margin_loss, z((2, 3), f), np.array([[0, 3, -1], [1, -1, 0]]))
+    assert "input's shape" in _errors(DF.multilabel_margin_loss, z((2, 3), f), np.array([0, 1]))
+    assert "identical shapes" in _errors(DF.soft_margin_loss, z((3, 1), f), z(3, f))
+    assert "identical shapes" in _errors(DF.hinge_embedding_loss, z((3, 1), f), z(3, f))
+    assert "does not broadcast" in _errors(DF.multilabel_soft_margin_loss, z((2, 3), f), z((2, 3), f),
+                                           weight=np.ones(2, f))
+    assert "0-d input" in _errors(DF.multilabel_soft_margin_loss, np.array(1.0, f), np.array(1.0, f))
+    assert "no elements" in _errors(DF.soft_margin_loss, z((0, 3), f), z((0, 3), f))
+    assert "class probabilities" in _errors(DF.linear_cross_entropy, z((2, 3), f), z((4, 3), f), z((2, 4), f),
+                                            ignore_index=0)
+    assert "expected input of shape (3,) or (N, 3)" in _errors(DF.linear_cross_entropy, z((2, 5), f), z((4, 3), f),
+                                                               np.array([0, 1]))
+    for p in (0, 3):
+        with pytest.raises(ValueError, match="only p == 1 and p == 2 supported"):
+            L.MultiMarginLoss(p=p)
+    with pytest.raises(ValueError, match="expected weight to be None or 1D tensor, got 2D instead"):
+        L.MultiMarginLoss(weight=np.ones((2, 2), f))
+    with pytest.raises(TypeError, match="MultiLabelMarginLoss: on MXNet it needs NDArrays"):
+        DF.multilabel_margin_loss(mx.sym.var("a"), mx.sym.var("b"))

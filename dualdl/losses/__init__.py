@@ -15,8 +15,12 @@ Differences from the frameworks, identical on both backends (see docs/losses.md)
 - on MXNet a reduced loss has shape (1,) (MXNet 1.x has no 0-d arrays); torch gives ().
 
 BCE, margin ranking, cosine embedding, triplet margin, Poisson and Gaussian NLL live in
-:mod:`dualdl.losses.likelihood` and :mod:`dualdl.losses.pairwise` (re-exported here); on MXNet they
-also run on Symbols inside hybridized blocks.
+:mod:`dualdl.losses.likelihood` and :mod:`dualdl.losses.pairwise`, the multi-class / multi-label /
+soft margin and hinge embedding losses in :mod:`dualdl.losses.margin` (re-exported here); on MXNet
+they also run on Symbols inside hybridized blocks.
+
+Every loss is also a module under :mod:`dualdl.nn` with torch's name (``dl.nn.CrossEntropyLoss``,
+:mod:`dualdl.losses.modules`): a ``torch.nn`` loss on torch, a Gluon ``HybridBlock`` on MXNet.
 
 Function forms with ``torch.nn.functional``'s names: :mod:`dualdl.losses.functional`.
 Gluon's per-sample losses (``L2Loss``'s 0.5, ``axis=-1``, CTC blank = last...) live in
@@ -32,7 +36,8 @@ from .base import Loss, _impl, reduce
 __all__ = [
     "reduce", "Loss", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
     "BCEWithLogitsLoss", "KLDivLoss", "CTCLoss", "BCELoss", "MarginRankingLoss", "CosineEmbeddingLoss",
-    "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "gluon", "functional",
+    "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
+    "SoftMarginLoss", "MultiLabelSoftMarginLoss", "HingeEmbeddingLoss", "gluon", "functional",
 ]
 
 
@@ -176,3 +181,5 @@ class CTCLoss(Loss):
 from . import functional, gluon  # noqa: E402,F401  (framework-free)
 from .pairwise import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: E402
 from .likelihood import BCELoss, GaussianNLLLoss, PoissonNLLLoss  # noqa: E402
+from .margin import (HingeEmbeddingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,  # noqa: E402
+                     MultiMarginLoss, SoftMarginLoss)

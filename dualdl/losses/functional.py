@@ -9,10 +9,13 @@ from typing import Any
 
 from ..backend import backend_for
 from . import _checks as _ck
+from . import _margin_checks as _mc
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
            "kl_div", "nll_loss", "cross_entropy", "ctc_loss", "binary_cross_entropy", "margin_ranking_loss",
-           "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss"]
+           "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
+           "multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+           "hinge_embedding_loss", "linear_cross_entropy"]
 
 
 def _impl(x: Any):
@@ -137,3 +140,53 @@ def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False, eps
     the clamp passes var's gradient through unchanged (torch clamps under no_grad). ``var``: a
     float, the input's shape, the input's shape without its last axis, or one axis of size 1."""
     return _impl(input).gaussian_nll_loss(input, target, var, bool(full), float(eps), reduction)
+
+
+# ---- margin losses (issue 34) ---------------------------------------------------------------------
+def multi_margin_loss(input: Any, target: Any, p: int = 1, margin: float = 1.0, weight: Any = None,
+                      size_average=None, reduce=None, reduction: str = "mean") -> Any:
+    """``sum_{j != y} max(0, margin - x[y] + x[j])**p * w[y] / C`` per sample; input (N, C), (C,) or
+    0-d, class indices (N,) or (); ``p`` 1 or 2."""
+    _no_legacy("multi_margin_loss", size_average, reduce)
+    _mc.check_p("multi_margin_loss", p)
+    return _impl(input).multi_margin_loss(input, target, int(p), float(margin), weight, reduction)
+
+
+def multilabel_margin_loss(input: Any, target: Any, size_average=None, reduce=None, reduction: str = "mean") -> Any:
+    """``sum_{j listed} sum_{i not listed} max(0, 1 - x[j] + x[i]) / C`` per sample; each target row
+    lists class indices up to its first negative entry."""
+    _no_legacy("multilabel_margin_loss", size_average, reduce)
+    return _impl(input).multilabel_margin_loss(input, target, reduction)
+
+
+def soft_margin_loss(input: Any, target: Any, size_average=None, reduce=None, reduction: str = "mean") -> Any:
+    """``log(1 + exp(-target * input))`` elementwise, as torch computes it."""
+    _no_legacy("soft_margin_loss", size_average, reduce)
+    return _impl(input).soft_margin_loss(input, target, reduction)
+
+
+def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None, size_average=None, reduce=None,
+                                reduction: str = "mean") -> Any:
+    """``-mean_c w_c (t_c log sigmoid(x_c) + (1 - t_c) log sigmoid(-x_c))`` over the last axis."""
+    _no_legacy("multilabel_soft_margin_loss", size_average, reduce)
+    return _impl(input).multilabel_soft_margin_loss(input, target, weight, reduction)
+
+
+def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Any:
+    """``where(t != -1, x, 0) + where(t != 1, max(0, margin - x), 0)``."""
+    _no_legacy("hinge_embedding_loss", size_average, reduce)
+    return _impl(input).hinge_embedding_loss(input, target, float(margin), reduction)
+
+
+def linear_cross_entropy(input: Any, linear_weight: Any, target: Any, *, linear_bias: Any = None, weight: Any = None,
+                         reduction: str = "mean", ignore_index: Any = None, label_smoothing: float = 0.0,
+                         options: Any = None) -> Any:
+    """``cross_entropy(linear(input, W, b).reshape(N, C, *out_features), target)`` with
+    ``linear_weight`` (C, *out_features, in_features); ``ignore_index`` None means -100 for class
+    indices. ``options`` (torch's chunking strategy) is used on torch; MXNet computes the logits
+    whole (same numbers)."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"linear_cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    return _impl(input).linear_cross_entropy(input, linear_weight, target, linear_bias, weight, reduction,
+                                             ignore_index, float(label_smoothing), options)
