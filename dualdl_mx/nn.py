@@ -15,7 +15,7 @@ from .base import Layer, Module, is_ndarray, make_parameter, shape_error, factor
 
 for _family in ("linear", "embedding", "conv", "pool", "pool_more", "norm", "norm_grouped", "norm_more",
                 "activation", "activation_more", "dropout", "resample", "padding", "containers", "rnn",
-                "transformer"):
+                "attention", "transformer"):
     _import_module(f"{__package__}.{_family}")      # defining its classes registers them
 globals().update(_adapter_layers(__package__))
 

@@ -15,6 +15,10 @@ What differs from Gluon's ``gluon.rnn`` and is hidden here:
 - Dropout between layers follows the module's ``train()``/``eval()`` flag, not
   ``autograd.record()``; its masks come from MXNet's RNG, so they differ from torch's.
 - ``bias=False`` feeds zero biases to MXNet's fused ``RNN`` operator (it always has biases).
+- ``LSTM(proj_size=P)`` is torch's LSTMP (``weight_hr_l{k}`` (P, H), h of size P) and
+  ``RNN(nonlinearity='relu')`` in float64 has torch's float64 numbers: both run step by step
+  (dualdl_mx/rnn_steps.py), as MXNet's fused operator is wrong or float32-precise there.
+- Unbatched input (T, C) with states (L*D, H) and torch's keyword names (``input=``, ``hx=``).
 
 The fused ``F.RNN`` operator runs over the concatenated parameters in the order Gluon's
 ``_RNNLayer`` uses (all weights by layer, direction, i2h/h2h; then all biases), so the layers
@@ -31,6 +35,7 @@ from mxnet import nd
 from mxnet.gluon import HybridBlock
 
 from .base import Layer, is_ndarray
+from .rnn_steps import stepwise
 
 from dualdl.nn.layout import resolve_batch_first
 from dualdl.nn.rnn_checks import RNNCellChecks, RNNChecks, check_rnn_state
@@ -52,7 +57,7 @@ class _RNNBase(RNNChecks, Layer):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
-                 layout: Optional[str] = None, nonlinearity: str = "tanh") -> None:
+                 layout: Optional[str] = None, nonlinearity: str = "tanh", proj_size: int = 0) -> None:
         super().__init__()
         name = type(self).__name__
         self.batch_first = resolve_layout(name, batch_first, layout)    # the rest: dualdl.nn.arguments
@@ -63,27 +68,32 @@ class _RNNBase(RNNChecks, Layer):
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.bias = int(num_layers), bool(bias)
         self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
-        self.nonlinearity = nonlinearity
+        self.nonlinearity, self.proj_size = nonlinearity, int(proj_size)
         self._dirs = 2 if self.bidirectional else 1
+        h_out = self.proj_size or self.hidden_size          # the size of h (torch: proj_size if > 0)
         gh = self._gates * self.hidden_size
         bound = 1.0 / math.sqrt(self.hidden_size)
         self._weight_names, self._bias_names = [], []
         for layer in range(self.num_layers):
-            n_in = self.input_size if layer == 0 else self.hidden_size * self._dirs
+            n_in = self.input_size if layer == 0 else h_out * self._dirs
             for d in range(self._dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                for pname, shape in ((f"weight_ih{sfx}", (gh, n_in)), (f"weight_hh{sfx}", (gh, self.hidden_size))):
+                for pname, shape in ((f"weight_ih{sfx}", (gh, n_in)), (f"weight_hh{sfx}", (gh, h_out))):
                     self._dl_new_param(pname, shape, init=self._uniform(bound))
                     self._weight_names.append(pname)
                 if self.bias:
                     for pname in (f"bias_ih{sfx}", f"bias_hh{sfx}"):
                         self._dl_new_param(pname, (gh,), init=self._uniform(bound))
                         self._bias_names.append(pname)
+                if self.proj_size:                          # torch's order: after the biases
+                    self._dl_new_param(f"weight_hr{sfx}", (self.proj_size, self.hidden_size),
+                                       init=self._uniform(bound))
 
     # ---- description and checks --------------------------------------------------------------
-    def _state_shape(self, batch: int, batched: bool) -> Tuple[int, ...]:
+    def _state_shape(self, batch: int, batched: bool, label: str = "c") -> Tuple[int, ...]:
         n = self.num_layers * self._dirs
-        return (n, batch, self.hidden_size) if batched else (n, self.hidden_size)
+        size = self.proj_size if label == "h" and self.proj_size else self.hidden_size
+        return (n, batch, size) if batched else (n, size)
 
     def _check(self, x: nd.NDArray, state: Any) -> None:
         shape = _tuple(x.shape)
@@ -94,11 +104,11 @@ class _RNNBase(RNNChecks, Layer):
             return
         batched = len(shape) == 3
         n = shape[0 if self.batch_first else 1] if batched else 0
-        want = self._state_shape(n, batched)
         states = self._split_state(state)
         for label, s in zip(self._state_labels(), states):
             got = _tuple(s.shape) if hasattr(s, "shape") else type(s).__name__
-            check_rnn_state(self._desc(), label, got, want, shape, self.batch_first)
+            check_rnn_state(self._desc(), label, got, self._state_shape(n, batched, label), shape,
+                            self.batch_first)
         self._check_dtypes(w, np.dtype(x.dtype).name,
                            [(label, np.dtype(s.dtype).name) for label, s in zip(self._state_labels(), states)])
 
@@ -116,9 +126,9 @@ class _RNNBase(RNNChecks, Layer):
         return states[0]
 
     # ---- forward -----------------------------------------------------------------------------
-    def forward(self, x, state=None):
+    def forward(self, input, hx=None):
         """``(output, state)`` for input (T, N, C) (or (N, T, C) batch-first, or unbatched (T, C))."""
-        squeeze = False
+        x, state, squeeze = input, hx, False
         if is_ndarray(x):
             self._check(x, state)
             if x.ndim == 2:                                   # unbatched, as torch
@@ -128,8 +138,8 @@ class _RNNBase(RNNChecks, Layer):
                     state = [s.expand_dims(1) for s in self._split_state(state)]
             if state is None:
                 n = x.shape[0 if self.batch_first else 1]
-                z = nd.zeros(self._state_shape(n, True), ctx=x.context, dtype=x.dtype)
-                state = [z] * len(self._state_labels())
+                state = [nd.zeros(self._state_shape(n, True, label), ctx=x.context, dtype=x.dtype)
+                         for label in self._state_labels()]
         states = list(self._split_state(state)) if state is not None else None
         out, new = HybridBlock.forward(self, x, states)
         new = list(new) if isinstance(new, (list, tuple)) else [new]
@@ -140,9 +150,9 @@ class _RNNBase(RNNChecks, Layer):
 
     def _zeros(self, F, x):
         """Zero states from the (TNC) input's batch size; works on Symbols (no shape needed)."""
-        z = F.slice_axis(F.slice_axis(x, axis=2, begin=0, end=1), axis=0, begin=0, end=1)
-        z = F.broadcast_to(F.zeros_like(z), shape=(self.num_layers * self._dirs, 0, self.hidden_size))
-        return [z] * len(self._state_labels())
+        z = F.zeros_like(F.slice_axis(F.slice_axis(x, axis=2, begin=0, end=1), axis=0, begin=0, end=1))
+        return [F.broadcast_to(z, shape=(self.num_layers * self._dirs, 0, self._state_shape(0, True, label)[2]))
+                for label in self._state_labels()]
 
     def _mode(self) -> str:
         raise NotImplementedError
@@ -161,12 +171,24 @@ class _RNNBase(RNNChecks, Layer):
             biases = [z] * (2 * self._dirs * len(layers))
         return F._internal._rnn_param_concat(*(weights + biases), dim=0)
 
-    def hybrid_forward(self, F, x, states=None, **params):
+    def _stepwise(self) -> bool:
+        """Whether this layer runs step by step (rnn_steps.py) instead of MXNet's fused operator."""
+        return bool(self.proj_size) or (self._mode() == "rnn_relu" and
+                                        np.dtype(self.weight_ih_l0.dtype) == np.float64)
+
+    def hybrid_forward(self, F, input, hx=None, **params):
+        """torch's argument names (``m(input=x, hx=h)``); ``hx`` is the list of states here."""
+        x, states = input, hx
         if self.batch_first:
             x = F.swapaxes(x, dim1=0, dim2=1)
         if states is None:
             states = self._zeros(F, x)
         mode, D, H = self._mode(), self._dirs, self.hidden_size
+        if self._stepwise():
+            out, new = stepwise(F, x, list(states), params, mode=mode, num_layers=self.num_layers, dirs=D,
+                                hidden=H, proj=self.proj_size, bias=self.bias, dropout=self.dropout,
+                                training=self.training)
+            return (F.swapaxes(out, dim1=0, dim2=1) if self.batch_first else out), new
         fused = not (self.training and self.dropout > 0 and self.num_layers > 1)
         groups = [list(range(self.num_layers))] if fused else [[k] for k in range(self.num_layers)]
         finals = [[] for _ in states]
@@ -202,19 +224,21 @@ class _RNNBase(RNNChecks, Layer):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
 class LSTM(_RNNBase):
-    """``torch.nn.LSTM`` on MXNet; state ``(h, c)``."""
+    """``torch.nn.LSTM`` on MXNet; state ``(h, c)``; ``proj_size`` > 0: torch's LSTMP (``weight_hr``),
+    h of size ``proj_size``, run step by step."""
     _gates = 4
-    _dl_cannot = {"proj_size": (lambda v, bound: v != 0, "dualdl's MXNet LSTM has no projection (torch's "
-                                                         "LSTMP weight_hr); expected proj_size=0")}
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: Optional[bool] = None, dropout: float = 0.0, bidirectional: bool = False,
                  proj_size: int = 0, device=None, dtype=None, layout: Optional[str] = None) -> None:
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, layout)
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, layout,
+                         proj_size=proj_size)
 
     def _mode(self) -> str:
         return "lstm"
@@ -272,8 +296,8 @@ class _CellBase(RNNCellChecks, Layer):
             self._dl_new_param("bias_ih", (gh,), init=self._uniform(bound))
             self._dl_new_param("bias_hh", (gh,), init=self._uniform(bound))
 
-    def forward(self, x, state=None):
-        squeeze = False
+    def forward(self, input, hx=None):
+        x, state, squeeze = input, hx, False
         if is_ndarray(x):
             self._check(x, state)
             if x.ndim == 1:
@@ -311,7 +335,8 @@ class LSTMCell(_CellBase):
 
     _n_states = 2
 
-    def hybrid_forward(self, F, x, states=None, **params):
+    def hybrid_forward(self, F, input, hx=None, **params):
+        x, states = input, hx
         if states is None:
             states = [self._zero_state(F, x)] * 2
         h, c = states
@@ -325,8 +350,8 @@ class GRUCell(_CellBase):
     """``torch.nn.GRUCell`` on MXNet: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``."""
     _gates = 3
 
-    def hybrid_forward(self, F, x, states=None, **params):
-        h = states[0] if states is not None else self._zero_state(F, x)
+    def hybrid_forward(self, F, input, hx=None, **params):
+        x, h = input, (hx[0] if hx is not None else self._zero_state(F, input))
         gi, gh = self._gates_of(F, x, h, params)
         ir, iz, inn = F.split(gi, num_outputs=3, axis=-1)
         hr, hz, hn = F.split(gh, num_outputs=3, axis=-1)
@@ -343,8 +368,8 @@ class RNNCell(_CellBase):
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
-    def hybrid_forward(self, F, x, states=None, **params):
-        h = states[0] if states is not None else self._zero_state(F, x)
+    def hybrid_forward(self, F, input, hx=None, **params):
+        x, h = input, (hx[0] if hx is not None else self._zero_state(F, input))
         gi, gh = self._gates_of(F, x, h, params)
         return [F.Activation(gi + gh, act_type=self.nonlinearity)]
 

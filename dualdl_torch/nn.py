@@ -13,7 +13,7 @@ from .base import Module, make_parameter, shape_error, factory_kwargs
 
 for _family in ("linear", "embedding", "conv", "pool", "pool_more", "norm", "norm_more", "activation",
                 "activation_more", "dropout", "resample", "padding",
-                "containers", "rnn", "transformer"):
+                "containers", "rnn", "attention", "transformer"):
     _import_module(f"{__package__}.{_family}")      # defining its classes registers them
 globals().update(_adapter_layers(__package__))
 

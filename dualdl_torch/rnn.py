@@ -54,9 +54,10 @@ class _Checked(Layer, RNNChecks):
         batched = len(shape) == 3
         dirs = 2 if self.bidirectional else 1
         n = shape[0 if self.batch_first else 1] if batched else None
-        want = (self.num_layers * dirs, n, self.hidden_size) if batched else (self.num_layers * dirs, self.hidden_size)
         states = self._states(state)
         for label, s in zip(self._state_labels, states):
+            size = self.proj_size if label == "h" and getattr(self, "proj_size", 0) else self.hidden_size
+            want = (self.num_layers * dirs, n, size) if batched else (self.num_layers * dirs, size)
             got = tuple(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
             check_rnn_state(self._desc(), label, got, want, shape, self.batch_first)
         self._check_dtypes(_dtype_name(w), _dtype_name(x.dtype),

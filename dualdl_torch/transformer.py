@@ -1,20 +1,19 @@
-"""Transformer encoder layers on torch: subclasses of ``torch.nn.MultiheadAttention``,
-``TransformerEncoderLayer`` and ``TransformerEncoder`` with the same numbers as dualdl's MXNet build.
+"""Transformer layers on torch: subclasses of ``TransformerEncoderLayer``, ``TransformerEncoder``,
+``TransformerDecoderLayer``, ``TransformerDecoder`` and ``Transformer`` with torch's numbers and the
+same numbers as dualdl's MXNet build.
 
 What these subclasses change relative to plain torch (and why):
 - they always run torch's reference ("slow") path; the fused fast path (eval + no grad) and the
   nested-tensor path are off, because they compute padded positions differently;
-- masks: ``src_key_padding_mask`` is boolean (True/nonzero = padding, any dtype), ``valid_length``
-  (Gluon's per-sample lengths) may be given instead; a bool attention mask blocks where True, a float
-  one is added. Masked scores get -1e18 instead of -inf, so a fully masked row is finite, not NaN;
-- ``TransformerEncoderLayer``/``TransformerEncoder`` output 0 at padded positions (as gluonnlp and
-  torch's nested-tensor fast path do; torch's slow path leaves values there);
-- input shapes are checked; errors name the layer, the expected layout and the shape received.
-
-``TransformerDecoderLayer``/``TransformerDecoder``/``Transformer`` are torch's (same init draws, same
-numbers); only the masking above (through this module's ``MultiheadAttention``) and the checks
-differ. The decoder does not zero padded ``tgt`` positions (torch's decoder has no fast path that
-would); ``Transformer``'s encoder does, as ``TransformerEncoder`` does.
+- masks (through dualdl_torch/attention.py's ``MultiheadAttention``): ``src_key_padding_mask`` is
+  boolean (True/nonzero = padding, any dtype) and gives torch's numbers (padded positions keep the
+  reference path's values); ``valid_length`` (Gluon's per-sample lengths) may be given instead, and
+  then padded output positions are 0 (as gluonnlp's encoder). Masked scores get -1e18 instead of
+  -inf, so a fully masked row is finite, not NaN;
+- input shapes are checked (batched, or torch's unbatched (T, E)); errors name the layer, the
+  expected layout and the shape received;
+- ``TransformerEncoder``/``TransformerDecoder`` also take torch's own layers (as torch.nn does) and
+  then run torch's forward.
 """
 from __future__ import annotations
 
@@ -22,34 +21,11 @@ import math
 from typing import Any, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from dualdl.nn import _transformer as T
 from dualdl.nn.registry import defined_in
+from .attention import MultiheadAttention, attn_mask_additive, pad_additive, pad_bool
 from .base import Layer
-
-
-def _attn_mask_additive(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
-    """torch's mask convention with a finite fill: bool True -> -1e18, float -> added (>= -1e18)."""
-    if mask is None:
-        return None
-    if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, T.MASK_FILL)
-    if not mask.is_floating_point():
-        T.check_attn_mask_dtype(str(mask.dtype).rsplit(".", 1)[-1])
-    return mask.to(dtype).clamp(min=T.MASK_FILL)
-
-
-def _pad_bool(key_padding_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    if key_padding_mask is None:
-        return None
-    return key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
-
-
-def _pad_additive(pad: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
-    if pad is None:
-        return None
-    return torch.zeros(pad.shape, dtype=dtype, device=pad.device).masked_fill(pad, T.MASK_FILL)
 
 
 def _pad_from_valid_length(valid_length: torch.Tensor, t: int) -> torch.Tensor:
@@ -59,68 +35,11 @@ def _pad_from_valid_length(valid_length: torch.Tensor, t: int) -> torch.Tensor:
 
 
 def _zero_padded(x: torch.Tensor, pad: Optional[torch.Tensor], batch_first: bool) -> torch.Tensor:
+    """0 at padded positions (``pad`` (N, T), or (T,) for an unbatched x)."""
     if pad is None:
         return x
-    p = pad if batch_first else pad.t()
+    p = pad if batch_first or pad.dim() == 1 else pad.t()
     return x.masked_fill(p[..., None], 0.0)
-
-
-def _to_tnc(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-    """batch_first -> (L, N, E), keeping ``query is key is value`` / ``key is value`` as torch's own
-    MultiheadAttention does: F.multi_head_attention_forward then projects self-attention with one
-    packed GEMM (separate GEMMs round differently, up to 7e-6 relative after a few layers)."""
-    if key is value:
-        if query is key:
-            query = key = value = query.transpose(0, 1)
-        else:
-            query, key = query.transpose(0, 1), key.transpose(0, 1)
-            value = key
-        return query, key, value
-    return query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-
-
-class MultiheadAttention(Layer, torch.nn.MultiheadAttention):
-    """``torch.nn.MultiheadAttention`` (packed ``in_proj_weight`` (3E, E), ``out_proj``), always on
-    torch's reference path. ``key_padding_mask``: True/nonzero = padded key. Masked scores get -1e18
-    (finite) on both backends. ``add_bias_kv``, ``add_zero_attn`` and ``kdim``/``vdim`` other than
-    ``embed_dim`` (separate q/k/v projections) are torch's; the MXNet build declares it cannot."""
-
-    def _who(self) -> str:
-        return (f"MultiheadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"batch_first={self.batch_first})")
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                key_padding_mask: Optional[torch.Tensor] = None, need_weights: bool = True,
-                attn_mask: Optional[torch.Tensor] = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-        who = self._who()
-        for name, t, dim in (("query", query, self.embed_dim), ("key", key, self.kdim),
-                             ("value", value, self.vdim)):
-            T.check_src(who, tuple(t.shape), dim, self.batch_first, name=name)
-        if tuple(key.shape[:-1]) != tuple(value.shape[:-1]):
-            raise ValueError(f"{who}: key and value must have the same shape, got {tuple(key.shape)} "
-                             f"and {tuple(value.shape)}")
-        if key_padding_mask is not None:
-            T.check_key_padding_mask(who, tuple(key_padding_mask.shape), tuple(key.shape), self.batch_first,
-                                     name="key_padding_mask")
-        n, L = (query.shape[0], query.shape[1]) if self.batch_first else (query.shape[1], query.shape[0])
-        S = key.shape[1] if self.batch_first else key.shape[0]
-        if attn_mask is not None:
-            T.check_attn_mask(who, tuple(attn_mask.shape), L, S, n, self.num_heads, name="attn_mask")
-        kpm = _pad_additive(_pad_bool(key_padding_mask), query.dtype)
-        am = _attn_mask_additive(attn_mask, query.dtype)
-        if self.batch_first:
-            query, key, value = _to_tnc(query, key, value)
-        out, w = F.multi_head_attention_forward(
-            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
-            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
-            self.out_proj.bias, training=self.training, key_padding_mask=kpm, need_weights=need_weights,
-            attn_mask=am, average_attn_weights=average_attn_weights, is_causal=is_causal,
-            use_separate_proj_weight=not self._qkv_same_embed_dim, q_proj_weight=self.q_proj_weight,
-            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight)
-        if self.batch_first:
-            out = out.transpose(0, 1)
-        return out, w
 
 
 def _init_layer(self, base: type, attn: Tuple[str, ...], d_model, nhead, dim_feedforward, dropout, activation,
@@ -145,8 +64,9 @@ class TransformerEncoderLayer(Layer, torch.nn.TransformerEncoderLayer):
     ``dropout=0.0`` to reproduce a gluonnlp model). ``layout='NTC'|'TNC'`` may be given instead of
     ``batch_first``. forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False,
     valid_length=None): padding is given either as ``src_key_padding_mask`` (N, T), True/nonzero =
-    padding (torch's convention), or as ``valid_length`` (N,) per-sample lengths (Gluon's); padded
-    output positions are 0. Always runs torch's reference path (no fused fast path).
+    padding (torch's convention and numbers), or as ``valid_length`` (N,) per-sample lengths (Gluon's;
+    padded output positions are then 0). Unbatched src (T, E) as torch. Always runs torch's reference
+    path (no fused fast path). ``activation``: any callable on torch, as torch.
     """
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
@@ -162,73 +82,82 @@ class TransformerEncoderLayer(Layer, torch.nn.TransformerEncoderLayer):
 
     def _checked_pad(self, who: str, src: torch.Tensor, src_mask, src_key_padding_mask, valid_length,
                      is_causal: bool = False):
-        """Validate everything; return (bool padding mask (N, T) or None, additive src mask)."""
-        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first)
+        """Validate everything; return (bool padding mask (N, T) ((T,) unbatched) or None, additive src
+        mask, whether padded outputs are zeroed: with ``valid_length``, Gluon's convention)."""
+        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first, unbatched=True)
         T.check_pair(who, src_key_padding_mask, valid_length)
         if is_causal and src_mask is None:
             raise ValueError(f"{who}: is_causal=True needs a mask (the hint does not build one)")
-        n, t = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
+        n, t = T.batch_and_time(tuple(src.shape), self.batch_first)
         if src_mask is not None:
-            T.check_attn_mask(who, tuple(src_mask.shape), t, t, n, self.nhead)
+            T.check_attn_mask(who, tuple(src_mask.shape), t, t, n or 1, self.nhead)
+        pad = None
         if src_key_padding_mask is not None:
             T.check_key_padding_mask(who, tuple(src_key_padding_mask.shape), tuple(src.shape), self.batch_first)
-            pad = _pad_bool(src_key_padding_mask)
+            pad = pad_bool(src_key_padding_mask)
         elif valid_length is not None:
             T.check_valid_length(who, tuple(valid_length.shape), tuple(src.shape), self.batch_first)
             pad = _pad_from_valid_length(valid_length, t)
-        else:
-            pad = None
-        return pad, _attn_mask_additive(src_mask, src.dtype)
+            pad = pad.reshape(-1) if n is None else pad
+        return pad, attn_mask_additive(src_mask, src.dtype), valid_length is not None
 
     def forward(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
-                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
+                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: bool = False, *,
                 valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
-        pad, am = self._checked_pad(self._who(), src, src_mask, src_key_padding_mask, valid_length, is_causal)
-        return self._dl_forward(src, am, pad, is_causal)
+        pad, am, zero = self._checked_pad(self._who(), src, src_mask, src_key_padding_mask, valid_length,
+                                          is_causal)
+        return self._dl_forward(src, am, pad, is_causal, zero)
 
     def _dl_forward(self, x: torch.Tensor, am: Optional[torch.Tensor], pad: Optional[torch.Tensor],
-                    is_causal: bool = False) -> torch.Tensor:
-        kpm = _pad_additive(pad, x.dtype)
+                    is_causal: bool = False, zero: bool = False) -> torch.Tensor:
+        kpm = pad_additive(pad, x.dtype)
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), am, kpm, is_causal=is_causal)
             x = x + self._ff_block(self.norm2(x))
         else:
             x = self.norm1(x + self._sa_block(x, am, kpm, is_causal=is_causal))
             x = self.norm2(x + self._ff_block(x))
-        return _zero_padded(x, pad, self.batch_first)
+        return _zero_padded(x, pad, self.batch_first) if zero else x
 
 
 class TransformerEncoder(Layer, torch.nn.TransformerEncoder):
     """``torch.nn.TransformerEncoder``: ``num_layers`` deep copies of ``encoder_layer`` (a
-    ``dl.nn.TransformerEncoderLayer``; all start with its weights, as in torch) then ``norm``.
+    ``dl.nn.TransformerEncoderLayer``, or torch's own layer as torch.nn takes it; all start with its
+    weights, as in torch) then ``norm``.
 
     forward(src, mask=None, src_key_padding_mask=None, is_causal=None, valid_length=None); padding as
-    in :class:`TransformerEncoderLayer` (True = pad, or ``valid_length``); padded output positions are
-    0, also after ``norm``. The nested-tensor fast path is never used: ``enable_nested_tensor`` is
-    accepted for torch's signature, and True is ignored with a warning.
+    in :class:`TransformerEncoderLayer` (True = pad with torch's numbers, or ``valid_length``: padded
+    output positions 0, also after ``norm``). The nested-tensor fast path is never used:
+    ``enable_nested_tensor`` is accepted for torch's signature, and True is ignored with a warning.
+    With torch's own layers the forward is torch's (``valid_length`` needs dualdl's layers).
     """
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
                  norm: Optional[torch.nn.Module] = None, enable_nested_tensor: bool = False,
                  mask_check: bool = True) -> None:
-        ok = getattr(type(encoder_layer), "_dl_layer", None) == "TransformerEncoderLayer" and \
-            isinstance(encoder_layer, torch.nn.Module)
+        ok = isinstance(encoder_layer, torch.nn.Module)            # torch.nn takes any module
         num_layers = T.check_encoder_args("torch", ok, encoder_layer, num_layers, enable_nested_tensor)
         super().__init__(encoder_layer, num_layers, norm=norm, enable_nested_tensor=False,
                          mask_check=mask_check)
 
     def forward(self, src: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: Optional[bool] = None,
+                src_key_padding_mask: Optional[torch.Tensor] = None, is_causal: Optional[bool] = None, *,
                 valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
         first = self.layers[0]
+        if not all(_is_dl(layer, "TransformerEncoderLayer") for layer in self.layers):
+            if valid_length is not None:
+                raise ValueError(f"TransformerEncoder({type(first).__name__} layers): valid_length needs "
+                                 f"dl.nn.TransformerEncoderLayer layers; pass src_key_padding_mask")
+            return super().forward(src, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
         who = (f"TransformerEncoder(num_layers={self.num_layers}, d_model={first.d_model}, "
                f"nhead={first.nhead}, batch_first={first.batch_first})")
-        pad, am = first._checked_pad(who, src, mask, src_key_padding_mask, valid_length, bool(is_causal))
+        pad, am, zero = first._checked_pad(who, src, mask, src_key_padding_mask, valid_length, bool(is_causal))
         x = src
         for layer in self.layers:
-            x = layer._dl_forward(x, am, pad, bool(is_causal))
+            x = layer._dl_forward(x, am, pad, bool(is_causal), zero)
         if self.norm is not None:
-            x = _zero_padded(self.norm(x), pad, first.batch_first)
+            x = self.norm(x)
+            x = _zero_padded(x, pad, first.batch_first) if zero else x
         return x
 
 
@@ -253,7 +182,8 @@ class TransformerDecoderLayer(Layer, torch.nn.TransformerDecoderLayer):
     post-LN unless ``norm_first``) with dualdl's masking (bool True = blocked, float added, masked
     scores -1e18; key padding masks nonzero = pad) and checked shapes. forward(tgt, memory,
     tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
-    tgt_is_causal=False, memory_is_causal=False). ``layout='NTC'|'TNC'`` may replace ``batch_first``."""
+    tgt_is_causal=False, memory_is_causal=False). ``layout='NTC'|'TNC'`` may replace ``batch_first``.
+    Unbatched tgt (T, E) and memory (S, E) as torch."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Any = "relu", layer_norm_eps: float = 1e-5, batch_first: Optional[bool] = None,
@@ -280,15 +210,15 @@ class TransformerDecoderLayer(Layer, torch.nn.TransformerDecoderLayer):
 
 class TransformerDecoder(Layer, torch.nn.TransformerDecoder):
     """``torch.nn.TransformerDecoder``: ``num_layers`` deep copies of ``decoder_layer`` (a
-    ``dl.nn.TransformerDecoderLayer``; all start with its weights) then ``norm``. forward(tgt, memory,
-    tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
-    tgt_is_causal=None, memory_is_causal=False); ``tgt_is_causal=None`` detects a causal mask, as torch."""
+    ``dl.nn.TransformerDecoderLayer``, or torch's own layer as torch.nn takes it; all start with its
+    weights) then ``norm``. forward(tgt, memory, tgt_mask=None, memory_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None, tgt_is_causal=None,
+    memory_is_causal=False); ``tgt_is_causal=None`` detects a causal mask, as torch."""
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
                  norm: Optional[torch.nn.Module] = None) -> None:
         num_layers = T.check_stack_args("TransformerDecoder", "decoder_layer", "TransformerDecoderLayer", "torch",
-                                        _is_dl(decoder_layer, "TransformerDecoderLayer"), decoder_layer,
-                                        num_layers)
+                                        isinstance(decoder_layer, torch.nn.Module), decoder_layer, num_layers)
         super().__init__(decoder_layer, num_layers, norm=norm)
 
     def _who(self) -> str:
@@ -301,8 +231,10 @@ class TransformerDecoder(Layer, torch.nn.TransformerDecoder):
                 memory_key_padding_mask: Optional[torch.Tensor] = None, tgt_is_causal: Optional[bool] = None,
                 memory_is_causal: bool = False) -> torch.Tensor:
         f = self.layers[0]
-        _check_decoder_call(self._who(), f.d_model, f.nhead, f.batch_first, tgt, memory, tgt_mask, memory_mask,
-                            tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        if all(_is_dl(layer, "TransformerDecoderLayer") for layer in self.layers):    # else torch's own layers
+            _check_decoder_call(self._who(), f.d_model, f.nhead, f.batch_first, tgt, memory, tgt_mask,
+                                memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                                memory_is_causal)
         return super().forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                                memory_key_padding_mask, tgt_is_causal, memory_is_causal)
 
@@ -312,9 +244,9 @@ class Transformer(Layer, torch.nn.Transformer):
     ``TransformerDecoder`` (+ final LayerNorm), then torch's xavier-uniform re-init of every
     parameter with more than one axis (the same draws as torch under the same seed). forward(src, tgt,
     src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
-    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
-    Padded memory positions are 0 (dualdl's encoder); pass ``memory_key_padding_mask`` too, as torch's
-    docs advise, and they are never attended to."""
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False),
+    batched or unbatched ((S, E) and (T, E)) as torch. Padded memory positions hold torch's values
+    (the decoder attends to them unless ``memory_key_padding_mask`` is given, as in torch)."""
 
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
                  num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
@@ -344,10 +276,9 @@ class Transformer(Layer, torch.nn.Transformer):
                 memory_key_padding_mask: Optional[torch.Tensor] = None, src_is_causal: Optional[bool] = None,
                 tgt_is_causal: Optional[bool] = None, memory_is_causal: bool = False) -> torch.Tensor:
         who = self._who()
-        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first, name="src")
+        T.check_src(who, tuple(src.shape), self.d_model, self.batch_first, name="src", unbatched=True)
         _check_decoder_call(who, self.d_model, self.nhead, self.batch_first, tgt, src, tgt_mask, memory_mask,
                             tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal, memory_is_causal)
-        T.warn_unmasked_memory(who, src_key_padding_mask, memory_key_padding_mask)
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
                               is_causal=src_is_causal)
         return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,

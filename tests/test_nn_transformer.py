@@ -80,6 +80,8 @@ def _layer_and_data(backend, batch_first=True, seed=0):
 
 
 def test_padding_conventions_agree(backend):
+    """Valid positions agree whatever the padding convention; padded positions are 0 with Gluon's
+    valid_length and keep torch's reference-path values with torch's key padding mask."""
     layer, x = _layer_and_data(backend)
     vl = np.array([6, 4, 1])
     pad = np.arange(6)[None] >= vl[:, None]
@@ -88,9 +90,12 @@ def test_padding_conventions_agree(backend):
     y_int = run(layer, x, src_key_padding_mask=pad.astype(np.int32))
     y_inf = run(layer, x, src_key_padding_mask=np.where(pad, -np.inf, 0).astype(np.float32))
     y_flt = run(layer, x, valid_length=vl.astype(np.float32))
-    for y in (y_bool, y_int, y_inf, y_flt):
-        assert np.array_equal(y, y_vl)
+    assert np.array_equal(y_flt, y_vl)
+    for y in (y_int, y_inf):
+        assert np.array_equal(y, y_bool)
+    assert np.array_equal(y_bool[~pad], y_vl[~pad])
     assert (y_vl[pad] == 0).all() and (np.abs(y_vl[~pad]).min() >= 0) and np.abs(y_vl[~pad]).max() > 0.5
+    assert (y_bool[pad] != 0).all()                                  # torch's values there, not zeros
     # padded content cannot leak into valid positions
     x2 = x.copy()
     x2[pad] = 100.0
@@ -195,9 +200,12 @@ def _msg(excinfo):
 def test_bad_rank_and_width(backend):
     layer = dl.nn.TransformerEncoderLayer(D, H, FF, batch_first=True)
     with pytest.raises(ValueError) as e:
-        layer(t(np.zeros((6, D), np.float32)))
-    assert "TransformerEncoderLayer" in _msg(e) and f"(N, T, {D})" in _msg(e) and "(6, 16)" in _msg(e)
-    assert "NTC" in _msg(e)
+        layer(t(np.zeros((1, 2, 6, D), np.float32)))
+    assert "TransformerEncoderLayer" in _msg(e) and f"(N, T, {D}) or unbatched (T, {D})" in _msg(e)
+    assert "(1, 2, 6, 16)" in _msg(e) and "NTC" in _msg(e)
+    with pytest.raises(ValueError) as e:
+        layer(t(np.zeros((6, D + 1), np.float32)))
+    assert "(6, 17)" in _msg(e)
     with pytest.raises(ValueError) as e:
         layer(t(np.zeros((2, 6, 8), np.float32)))
     assert "(2, 6, 8)" in _msg(e)
@@ -235,17 +243,18 @@ def test_bad_construction(backend):
         dl.nn.TransformerEncoderLayer(D, H, batch_first=False, layout="NTC")
     with pytest.raises(RuntimeError, match="^activation should be relu/gelu, not swish$"):   # torch's
         dl.nn.TransformerEncoderLayer(D, H, activation="swish")
+    if backend == "mxnet":                                      # torch.nn takes any module (as dualdl on torch)
+        with pytest.raises(TypeError, match="TransformerEncoderLayer"):
+            dl.nn.TransformerEncoder(dl.nn.Linear(D, D), 2)
     with pytest.raises(TypeError, match="TransformerEncoderLayer"):
-        dl.nn.TransformerEncoder(dl.nn.Linear(D, D), 2)
-    if backend == "mxnet":                                      # torch honours it (tests/test_refusals.py)
-        with pytest.raises(NotImplementedError, match=r"^MultiheadAttention\(kdim=8\) cannot be honoured"):
-            dl.nn.MultiheadAttention(D, H, kdim=8)
+        dl.nn.TransformerEncoder("layer", 2)
 
 
-def test_torch_padded_positions_match_nested_fast_path_not_slow_path():
+def test_torch_padded_positions_match_the_reference_path():
     """Plain torch gives different padded rows on its two paths: the nested-tensor fast path (eval,
-    no grad) zeroes them, the reference path leaves values there. dualdl always zeroes them, and its
-    valid rows equal both torch paths."""
+    no grad) zeroes them, the reference path (training, or any gradient) leaves values there. With
+    torch's key padding mask dualdl gives the reference path's numbers everywhere, padded rows too;
+    with Gluon's valid_length it zeroes padded rows, as the fast path and gluonnlp."""
     import warnings
     import torch
     with dl.use("torch"):
@@ -261,12 +270,16 @@ def test_torch_padded_positions_match_nested_fast_path_not_slow_path():
     slow.load_state_dict(ours.state_dict())
     fast.eval(), slow.eval()
     x = torch.randn(3, 6, D, generator=torch.Generator().manual_seed(0))
-    pad = torch.arange(6)[None] >= torch.tensor([6, 4, 2])[:, None]
+    vl = torch.tensor([6, 4, 2])
+    pad = torch.arange(6)[None] >= vl[:, None]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")                   # "nested tensors are in prototype stage"
-        y, yf, ys = [m(x, src_key_padding_mask=pad) for m in (ours, fast, slow)]
-    assert (yf[pad] == 0).all() and not (ys[pad] == 0).all() and (y[pad] == 0).all()
-    assert (y - yf)[~pad].abs().max() < 1e-5 and (y - ys)[~pad].abs().max() < 1e-5
+        y, yf = ours(x, src_key_padding_mask=pad), fast(x, src_key_padding_mask=pad)
+        y_vl = ours(x, valid_length=vl)
+    ys = slow(x.requires_grad_(), src_key_padding_mask=pad)                     # the reference path
+    assert (yf[pad] == 0).all() and not (ys[pad] == 0).any()
+    assert torch.equal(y, ys.detach()) and (y_vl[pad] == 0).all()
+    assert (y - yf)[~pad].abs().max() < 1e-5 and torch.equal(y_vl[~pad], y[~pad])
 
 
 def test_mxnet_inside_hybridized_parent():
@@ -280,7 +293,7 @@ def test_mxnet_inside_hybridized_parent():
                     dl.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True), 2)
 
             def forward(self, x, pad, vl, causal):
-                return self.enc(x, mask=causal, src_key_padding_mask=pad) + self.enc(x, valid_length=vl)
+                return self.enc(x, mask=causal, src_key_padding_mask=pad), self.enc(x, valid_length=vl)
 
         net = Net()
         net.eval()
@@ -289,11 +302,12 @@ def test_mxnet_inside_hybridized_parent():
         pad = np.where(np.arange(6)[None] >= vl[:, None], -np.inf, 0).astype(np.float32)
         causal = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, 0).astype(np.float32)
         args = [t(a) for a in (x, pad, vl, causal)]
-        ref = dl.to_numpy(net(*args))
+        ref = [dl.to_numpy(o) for o in net(*args)]
         net.hybridize()
-        hyb = dl.to_numpy(net(*args))
-        assert np.isfinite(ref).all() and np.abs(hyb - ref).max() < 1e-6
-        assert (ref[np.isinf(pad)] == 0).all()
+        hyb = [dl.to_numpy(o) for o in net(*args)]
+        for r, h in zip(ref, hyb):
+            assert np.isfinite(r).all() and np.abs(h - r).max() < 1e-6
+        assert (ref[1][np.isinf(pad)] == 0).all() and (ref[0][np.isinf(pad)] != 0).all()
 
 
 def test_enable_nested_tensor_true_is_ignored_with_warning(backend):

@@ -35,7 +35,8 @@ def _run(backend, m, x, state, gouts):
     def forward(model, x, *st):
         return model(x, None if not st else (tuple(st) if len(st) == 2 else st[0]))
 
-    r = run_step(backend, m, [x] + list(state or []), grad_outputs=gouts, forward=forward, train=None)
+    r = run_step(backend, m, [x] + list(state or []), grad_outputs=gouts, forward=forward, train=None,
+                 dtype=x.dtype)
     return r.outputs[0], r.outputs[1:], r.input_grads[0], r.input_grads[1:], r.grads
 
 
@@ -159,3 +160,84 @@ def test_model_with_rnn_parity_hybridized():
     d = _diff(yt, mm(mx.nd.array(x)).asnumpy())
     MAX_DIFFS["GRU tagger model hybridized"] = {"output": d}
     assert d <= TOL, f"max abs diff {d:.2e}"
+
+
+def _randomize_as(m_torch, rng, dtype):
+    sd = {k: rng.uniform(-0.5, 0.5, size=tuple(v.shape)).astype(dtype) for k, v in dl.state_dict(m_torch).items()}
+    dl.load_state_dict(m_torch, sd)
+    return sd
+
+
+def _compare_tol(case, t, m, tol):
+    d = {"output": _diff(t[0], m[0]), "state": max(_diff(a, b) for a, b in zip(t[1], m[1])),
+         "grad_x": _diff(t[2], m[2]), "grad_state": max([_diff(a, b) for a, b in zip(t[3], m[3])], default=0.0),
+         "grad_params": max(_diff(t[4][k], m[4][k]) for k in t[4])}
+    assert set(t[4]) == set(m[4])
+    MAX_DIFFS[case] = d
+    print(case, {k: f"{v:.2e}" for k, v in d.items()})
+    assert max(d.values()) <= tol, f"{case}: max abs diffs {d}"
+
+
+def _stepwise_parity(case, make, dtype, x_shape, state_shapes, out_shape, tol, rng):
+    """torch vs MXNet eager and hybridized (outputs, states, every gradient) at ``dtype``."""
+    mt, mm = make("torch"), make("mxnet")
+    _randomize_as(mt, rng, dtype)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    x = rng.normal(size=x_shape).astype(dtype)
+    state = [rng.normal(size=s).astype(dtype) for s in state_shapes]
+    gouts = [rng.normal(size=out_shape).astype(dtype)] + [rng.normal(size=s).astype(dtype) for s in state_shapes]
+    t = _run_torch(mt, x, state, gouts)
+    _compare_tol(case, t, _run_mx(mm, x, state, gouts), tol)
+    mm.hybridize()
+    _run_mx(mm, x, state, gouts)
+    _compare_tol(case + " hybridized", t, _run_mx(mm, x, state, gouts), tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_lstm_projection_parity(dtype, batch_first):
+    """LSTM(proj_size=P) (torch's LSTMP: weight_hr_l{k} (P, H), h of size P, 2 layers,
+    bidirectional): MXNet's fused projection is wrong on CPU, dualdl runs it step by step."""
+    rng = np.random.default_rng(21 + batch_first)
+    T, N, C, H, P, L, D = 5, 3, 4, 6, 3, 2, 2
+    make = lambda be: nn.LSTM(C, H, num_layers=L, bidirectional=True, proj_size=P, batch_first=batch_first,
+                              dtype=dtype, backend=be)
+    assert [n for n, _ in make("mxnet").named_parameters()] == [n for n, _ in make("torch").named_parameters()]
+    x_shape = (N, T, C) if batch_first else (T, N, C)
+    out_shape = (N, T, D * P) if batch_first else (T, N, D * P)
+    _stepwise_parity(f"LSTM proj {dtype} bf={batch_first}", make, dtype, x_shape, [(L * D, N, P), (L * D, N, H)],
+                     out_shape, TOL if dtype == "float32" else 1e-12, rng)
+
+
+def test_rnn_relu_float64_is_exact():
+    """RNN(nonlinearity='relu') in float64: MXNet's fused rnn_relu is 1.9e-8 off torch (float32
+    precision); dualdl composes the steps in float64 (<= 1e-12 here)."""
+    rng = np.random.default_rng(23)
+    T, N, C, H, L, D = 6, 3, 4, 5, 2, 2
+    make = lambda be: nn.RNN(C, H, num_layers=L, nonlinearity="relu", bidirectional=True, dtype="float64",
+                             backend=be)
+    _stepwise_parity("RNN relu float64", make, "float64", (T, N, C), [(L * D, N, H)], (T, N, D * H), 1e-12, rng)
+
+
+def test_lstm_projection_train_mode_dropout_between_layers():
+    """The step-wise path applies dropout between layers in train mode (torch's rule); p=1e-9 keeps
+    everything (float32 keep probability 1.0): torch's numbers without dropout, eager and hybridized."""
+    rng = np.random.default_rng(25)
+    make = lambda be, p: nn.LSTM(4, 5, num_layers=3, bidirectional=True, proj_size=2, dropout=p, backend=be)
+    mt, mm = make("torch", 0.0), make("mxnet", 1e-9)
+    _randomize(mt, rng)
+    dl.load_state_dict(mm, dl.state_dict(mt))
+    mt.eval()
+    mm.train()
+    x = rng.normal(size=(6, 2, 4)).astype(np.float32)
+    state = [rng.normal(size=(6, 2, 2)).astype(np.float32), rng.normal(size=(6, 2, 5)).astype(np.float32)]
+    gouts = [rng.normal(size=(6, 2, 4)).astype(np.float32)] + [rng.normal(size=s.shape).astype(np.float32)
+                                                               for s in state]
+    t = _run_torch(mt, x, state, gouts)
+    _compare("LSTM proj 3 layers train-mode dropout", t, _run_mx(mm, x, state, gouts))
+    mm.hybridize()
+    _run_mx(mm, x, state, gouts)
+    _compare("LSTM proj 3 layers train-mode dropout hybridized", t, _run_mx(mm, x, state, gouts))
+    mm.dropout = 0.5                                   # real dropout changes the output
+    mm.hybridize(active=False)
+    assert _diff(_run_mx(mm, x, state, gouts)[0], t[0]) > 1e-3

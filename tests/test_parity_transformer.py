@@ -96,10 +96,12 @@ def test_encoder_parity(batch_first, norm_first, activation):
             report.append(f"{mode}/{label}: out {dy:.2e} grad {dg:.2e}")
             assert np.abs(yt).max() > 0.5
             assert dy <= TOL and dg <= TOL * max(1.0, np.abs(gt).max()), "; ".join(report)
-            if masks:
-                padded = pad if batch_first else pad.T
+            padded = pad if batch_first else pad.T
+            if "valid_length" in masks:                    # Gluon's convention: padded outputs are 0
                 assert (yt[padded] == 0).all() and (ym[padded] == 0).all()
                 assert (gt[padded] == 0).all() and (gm[padded] == 0).all()
+            elif masks:                                    # torch's: the reference path's values there
+                assert (yt[padded] != 0).all() and (ym[padded] != 0).all()
     # hybridized MXNet == non-hybridized == torch
     mm.eval()
     tm.eval()
@@ -256,7 +258,10 @@ def test_mx_layer_reproduces_gluonnlp_cell(attn_bias):
     d = maxdiff(ref[~pad], out[~pad])
     print(f"[gluonnlp TransformerEncoderCell attn_bias={attn_bias}] valid rows max diff {d:.2e} (|out| max {np.abs(ref).max():.2f})")
     assert d <= TOL and np.abs(ref).max() > 0.5
-    assert (out[pad] == 0).all()          # gluonnlp's cell leaves padded rows; its encoder zeroes them (below)
+    # gluonnlp's cell leaves padded rows, as torch's key padding mask; valid_length zeroes them, as its
+    # encoder does (below)
+    out_vl = layer(nd.array(x), valid_length=nd.array(vl)).asnumpy()
+    assert (out_vl[pad] == 0).all() and maxdiff(out_vl[~pad], out[~pad]) == 0
 
 
 def test_port_gluonnlp_encoder_on_both_backends():

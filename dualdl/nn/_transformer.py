@@ -11,10 +11,9 @@ import numpy as np
 
 from .layout import resolve_batch_first  # noqa: E402  (re-exported)
 
-__all__ = ["resolve_batch_first", "layout_name", "check_src", "check_key_padding_mask",
-           "check_valid_length", "check_attn_mask", "check_attn_mask_dtype",
-           "check_decoder_inputs", "check_stack_args", "warn_unmasked_memory", "causal_mask", "sinusoid_table",
-           "MASK_FILL", "PE_STYLES"]
+__all__ = ["resolve_batch_first", "layout_name", "check_src", "check_same_rank", "batch_and_time",
+           "check_key_padding_mask", "check_valid_length", "check_attn_mask", "check_attn_mask_dtype",
+           "check_decoder_inputs", "check_stack_args", "causal_mask", "sinusoid_table", "MASK_FILL", "PE_STYLES"]
 
 # Masked attention scores get this additive value on both backends (not -inf): valid rows are
 # bit-identical (exp(-1e18 - max) == 0 in float32) and a row whose keys are all masked gets uniform
@@ -32,21 +31,46 @@ def _expected_src(d_model: int, batch_first: bool) -> str:
     return f"(N, T, {d_model})" if batch_first else f"(T, N, {d_model})"
 
 
-def check_src(who: str, shape: Shape, d_model: int, batch_first: bool, name: str = "input") -> None:
-    """Rank 3 with ``d_model`` channels in the layer's layout."""
-    if len(shape) != 3 or shape[-1] != d_model:
-        raise ValueError(f"{who}: expected {name} of shape {_expected_src(d_model, batch_first)} "
+def check_src(who: str, shape: Shape, d_model: int, batch_first: bool, name: str = "input",
+              unbatched: bool = False) -> None:
+    """Rank 3 with ``d_model`` channels in the layer's layout; ``unbatched``: also torch's
+    unbatched (T, d_model) (the attention and Transformer layers take it)."""
+    ranks = (2, 3) if unbatched else (3,)
+    if len(shape) not in ranks or shape[-1] != d_model:
+        alt = f" or unbatched (T, {d_model})" if unbatched else ""
+        raise ValueError(f"{who}: expected {name} of shape {_expected_src(d_model, batch_first)}{alt} "
                          f"(layout {layout_name(batch_first)}), got {tuple(shape)}")
 
 
-def _nt(src_shape: Shape, batch_first: bool) -> Tuple[int, int]:
+def check_same_rank(who: str, query: Shape, *others: Shape, names: Tuple[str, ...] = ("query", "key", "value")
+                    ) -> None:
+    """Batched (3-D) and unbatched (2-D) inputs are not mixed in one call (torch asserts the same)."""
+    if any(len(o) != len(query) for o in others):
+        shapes = ", ".join(f"{n} {tuple(s)}" for n, s in zip(names, (query,) + others))
+        raise ValueError(f"{who}: {names[0]} and {', '.join(names[1:])} must all be batched (3-D) or all "
+                         f"unbatched (2-D), got {shapes}")
+
+
+def batch_and_time(src_shape: Shape, batch_first: bool) -> Tuple[Optional[int], int]:
+    """(N, T) of an input in the layer's layout; N is None for an unbatched (T, E) input."""
+    if len(src_shape) == 2:
+        return None, src_shape[0]
     return (src_shape[0], src_shape[1]) if batch_first else (src_shape[1], src_shape[0])
+
+
+_nt = batch_and_time
 
 
 def check_key_padding_mask(who: str, mask_shape: Shape, src_shape: Shape, batch_first: bool,
                            name: str = "src_key_padding_mask") -> None:
-    """(N, T) whatever the layout; a (T, N) mask means the input's layout is the other one."""
+    """(N, T) whatever the layout ((T,) for an unbatched input); a (T, N) mask means the input's
+    layout is the other one."""
     n, t = _nt(src_shape, batch_first)
+    if n is None:
+        if tuple(mask_shape) != (t,):
+            raise ValueError(f"{who}: expected {name} of shape (T,) = ({t},) (True/nonzero = padding) for "
+                             f"unbatched input {tuple(src_shape)}, got {tuple(mask_shape)}")
+        return
     if tuple(mask_shape) == (n, t):
         return
     hint = ""
@@ -60,7 +84,13 @@ def check_key_padding_mask(who: str, mask_shape: Shape, src_shape: Shape, batch_
 
 
 def check_valid_length(who: str, vl_shape: Shape, src_shape: Shape, batch_first: bool) -> None:
+    """(N,) per-sample lengths; () (one length) for an unbatched input."""
     n, t = _nt(src_shape, batch_first)
+    if n is None:
+        if tuple(vl_shape) not in ((), (1,)):
+            raise ValueError(f"{who}: expected valid_length of shape () (one length) for unbatched input "
+                             f"{tuple(src_shape)}, got {tuple(vl_shape)}")
+        return
     if tuple(vl_shape) == (n,):
         return
     hint = ""
@@ -72,7 +102,7 @@ def check_valid_length(who: str, vl_shape: Shape, src_shape: Shape, batch_first:
 
 def check_attn_mask(who: str, mask_shape: Shape, L: int, S: int, n: int, nhead: int,
                     name: str = "mask") -> None:
-    """torch's attention mask shapes: (L, S) or (N * nhead, L, S)."""
+    """torch's attention mask shapes: (L, S) or (N * nhead, L, S) (N = 1 for an unbatched input)."""
     if tuple(mask_shape) in ((L, S), (n * nhead, L, S)):
         return
     raise ValueError(f"{who}: expected {name} of shape (L, S) = {(L, S)} or (N*nhead, L, S) = "
@@ -156,18 +186,20 @@ def check_decoder_inputs(who: str, tgt: Shape, memory: Shape, d_model: int, nhea
                          tgt_is_causal: bool = False, memory_is_causal: bool = False) -> None:
     """TransformerDecoderLayer/TransformerDecoder/Transformer inputs (shapes, None = not given), one
     wording on both backends: tgt (T, N, E) and memory (S, N, E) in the layer's layout with the same
-    N, tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S) or (N*nhead, T, S), key padding masks
-    (N, T) and (N, S); an ``is_causal`` hint needs its mask (torch raises deep inside attention)."""
-    check_src(who, tgt, d_model, batch_first, name="tgt")
-    check_src(who, memory, d_model, batch_first, name="memory")
+    N (or both unbatched, (T, E) and (S, E)), tgt_mask (T, T) or (N*nhead, T, T), memory_mask (T, S)
+    or (N*nhead, T, S), key padding masks (N, T) and (N, S) ((T,), (S,) unbatched); an ``is_causal``
+    hint needs its mask (torch raises deep inside attention)."""
+    check_src(who, tgt, d_model, batch_first, name="tgt", unbatched=True)
+    check_src(who, memory, d_model, batch_first, name="memory", unbatched=True)
+    check_same_rank(who, tgt, memory, names=("tgt", "memory"))
     (n, t), (nm, s) = _nt(tgt, batch_first), _nt(memory, batch_first)
     if n != nm:
         raise ValueError(f"{who}: tgt and memory must have the same batch size N, got tgt {tuple(tgt)} "
                          f"(N={n}) and memory {tuple(memory)} (N={nm}) in layout {layout_name(batch_first)}")
     if tgt_mask is not None:
-        check_attn_mask(who, tgt_mask, t, t, n, nhead, name="tgt_mask")
+        check_attn_mask(who, tgt_mask, t, t, n or 1, nhead, name="tgt_mask")
     if memory_mask is not None:
-        check_attn_mask(who, memory_mask, t, s, n, nhead, name="memory_mask")
+        check_attn_mask(who, memory_mask, t, s, n or 1, nhead, name="memory_mask")
     if tgt_key_padding_mask is not None:
         check_key_padding_mask(who, tgt_key_padding_mask, tgt, batch_first, name="tgt_key_padding_mask")
     if memory_key_padding_mask is not None:
@@ -176,17 +208,6 @@ def check_decoder_inputs(who: str, tgt: Shape, memory: Shape, d_model: int, nhea
         if hint and m is None:
             raise ValueError(f"{who}: {name}_is_causal=True needs {name}_mask (the hint does not build one; "
                              f"pass Transformer.generate_square_subsequent_mask(T))")
-
-
-def warn_unmasked_memory(who: str, src_key_padding_mask, memory_key_padding_mask) -> None:
-    """Transformer: dualdl's encoder outputs 0 at padded source positions, torch's reference path
-    leaves values there; they only matter when the decoder attends to them (no memory mask)."""
-    if src_key_padding_mask is not None and memory_key_padding_mask is None:
-        import warnings
-        warnings.warn(f"{who}: src_key_padding_mask without memory_key_padding_mask: the decoder attends to "
-                      f"padded memory positions, which dualdl's encoder sets to 0 (torch.nn.Transformer leaves "
-                      f"other values there, so results differ from torch's); pass "
-                      f"memory_key_padding_mask=src_key_padding_mask to mask them", stacklevel=3)
 
 
 def causal_mask(sz: int) -> np.ndarray:

@@ -222,31 +222,37 @@ LAYERS = {
     "MultiheadAttention": layer(
         'embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None, dtype=None',
         "Gluon/gluonnlp keep separate query/key/value Dense layers without bias and a 0/1 "
-        "mask; here torch's packed in_proj_weight (3E, E), additive float or bool masks, "
+        "mask; here torch's packed in_proj_weight (3E, E) (q/k/v_proj_weight when kdim/vdim differ), "
+        "bias_k/bias_v, zero attention, additive float or bool masks, unbatched (L, E) inputs, "
         "masked scores -1e18 (finite) on both backends.",
         example=(4, 2)),
     "TransformerEncoderLayer": layer(
         "d_model, nhead, dim_feedforward=2048, dropout=0.1, activation='relu', layer_norm_eps=1e-05, batch_first=None, norm_first=False, bias=True, device=None, dtype=None, layout=None",
         "gluonnlp: NTC input, dropout 0.0, no q/k/v/proj bias, dropout after ffn_2 only; "
         "here torch's layer (TNC default, dropout 0.1 on both, packed attention); "
-        "key padding mask (True = pad) or valid_length; padded outputs are 0.",
+        "key padding mask (True = pad; torch's numbers) or valid_length (padded outputs are 0); "
+        "unbatched (T, E) inputs.",
         dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
-                               "function", **_LAYOUT},
+                               "function; MXNet runs 'relu'/'gelu', F.relu/F.gelu and dl.ops.relu/gelu",
+                **_LAYOUT},
         example=(4, 2, 8)),
     "TransformerEncoder": layer(
         'encoder_layer, num_layers, norm=None, enable_nested_tensor=False, mask_check=True',
         "gluonnlp's encoder also scales x by sqrt(units), adds its PE and an input LayerNorm; "
-        "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0.",
-        dualdl={"enable_nested_tensor": "False: torch's nested-tensor fast path is off, so padded outputs "
-                                         "are 0 on both backends"}),
+        "here torch's stack of copies of one layer (+ optional norm); padded outputs are 0 with "
+        "valid_length; torch takes torch.nn's own layer too.",
+        dualdl={"enable_nested_tensor": "False: torch's nested-tensor fast path is off (it zeroes padded "
+                                         "outputs), so padded outputs are torch's reference path's on both "
+                                         "backends"}),
     "TransformerDecoderLayer": layer(
         "d_model, nhead, dim_feedforward=2048, dropout=0.1, activation='relu', layer_norm_eps=1e-05, batch_first=None, norm_first=False, bias=True, device=None, dtype=None, layout=None",
         "gluonnlp's TransformerDecoderCell: NTC, no q/k/v/proj bias, dropout 0.0, its own cell names "
         "(attention_cell_in/inter, proj_in/inter, ffn) and 0/1 masks; here torch's layer (self_attn, "
         'multihead_attn, linear1/2, norm1-3), TNC default; bit-identical to torch.nn on torch, MXNet <= '
-        '1.1e-5 (float32).',
+        '1.1e-5 (float32); unbatched (T, E) inputs.',
         dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
-                               "function", **_LAYOUT},
+                               "function; MXNet runs 'relu'/'gelu', F.relu/F.gelu and dl.ops.relu/gelu",
+                **_LAYOUT},
         example=(4, 2, 8)),
     "TransformerDecoder": layer(
         'decoder_layer, num_layers, norm=None',
@@ -257,10 +263,9 @@ LAYERS = {
         "d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, dropout=0.1, activation='relu', custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-05, batch_first=False, norm_first=False, bias=True, device=None, dtype=None",
         "gluonnlp has no single block (its NMT model wires encoder, decoder, embeddings and output layer); "
         "here torch.nn.Transformer: encoder/decoder with final norms, xavier init, "
-        "`generate_square_subsequent_mask`; warns when padded memory is not masked (dualdl's encoder zeroes"
-        " it).",
+        "`generate_square_subsequent_mask`; unbatched (S, E)/(T, E) inputs.",
         dualdl={"activation": "torch's default is the function F.relu; the name 'relu' selects the same "
-                               "function"},
+                               "function; MXNet runs 'relu'/'gelu', F.relu/F.gelu and dl.ops.relu/gelu"},
         example=(4, 2, 1, 1, 8)),
     "PositionalEncoding": layer(
         "d_model, max_len=5000, dropout=0.0, style='vaswani', scale=False, batch_first=None, layout=None",
@@ -284,7 +289,8 @@ LAYERS = {
         'input_size, hidden_size, num_layers=1, bias=True, batch_first=None, dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, layout=None',
         "Gluon returns only the output without a state and a list of states with one; names l0_i2h_weight, "
         "init Uniform(0.07)/zero bias. Here (output, (h, c)) always, torch's names/init; layout= or "
-        "batch_first=; `proj_size > 0` is refused on MXNet (dualdl's MXNet LSTM has no projection).",
+        "batch_first=; `proj_size > 0` (torch's LSTMP, weight_hr_l{k}) runs step by step on MXNet (its "
+        "fused projection is wrong on CPU); unbatched (T, C) inputs.",
         dualdl=_LAYOUT,
         example=(3, 4)),
     "GRU": layer(
@@ -294,7 +300,8 @@ LAYERS = {
         example=(3, 4)),
     "RNN": layer(
         "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=None, dropout=0.0, bidirectional=False, device=None, dtype=None, layout=None",
-        "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always.",
+        "Gluon RNN defaults to relu; here nonlinearity='tanh' as torch; (output, h) always; relu in "
+        "float64 runs step by step on MXNet (its fused relu op has float32 precision).",
         dualdl=_LAYOUT,
         example=(3, 4)),
     "LSTMCell": layer(

@@ -1,9 +1,11 @@
 """Rows for the Transformer decoder family (TransformerDecoderLayer, TransformerDecoder, Transformer)
 against torch.nn's own classes: layouts, pre-/post-LN, relu/gelu, no bias, additive float and bool
-attention masks, key padding masks, per-head (N*nhead, T, S) masks, odd sizes (batch 1, T 1)."""
+attention masks, key padding masks, per-head (N*nhead, T, S) masks, odd sizes (batch 1, T 1); and
+torch's inputs of issue 34 for the attention/recurrent family: unbatched inputs, MultiheadAttention's
+kdim/vdim, bias_k/bias_v and zero attention, LSTM's projection (proj_size)."""
 from dualdl.testing.spec import In, layer, mask
 
-from .known import F32_ACT_HYB, LN64
+from .known import LN64
 
 D, H, FF = 8, 2, 16
 NOGRAD = dict(grad=False)
@@ -20,7 +22,7 @@ def _m(*shape):                       # an additive float mask (standard normal)
 ROWS = [
     layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D)], D, H, FF, dropout=0.0, id="TNC", **LN64),
     layer("TransformerDecoderLayer", [(2, 5, D), (2, 3, D)], D, H, FF, dropout=0.0, batch_first=True,
-          norm_first=True, activation="gelu", id="norm_first gelu batch_first", **LN64, **F32_ACT_HYB),
+          norm_first=True, activation="gelu", id="norm_first gelu batch_first", **LN64),
     layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D)], D, H, FF, dropout=0.0, bias=False, id="no bias",
           **LN64),
     layer("TransformerDecoderLayer", [(5, 2, D), (4, 2, D), _m(5, 5), _m(5, 4)], D, H, FF, dropout=0.0,
@@ -43,4 +45,25 @@ ROWS = [
           **STACK),
     layer("Transformer", [(2, 4, D), (2, 5, D), _m(4, 4), _m(5, 5), _m(5, 4)], D, H, 2, 1, FF, dropout=0.0,
           batch_first=True, norm_first=True, id="2+1 layers batch_first norm_first masks", **STACK),
+    # torch's unbatched inputs (T, E): run as a batch of one on MXNet
+    layer("TransformerEncoderLayer", [(5, D), _m(5, 5)], D, H, FF, dropout=0.0, batch_first=True,
+          id="unbatched float src_mask", **LN64),
+    layer("TransformerDecoderLayer", [(5, D), (4, D)], D, H, FF, dropout=0.0, id="unbatched", **LN64),
+    layer("Transformer", [(4, D), (5, D)], D, H, 1, 1, FF, dropout=0.0, batch_first=True, id="unbatched", **STACK),
+]
+
+# MultiheadAttention beyond the packed projection, and LSTM's projection (issue 34)
+ATTN = 6
+ROWS += [
+    layer("MultiheadAttention", [(4, 2, ATTN), (5, 2, 4), (5, 2, 3)], ATTN, 2, kdim=4, vdim=3,
+          id="kdim vdim (q/k/v_proj_weight)"),
+    layer("MultiheadAttention", [(4, 2, ATTN), (5, 2, ATTN), (5, 2, ATTN), mask(2, 5)], ATTN, 3, add_bias_kv=True,
+          add_zero_attn=True, id="bias_k bias_v zero attention key padding"),
+    layer("MultiheadAttention", [(2, 4, ATTN), (2, 5, 4), (2, 5, 3)], ATTN, 2, batch_first=True, bias=False,
+          add_bias_kv=True, kdim=4, vdim=3, id="batch_first kdim vdim bias_kv no bias"),
+    layer("MultiheadAttention", [(4, ATTN), (5, ATTN), (5, ATTN)], ATTN, 3, add_zero_attn=True,
+          id="unbatched zero attention"),
+    layer("LSTM", (5, 2, 3), 3, 4, 2, proj_size=2, bidirectional=True, id="proj_size 2 layers bidirectional"),
+    layer("LSTM", (5, 3), 3, 4, proj_size=3, batch_first=True, id="proj_size unbatched"),
+    layer("RNN", (5, 3), 3, 4, 2, nonlinearity="relu", id="relu unbatched 2 layers"),
 ]
