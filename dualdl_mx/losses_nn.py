@@ -51,7 +51,7 @@ class _Loss(Module):
         return {k: p.data(ctx) for k, p in self._reg_params.items() if getattr(p, "_dl_buffer", False)}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
+        if kwargs or len(args) != len(self._dl_args):
             args = _bind(self, args, kwargs)
         return Module.__call__(self, *args)
 
@@ -71,21 +71,27 @@ class _Loss(Module):
 
 
 def _bind(block: _Loss, args: tuple, kwargs: Dict[str, Any]) -> tuple:
-    """Keyword arguments of a call as positions, by torch's forward names."""
-    names = block._dl_args
+    """A call's arguments as positions, bound by torch's forward names with Python's wording of
+    a wrong call (``CTCLoss.forward() missing 2 required positional arguments: ...``)."""
+    names, who = block._dl_args, f"{type(block).__name__}.forward()"
+    if len(args) > len(names):
+        raise TypeError(f"{who} takes {len(names) + 1} positional arguments but {len(args) + 1} were given")
+    kwargs = dict(kwargs)
     out = list(args)
     for name in names[len(args):]:
-        if name not in kwargs:
-            break
-        out.append(kwargs.pop(name))
-    if kwargs:
-        bad = next(iter(kwargs))
+        out.append(kwargs.pop(name, _MISSING))
+    for bad in kwargs:
         why = "got multiple values for argument" if bad in names else "got an unexpected keyword argument"
-        raise TypeError(f"{type(block).__name__}.forward() {why} {bad!r}")
-    if len(out) < len(names):
-        raise TypeError(f"{type(block).__name__}.forward() missing argument(s): "
-                        f"{', '.join(repr(n) for n in names[len(out):])}")
+        raise TypeError(f"{who} {why} {bad!r}")
+    missing = [repr(n) for n, v in zip(names, out) if v is _MISSING]
+    if missing:
+        listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+        plural = "s" if len(missing) > 1 else ""
+        raise TypeError(f"{who} missing {len(missing)} required positional argument{plural}: {listed}")
     return tuple(out)
+
+
+_MISSING = object()
 
 
 class L1Loss(_Loss):
