@@ -1,9 +1,10 @@
-"""``Conv1d/2d/3d`` and ``ConvTranspose1d/2d`` on MXNet with PyTorch's padding (incl. asymmetric
-'same', reflect/replicate, output_padding), weight layouts and initialisation."""
+"""``Conv1d/2d/3d`` and ``ConvTranspose1d/2d/3d`` on MXNet with PyTorch's padding (incl. asymmetric
+'same', reflect/replicate, output_padding), weight layouts and initialisation, batched or unbatched
+input (``_dl_unbatched_ndim``: run as a batch of one)."""
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -26,7 +27,30 @@ def pad_spatial(F, x, sides: Sequence[Tuple[int, int]], mode: str = "constant", 
     return F.squeeze(x, axis=2) if one_d else x
 
 
-class _ConvNd(Layer):
+class _ShapeChecked(Layer):
+    """A layer whose input shape is checked (``_dl_check(shape)``, a neutral check) on the NDArray
+    the user passes, before MXNet sees it: the shape as given (unbatched or not), eager and
+    hybridized alike (a hybridized call's operators would otherwise fail with MXNet's own error).
+    Sets ``_dl_unbatched_ndim`` = ``_n + 1`` (torch takes every convolution's and pool's input
+    without its batch axis)."""
+    _n = 2
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dl_unbatched_ndim = cls._n + 1
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        x = args[0] if args else kwargs.get("input", kwargs.get("x"))
+        if is_ndarray(x):
+            self._dl_check(tuple(x.shape))
+        out = super().__call__(*args, **kwargs)
+        return tuple(out) if isinstance(out, list) else out     # (out, indices) as torch's tuple
+
+    def _dl_check(self, shape: Tuple[int, ...]) -> None:
+        raise NotImplementedError
+
+
+class _ConvNd(_ShapeChecked):
     _n = 2
     _dl_cannot = {"padding_mode": (("circular",), "MXNet has no circular padding ('zeros', 'reflect' and "
                                                   "'replicate' are available)")}
@@ -54,15 +78,18 @@ class _ConvNd(Layer):
             self._sides = C.conv_sides(self.padding, self.kernel_size, self.dilation)
         if padding_mode != "zeros":        # pad explicitly (F.pad reflect/edge), convolve unpadded
             self._pad, self._crop_first = (0,) * n, (False,) * n
-        fan_in = self.in_channels // self.groups * int(np.prod(self.kernel_size))
+        self._dl_weights((self.out_channels, self.in_channels // self.groups), bias)
+
+    def _dl_weights(self, channels: Tuple[int, int], bias: bool) -> None:
+        """weight (``channels`` + kernel) and bias with torch's U(+-1/sqrt(fan_in)), fan_in =
+        channels[1] * prod(kernel) (a lazy layer defers them: dualdl_mx/conv_lazy.py)."""
+        fan_in = channels[1] * int(np.prod(self.kernel_size))
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        self.weight = self._dl_new_param(
-            "weight", (self.out_channels, self.in_channels // self.groups) + self.kernel_size,
-            init=self._uniform(bound))
+        self.weight = self._dl_new_param("weight", channels + self.kernel_size, init=self._uniform(bound))
         self.bias = self._dl_new_param("bias", (self.out_channels,), init=self._uniform(bound)) if bias else None
 
-    def _check(self, x) -> None:
-        C.check_conv_input(type(self).__name__, self.in_channels, x.shape, self.kernel_size, self.dilation,
+    def _dl_check(self, shape: Tuple[int, ...]) -> None:
+        C.check_conv_input(type(self).__name__, self.in_channels, shape, self.kernel_size, self.dilation,
                            self.padding, self.padding_mode, self._sides)
 
     def _explicit_pad(self, F, x):
@@ -70,8 +97,6 @@ class _ConvNd(Layer):
         return pad_spatial(F, x, self._sides, "reflect" if self.padding_mode == "reflect" else "edge")
 
     def hybrid_forward(self, F, x, weight, bias=None):
-        if is_ndarray(x):
-            self._check(x)
         if self.padding_mode != "zeros" and any(sum(sd) for sd in self._sides):
             x = self._explicit_pad(F, x)
         out = F.Convolution(x, weight, bias, kernel=self.kernel_size, stride=self.stride,
@@ -111,7 +136,7 @@ class Conv3d(_ConvNd):
     _n = 3
 
 
-class _ConvTransposeNd(Layer):
+class _ConvTransposeNd(_ShapeChecked):
     """torch's transposed convolution via ``F.Deconvolution``: same weight layout (in, out/groups,
     k...), ``adj`` = torch's ``output_padding``. MXNet refuses ``adj >= stride`` (torch allows
     ``output_padding < max(stride, dilation)``) and its float64 op is wrong with stride > 1 and
@@ -133,26 +158,23 @@ class _ConvTransposeNd(Layer):
         self.dilation = to_tuple(dilation, n, "dilation")
         self.padding_mode = padding_mode
         # torch: kaiming_uniform(a=sqrt(5)) on (in, out/groups, k...): fan_in = out/groups * prod(k)
-        fan_in = self.out_channels // self.groups * int(np.prod(self.kernel_size))
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        self.weight = self._dl_new_param(
-            "weight", (self.in_channels, self.out_channels // self.groups) + self.kernel_size,
-            init=self._uniform(bound))
-        self.bias = self._dl_new_param("bias", (self.out_channels,), init=self._uniform(bound)) if bias else None
+        self._dl_weights((self.in_channels, self.out_channels // self.groups), bias)
 
-    def _check(self, shape) -> None:
+    _dl_weights = _ConvNd._dl_weights
+
+    def _dl_check(self, shape: Tuple[int, ...]) -> None:
         C.check_conv_transpose_input(type(self).__name__, self.in_channels, shape, self.kernel_size, self.stride,
                                      self.padding, self.dilation, self.output_padding)
 
     def forward(self, x, output_size: Optional[Sequence[int]] = None):
-        """``output_size=`` (torch's forward argument) picks the output padding for that size; a size
-        whose padding differs from the layer's own runs imperatively (also when hybridized)."""
+        """``output_size=`` (torch's forward argument, here the n spatial sizes: :meth:`__call__`)
+        picks the output padding for that size; a size whose padding differs from the layer's own
+        runs imperatively (also when hybridized)."""
         if output_size is None:
             return super().forward(x)
         if not is_ndarray(x):
             raise NotImplementedError(f"{type(self).__name__}: output_size= needs an NDArray input on the "
                                       f"mxnet backend (a Symbol has no shape)")
-        self._check(x.shape)
         adj = C.conv_transpose_output_padding(type(self).__name__, x.shape, output_size, self.kernel_size,
                                               self.stride, self.padding, self.dilation)
         if adj == self.output_padding:
@@ -161,12 +183,21 @@ class _ConvTransposeNd(Layer):
         bias = self.bias.data(x.context) if self.bias is not None else None
         return self._deconv(nd, x, self.weight.data(x.context), bias, adj)
 
-    def __call__(self, x, output_size: Optional[Sequence[int]] = None):
-        return super().__call__(x) if output_size is None else super().__call__(x, output_size)
+    def __call__(self, input, output_size: Optional[Sequence[int]] = None):
+        """torch's ``forward(input, output_size=None)``; ``output_size`` (n sizes, or the input's
+        full shape with N and C, unbatched or not) is checked and passed on as the n sizes."""
+        if output_size is None:
+            return super().__call__(input)
+        if is_ndarray(input):
+            self._dl_check(tuple(input.shape))
+            sizes = C.conv_transpose_output_padding(type(self).__name__, input.shape, output_size,
+                                                    self.kernel_size, self.stride, self.padding, self.dilation)
+            output_size = tuple(C.conv_transpose_output_size(s, k, st, p, d, a) for s, k, st, p, d, a in zip(
+                C.batched_shape(input.shape, self._n)[2:], self.kernel_size, self.stride, self.padding,
+                self.dilation, sizes))
+        return super().__call__(input, output_size)
 
     def hybrid_forward(self, F, x, weight, bias=None):
-        if is_ndarray(x):
-            self._check(x.shape)
         return self._deconv(F, x, weight, bias, self.output_padding)
 
     def _deconv(self, F, x, weight, bias, adj: Tuple[int, ...]):
@@ -229,6 +260,31 @@ class ConvTranspose1d(_ConvTransposeNd):
 class ConvTranspose2d(_ConvTransposeNd):
     """``torch.nn.ConvTranspose2d`` on NCHW input via ``F.Deconvolution``; weight (in, out/groups, kh, kw)."""
     _n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """``torch.nn.ConvTranspose3d`` on NCDHW input; weight (in, out/groups, kd, kh, kw). MXNet's 3-d
+    ``Deconvolution`` exists only in MKLDNN's float32 form (float64: "Only 1D or 2D Deconvolution is
+    natively supported"), so this one is a ``Convolution`` of the zero-interleaved input (stride),
+    padded by d (k - 1) - p (+ output_padding after; cropped where negative), with the weight
+    regrouped to (out, in/groups, k...) and flipped: one form for every dtype."""
+    _n = 3
+
+    def _deconv(self, F, x, weight, bias, adj: Tuple[int, ...]):
+        n, g = self._n, self.groups
+        cin, cout, k = self.in_channels, self.out_channels, self.kernel_size
+        x = _insert_zeros(F, x, self.stride)
+        sides = [(d * (ki - 1) - p, d * (ki - 1) - p + a)
+                 for ki, p, d, a in zip(k, self.padding, self.dilation, adj)]
+        x = pad_spatial(F, x, [(max(b, 0), max(e, 0)) for b, e in sides])
+        for i, (b, e) in enumerate(sides):
+            if b < 0 or e < 0:
+                x = F.slice_axis(x, axis=2 + i, begin=max(-b, 0), end=e if e < 0 else None)
+        w = F.reshape(weight, shape=(g, cin // g, cout // g) + k)
+        w = F.reshape(F.transpose(w, axes=(0, 2, 1) + tuple(range(3, 3 + n))), shape=(cout, cin // g) + k)
+        w = F.flip(w, axis=tuple(range(2, 2 + n)))
+        return F.Convolution(x, w, bias, kernel=k, stride=(1,) * n, dilate=self.dilation, pad=(0,) * n,
+                             num_filter=cout, num_group=g, no_bias=bias is None)
 
 
 __all__ = [*defined_in(__name__), "pad_spatial"]  # the layers defined above (registered by class name)

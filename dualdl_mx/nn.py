@@ -13,7 +13,7 @@ from importlib import import_module as _import_module
 from dualdl.nn.registry import adapter_layers as _adapter_layers
 from .base import Layer, Module, is_ndarray, make_parameter, shape_error, factory_kwargs
 
-for _family in ("linear", "embedding", "conv", "pool", "pool_more", "norm", "norm_grouped", "norm_more",
+for _family in ("linear", "embedding", "conv", "conv_lazy", "pool", "pool_more", "norm", "norm_grouped", "norm_more",
                 "activation", "activation_more", "dropout", "resample", "padding", "containers", "rnn",
                 "attention", "transformer"):
     _import_module(f"{__package__}.{_family}")      # defining its classes registers them

@@ -1,4 +1,4 @@
-"""Max, average and adaptive pooling on torch: batched input only, empty input refused, padding of
+"""Max, average and adaptive pooling on torch: batched or unbatched input, empty input refused, padding of
 at most half the kernel checked at construction (dualdl.nn.arguments, before the layer is built), and
 the neutral check's message (MXNet's) when the input does not fit."""
 from __future__ import annotations
@@ -27,37 +27,38 @@ class _PoolCheck(Layer):
             (self.kernel_size, "kernel_size"), (self.stride, "stride"), (self.padding, "padding"),
             (getattr(self, "dilation", 1), "dilation")))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, input: torch.Tensor) -> Any:
         k, s, p, d = self._dl_tuples
+        x = input
         return run_checked(lambda: super(_PoolCheck, self).forward(x), x, self._n, C.check_pool_input,
                            type(self).__name__, SHAPE, k, s, p, self.ceil_mode, d)
 
 
 class MaxPool1d(_PoolCheck, nn.MaxPool1d):
-    """``torch.nn.MaxPool1d`` (batched NCW input only)."""
+    """``torch.nn.MaxPool1d`` (NCW or CW input)."""
     _n = 1
 
 
 class MaxPool2d(_PoolCheck, nn.MaxPool2d):
-    """``torch.nn.MaxPool2d`` (batched NCHW input only)."""
+    """``torch.nn.MaxPool2d`` (NCHW or CHW input)."""
 
 
 class MaxPool3d(_PoolCheck, nn.MaxPool3d):
-    """``torch.nn.MaxPool3d`` (batched NCDHW input only)."""
+    """``torch.nn.MaxPool3d`` (NCDHW or CDHW input)."""
     _n = 3
 
 
 class AvgPool1d(_PoolCheck, nn.AvgPool1d):
-    """``torch.nn.AvgPool1d`` (batched NCW input only)."""
+    """``torch.nn.AvgPool1d`` (NCW or CW input)."""
     _n = 1
 
 
 class AvgPool2d(_PoolCheck, nn.AvgPool2d):
-    """``torch.nn.AvgPool2d`` (batched NCHW input only)."""
+    """``torch.nn.AvgPool2d`` (NCHW or CHW input)."""
 
 
 class AvgPool3d(_PoolCheck, nn.AvgPool3d):
-    """``torch.nn.AvgPool3d`` (batched NCDHW input only)."""
+    """``torch.nn.AvgPool3d`` (NCDHW or CDHW input)."""
     _n = 3
 
 
@@ -65,28 +66,29 @@ class _AdaptiveCheck(Layer):
     """output_size: checked before construction by dualdl.nn.arguments (torch: in forward only)."""
     _n = 2
 
-    def forward(self, x: torch.Tensor) -> Any:
+    def forward(self, input: torch.Tensor) -> Any:
+        x = input
         return run_checked(lambda: super(_AdaptiveCheck, self).forward(x), x, self._n,
                            C.check_adaptive_pool_input, self.output_size, SHAPE, type(self).__name__,
                            self._n)
 
 
 class AdaptiveAvgPool1d(_AdaptiveCheck, nn.AdaptiveAvgPool1d):
-    """``torch.nn.AdaptiveAvgPool1d`` (batched NCW input only)."""
+    """``torch.nn.AdaptiveAvgPool1d`` (NCW or CW input)."""
     _n = 1
 
 
 class AdaptiveAvgPool2d(_AdaptiveCheck, nn.AdaptiveAvgPool2d):
-    """``torch.nn.AdaptiveAvgPool2d`` (batched NCHW input only)."""
+    """``torch.nn.AdaptiveAvgPool2d`` (NCHW or CHW input)."""
 
 
 class AdaptiveMaxPool1d(_AdaptiveCheck, nn.AdaptiveMaxPool1d):
-    """``torch.nn.AdaptiveMaxPool1d`` (batched NCW input only)."""
+    """``torch.nn.AdaptiveMaxPool1d`` (NCW or CW input)."""
     _n = 1
 
 
 class AdaptiveMaxPool2d(_AdaptiveCheck, nn.AdaptiveMaxPool2d):
-    """``torch.nn.AdaptiveMaxPool2d`` (batched NCHW input only)."""
+    """``torch.nn.AdaptiveMaxPool2d`` (NCHW or CHW input)."""
 
 
 __all__ = defined_in(__name__)  # the layers defined above (registered by class name)

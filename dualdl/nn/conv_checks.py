@@ -7,11 +7,29 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 from .checks import Shape, check_not_empty, shape_error
 
-__all__ = ["conv_sides", "check_conv_input", "conv_transpose_output_size", "check_conv_transpose_input", "conv_transpose_output_padding", "check_pool_args", "pool_output_size", "check_pool_input", "check_adaptive_pool_input", "adaptive_output_size", "adaptive_bins"]
+__all__ = ["conv_sides", "check_conv_input", "check_lazy_conv_input", "conv_transpose_output_size",
+           "check_conv_transpose_input", "conv_transpose_output_padding", "check_pool_args", "pool_output_size",
+           "check_pool_input", "check_adaptive_pool_input", "adaptive_output_size", "adaptive_bins",
+           "batched_shape", "fractional_output_size", "check_fractional_pool_input"]
+
+
+def batched_shape(shape: Shape, n: int) -> Optional[Tuple[int, ...]]:
+    """``shape`` as a batched (N, C, *n spatial) shape: an unbatched (C, *spatial) one, which torch
+    takes for every convolution and pool, as a batch of one; None for any other rank."""
+    shape = tuple(shape)
+    if len(shape) == n + 2:
+        return shape
+    return (1,) + shape if len(shape) == n + 1 else None
+
+
+def _layouts(batched: str) -> str:
+    """``"(N, C, H, W)"`` -> ``"(N, C, H, W) or (C, H, W)"``: both ranks torch takes."""
+    return f"{batched} or ({batched[len('(N, '):]}"
 
 
 # ---- convolutions -----------------------------------------------------------------------------
-_CONV_LAYOUTS = {1: "(N, C_in, L)", 2: "(N, C_in, H, W)", 3: "(N, C_in, D, H, W)"}
+_CONV_LAYOUTS = {n: _layouts(s) for n, s in {1: "(N, C_in, L)", 2: "(N, C_in, H, W)",
+                                             3: "(N, C_in, D, H, W)"}.items()}
 
 
 def conv_sides(padding: Union[str, Sequence[int]], kernel_size: Sequence[int],
@@ -32,18 +50,35 @@ def check_conv_input(name: str, in_channels: int, shape: Shape, kernel_size: Seq
     ``sides`` its :func:`conv_sides` (computed here when not given)."""
     n, shape = len(kernel_size), tuple(shape)
     who = f"{name}(in_channels={in_channels})"
-    if len(shape) != n + 2 or shape[1] != in_channels:
+    full = batched_shape(shape, n)
+    if full is None or full[1] != in_channels:
         raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
     check_not_empty(who, shape)
     sides = conv_sides(padding, kernel_size, dilation) if sides is None else sides
+    spatial = full[2:]
     for i in range(n):
         eff = dilation[i] * (kernel_size[i] - 1) + 1
-        if shape[2 + i] + sum(sides[i]) < eff:
-            raise ValueError(f"{name}: input spatial size {shape[2:]} (padded by {padding}) is smaller than "
+        if spatial[i] + sum(sides[i]) < eff:
+            raise ValueError(f"{name}: input spatial size {spatial} (padded by {padding}) is smaller than "
                              f"the kernel {tuple(kernel_size)} (dilation {tuple(dilation)})")
-        if padding_mode == "reflect" and max(sides[i]) >= shape[2 + i]:
+        if padding_mode == "reflect" and max(sides[i]) >= spatial[i]:
             raise ValueError(f"{name}: padding_mode='reflect' needs padding < input size, got padding "
-                             f"{padding} for input {shape[2:]}")
+                             f"{padding} for input {spatial}")
+
+
+def check_lazy_conv_input(name: str, n: int, groups: int, shape: Shape) -> int:
+    """The first input of a lazy convolution (``LazyConv2d``...): rank (N, C_in, *spatial) or
+    (C_in, *spatial), no empty input, ``C_in`` divisible by ``groups`` (torch's error). Returns
+    ``C_in``, the inferred ``in_channels``."""
+    shape = tuple(shape)
+    full = batched_shape(shape, n)
+    who = f"{name}(in_channels=inferred)"
+    if full is None:
+        raise shape_error(who, _CONV_LAYOUTS[n], shape)
+    check_not_empty(who, shape)
+    if full[1] % groups != 0:
+        raise ValueError("in_channels must be divisible by groups")
+    return full[1]
 
 
 # ---- transposed convolutions -------------------------------------------------------------------
@@ -59,13 +94,14 @@ def check_conv_transpose_input(name: str, in_channels: int, shape: Shape, kernel
     """Rank and channels, no empty input, a positive output size on every spatial axis."""
     n, shape = len(kernel_size), tuple(shape)
     who = f"{name}(in_channels={in_channels})"
-    if len(shape) != n + 2 or shape[1] != in_channels:
+    full = batched_shape(shape, n)
+    if full is None or full[1] != in_channels:
         raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
     check_not_empty(who, shape)
-    sizes = tuple(conv_transpose_output_size(shape[2 + i], kernel_size[i], stride[i], padding[i], dilation[i],
+    sizes = tuple(conv_transpose_output_size(full[2 + i], kernel_size[i], stride[i], padding[i], dilation[i],
                                              output_padding[i]) for i in range(n))
     if any(o <= 0 for o in sizes):
-        raise ValueError(f"{who}: input spatial size {shape[2:]} gives no output (output would be {sizes})")
+        raise ValueError(f"{who}: input spatial size {full[2:]} gives no output (output would be {sizes})")
 
 
 def conv_transpose_output_padding(name: str, shape: Shape, output_size: Sequence[int],
@@ -75,11 +111,13 @@ def conv_transpose_output_padding(name: str, shape: Shape, output_size: Sequence
     sizes or the full n + 2 shape), as torch computes it, with torch's range error. Hides: MXNet's
     ``target_shape`` recomputes the padding itself and ignores ``pad``/``adj``."""
     n, shape = len(kernel_size), tuple(shape)
+    full = len(shape) if len(shape) in (n + 1, n + 2) else n + 2     # a full shape: (N,) C, *spatial
+    shape = batched_shape(shape, n) or shape
     want = tuple(int(o) for o in output_size)
-    if len(want) == n + 2:
-        want = want[2:]
+    if len(want) == full:
+        want = want[full - n:]
     if len(want) != n:
-        raise ValueError(f"{name}: output_size must have {n} or {n + 2} elements, got {len(want)}")
+        raise ValueError(f"{name}: output_size must have {n} or {full} elements, got {len(want)}")
     lo = tuple(conv_transpose_output_size(shape[2 + i], kernel_size[i], stride[i], padding[i], dilation[i], 0)
                for i in range(n))
     hi = tuple(m + s - 1 for m, s in zip(lo, stride))
@@ -90,7 +128,7 @@ def conv_transpose_output_padding(name: str, shape: Shape, output_size: Sequence
 
 
 # ---- pooling ----------------------------------------------------------------------------------
-_POOL_LAYOUTS = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}
+_POOL_LAYOUTS = {n: _layouts(s) for n, s in {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}.items()}
 
 
 def check_pool_args(name: str, kernel_size: Sequence[int], stride: Sequence[int],
@@ -127,12 +165,13 @@ def check_pool_input(name: str, shape: Shape, kernel_size: Sequence[int], stride
     """Rank (N, C, *spatial) and a positive output size on every spatial axis."""
     n, shape = len(kernel_size), tuple(shape)
     who = f"{name}(kernel_size={tuple(kernel_size)})"
-    if len(shape) != n + 2:
+    full = batched_shape(shape, n)
+    if full is None:
         raise shape_error(who, _POOL_LAYOUTS[n], shape)
     eff = _dilated(kernel_size, dilation)
-    sizes = tuple(pool_output_size(shape[2 + i], eff[i], stride[i], padding[i], ceil_mode) for i in range(n))
+    sizes = tuple(pool_output_size(full[2 + i], eff[i], stride[i], padding[i], ceil_mode) for i in range(n))
     if any(o <= 0 for o in sizes):
-        raise ValueError(f"{who}: input spatial size {shape[2:]} is too small (output would be {sizes})")
+        raise ValueError(f"{who}: input spatial size {full[2:]} is too small (output would be {sizes})")
 
 
 def check_adaptive_pool_input(output_size: Any, shape: Shape, name: str = "AdaptiveAvgPool2d",
@@ -142,7 +181,7 @@ def check_adaptive_pool_input(output_size: Any, shape: Shape, name: str = "Adapt
     size = (output_size,) * n if isinstance(output_size, numbers.Integral) or output_size is None \
         else tuple(output_size)
     who = f"{name}(output_size={size[0] if n == 1 else size})"
-    if len(shape) != n + 2:
+    if batched_shape(shape, n) is None:
         raise shape_error(who, _POOL_LAYOUTS[n], shape)
     check_not_empty(who, shape)
 
@@ -162,3 +201,45 @@ def adaptive_bins(size: int, out: int) -> Tuple[Tuple[int, int], ...]:
     """torch's adaptive-pooling windows: bin i covers [floor(i L / o), ceil((i + 1) L / o)); bins
     overlap when L is not a multiple of o."""
     return tuple((i * size // out, -(-(i + 1) * size // out)) for i in range(out))
+
+
+# ---- fractional max pooling -------------------------------------------------------------------
+_AXES = {1: ("length",), 2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def fractional_output_size(name: str, shape: Shape, kernel_size: Sequence[int],
+                           output_size: Optional[Sequence[int]],
+                           output_ratio: Optional[Sequence[float]]) -> Tuple[int, ...]:
+    """The output size of a fractional max pool over the last ``len(kernel_size)`` axes (torch:
+    ``int(L * ratio)`` when a ratio is given), checked as torch checks it: rank (N, C, *spatial) or
+    (C, *spatial), and output + kernel - 1 <= the input (2-d), < the input (3-d)."""
+    n, shape = len(kernel_size), tuple(shape)
+    who = f"{name}(kernel_size={tuple(kernel_size)})"
+    full = batched_shape(shape, n)
+    if full is None:
+        raise shape_error(who, _POOL_LAYOUTS[n], shape)
+    check_not_empty(who, shape)
+    spatial = full[2:]
+    sizes = tuple(int(o) for o in output_size) if output_size is not None else \
+        tuple(int(size * r) for size, r in zip(spatial, output_ratio))
+    strict = n == 3                 # torch: 2-d output + kernel - 1 <= input, 3-d < input
+    for axis, o, k, size in zip(_AXES[n], sizes, kernel_size, spatial):
+        if o + k - 1 > size - strict:
+            raise ValueError(f"{who}: pool {axis} {k} too large relative to input {axis} {size} (output "
+                             f"size {sizes}: output + kernel - 1 must be {'<' if strict else '<='} the input)")
+    return sizes
+
+
+def check_fractional_pool_input(name: str, shape: Shape, n: int, samples_shape: Optional[Shape],
+                                dtype: str, samples_dtype: Optional[str]) -> None:
+    """``_random_samples`` (given to the constructor) against the input, as torch checks them:
+    (at least N, C, n) and the input's dtype."""
+    if samples_shape is None:
+        return
+    full, samples = batched_shape(shape, n), tuple(samples_shape)
+    if len(samples) != 3 or samples[0] < full[0] or samples[1] != full[1] or samples[2] != n:
+        raise ValueError(f"{name}: _random_samples must have shape (at least N, C, {n}) = "
+                         f"({full[0]}, {full[1]}, {n}) for input {tuple(shape)}, got {samples}")
+    if samples_dtype != dtype:
+        raise ValueError(f"{name}: _random_samples has dtype {samples_dtype}, the input {dtype}: "
+                         f"expected the same dtype (as torch)")

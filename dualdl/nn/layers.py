@@ -36,7 +36,7 @@ LAYERS = {
     "Conv2d": layer(
         "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None",
         "F.Convolution (NCHW) with torch's weight layout and init (Gluon: Uniform(0.07), zero bias); "
-        "padding='same' handled as Conv1d; batched input only.",
+        "padding='same' handled as Conv1d; unbatched (C, H, W) input runs as a batch of one.",
         example=(2, 3, 3)),
     "MaxPool1d": layer(
         'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
@@ -46,7 +46,9 @@ LAYERS = {
         "(docs/differences.md#mxnet-max-pooling-drops-nan-and-relus-mkldnn-form)."),
     "MaxPool2d": layer(
         'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
-        "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); no dilation/return_indices. "
+        "ceil_mode as MaxPool1d (MXNet's extra row/column holds -3.4e38); dilation and return_indices (torch's "
+        "flat spatial index; Pooling has neither) by windows sliced from the -inf padded input, first maximum "
+        "picked by argmax (NaN propagates there). "
         "MKLDNN's backward is wrong under record(train_mode=False): pooled in float64 then "
         "(non-hybridized only)."),
     "AvgPool1d": layer(
@@ -55,10 +57,12 @@ LAYERS = {
         "full kernel (0.17-0.25 off); dualdl uses explicit padding + sum pooling / counted elements."),
     "AvgPool2d": layer(
         'kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None',
-        "ceil_mode as AvgPool1d; count_include_pad as torch; no divisor_override."),
+        "ceil_mode as AvgPool1d; count_include_pad as torch; divisor_override (Pooling has none) = sum "
+        "pooling / divisor."),
     "AdaptiveAvgPool2d": layer(
         'output_size',
-        "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins)."),
+        "(1, 1) is a global mean; other sizes use contrib.AdaptiveAvgPooling2D (torch's bins); a None output "
+        "size keeps that axis (the other pooled alone, hybridized too)."),
     "Conv3d": layer(
         "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None",
         "F.Convolution (NCDHW) with torch's weight layout (out, in/groups, kd, kh, kw) and init; padding "
@@ -78,11 +82,12 @@ LAYERS = {
         example=(2, 3, 3)),
     "MaxPool3d": layer(
         'kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False',
-        "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding; MKLDNN's eval-mode backward quirk "
+        "As MaxPool2d on NCDHW (ceil_mode via explicit -inf padding, dilation/return_indices by window slices; "
+        "MKLDNN's eval-mode backward quirk "
         'measured here too, 2.0-5.7 off hybridized).'),
     "AvgPool3d": layer(
         'kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None',
-        'As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements); no divisor_override.'),
+        'As AvgPool2d on NCDHW (ceil_mode via sum pooling / counted elements; divisor_override: sum / divisor).'),
     "AdaptiveAvgPool1d": layer(
         'output_size',
         "MXNet has no 1-d adaptive pooling: contrib.AdaptiveAvgPooling2D on (N, C, 1, L) (torch's bins)."),
@@ -92,7 +97,8 @@ LAYERS = {
         '(exact, incl. overlapping and upsampling bins); no return_indices.'),
     "AdaptiveMaxPool2d": layer(
         'output_size, return_indices=False',
-        'As AdaptiveMaxPool1d (NCHW); None in output_size unsupported on MXNet.'),
+        'As AdaptiveMaxPool1d (NCHW); a None output size keeps that axis (the other pooled alone, hybridized '
+        'too); no return_indices.'),
     "BatchNorm1d": layer(
         'num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True',
         "Gluon: gamma/beta, momentum 0.9 = weight of the old value, stats updated in backward with the "
