@@ -269,6 +269,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         perm = np.array([blank] + [c for c in range(C) if c != blank])
         data, mode = nd.take(lp, _const(perm, lp, "int32"), axis=2), "first"
         labels = np.where(labels < blank, labels + 1, labels)
+    if lp.dtype == np.float64:          # MXNet's op runs in float32 only: the recursion, in float64
+        from .losses_ctc import ctc_float64
+        return ctc_float64(lp, plan.labels, plan.input_lengths, tl, plan.target_lengths, feas, blank, reduction,
+                           bool(zero_infinity))
     # infeasible samples (PyTorch: inf; MXNet: 0, or an error when the label is longer than T) are
     # computed with an empty label, multiplied by 0 (zero gradient) and set to inf or 0 afterwards.
     tl[~feas] = 0

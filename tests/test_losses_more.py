@@ -547,3 +547,36 @@ def test_margin_losses_same_errors_on_both_backends():
         L.MultiMarginLoss(weight=np.ones((2, 2), f))
     with pytest.raises(TypeError, match="MultiLabelMarginLoss: on MXNet it needs NDArrays"):
         DF.multilabel_margin_loss(mx.sym.var("a"), mx.sym.var("b"))
+
+
+# ---- CTC in float64 on MXNet (the recursion; MXNet's op is float32 only) ------------------------------
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_ctc_float64_is_exact_on_mxnet(reduction, zero_infinity):
+    r = _rng(30)
+    T, N, C = 7, 5, 5
+    lp = torch.log_softmax(torch.tensor(r.normal(size=(T, N, C))), -1).numpy()
+    targets = np.array([[1, 2, 2], [3, 1, 0], [2, 2, 2], [4, 0, 0], [1, 0, 0]])   # repeats; an infeasible row
+    il, tl = np.array([7, 6, 4, 1, 7]), np.array([3, 2, 3, 1, 0])                     # row 2: 3 + 2 repeats > 4
+    for blank in (0, 2):
+        t = np.where(targets == blank, (blank + 1) % C, targets)
+        kw = dict(blank=blank, reduction=reduction, zero_infinity=zero_infinity)
+        x = torch.tensor(lp, requires_grad=True)
+        want = TF.ctc_loss(x, torch.tensor(t), torch.tensor(il), torch.tensor(tl), **kw)
+        cot = np.random.default_rng(1).uniform(0.5, 1.5, tuple(want.shape))
+        want.backward(torch.tensor(cot))
+        m = nd.array(lp, dtype=np.float64)
+        m.attach_grad()
+        with autograd.record():
+            got = DF.ctc_loss(m, nd.array(t), nd.array(il), nd.array(tl), **kw)
+        got.backward(nd.array(cot.reshape(got.shape), dtype=np.float64))
+        assert got.dtype == np.float64
+        _close(got.asnumpy(), want.detach().numpy(), np.float64, f"CTC float64 blank={blank}")
+        g, wg = m.grad.asnumpy(), x.grad.numpy()
+        if not zero_infinity:                         # torch's gradient of an inf loss is not specified
+            g, wg = np.delete(g, 2, axis=1), np.delete(wg, 2, axis=1)
+        _close(g, wg, np.float64, f"CTC float64 grad blank={blank}")
+        _record("CTC float64 (MXNet: the recursion)", _diff(got.asnumpy(), want.detach().numpy()), _diff(g, wg))
+    un = DF.ctc_loss(nd.array(lp[:, 0], dtype=np.float64), nd.array(targets[0]), nd.array([7]), nd.array([3]))
+    ref = TF.ctc_loss(torch.tensor(lp[:, 0]), torch.tensor(targets[0]), torch.tensor([7]), torch.tensor([3]))
+    assert abs(float(un.asnumpy()[0]) - ref.item()) < 1e-12 * max(1, abs(ref.item()))
