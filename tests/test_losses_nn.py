@@ -234,9 +234,9 @@ def _close(got, want, tol):
         assert np.abs(got[ok] - want[ok]).max() <= tol * max(1.0, np.abs(want[ok]).max())
 
 
-# CTC: MXNet's op computes in float32 (its float64 and the float32 gradients differ from torch's
-# float32 kernel by up to 1.3e-7 / 5e-5 relative, docs/losses.md); here its float32 values only
-_LIMITS = {"CTCLoss": {"float64": None, "float32": "values"}}
+# CTC in float32: MXNet's op and torch's kernel differ by up to 5.1e-5 relative in gradients (torch's
+# float32 is itself 8e-5 from its float64, docs/losses.md): its float32 values only
+_LIMITS = {"CTCLoss": {"float32": "values"}}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
