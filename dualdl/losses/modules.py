@@ -21,7 +21,6 @@ import inspect
 import math
 from typing import Any, Dict, Optional
 
-
 from ..backend import _using, backend_of, get_backend
 from ..nn.declaration import Declaration, layer
 
