@@ -27,7 +27,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 from .checks import EMBEDDING_BAG_MODES, adaptive_output_size, check_pool_args, to_tuple
-from .resample_checks import check_upsample_args, pad2d_sides, unflatten_sizes
+from .resample_checks import PAD_LAYERS, check_pad_value, check_upsample_args, pad_sides, unflatten_sizes
 
 __all__ = ["check_arguments", "check_dropout_p", "check_group_norm", "check_child_name"]
 
@@ -328,10 +328,6 @@ def _upsample(name: str, a: Bound) -> None:
     check_upsample_args(a["size"], a["scale_factor"], a["mode"], a["align_corners"])
 
 
-def _pad2d(name: str, a: Bound) -> None:
-    pad2d_sides(name, a["padding"])                          # dualdl's: an int or 4 sides
-
-
 _CHECKS: Dict[str, Callable[[str, Bound], None]] = {
     "Linear": _linear,
     "Conv1d": _conv(1, False), "Conv2d": _conv(2, False), "Conv3d": _conv(3, False),
@@ -351,5 +347,123 @@ _CHECKS: Dict[str, Callable[[str, Bound], None]] = {
     "MultiheadAttention": _multihead_attention,
     "TransformerEncoderLayer": _encoder_decoder_layer, "TransformerDecoderLayer": _encoder_decoder_layer,
     "Transformer": _transformer, "PositionalEncoding": _positional_encoding,
-    "Unflatten": _unflatten, "Upsample": _upsample, "ZeroPad2d": _pad2d, "ReflectionPad2d": _pad2d,
+    "Unflatten": _unflatten, "Upsample": _upsample,
 }
+
+
+# ---- the activations added for torch's module tests (issue 34) --------------------------------
+def _hardtanh(name: str, a: Bound) -> None:
+    """torch's Hardtanh: the deprecated min_value/max_value replace min_val/max_val, then its check."""
+    lo = a["min_val"] if a["min_value"] is None else a["min_value"]
+    hi = a["max_val"] if a["max_value"] is None else a["max_value"]
+    if hi <= lo:
+        raise AssertionError(f"max_val ({hi}) must be greater than min_val ({lo})")
+
+
+def _softshrink(name: str, a: Bound) -> None:
+    if a["lambd"] < 0:                                       # dualdl's (torch: in forward)
+        raise ValueError(f"Softshrink: lambd must be >= 0, got {a['lambd']}")
+
+
+def _celu(name: str, a: Bound) -> None:
+    if a["alpha"] == 0:                                      # dualdl's (torch: ZeroDivisionError in forward)
+        raise ValueError("CELU: alpha cannot be 0 (it divides the input)")
+
+
+_CHECKS.update({"Hardtanh": _hardtanh, "Softshrink": _softshrink, "CELU": _celu})
+
+
+# ---- the padding layers (issue 34): dualdl's checks (torch takes any padding/value and fails in forward)
+def _padding(name: str, a: Bound) -> None:
+    pad_sides(name, a["padding"])                            # an int or 2n sides of ints
+    if "value" in a:
+        check_pad_value(name, a["value"])
+
+
+_CHECKS.update(dict.fromkeys(PAD_LAYERS, _padding))
+
+
+# ---- the convolutions and pools added for torch's module tests (issue 34) ---------------------
+def _lazy_conv(n: int, transposed: bool) -> Callable[[str, Bound], None]:
+    """torch's LazyConv*/LazyConvTranspose* build their _ConvNd with 0 in and 0 out channels: its
+    errors (groups, padding, padding_mode, negative kernel); then dualdl's (torch: at the first call)."""
+    conv = _conv(n, transposed)
+
+    def check(name: str, a: Bound) -> None:
+        conv(name, {**a, "in_channels": 0, "out_channels": 0})
+        out = a["out_channels"]
+        if isinstance(out, numbers.Integral) and out < 0:
+            raise ValueError(f"{name}: out_channels must be >= 0, got {out}")
+        if isinstance(out, numbers.Integral) and out % a["groups"] != 0:
+            raise ValueError("out_channels must be divisible by groups")
+    return check
+
+
+def _lp_pool(n: int) -> Callable[[str, Bound], None]:
+    def check(name: str, a: Bound) -> None:
+        # torch's constructor checks nothing; dualdl's (torch: in forward)
+        if a["norm_type"] == 0:
+            raise ValueError(f"{name}: norm_type must not be 0 (the output is raised to 1 / norm_type)")
+        if n == 1 and not isinstance(a["kernel_size"], numbers.Integral):
+            raise ValueError(f"{name}: kernel_size must be an int, got {a['kernel_size']!r} (torch multiplies "
+                             f"the output by it)")
+        kernel = to_tuple(a["kernel_size"], n, "kernel_size")
+        stride = to_tuple(a["kernel_size"] if a["stride"] is None else a["stride"], n, "stride")
+        check_pool_args(name, kernel, stride, (0,) * n)
+    return check
+
+
+def _fractional(n: int) -> Callable[[str, Bound], None]:
+    def check(name: str, a: Bound) -> None:
+        samples, size, ratio = a["_random_samples"], a["output_size"], a["output_ratio"]
+        if samples is not None and not hasattr(samples, "shape"):
+            raise TypeError(f"cannot assign '{type(samples).__name__}' object to buffer '_random_samples' "
+                            f"(torch Tensor or None required)")
+        if size is None and ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if size is not None and ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if ratio is not None and not all(0 < r < 1 for r in _ntuple(ratio, n)[:n]):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {ratio})")
+        # dualdl's (torch: in forward, or an empty output MXNet cannot make)
+        kernel = to_tuple(a["kernel_size"], n, "kernel_size")
+        if any(k <= 0 for k in kernel):
+            raise ValueError(f"{name}: kernel_size must be positive, got {kernel}")
+        if size is not None and any(o <= 0 for o in to_tuple(size, n, "output_size")):
+            raise ValueError(f"{name}: output_size must be positive, got {size!r}")
+        if ratio is not None and len(_ntuple(ratio, n)) != n:
+            raise ValueError(f"{name}: output_ratio must be a float or a tuple of {n} floats, got {ratio!r}")
+    return check
+
+
+_CHECKS.update({
+    "ConvTranspose3d": _conv(3, True),
+    **{f"LazyConv{n}d": _lazy_conv(n, False) for n in (1, 2, 3)},
+    **{f"LazyConvTranspose{n}d": _lazy_conv(n, True) for n in (1, 2, 3)},
+    "AdaptiveAvgPool3d": _adaptive(3), "AdaptiveMaxPool3d": _adaptive(3),
+    **{f"LPPool{n}d": _lp_pool(n) for n in (1, 2, 3)},
+    "FractionalMaxPool2d": _fractional(2), "FractionalMaxPool3d": _fractional(3),
+})
+
+
+# ---- the normalisation and linear layers added for torch's module tests (issue 34) -------------
+def _rms_norm(name: str, a: Bound) -> None:
+    shape = a["normalized_shape"]
+    if a["elementwise_affine"]:
+        _created((shape,) if isinstance(shape, numbers.Integral) else tuple(shape))
+
+
+def _bilinear(name: str, a: Bound) -> None:
+    """torch creates the weight (out, in1, in2) and the bias (out,), then checks in1_features."""
+    _created((a["out_features"], a["in1_features"], a["in2_features"]), (a["out_features"],) if a["bias"] else None)
+    if isinstance(a["in1_features"], numbers.Integral) and a["in1_features"] <= 0:
+        raise ValueError(f"in1_features must be > 0, but got (in1_features={a['in1_features']})")
+
+
+def _local_response_norm(name: str, a: Bound) -> None:
+    if a["size"] <= 0:                                       # dualdl's (torch: in forward)
+        raise ValueError(f"LocalResponseNorm: size must be positive, got {a['size']}")
+
+
+_CHECKS.update({"InstanceNorm3d": _norm, "RMSNorm": _rms_norm, "Bilinear": _bilinear,
+                "LocalResponseNorm": _local_response_norm})
