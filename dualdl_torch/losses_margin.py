@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from dualdl.losses import _checks as ck
 from dualdl.losses import _margin_checks as mc
 
-from .losses import _check_class_indices, _host, _index_target, _native, _pair, _shape
+from .losses_common import _check_class_indices, _host, _index_target, _native, _pair, _shape
 
 __all__ = ["multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "linear_cross_entropy"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from .checks import Shape, check_not_empty, shape_error
+from .check_base import Shape, check_not_empty, shape_error
 
 __all__ = ["conv_sides", "check_conv_input", "check_lazy_conv_input", "conv_transpose_output_size",
            "check_conv_transpose_input", "conv_transpose_output_padding", "check_pool_args", "pool_output_size",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Sequence
 
-from .checks import Shape, check_not_empty, shape_error
+from .check_base import Shape, check_not_empty, shape_error
 
 __all__ = ["BATCHNORM_LAYOUTS", "check_batchnorm_input", "check_layernorm_input", "check_rmsnorm_input",
            "check_groupnorm_args", "check_groupnorm_input", "INSTANCENORM_LAYOUTS", "check_instancenorm_input",
