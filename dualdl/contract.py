@@ -194,6 +194,17 @@ LOSSES: Dict[str, Name] = {
         "(pred, label, pred_lengths=..., label_lengths=..., sample_weight=..., layout=..., "
         "label_layout=..., weight=...)",
         "Gluon ``CTCLoss``'s numbers (infeasible samples get a zero gradient)"),
+    "multi_margin_loss": fn("(input, target, p=..., margin=..., weight=..., reduction=...)", "``F.multi_margin_loss``"),
+    "multilabel_margin_loss": fn("(input, target, reduction=...)", "``F.multilabel_margin_loss``"),
+    "soft_margin_loss": fn("(input, target, reduction=...)", "``F.soft_margin_loss``"),
+    "multilabel_soft_margin_loss": fn("(input, target, weight=..., reduction=...)",
+        "``F.multilabel_soft_margin_loss``"),
+    "hinge_embedding_loss": fn("(input, target, margin=..., reduction=...)", "``F.hinge_embedding_loss``"),
+    "linear_cross_entropy": fn(
+        "(input, linear_weight, target, linear_bias=..., weight=..., reduction=..., ignore_index=..., "
+        "label_smoothing=..., options=...)",
+        "``torch.nn.LinearCrossEntropyLoss``'s function: cross-entropy of ``input @ linear_weight.T + bias``"),
+    "loss_modules": fn("()", "name -> the adapter's loss module class of each ``dualdl.nn`` loss"),
 }
 
 # optim: optimizers with torch's signatures and gradient utilities
@@ -358,6 +369,11 @@ TESTING: Dict[str, Name] = {
     "cast_model": fn("(model, dtype)", "the model with its parameters and buffers cast to ``dtype``"),
 }
 
+INIT: Dict[str, Name] = {
+    "apply": fn("(name, tensor, kwargs)", "run torch.nn.init.<name>'s recipe on a native tensor or parameter "
+                "in place (dualdl.nn.init); returns it"),
+}
+
 CORE: Dict[str, Name] = {
     "Backend": cls("()", "the :class:`dualdl.backend.Backend` subclass (the tensor functions)"),
 }
@@ -366,7 +382,7 @@ CORE: Dict[str, Name] = {
 CONTRACT: Dict[str, Dict[str, Name]] = {
     "core": CORE, "nn": NN, "ops": OPS, "losses": LOSSES, "optim": OPTIM,
     "optim_adaptive": OPTIM_ADAPTIVE, "optim_lamb": OPTIM_LAMB, "state": STATE,
-    "distributed": DISTRIBUTED, **PARALLEL, "testing": TESTING,
+    "distributed": DISTRIBUTED, **PARALLEL, "testing": TESTING, "init": INIT,
 }
 
 

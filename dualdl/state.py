@@ -107,7 +107,7 @@ def load_state_dict(model: Any, state: Mapping[str, Any], strict: bool = True) -
         if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, casting="same_kind"):
             bad.append(f"{k}: dtype {arr.dtype} cannot be cast safely to the model's {dtype}")
             continue
-        arrays[name] = np.ascontiguousarray(arr, dtype=dtype)
+        arrays[name] = np.asarray(arr, dtype=dtype, order="C")   # (ascontiguousarray makes a 0-d array (1,))
     missing = [n for n in targets if n not in arrays and n not in {rename[k] for k in src}]
     problems = list(bad)
     if strict and missing:

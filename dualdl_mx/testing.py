@@ -21,8 +21,11 @@ def tensor(a: np.ndarray, grad: bool = False) -> Any:
         from dualdl.tensor import from_numpy
         return from_numpy(a, backend="mxnet")
     t = nd.array(a, dtype=a.dtype)
-    if grad and a.dtype.kind == "f":
-        t.attach_grad()
+    if grad and a.dtype.kind == "f" and a.size:     # an empty array cannot take a gradient buffer
+        if a.ndim == 0:      # attach_grad's zeros_like cannot build a () buffer on MXNet 1.x
+            autograd.mark_variables([t], [nd.array(np.zeros((), a.dtype), dtype=a.dtype)])
+        else:
+            t.attach_grad()
     return t
 
 

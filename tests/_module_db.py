@@ -7,7 +7,7 @@ outputs, input gradients and parameter gradients.
 Each (entry, input, dtype, mode, candidate) gets one status:
 
 - ``match``: every compared tensor within tolerance (float32: 1e-5 x max(1, max |reference|),
-  float64: 1e-12 x the same, or the entry's declared float64 limit in ``FLOAT64_LIMITS``);
+  float64: 1e-12 x the same, or the entry's declared, measured limit in ``LIMITS``);
 - ``mismatch``: a number, shape or dtype differs (silent wrong numbers: never allowed);
 - ``refused``: dualdl raised its own error (raised from dualdl's code: a declared ``_dl_cannot``
   or a neutral check, naming what and why);
@@ -34,10 +34,18 @@ STATUSES = ("match", "mismatch", "refused", "raw", "skip")
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
 # layers whose train-mode forward draws random numbers: compared in eval mode only (both
 # frameworks' generators differ), the train mode run must not crash
+# (FractionalMaxPool is not: module_db passes its _random_samples, so its output is deterministic)
 RANDOM_IN_TRAIN = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-                   "RReLU", "FractionalMaxPool2d", "FractionalMaxPool3d"}
-# (entry, candidate) -> (float64 tolerance, reason): a documented float64 limit of an MXNet operator
-FLOAT64_LIMITS: Dict[Tuple[str, str], Tuple[float, str]] = {}
+                   "RReLU"}
+# (entry, candidate, dtype) -> (tolerance, reason): a documented limit of an MXNet operator, measured
+LIMITS: Dict[Tuple[str, str, str], Tuple[float, str]] = {
+    (e, c, "float32"): (1e-4, "CTC float32 gradients up to 5.1e-5 relative: MXNet's CTC operator and torch's "
+                              "float32 kernel round differently (torch's float32 kernel is itself 8.2e-5 from its "
+                              "float64 result on these inputs); float64 matches to 1.8e-13")
+    for e in ("CTCLoss",) for c in ("mxnet", "mxnet:hybridized")}
+# MXNet 1.x has no 0-d result from a reduction: a reduced loss has shape (1,) where torch's is ()
+# (dualdl's documented convention, docs/losses.md); compared as the same value
+ONE_FOR_SCALAR = ("mxnet", "mxnet:hybridized")
 _FRAMEWORK_DIRS = tuple(os.sep + p + os.sep for p in ("torch", "mxnet", "numpy"))
 _OURS = tuple(os.sep + p + os.sep for p in ("dualdl", "dualdl_torch", "dualdl_mx"))
 
@@ -211,7 +219,7 @@ def _convert_ctor(obj: Any, backend: str, dtype: str) -> Any:
     return obj
 
 
-def _compare(got, ref, tol: float) -> Tuple[str, float]:
+def _compare(got, ref, tol: float, scalar_as_one: bool = False) -> Tuple[str, float]:
     """('' or what differs, max abs difference)."""
     g_out, g_in, g_par = got
     r_out, r_in, r_par = ref
@@ -232,6 +240,8 @@ def _compare(got, ref, tol: float) -> Tuple[str, float]:
                 return f"{what}: no value on the candidate", worst
             continue
         a, b = np.asarray(a), np.asarray(b)
+        if scalar_as_one and b.shape == () and a.shape == (1,):
+            a = a.reshape(())
         if a.shape != b.shape:
             return f"{what}: shape {a.shape}, reference {b.shape}", worst
         if a.dtype != b.dtype:
@@ -241,7 +251,7 @@ def _compare(got, ref, tol: float) -> Tuple[str, float]:
                 return f"{what}: values differ ({b.dtype})", worst
             continue
         fa, fb = np.isfinite(a), np.isfinite(b)
-        if not np.array_equal(fa, fb) or not np.array_equal(a[~fb], b[~fb]):
+        if not np.array_equal(fa, fb) or not np.array_equal(a[~fb], b[~fb], equal_nan=True):
             return f"{what}: non-finite values differ", worst
         if not fb.any():
             continue
@@ -251,6 +261,10 @@ def _compare(got, ref, tol: float) -> Tuple[str, float]:
         if d > tol * scale:
             return f"{what}: max abs {d:.2e} > {tol:.0e} x {scale:.3g}", worst
     return "", worst
+
+
+def _is_loss(name: str) -> bool:
+    return name.endswith("Loss")
 
 
 def run_input(info: Any, index: int, mi: Any, dtype: str, training: bool,
@@ -301,10 +315,8 @@ def run_input(info: Any, index: int, mi: Any, dtype: str, training: bool,
         if random:
             out.append(mk(cand, "skip", "random in train mode (compared in eval mode)"))
             continue
-        tol = TOLERANCE[dtype]
-        if dtype == "float64" and (name, cand) in FLOAT64_LIMITS:
-            tol = FLOAT64_LIMITS[(name, cand)][0]
-        what, worst = _compare(got, ref, tol)
+        tol = LIMITS.get((name, cand, dtype), (TOLERANCE[dtype], ""))[0]
+        what, worst = _compare(got, ref, tol, cand in ONE_FOR_SCALAR and _is_loss(name))
         out.append(mk(cand, "mismatch" if what else "match", what, worst))
     return out
 

@@ -18,7 +18,6 @@ once here; the adapters (``dualdl_torch/init.py``, ``dualdl_mx/init.py``) only w
 """
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 import warnings
@@ -215,7 +214,7 @@ def _init(name: str, tensor: Tensor, **kwargs: Any) -> Tensor:
                         f"or an MXNet NDArray/Gluon Parameter, got {t.__module__}.{t.__qualname__}")
     impl = _ADAPTERS.get(be.name)
     if impl is None:
-        impl = _ADAPTERS[be.name] = importlib.import_module(f"{be.adapter}.init")
+        impl = _ADAPTERS[be.name] = be.module("init")
     return impl.apply(name, tensor, kwargs)
 
 
