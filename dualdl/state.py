@@ -101,6 +101,8 @@ def load_state_dict(model: Any, state: Mapping[str, Any], strict: bool = True) -
             bad.append(f"{k}: cannot read value ({e})")
             continue
         shape, dtype = targets[name]
+        if arr.shape == () and tuple(shape) == (1,):
+            arr = arr.reshape(1)     # a 0-d tensor of torch's (a BCELoss's weight) where MXNet 1.x keeps (1,)
         if tuple(arr.shape) != tuple(shape):
             bad.append(f"{k}: shape {tuple(arr.shape)} in the state dict, {tuple(shape)} in the model")
             continue

@@ -69,6 +69,7 @@ def _as_nd(name: str, x: Any, like: Optional[nd.NDArray] = None) -> nd.NDArray:
 
 def _min_max(x: nd.NDArray):
     with autograd.pause():
+        x = x.reshape((1,)) if x.ndim == 0 else x      # MXNet 1.x's reductions refuse a 0-d array
         lo, hi = nd.concat(nd.min(x), nd.max(x), dim=0).asnumpy().tolist()
     return lo, hi
 
@@ -115,8 +116,15 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
         ck.check_probabilities(name, *_min_max(input))
         if weight is not None:
             weight = _as_nd(name, weight, input)
+            if input.ndim == 0 and weight.shape == (1,):
+                weight = weight.reshape(())     # a 0-d weight, kept (1,) by a MXNet module's buffer
             ck.check_broadcast(name, "weight", weight.shape, input.shape)
             weight = _same_ndim(weight, input.ndim)
+        if input.ndim == 0:     # MXNet 1.x's operators refuse 0-d arrays: computed as (1,), torch's () back
+            one = dict(x=input.reshape((1,)), t=target.reshape((1,)),
+                       weight=None if weight is None else weight.reshape((1,)))
+            out = _run(_bce_formula, one, reduction=reduction)
+            return out.reshape(()) if reduction == "none" else out
     return _run(_bce_formula, dict(x=input, t=target, weight=weight), reduction=reduction)
 
 
