@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 STAMP := $(VENV)/.dualdl-installed
 ARGS ?=
+# pytest workers for `make test` (pytest-xdist); TEST_WORKERS=0 runs in this process
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test gpu-check bench docs clean
 
@@ -26,7 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict -q -d $(CURDIR)/build/site
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
 # On a CUDA machine (under 5 minutes): the tests marked gpu (each CUDA path against the CPU path)
 # and the CUDA benchmark rows. DUALDL_REQUIRE_GPU=1 turns "no framework sees CUDA" into a failure.
