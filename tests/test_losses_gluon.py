@@ -143,20 +143,21 @@ def test_gluon_ctc_errors(rng):
 
 # ---- Gluon and MXNet in training and in a hybridized block ------------------------------------
 def test_hybridized_forward_gets_a_clear_error():
-    """Symbols carry no values to check: a loss inside a hybridized block says so."""
+    """Symbols carry no values to check: a Gluon-contract loss inside a hybridized block says so (torch's
+    losses run on Symbols: tests/test_losses_nn.py)."""
     class Net(dl.nn.Module):
         def __init__(self):
             super().__init__()
             self.fc = dl.nn.Linear(3, 2)
-            self.mse = L.MSELoss()
+            self.l2 = G.GluonL2Loss()
 
         def forward(self, x, y):
-            return self.mse(self.fc(x), y)
+            return self.l2(self.fc(x), y)
 
     net = Net(backend="mxnet")
-    assert net(nd.ones((2, 3)), nd.ones((2, 2))).shape == (1,)
+    assert net(nd.ones((2, 3)), nd.ones((2, 2))).shape == (2,)             # per sample, as Gluon's L2Loss
     net.hybridize()
-    with pytest.raises(TypeError, match="MSELoss.*Symbol.*outside the hybridized block"):
+    with pytest.raises(TypeError, match="GluonL2Loss.*Symbol.*outside the hybridized block"):
         net(nd.ones((2, 3)), nd.ones((2, 2)))
 
 

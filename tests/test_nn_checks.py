@@ -43,16 +43,16 @@ def torch_explain(m, x):
 
 
 BAD = [
-    (lambda: dl.nn.Conv2d(3, 4, 3), (3, 8, 8), "float32"),
+    (lambda: dl.nn.Conv2d(3, 4, 3), (8, 8), "float32"),
     (lambda: dl.nn.Conv2d(3, 4, 3), (1, 2, 8, 8), "float32"),
     (lambda: dl.nn.Conv2d(3, 4, 5), (1, 3, 3, 3), "float32"),
     (lambda: dl.nn.Conv2d(3, 4, (5, 3), padding=1), (1, 3, 2, 4), "float32"),
     (lambda: dl.nn.Conv1d(3, 4, 3), (0, 3, 8), "float32"),
     (lambda: dl.nn.Conv1d(3, 4, 3, padding=4, padding_mode="reflect"), (2, 3, 4), "float32"),
-    (lambda: dl.nn.MaxPool2d(2), (3, 8, 8), "float32"),
+    (lambda: dl.nn.MaxPool2d(2), (8, 8), "float32"),
     (lambda: dl.nn.MaxPool2d(5), (1, 1, 3, 3), "float32"),
     (lambda: dl.nn.AvgPool1d(3, stride=2), (2, 3, 2), "float32"),
-    (lambda: dl.nn.AdaptiveAvgPool2d(1), (2, 3, 4), "float32"),
+    (lambda: dl.nn.AdaptiveAvgPool2d(1), (3, 4), "float32"),
     (lambda: dl.nn.BatchNorm2d(4), (2, 3, 5, 5), "float32"),
     (lambda: dl.nn.BatchNorm1d(4), (2, 4, 5, 5), "float32"),
     (lambda: dl.nn.BatchNorm1d(4), (1, 4), "float32"),
@@ -90,6 +90,9 @@ GOOD = [
     (lambda: dl.nn.BatchNorm1d(4), (2, 4)),
     (lambda: dl.nn.LayerNorm((2, 3)), (4, 2, 3)),
     (lambda: dl.nn.Linear(4, 3), (2, 7, 4)),
+    (lambda: dl.nn.Conv2d(3, 4, 3), (3, 8, 8)),                  # unbatched, as torch.nn
+    (lambda: dl.nn.MaxPool2d(2), (3, 8, 8)),
+    (lambda: dl.nn.AdaptiveAvgPool2d(1), (2, 3, 4)),
 ]
 
 

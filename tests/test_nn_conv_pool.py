@@ -12,22 +12,22 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("mxnet")
 
 BAD = [
-    (lambda: nn.Conv2d(3, 4, 3), (3, 8, 8)),                             # unbatched
+    (lambda: nn.Conv2d(3, 4, 3), (8, 8)),                                # neither batched nor unbatched
     (lambda: nn.Conv2d(3, 4, 5), (1, 3, 3, 3)),                          # smaller than the kernel
     (lambda: nn.Conv1d(3, 4, 3), (0, 3, 8)),                             # empty batch
     (lambda: nn.Conv3d(2, 4, 3), (1, 3, 5, 5, 5)),                       # channels
     (lambda: nn.Conv3d(2, 4, 3), (1, 2, 5, 2, 5)),
-    (lambda: nn.ConvTranspose2d(2, 4, 3), (2, 5, 5)),                    # unbatched
+    (lambda: nn.ConvTranspose2d(2, 4, 3), (5, 5)),                       # neither batched nor unbatched
     (lambda: nn.ConvTranspose1d(2, 4, 3), (1, 3, 5)),                    # channels
     (lambda: nn.ConvTranspose2d(2, 4, 3, padding=3), (1, 2, 2, 2)),      # no output
     (lambda: nn.ConvTranspose2d(2, 4, 3), (0, 2, 5, 5)),                 # empty batch
-    (lambda: nn.MaxPool2d(2), (3, 8, 8)),
+    (lambda: nn.MaxPool2d(2), (8, 8)),
     (lambda: nn.MaxPool3d(3), (1, 1, 2, 5, 5)),
-    (lambda: nn.AvgPool3d(2), (1, 5, 5, 5)),
+    (lambda: nn.AvgPool3d(2), (5, 5, 5)),
     (lambda: nn.AvgPool1d(3, stride=2), (2, 3, 2)),
-    (lambda: nn.AdaptiveAvgPool2d(1), (2, 3, 4)),
+    (lambda: nn.AdaptiveAvgPool2d(1), (3, 4)),
     (lambda: nn.AdaptiveAvgPool1d(2), (2, 3, 4, 4)),
-    (lambda: nn.AdaptiveMaxPool1d(2), (3, 4)),
+    (lambda: nn.AdaptiveMaxPool1d(2), (4,)),
     (lambda: nn.AdaptiveMaxPool2d((2, 3)), (0, 3, 4, 4)),
 ]
 
@@ -128,12 +128,8 @@ def test_layout_names_and_default_init_are_torchs(cls, args, w_shape, fan_in):
 
 def test_what_mxnet_cannot_honour_is_refused_by_name():
     with dl.use("mxnet"):
-        for make, word in [(lambda: nn.AdaptiveMaxPool2d(2, return_indices=True), "return_indices"),
-                           (lambda: nn.AdaptiveMaxPool2d((None, 2)), "None"),
-                           (lambda: nn.MaxPool3d(2, dilation=2), "dilation"),
-                           (lambda: nn.AvgPool3d(2, divisor_override=3), "divisor_override")]:
-            with pytest.raises(NotImplementedError, match=word):
-                make()
+        with pytest.raises(NotImplementedError, match="return_indices"):
+            nn.AdaptiveMaxPool2d(2, return_indices=True)
 
 
 def test_adaptive_max_pool_bins_are_torchs_over_a_grid():
@@ -155,3 +151,26 @@ def test_adaptive_max_pool_bins_are_torchs_over_a_grid():
                 y.backward(nd.array(np.arange(y.size, dtype=np.float32).reshape(y.shape)))
             assert np.array_equal(y.asnumpy(), want.detach().numpy()), (h, oh)
             assert np.array_equal(X.grad.asnumpy(), t.grad.numpy()), (h, oh)
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.Sequential(nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2, dilation=2)),
+    lambda nn: nn.Sequential(nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2, return_indices=True)),
+    lambda nn: nn.Sequential(nn.ReLU(), nn.MaxPool2d(2, dilation=2)),
+    lambda nn: nn.Sequential(nn.ReLU(), nn.MaxPool2d(2, return_indices=True)),
+], ids=["bn relu dilated", "bn relu indices", "relu dilated", "relu indices"])
+def test_a_max_pool_with_dilation_or_indices_after_relu_in_a_sequential_is_torchs(make, fast, monkeypatch):
+    """MXNet's fast Sequential forms (BatchNorm+ReLU+MaxPool fused, ReLU into max pooling) take only
+    pools MXNet's Pooling computes: a dilated or index-returning MaxPool keeps its window form (NaN
+    kept, as torch), with or without DUALDL_MX_FAST."""
+    monkeypatch.setenv("DUALDL_MX_FAST", fast)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    x[0, 0, 0, 0] = x[1, 2, 1, 1] = np.nan
+    want = make(torch.nn).eval()(torch.from_numpy(x))
+    with dl.use("mxnet"):
+        m = make(nn)
+        m.eval()
+        got = m(dl.from_numpy(x))
+    for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        np.testing.assert_array_equal(dl.to_numpy(g), w.detach().numpy())

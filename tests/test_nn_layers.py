@@ -163,7 +163,7 @@ def test_embedding_lookup_and_padding(backend):
 
 
 @pytest.mark.parametrize("make,shape,match", [
-    (lambda: nn.Conv2d(3, 4, 3), (3, 8, 8), r"Conv2d\(in_channels=3\).*\(N, 3, H, W\).*\(3, 8, 8\)"),
+    (lambda: nn.Conv2d(3, 4, 3), (8, 8), r"Conv2d\(in_channels=3\).*\(N, 3, H, W\) or \(3, H, W\), got \(8, 8\)"),
     (lambda: nn.Conv2d(3, 4, 3), (1, 2, 8, 8), r"\(N, 3, H, W\).*\(1, 2, 8, 8\)"),
     (lambda: nn.Conv2d(3, 4, 5), (1, 3, 3, 3), r"Conv2d.*smaller than the kernel"),
     (lambda: nn.Conv1d(3, 4, 3), (2, 3, 4, 4), r"Conv1d.*\(N, 3, L\).*\(2, 3, 4, 4\)"),
@@ -173,10 +173,10 @@ def test_embedding_lookup_and_padding(backend):
     (lambda: nn.BatchNorm1d(4), (2, 4, 5, 5), r"BatchNorm1d\(4\).*\(N, 4\) or \(N, 4, L\)"),
     (lambda: nn.BatchNorm1d(4), (1, 4), r"more than 1 value per channel"),
     (lambda: nn.LayerNorm(6), (2, 5), r"LayerNorm\(\(6,\)\).*\(\*, 6\).*\(2, 5\)"),
-    (lambda: nn.MaxPool2d(2), (3, 8, 8), r"MaxPool2d.*\(N, C, H, W\).*\(3, 8, 8\)"),
-    (lambda: nn.AvgPool1d(3), (2, 3), r"AvgPool1d.*\(N, C, L\)"),
+    (lambda: nn.MaxPool2d(2), (8, 8), r"MaxPool2d.*\(N, C, H, W\) or \(C, H, W\), got \(8, 8\)"),
+    (lambda: nn.AvgPool1d(3), (3,), r"AvgPool1d.*\(N, C, L\) or \(C, L\), got \(3,\)"),
     (lambda: nn.MaxPool2d(5), (1, 1, 3, 3), r"MaxPool2d.*too small"),
-    (lambda: nn.AdaptiveAvgPool2d(1), (2, 3, 4), r"AdaptiveAvgPool2d.*\(N, C, H, W\)"),
+    (lambda: nn.AdaptiveAvgPool2d(1), (3, 4), r"AdaptiveAvgPool2d.*\(N, C, H, W\) or \(C, H, W\), got \(3, 4\)"),
     (lambda: nn.Flatten(2), (4, 5), r"Flatten\(start_dim=2"),
     (lambda: nn.Linear(4, 3), (2, 5), r"Linear\(in_features=4, out_features=3\).*\(\*, 4\).*\(2, 5\)"),
     (lambda: nn.Linear(4, 3), (2, 4, 3), r"Linear\(in_features=4.*\(2, 4, 3\)"),
@@ -185,6 +185,16 @@ def test_bad_input_shape_raises_value_error(backend, make, shape, match):
     layer = make()
     with pytest.raises(ValueError, match=match):
         fwd(layer, np.zeros(shape, np.float32))
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda: nn.Conv2d(3, 4, 3), (3, 8, 8)), (lambda: nn.MaxPool2d(2), (3, 8, 8)),
+    (lambda: nn.AvgPool1d(3), (2, 7)), (lambda: nn.AdaptiveAvgPool2d(2), (2, 3, 5)),
+])
+def test_unbatched_input_is_the_batched_result_without_its_batch_axis(backend, make, shape):
+    layer = make()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(fwd(layer, x), fwd(layer, x[None])[0])
 
 
 def test_embedding_bad_indices(backend):

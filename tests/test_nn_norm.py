@@ -31,8 +31,6 @@ BAD_INPUTS = [
     (lambda: dl.nn.GroupNorm(2, 4), (2, 6, 3), True),
     (lambda: dl.nn.GroupNorm(2, 4), (4,), True),
     (lambda: dl.nn.GroupNorm(2, 4), (0, 4, 3), True),
-    (lambda: dl.nn.InstanceNorm1d(3), (3, 5), True),            # unbatched: torch takes it, dualdl not
-    (lambda: dl.nn.InstanceNorm1d(3), (2, 4, 5), True),         # torch: a warning only (affine=False)
     (lambda: dl.nn.InstanceNorm1d(3), (2, 3, 1), True),
     (lambda: dl.nn.InstanceNorm2d(3), (0, 3, 2, 2), False),
     (lambda: dl.nn.InstanceNorm2d(3, affine=True), (2, 3, 4), True),
@@ -69,14 +67,8 @@ def test_bad_arguments_refused_on_both(make, err, match):
                 make()
 
 
-@pytest.mark.parametrize("make", [lambda: dl.nn.BatchNorm3d(4, momentum=None),
-                                  lambda: dl.nn.InstanceNorm2d(4, momentum=None, track_running_stats=True)])
-def test_cumulative_average_is_torchs_and_refused_on_mxnet(make):
-    """momentum=None (torch's cumulative moving average): torch.nn's on torch; MXNet cannot."""
-    with dl.use("torch"):
-        assert make().momentum is None
-    with dl.use("mxnet"), pytest.raises(NotImplementedError, match="momentum=None"):
-        make()
+# momentum=None (torch's cumulative average) on both backends, eager and hybridized, unbatched
+# InstanceNorm and InstanceNorm without weight on another channel count: tests/test_nn_norm_more.py
 
 
 NATIVE = [

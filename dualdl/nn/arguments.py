@@ -105,7 +105,8 @@ def _attention(embed_dim: Any, num_heads: Any, kdim: Any = None, vdim: Any = Non
 
 def _transformer_layer(d_model: Any, nhead: Any, dim_feedforward: Any, dropout: Any, activation: Any) -> None:
     """torch.nn.TransformerEncoderLayer/DecoderLayer: attention block(s), linear1, Dropout, then the
-    activation name (torch takes a function too; the MXNet build declares it cannot)."""
+    activation name (torch takes a function too; the MXNet build runs torch's F.relu/torch.relu/F.gelu
+    and dl.ops.relu/gelu, and declares it cannot run another function)."""
     _attention(d_model, nhead)
     _created((dim_feedforward, d_model))
     check_dropout_p(dropout)

@@ -193,17 +193,18 @@ LAYERS = {
     "GELU": layer(
         "approximate='none'",
         "Gluon GELU is erf only; approximate='tanh' is computed from its formula (they differ by <= 1e-3). "
-        "MXNet's LeakyReLU operator keeps float32 precision in float64: on float64 NDArrays the formula "
-        "(exact), hybridized the operator."),
+        "MXNet's LeakyReLU operator keeps float32 precision in float64, so float64 uses the exact formula "
+        "(the dtype from the input, or from the layer's cast() inside a graph); float32 keeps MXNet's operator."),
     "LeakyReLU": layer(
         'negative_slope=0.01, inplace=False',
         "Gluon LeakyReLU(alpha) has no default; torch's negative_slope=0.01. MXNet's LeakyReLU operator "
-        "keeps float32 precision in float64: on float64 NDArrays the formula (exact), hybridized the "
-        "operator."),
+        "keeps float32 precision in float64, so float64 uses the exact formula (the dtype from the input, "
+        "or from the layer's cast() inside a graph); float32 keeps MXNet's operator."),
     "ELU": layer(
         'alpha=1.0, inplace=False',
-        "Gluon ELU(alpha=1.0); same formula. MXNet's LeakyReLU operator keeps float32 precision in float64:"
-        " on float64 NDArrays the formula (exact), hybridized the operator."),
+        "Gluon ELU(alpha=1.0); same formula. MXNet's LeakyReLU operator keeps float32 precision in float64, "
+        "so float64 uses the exact formula (the dtype from the input, or from the layer's cast() inside a "
+        "graph); float32 keeps MXNet's operator."),
     "SiLU": layer(
         'inplace=False',
         "Gluon Swish(beta=1.0); x * sigmoid(x)."),

@@ -56,11 +56,12 @@ def _relu_into_max_pool(m: HybridBlock, pool: HybridBlock, x: Any) -> bool:
     pooling ``pool`` after it, which skips NaN whatever the relu gives it: then MKLDNN's
     ``Activation`` computes it (:func:`~dualdl_mx.fast.relu.relu_for_max_pool`; graphs get the
     same from :func:`~dualdl_mx.fast.relu.relu_into_max_pool`). Not where a hook would see the
-    relu's output (on either module), and not with ``ceil_mode`` (its -inf padding)."""
+    relu's output (on either module), not with ``ceil_mode`` (its -inf padding), and not for a pool
+    MXNet's ``Pooling`` does not compute (``return_indices`` or ``dilation``: its window form keeps NaN)."""
     from ..activation import ReLU
     from ..pool import MaxPool1d, MaxPool2d, MaxPool3d
     return (is_ndarray(x) and type(m) is ReLU and type(pool) in (MaxPool1d, MaxPool2d, MaxPool3d)
-            and not pool.ceil_mode and _unobserved(m, x) and _unobserved(pool, x))
+            and pool._dl_pooling_op and not pool.ceil_mode and _unobserved(m, x) and _unobserved(pool, x))
 
 
 def _unobserved(m: HybridBlock, x: Any) -> bool:
@@ -77,12 +78,13 @@ def _absorbs_pool(bn: HybridBlock, pool: HybridBlock, x: Any) -> bool:
     blocked one, forward and backward, in the demo CRNN; fused, the full-size map is neither
     written nor read back). Windows that do not overlap only (stride = kernel size, no padding,
     floor; at most 256 elements), where backward sends each window's gradient to one element; no
-    hooks on ``pool``."""
+    hooks on ``pool``; not for a pool MXNet's ``Pooling`` does not compute (``return_indices`` or
+    ``dilation``: the fused kernel pools with MXNet's windows only)."""
     from ..norm import BatchNorm2d
     from ..pool import MaxPool2d
     return (isinstance(bn, BatchNorm2d) and type(pool) is MaxPool2d and pool.stride == pool.kernel_size
             and pool.padding == (0, 0) and not pool.ceil_mode and pool.kernel_size[0] * pool.kernel_size[1] <= 256
-            and _unobserved(pool, x))
+            and pool._dl_pooling_op and _unobserved(pool, x))
 
 
 def _call_fused(m: HybridBlock, x: Any, pool: Optional[HybridBlock]) -> Any:

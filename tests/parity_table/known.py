@@ -1,10 +1,12 @@
 """Measured MXNet-vs-torch differences that several rows share (each with its reason)."""
 
-# dualdl's MXNet GELU/LeakyReLU/ELU layers and gelu/leaky_relu/elu ops compute their exact formula
-# on float64 NDArrays; a Symbol has no dtype, so a hybridized graph keeps MXNet's fast LeakyReLU operator
-F32_ACT_HYB = dict(known={"float64 mxnet:hybridized": "MXNet's LeakyReLU operator (act_type leaky/elu/gelu), "
-                          "which a hybridized graph runs (a Symbol has no dtype), has float32 precision in "
-                          "float64 (measured <= 1.9e-7, 8.4e-7 through a gelu transformer layer)"})
+# dualdl's MXNet gelu/leaky_relu ops compute their exact formula on float64 NDArrays; a Symbol has no
+# dtype, so inside a hybridized graph the ops keep MXNet's fast LeakyReLU operator (the GELU/LeakyReLU/ELU
+# layers take the dtype from the input or the layer's cast(), the Transformer layers' activation from
+# their weights: exact in float64, hybridized too, so their rows carry no known divergence)
+F32_ACT_HYB = dict(known={"float64 mxnet:hybridized": "MXNet's LeakyReLU operator (act_type leaky/gelu), "
+                          "which a hybridized graph runs for the ops (a Symbol has no dtype), has float32 "
+                          "precision in float64 (measured <= 1.9e-7)"})
 # dualdl's MXNet PReLU broadcasts its slopes with MXNet's prelu operator
 PRELU_OP = dict(tol64=1e-6, reason="MXNet's prelu operator, which dualdl's PReLU uses to broadcast the slopes, "
                                    "has float32 precision in float64 (measured <= 3.4e-7)")

@@ -1,8 +1,6 @@
 """Layer rows: dualdl.nn.<name>(*args, **kwargs) on each backend against torch.nn.<name>."""
 from dualdl.testing.spec import Intermittent, idx, layer
 
-from .known import F32_ACT_HYB, LN64
-
 NO_TRAIN = ("eval", "float64", "hybridize")        # random in train mode: compared in eval mode only
 EMPTY = "no elements"                              # dualdl refuses empty batches on both backends
 # the backward reads a workspace that eval mode never wrote: whether it is wrong depends on what
@@ -53,10 +51,10 @@ ROWS = [
     layer("ReLU", (4, 30)),
     layer("Sigmoid", (4, 30)),
     layer("Tanh", (4, 30)),
-    layer("GELU", (4, 30), **F32_ACT_HYB),
+    layer("GELU", (4, 30)),
     layer("GELU", (4, 30), "tanh", id="tanh"),
-    layer("LeakyReLU", (4, 30), 0.2, id="0.2", **F32_ACT_HYB),
-    layer("ELU", (4, 30), 0.7, id="0.7", **F32_ACT_HYB),
+    layer("LeakyReLU", (4, 30), 0.2, id="0.2"),
+    layer("ELU", (4, 30), 0.7, id="0.7"),
     layer("SiLU", (4, 30)),
     layer("Softmax", (4, 5, 3), dim=1, id="dim 1"),
     layer("LogSoftmax", (4, 5, 3), dim=-1, id="dim -1"),
@@ -66,14 +64,13 @@ ROWS = [
           id="batch_first, no bias"),
     layer("TransformerEncoderLayer", (5, 2, 8), 8, 2, 16, dropout=0.0),
     layer("TransformerEncoderLayer", (2, 5, 8), 8, 2, 16, dropout=0.0, batch_first=True, norm_first=True,
-          activation="gelu", id="norm_first gelu batch_first", **LN64, **F32_ACT_HYB),
+          activation="gelu", id="norm_first gelu batch_first"),
     layer("TransformerEncoder", (5, 2, 8), lambda nn: (nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2),
           enable_nested_tensor=False),
     layer("LSTM", (5, 2, 3), 3, 4),
     layer("LSTM", (2, 5, 3), 3, 4, 2, batch_first=True, bidirectional=True, id="2 layers bidirectional"),
     layer("GRU", (5, 2, 3), 3, 4),
-    layer("RNN", (5, 2, 3), 3, 4, nonlinearity="relu", id="relu", tol64=1e-6,
-          reason="MXNet's fused RNN op in relu mode gives float32 precision in float64 (<= 2.5e-7)"),
+    layer("RNN", (5, 2, 3), 3, 4, nonlinearity="relu", id="relu"),
     layer("LSTMCell", (2, 3), 3, 4),
     layer("GRUCell", (2, 3), 3, 4),
     layer("RNNCell", (1, 3), 3, 4, id="batch 1"),
