@@ -60,3 +60,15 @@ def test_entry(name):
     assert any(o.status == "match" for o in table.outcomes), f"{name}: nothing matched"
     assert not bad, f"{name}: {len(bad)} failing cases, e.g.\n" + "\n".join(
         f"  {o.candidate} [{o.index} {o.dtype} {o.mode}] {o.status}: {o.detail}" for o in bad[:8])
+
+
+def test_docs_table_names_the_covered_entries():
+    """docs/parity.md's module_db block (``python tests/_module_db.py --write-docs``) lists the
+    entries the code covers and those it does not."""
+    text = open(M.DOCS).read()
+    assert M.BEGIN in text and M.END in text, "docs/parity.md has no module_db block: run --write-docs"
+    block = text.split(M.BEGIN, 1)[1].split(M.END, 1)[0]
+    covered = sorted(n for n, i in zip(NAMES, DB) if M.covered(i))
+    line = next(ln for ln in block.splitlines() if ln.startswith("Covered entries:"))
+    assert line == "Covered entries: " + ", ".join(f"`{n}`" for n in sorted(set(covered))) + "."
+    assert f"| torch | {len(covered)}/{len(DB)} |" in block
