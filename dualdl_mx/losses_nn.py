@@ -28,6 +28,11 @@ from .linear import Linear
 __all__ = ["MODULES"]
 
 
+def _declared_losses():
+    from dualdl.losses.modules import LOSSES
+    return LOSSES
+
+
 class _Loss(Module):
     """A loss block: ``_dl_args`` are torch's forward names, ``_dl_call(*args, **buffers)`` the
     function of ``dualdl_mx.losses`` with this loss's settings (NDArrays or Symbols)."""
@@ -325,10 +330,7 @@ class LinearCrossEntropyLoss(_Loss):
                 f"out_features={self.out_features}, bias={self.linear.bias is not None}, reduction={self.reduction!r}")
 
 
-MODULES: Dict[str, Any] = {c.__name__: c for c in (
-    L1Loss, MSELoss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss,
-    CTCLoss, PoissonNLLLoss, GaussianNLLLoss, MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss,
-    HingeEmbeddingLoss, SoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
-    LinearCrossEntropyLoss)}
+# one class of each loss dualdl.nn declares (dualdl/losses/modules.py), found by its name
+MODULES: Dict[str, Any] = {_name: globals()[_name] for _name in _declared_losses()}
 for _name, _cls in MODULES.items():
     _cls._dl_loss = _name

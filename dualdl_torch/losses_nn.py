@@ -14,6 +14,11 @@ from . import losses as L
 __all__ = ["MODULES"]
 
 
+def _declared_losses():
+    from dualdl.losses.modules import LOSSES
+    return LOSSES
+
+
 class _DL:
     """Marks a dualdl loss module: ``_dl_loss`` is the name ``isinstance(m, dl.nn.<Loss>)`` reads."""
     _dl_loss = ""
@@ -139,10 +144,7 @@ class LinearCrossEntropyLoss(_DL, nn.LinearCrossEntropyLoss):
                                       self.label_smoothing, self.options)
 
 
-MODULES: Dict[str, Any] = {c.__name__: c for c in (
-    L1Loss, MSELoss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss,
-    CTCLoss, PoissonNLLLoss, GaussianNLLLoss, MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss,
-    HingeEmbeddingLoss, SoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
-    LinearCrossEntropyLoss)}
+# one class of each loss dualdl.nn declares (dualdl/losses/modules.py), found by its name
+MODULES: Dict[str, Any] = {_name: globals()[_name] for _name in _declared_losses()}
 for _name, _cls in MODULES.items():
     _cls._dl_loss = _name

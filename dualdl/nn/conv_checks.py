@@ -22,6 +22,18 @@ def batched_shape(shape: Shape, n: int) -> Optional[Tuple[int, ...]]:
     return (1,) + shape if len(shape) == n + 1 else None
 
 
+def _conv_batched(name: str, in_channels: int, shape: Shape, n: int) -> Tuple[int, ...]:
+    """A convolution's input as (N, C_in, *spatial): the right rank (batched or not), ``in_channels``
+    channels and no empty axis, or the error both backends raise."""
+    shape = tuple(shape)
+    who = f"{name}(in_channels={in_channels})"
+    full = batched_shape(shape, n)
+    if full is None or full[1] != in_channels:
+        raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
+    check_not_empty(who, shape)
+    return full
+
+
 def _layouts(batched: str) -> str:
     """``"(N, C, H, W)"`` -> ``"(N, C, H, W) or (C, H, W)"``: both ranks torch takes."""
     return f"{batched} or ({batched[len('(N, '):]}"
@@ -48,12 +60,8 @@ def check_conv_input(name: str, in_channels: int, shape: Shape, kernel_size: Seq
     """Rank and channels, no empty input, padded size >= the dilated kernel, reflect padding <
     the input size. ``padding`` is the layer's own (tuple or 'same'/'valid', named in the message);
     ``sides`` its :func:`conv_sides` (computed here when not given)."""
-    n, shape = len(kernel_size), tuple(shape)
-    who = f"{name}(in_channels={in_channels})"
-    full = batched_shape(shape, n)
-    if full is None or full[1] != in_channels:
-        raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
-    check_not_empty(who, shape)
+    n = len(kernel_size)
+    full = _conv_batched(name, in_channels, shape, n)
     sides = conv_sides(padding, kernel_size, dilation) if sides is None else sides
     spatial = full[2:]
     for i in range(n):
@@ -92,16 +100,12 @@ def check_conv_transpose_input(name: str, in_channels: int, shape: Shape, kernel
                                stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
                                output_padding: Sequence[int]) -> None:
     """Rank and channels, no empty input, a positive output size on every spatial axis."""
-    n, shape = len(kernel_size), tuple(shape)
-    who = f"{name}(in_channels={in_channels})"
-    full = batched_shape(shape, n)
-    if full is None or full[1] != in_channels:
-        raise shape_error(who, _CONV_LAYOUTS[n].replace("C_in", str(in_channels)), shape)
-    check_not_empty(who, shape)
+    n = len(kernel_size)
+    full = _conv_batched(name, in_channels, shape, n)
     sizes = tuple(conv_transpose_output_size(full[2 + i], kernel_size[i], stride[i], padding[i], dilation[i],
                                              output_padding[i]) for i in range(n))
     if any(o <= 0 for o in sizes):
-        raise ValueError(f"{who}: input spatial size {full[2:]} gives no output (output would be {sizes})")
+        raise ValueError(f"{name}(in_channels={in_channels}): input spatial size {full[2:]} gives no output (output would be {sizes})")
 
 
 def conv_transpose_output_padding(name: str, shape: Shape, output_size: Sequence[int],
