@@ -10,7 +10,3 @@ F32_ACT_HYB = dict(known={"float64 mxnet:hybridized": "MXNet's LeakyReLU operato
 # dualdl's MXNet PReLU broadcasts its slopes with MXNet's prelu operator
 PRELU_OP = dict(tol64=1e-6, reason="MXNet's prelu operator, which dualdl's PReLU uses to broadcast the slopes, "
                                    "has float32 precision in float64 (measured <= 3.4e-7)")
-# measured: MXNet's fused LayerNorm op is ~100 ulp off in float64 (3.2e-14 on a (10, 8) input against
-# numpy), 2 per encoder layer, 3 per decoder layer
-LN64 = dict(tol64=1e-10, reason="MXNet's float64 LayerNorm (~1e2 ulp), 2-3 per transformer layer: "
-                                "<= 3e-11 relative")
