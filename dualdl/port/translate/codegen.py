@@ -15,6 +15,7 @@ from .errors import TranslationError
 from .forward import ForwardWriter
 from .leaves import builtin_leaf
 from .registry import Call, Leaf, block_translation
+from .safe import comment, docstring_text
 from .render import Ref, _attr_path, _camel, _ident, _is_number, _join, _refs, _render, _render_args, _with_comment
 from .trace import T, flatten_struct, trace_block
 
@@ -295,7 +296,7 @@ class Generator:
     def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
         block = inst.block
         gl = f"{type(block).__module__}.{type(block).__qualname__}"
-        lines = [f"class {cname}(nn.Module):", f'    """Translated from Gluon {gl}."""', "",
+        lines = [f"class {cname}(nn.Module):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
                  f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
         counter = [0]
         seen_comments: set = set()
@@ -320,7 +321,7 @@ class Generator:
             if first is not e:
                 e.tied_to = first.torch_key
                 lines.append(f"        {_attr_path(e.torch_key)} = {_attr_path(first.torch_key)}"
-                             f"  # shared with {first.gluon_key} in Gluon")
+                             f"  # shared with {comment(first.gluon_key)} in Gluon")
         return lines
 
     # ---- the whole file ----

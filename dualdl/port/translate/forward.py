@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
+from .safe import comment as safe_comment
 from .errors import TranslationError
 from .ops import Expr, NeedsName, OpNode, translate_op
 from .render import _attr_path, _ident
@@ -194,7 +195,7 @@ def _cmt(comment: str, seen: set) -> str:
     if not comment or comment in seen:
         return ""
     seen.add(comment)
-    return f"  # {comment}"
+    return f"  # {safe_comment(comment)}"
 
 
 def _pack(struct, names: List[str], top: bool = False) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 from .registry import op_translation
+from .safe import literal
 
 __all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName"]
 
@@ -62,7 +63,7 @@ class NeedsName(Exception):
 
 def _num(v: str) -> str:
     f = float(v)
-    return repr(int(f)) if f.is_integer() and "." not in v and "e" not in v else repr(f)
+    return repr(int(f)) if f.is_integer() and "." not in v and "e" not in v else literal(f)
 
 
 def _binary(sym: str):

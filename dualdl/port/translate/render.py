@@ -9,6 +9,7 @@ import re
 from typing import Any, Dict
 
 from .registry import Call
+from .safe import comment as safe_comment, literal
 
 __all__ = ["Ref"]
 
@@ -75,14 +76,14 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
             counter[0] += 1
         else:
             state["i"] += 1
-        return names.get(idx, repr(v))
+        return names.get(idx, literal(v))
 
     def val(v, ind):
         if isinstance(v, Call):
             return one(v, ind)
         if _is_number(v):
             return lit(v)
-        return repr(v)
+        return literal(v)
 
     def one(c: Call, ind: int) -> str:
         nested = any(isinstance(a, Call) for a in c.args)
@@ -96,7 +97,7 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
             comment = a.comment if isinstance(a, Call) else ""
             if comment and seen is not None and comment not in seen:
                 seen.add(comment)
-                rows.append(f"{pad}{text},  # {comment}")
+                rows.append(f"{pad}{text},  # {safe_comment(comment)}")
             else:
                 rows.append(f"{pad}{text},")
         rows += [f"{pad}{k}={val(a, ind + 4)}," for k, a in c.kwargs]
@@ -105,7 +106,7 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
     text = one(call, indent)
     if call.comment and seen is not None and call.comment not in seen and "\n" not in text:
         seen.add(call.comment)
-        text += f"  # {call.comment}"
+        text += f"  # {safe_comment(call.comment)}"
     return text
 
 
