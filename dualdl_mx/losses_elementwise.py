@@ -15,14 +15,9 @@ import mxnet as mx
 
 from dualdl.losses import _checks as ck
 
-from .losses_symbolic import _as_nd, _reduce, _run, _same_ndim, _symbolic
+from .losses_symbolic import _as_nd, _reduce, _run, _same_ndim, _symbolic, _vector
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "kl_div"]
-
-
-def _vector(x: Any) -> Any:
-    """A 0-d NDArray as shape (1,) (MXNet's operators read () as an unknown shape)."""
-    return x.reshape((1,)) if isinstance(x, mx.nd.NDArray) and x.ndim == 0 else x
 
 
 def _pair(name: str, input: Any, target: Any, reduction: str, extra: Optional[dict] = None,

@@ -24,7 +24,8 @@ from dualdl.losses import _checks as ck
 from dualdl.losses import _margin_checks as mc
 
 from .fast.host import host_array
-from .losses_elementwise import _pair, _vector
+from .losses_elementwise import _pair
+from .losses_symbolic import _vector
 from .losses_symbolic import _as_nd, _reduce, _run, _same_ndim, _symbolic
 
 __all__ = ["multi_margin_loss", "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",

@@ -67,6 +67,11 @@ def _as_nd(name: str, x: Any, like: Optional[nd.NDArray] = None) -> nd.NDArray:
     return host_array(np.array(host, dtype=like.dtype, ndmin=1), like.context, like.dtype)
 
 
+def _vector(x: Any) -> Any:
+    """A 0-d NDArray as shape (1,) (MXNet's operators read () as an unknown shape)."""
+    return x.reshape((1,)) if isinstance(x, nd.NDArray) and x.ndim == 0 else x
+
+
 def _min_max(x: nd.NDArray):
     with autograd.pause():
         x = x.reshape((1,)) if x.ndim == 0 else x      # MXNet 1.x's reductions refuse a 0-d array
@@ -113,18 +118,12 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
         target = _as_nd(name, target, input)
         ck.check_same_shape(name, input.shape, target.shape)
         ck.check_not_empty(name, input.shape)
+        input, target = _vector(input), _vector(target)
         ck.check_probabilities(name, *_min_max(input))
         if weight is not None:
-            weight = _as_nd(name, weight, input)
-            if input.ndim == 0 and weight.shape == (1,):
-                weight = weight.reshape(())     # a 0-d weight, kept (1,) by a MXNet module's buffer
+            weight = _vector(_as_nd(name, weight, input))
             ck.check_broadcast(name, "weight", weight.shape, input.shape)
             weight = _same_ndim(weight, input.ndim)
-        if input.ndim == 0:     # MXNet 1.x's operators refuse 0-d arrays: computed as (1,), torch's () back
-            one = dict(x=input.reshape((1,)), t=target.reshape((1,)),
-                       weight=None if weight is None else weight.reshape((1,)))
-            out = _run(_bce_formula, one, reduction=reduction)
-            return out.reshape(()) if reduction == "none" else out
     return _run(_bce_formula, dict(x=input, t=target, weight=weight), reduction=reduction)
 
 
