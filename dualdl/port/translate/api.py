@@ -93,17 +93,21 @@ def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:
 
 
 def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
-              verify: bool = True, lr: float = 0.1, seed: int = 0) -> TranslateReport:
+              verify: bool = True, lr: float = 0.1, seed: int = 0,
+              batchnorm: str = "torch") -> TranslateReport:
     """Write ``out_dir/<name>.py`` (a torch module mirroring the Gluon block tree),
     ``<name>.safetensors`` (its state_dict, from the block's current weights) and
     ``<name>.report.json``; return the report (``.ok`` only if every check passed).
 
     ``sample_inputs``: one array or a list of arrays (numpy, NDArray) as the block takes them.
     Verification runs both models in float64 (eval with randomised norms/biases, and one SGD step
-    at ``lr`` in train mode); the block's weights are restored afterwards."""
+    at ``lr`` in train mode); the block's weights are restored afterwards.
+
+    ``batchnorm``: ``"torch"`` writes ``nn.BatchNorm*d`` (running variance updated with torch's
+    unbiased batch variance); ``"gluon"`` writes a BatchNorm that keeps Gluon's biased estimate."""
     import mxnet as mx
     from .codegen import Generator
-    from .trace import record_calls, walk
+    from .trace import gluon_inputs, record_calls, walk
     from .verify import load_generated, torch_state, verify as run_verify
 
     if not isinstance(block, mx.gluon.Block):
@@ -117,13 +121,13 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     if active:
         block.hybridize(False)
     try:
-        inputs = [mx.nd.array(a, dtype=a.dtype if a.dtype.kind == "f" else np.float32) for a in arrays]
+        inputs = gluon_inputs(block, arrays)
         try:
             records = record_calls(block, inputs)
         except mx.gluon.parameter.DeferredInitializationError as e:
             raise ValueError(f"translate: the block's parameters are not initialised ({e}); call "
                              f"block.initialize() or load_parameters(...) first") from None
-        gen = Generator(block, records, name)
+        gen = Generator(block, records, name, batchnorm=batchnorm)
         source = gen.source()
         t1 = time.perf_counter()
         os.makedirs(out_dir, exist_ok=True)

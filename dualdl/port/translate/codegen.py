@@ -71,8 +71,9 @@ class Instance:
 class Generator:
     """Build the source for one Gluon block tree (see the module docstring)."""
 
-    def __init__(self, root: Any, records: Dict[int, list], name: str):
+    def __init__(self, root: Any, records: Dict[int, list], name: str, batchnorm: str = "torch"):
         self.root, self.records, self.name = root, records, name
+        self.batchnorm = batchnorm   # "torch" or "gluon" (biased running variance)
         self.entries: List[MapEntry] = []
         self.same_output: Dict[str, str] = {}
         self.untraced: List[Dict[str, str]] = []

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 
-__all__ = ["T", "Record", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+__all__ = ["T", "Record", "gluon_inputs", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
 
 
@@ -53,6 +53,14 @@ def flatten_struct(s: Any) -> List[Any]:
     if isinstance(s, (list, tuple)):
         return [v for e in s for v in flatten_struct(e)]
     return [s]
+
+
+def gluon_inputs(block: Any, arrays: List[Any]) -> List[Any]:
+    """The sample inputs as the block takes them: ``mx.nd`` arrays (integer ids as float32, as
+    Gluon's legacy interface feeds them)."""
+    import mxnet as mx
+    import numpy as np
+    return [mx.nd.array(a, dtype=a.dtype if a.dtype.kind == "f" else np.float32) for a in arrays]
 
 
 def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
