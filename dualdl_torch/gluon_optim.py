@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["GluonOptimizer", "GluonSGD", "GluonNAG", "GluonAdam", "GluonRMSProp", "GluonBERTAdam",
            "GluonLRScheduler", "GluonFactorLR", "GluonMultiFactorLR", "GluonPolyLR",
-           "GluonCosineLR"]
+           "GluonCosineLR", "GluonCVLR"]
 
 
 def _f32(x: float) -> float:
@@ -398,7 +398,69 @@ class GluonPolyLR(_GluonDecayTo):
 
 
 class GluonCosineLR(_GluonDecayTo):
-    """``mx.lr_scheduler.CosineScheduler``: ``final + (base - final) * (1 + cos(pi*progress))/2``."""
+    """``mx.lr_scheduler.CosineScheduler``: ``final + (base - final) * (1 + cos(pi*progress))/2``,
+    evaluated in Gluon's operation order (``(base - final) * (1 + cos(pi * steps / max_steps))``
+    then ``/ 2``), which is what keeps it equal to the last bit (the algebraically equal
+    ``(base - final) * ((1 + cos(pi * progress)) / 2)`` is 1 ulp off at some updates)."""
 
-    def _shape(self, progress):
-        return (1 + math.cos(math.pi * progress)) / 2
+    def _decayed(self, n):
+        if n > self.max_update:
+            if self.max_update < self.warmup_steps:
+                return self.base_lr  # Gluon never updated it
+            n = self.max_update
+        return self.final_lr + (self.base_lr_orig - self.final_lr) * \
+            (1 + math.cos(math.pi * (n - self.warmup_steps) / self.max_steps)) / 2
+
+
+class GluonCVLR(GluonLRScheduler):
+    """gluon-cv's ``LRSequential([LRScheduler(...), ...])`` (one piece: a bare ``LRScheduler``).
+
+    Each piece is a dict ``mode`` (constant/step/linear/poly/cosine), ``base_lr``, ``target_lr``,
+    ``niters``, ``offset`` (updates before it), ``power``, ``step`` (update counts, or None),
+    ``step_factor``. As gluon-cv does, the update count is clamped to the last scheduled update,
+    the piece whose end lies past it is chosen, and ``T = clamp(n - offset, 0, niters - 1)``;
+    ``step`` mode multiplies by ``step_factor`` once per ``s <= T``. A warmup is a ``linear``
+    piece first (gluon-cv scripts: ``LRScheduler('linear', base_lr=0, target_lr=lr, ...)``)."""
+
+    def __init__(self, optimizer, pieces: Sequence[dict], last_epoch: int = -1):
+        if not pieces:
+            raise ValueError("GluonCVLR needs at least one piece (gluon-cv's LRSequential "
+                             "asserts len(schedulers) > 0)")
+        self.pieces = [dict(p) for p in pieces]
+        self.ends: List[int] = []
+        count = 0
+        for p in self.pieces:
+            if p["mode"] not in ("constant", "step", "linear", "poly", "cosine"):
+                raise ValueError(f"gluon-cv LRScheduler mode must be constant, step, linear, "
+                                 f"poly or cosine, got {p['mode']!r}")
+            count += int(p["niters"])
+            self.ends.append(count)
+        self.count = count
+        super().__init__(optimizer, self.pieces[0]["base_lr"], last_epoch=last_epoch)
+
+    def gluon_lr(self, n: int) -> float:
+        n = min(n, self.count - 1)
+        ind = len(self.pieces) - 1
+        for i, end in enumerate(self.ends):
+            if end > n:
+                ind = i
+                break
+        p = self.pieces[ind]
+        N = p["niters"] - 1
+        T = min(max(0, n - p["offset"]), N)
+        mode, base, target = p["mode"], p["base_lr"], p["target_lr"]
+        if mode == "constant":
+            factor = 0
+        elif mode == "linear":
+            factor = 1 - T / N
+        elif mode == "poly":
+            factor = pow(1 - T / N, p["power"])
+        elif mode == "cosine":
+            factor = (1 + math.cos(math.pi * T / N)) / 2
+        elif p["step"] is not None:
+            factor = pow(p["step_factor"], sum([1 for s in p["step"] if s <= T]))
+        else:
+            factor = 1
+        if mode == "step":
+            return base * factor
+        return target + (base - target) * factor

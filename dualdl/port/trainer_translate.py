@@ -31,6 +31,21 @@ class TrainerTranslation:
     untrained: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     gradient: str = ""
+    #: how to rebuild both as source: {"optimizer": (class, kwargs), "scheduler": (class, kwargs)
+    #: or None, "groups": [{"params": [torch names], "lr", "weight_decay", ...}]}
+    spec: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_source(self) -> str:
+        """A Python file defining ``make_optimizer(model)`` and ``make_scheduler(optimizer)``
+        that rebuild this optimizer and scheduler; it imports torch only (not dualdl, not
+        mxnet). See ``dualdl.port.translate_recipe`` for the whole recipe."""
+        from .recipe import translate_recipe
+        return translate_recipe(trainer=self).source
+
+    def write_source(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Write :meth:`to_source` to ``path`` (atomically); returns the path."""
+        from .recipe import translate_recipe
+        return translate_recipe(trainer=self).write(path)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.optimizer, self.scheduler))
@@ -179,7 +194,10 @@ def _pairs(trainer, torch_model, mapping,
         from .api import PortReport
         from .mapping import Mapping
         report = mapping if isinstance(mapping, PortReport) else None
-        if isinstance(mapping, (str, os.PathLike)):
+        rows = _translate_rows(mapping)
+        if rows is not None:
+            mapping = _mapping_from_rows(rows)
+        elif isinstance(mapping, (str, os.PathLike)):
             mapping = Mapping.load(mapping)
         elif report is not None:
             mapping = report.mapping
@@ -188,6 +206,37 @@ def _pairs(trainer, torch_model, mapping,
                   f"a dict gluon name -> torch name, not {type(mapping).__name__}")
         pairs = _pair_by_mapping(mapping, trainer, gparams, tparams, report, gluon_model)
     return pairs, tparams
+
+
+def _translate_rows(obj) -> Optional[List[Dict[str, Any]]]:
+    """The ``mapping`` rows ({"torch", "gluon", "shape"}) of a ``dl.port.translate`` report
+    (the object, or the path of its ``.report.json``); None for anything else."""
+    import json
+    if isinstance(obj, (str, os.PathLike)):
+        try:
+            with open(obj) as f:
+                d = json.load(f)
+        except (OSError, ValueError):
+            return None
+        rows = d.get("mapping") if isinstance(d, dict) else None
+    elif hasattr(obj, "class_name") and isinstance(getattr(obj, "mapping", None), list):
+        rows = obj.mapping
+    else:
+        return None
+    if isinstance(rows, list) and all(isinstance(r, dict) and "torch" in r and "gluon" in r
+                                      for r in rows):
+        return rows
+    return None
+
+
+def _mapping_from_rows(rows: List[Dict[str, Any]]):
+    """A translate report names each torch key's Gluon source by its structural
+    (``save_parameters``) key, copied as is: every row is a ``copy`` entry."""
+    from .mapping import Entry, Mapping
+    entries = [Entry(target=r["torch"], shape=list(r.get("shape") or []), dtype="float32",
+                     sources=[{"key": r["gluon"]}], transform="copy")
+               for r in rows if r.get("gluon") and not r.get("tied_to")]
+    return Mapping(entries, "gluon", "torch", ["from a dl.port.translate report"])
 
 
 def _numel(shape) -> int:
@@ -238,8 +287,10 @@ def _check_trainer(trainer) -> Any:
     return opt
 
 
-def _optimizer(opt, groups, rescale: float, multi_precision: bool):
-    import torch
+def _optimizer_spec(opt, groups, rescale: float,
+                    multi_precision: bool) -> Tuple[str, Dict[str, Any], str]:
+    """(class name, constructor keywords, note): a ``dualdl_torch.gluon_optim`` class or
+    ``torch.optim.SGD``. The same spec builds the live optimizer and the generated source."""
     from dualdl_torch import gluon_optim as G
     name = type(opt).__name__.lower()
     common = dict(weight_decay=opt.wd, rescale_grad=rescale, clip_gradient=opt.clip_gradient,
@@ -251,55 +302,117 @@ def _optimizer(opt, groups, rescale: float, multi_precision: bool):
                 and opt.lr_scheduler is None:
             for g in groups:  # the values MXNet's kernel receives (C++ float)
                 g["lr"], g["weight_decay"] = G._f32(g["lr"]), G._f32(g["weight_decay"])
-            return torch.optim.SGD(groups, lr=lr, weight_decay=opt.wd), \
+            return "torch.optim.SGD", dict(lr=lr, weight_decay=opt.wd), \
                 ("torch.optim.SGD: without momentum Gluon's rule is torch's; lr and "
                  "weight_decay are rounded to float32 as MXNet's kernel receives them")
-        return G.GluonSGD(groups, lr=lr, momentum=opt.momentum, **common), ""
+        return "GluonSGD", dict(lr=lr, momentum=opt.momentum, **common), ""
     if name == "nag":
-        return G.GluonNAG(groups, lr=lr, momentum=opt.momentum, **common), ""
+        return "GluonNAG", dict(lr=lr, momentum=opt.momentum, **common), ""
     if name == "adam":
-        return G.GluonAdam(groups, lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.epsilon,
-                           **common), ""
+        return "GluonAdam", dict(lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.epsilon,
+                                 **common), ""
     if name == "rmsprop":
-        return G.GluonRMSProp(groups, lr=lr, gamma1=opt.gamma1, gamma2=opt.gamma2,
-                              eps=opt.epsilon, centered=opt.centered,
-                              clip_weights=opt.clip_weights, **common), ""
+        return "GluonRMSProp", dict(lr=lr, gamma1=opt.gamma1, gamma2=opt.gamma2,
+                                    eps=opt.epsilon, centered=opt.centered,
+                                    clip_weights=opt.clip_weights, **common), ""
     if name == "bertadam":
-        return G.GluonBERTAdam(groups, lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.epsilon,
-                               **common), ""
+        return "GluonBERTAdam", dict(lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.epsilon,
+                                     **common), ""
     _fail(f"Gluon optimizer {type(opt).__name__!r} ({type(opt).__module__}) has no translation; "
           f"supported: sgd, nag, adam, rmsprop (plain and centered), bertadam (gluonnlp) - "
           f"MXNet 1.9.1 registers no 'adamw'")
 
 
-def _scheduler(sched, optimizer):
+def _build_optimizer(spec: Tuple[str, Dict[str, Any]], groups: List[dict]):
+    import torch
+    from dualdl_torch import gluon_optim as G
+    cls_name, kwargs = spec
+    cls = torch.optim.SGD if cls_name == "torch.optim.SGD" else getattr(G, cls_name)
+    return cls(groups, **kwargs)
+
+
+def _is_gluoncv(sched) -> bool:
+    """gluon-cv's LRScheduler / LRSequential (gluoncv/utils/lr_scheduler.py), however imported."""
+    if type(sched).__name__ == "LRSequential" and hasattr(sched, "schedulers"):
+        return True
+    return all(hasattr(sched, a) for a in ("mode", "niters", "offset", "step_factor", "target_lr"))
+
+
+def _gluoncv_pieces(sched) -> List[Dict[str, Any]]:
+    parts = list(sched.schedulers) if type(sched).__name__ == "LRSequential" else [sched]
+    pieces = []
+    for p in parts:
+        if not _is_gluoncv(p) or type(p).__name__ == "LRSequential":
+            _fail(f"gluon-cv LRSequential holds a {type(p).__name__}; only gluon-cv LRScheduler "
+                  f"pieces translate")
+        if p.mode not in ("constant", "step", "linear", "poly", "cosine"):
+            _fail(f"gluon-cv LRScheduler mode {p.mode!r} has no translation")
+        if p.niters < 1 or (p.niters == 1 and p.mode in ("linear", "poly", "cosine")):
+            _fail(f"gluon-cv LRScheduler({p.mode!r}) has niters={p.niters}: gluon-cv divides by "
+                  f"niters - 1; give nepochs*iters_per_epoch (or niters) of at least 2")
+        pieces.append(dict(mode=p.mode, base_lr=p.base_lr, target_lr=p.target_lr,
+                           niters=int(p.niters), offset=int(p.offset), power=p.power,
+                           step=None if p.step is None else [int(s) for s in p.step],
+                           step_factor=p.step_factor))
+    return pieces
+
+
+def _scheduler_spec(sched) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """(class name in ``dualdl_torch.gluon_optim``, keywords after the optimizer) or None."""
     if sched is None:
         return None
-    from dualdl_torch import gluon_optim as G
     kind = type(sched).__name__
+    mod = type(sched).__module__
+    if _is_gluoncv(sched):
+        return "GluonCVLR", dict(pieces=_gluoncv_pieces(sched))
     warm = dict(warmup_steps=sched.warmup_steps, warmup_begin_lr=sched.warmup_begin_lr,
                 warmup_mode=sched.warmup_mode, warmup_final_lr=sched.warmup_final_lr)
-    mod = type(sched).__module__
+    supported = ("supported: mxnet's FactorScheduler, MultiFactorScheduler, PolyScheduler, "
+                 "CosineScheduler, and gluon-cv's LRScheduler / LRSequential")
     if not mod.startswith("mxnet"):
-        _fail(f"lr scheduler {kind} ({mod}) has no translation; supported: mxnet's "
-              f"FactorScheduler, MultiFactorScheduler, PolyScheduler, CosineScheduler")
+        _fail(f"lr scheduler {kind} ({mod}) has no translation; {supported}")
     if kind == "FactorScheduler":
         if sched.count != 0:
             _fail("the FactorScheduler has already been used (count != 0); pass a fresh one")
-        return G.GluonFactorLR(optimizer, sched.step, sched.factor, sched.stop_factor_lr,
-                               sched.base_lr, **warm)
+        return "GluonFactorLR", dict(step=sched.step, factor=sched.factor,
+                                     stop_factor_lr=sched.stop_factor_lr, base_lr=sched.base_lr,
+                                     **warm)
     if kind == "MultiFactorScheduler":
         if sched.cur_step_ind != 0:
             _fail("the MultiFactorScheduler has already been used; pass a fresh one")
-        return G.GluonMultiFactorLR(optimizer, list(sched.step), sched.factor, sched.base_lr, **warm)
+        return "GluonMultiFactorLR", dict(step=list(sched.step), factor=sched.factor,
+                                          base_lr=sched.base_lr, **warm)
     if kind == "PolyScheduler":
-        return G.GluonPolyLR(optimizer, sched.max_update, sched.base_lr, sched.power,
-                             sched.final_lr, base_lr_orig=sched.base_lr_orig, **warm)
+        return "GluonPolyLR", dict(max_update=sched.max_update, base_lr=sched.base_lr,
+                                   pwr=sched.power, final_lr=sched.final_lr,
+                                   base_lr_orig=sched.base_lr_orig, **warm)
     if kind == "CosineScheduler":
-        return G.GluonCosineLR(optimizer, sched.max_update, sched.base_lr, sched.final_lr,
-                               base_lr_orig=sched.base_lr_orig, **warm)
-    _fail(f"lr scheduler {kind} has no translation; supported: FactorScheduler, "
-          f"MultiFactorScheduler, PolyScheduler, CosineScheduler")
+        return "GluonCosineLR", dict(max_update=sched.max_update, base_lr=sched.base_lr,
+                                     final_lr=sched.final_lr, base_lr_orig=sched.base_lr_orig,
+                                     **warm)
+    _fail(f"lr scheduler {kind} has no translation; {supported}")
+
+
+def _build_scheduler(spec: Optional[Tuple[str, Dict[str, Any]]], optimizer):
+    if spec is None:
+        return None
+    from dualdl_torch import gluon_optim as G
+    return getattr(G, spec[0])(optimizer, **spec[1])
+
+
+def _base_lr(opt) -> float:
+    """The lr the param groups start from (the schedule then sets each step's)."""
+    sched = opt.lr_scheduler
+    if sched is None:
+        return opt.learning_rate
+    if _is_gluoncv(sched):
+        return _build_lr_probe(sched)
+    return sched.base_lr
+
+
+def _build_lr_probe(sched) -> float:
+    import copy
+    return float(copy.deepcopy(sched)(1))
 
 
 def translate_trainer(gluon_trainer: Any, torch_model: Any,
@@ -319,7 +432,7 @@ def translate_trainer(gluon_trainer: Any, torch_model: Any,
     pairs, tparams = _pairs(gluon_trainer, torch_model, mapping, gluon_model)
     if not pairs:
         _fail("the Gluon trainer updates no parameter (all have grad_req='null')")
-    base_lr = opt.learning_rate if opt.lr_scheduler is None else opt.lr_scheduler.base_lr
+    base_lr = _base_lr(opt)
     groups, names = _groups(pairs, tparams, base_lr, opt.wd)
     import torch
     half = any(p.dtype == torch.float16 for g in groups for p in g["params"])
@@ -328,17 +441,24 @@ def translate_trainer(gluon_trainer: Any, torch_model: Any,
         notes.append("float16 parameters without multi_precision: updates are computed in float16 "
                      "tensor ops, not op-for-op as MXNet's kernels round (close, not bitwise)")
     rescale = float(gluon_trainer._scale)
-    optimizer, why = _optimizer(opt, groups, rescale, bool(opt.multi_precision))
+    ospec = _optimizer_spec(opt, groups, rescale, bool(opt.multi_precision))
+    why = ospec[2]
+    tname = {id(p): n for n, p in tparams.items()}
+    group_spec = [dict({k: v for k, v in g.items() if k != "params"},
+                       params=[tname[id(p)] for p in g["params"]]) for g in groups]
+    optimizer = _build_optimizer(ospec[:2], groups)
     if why:
         notes.append(why)
     import numpy as np
     dtypes = {(np.dtype(g.dtype).name, str(tparams[t].dtype).replace("torch.", "")) for g, t in pairs}
     notes += [f"Gluon parameters are {gd}, torch ones {td}: updates agree only to {td} precision"
               for gd, td in sorted(dtypes) if gd != td]
-    scheduler = _scheduler(opt.lr_scheduler, optimizer)
+    sspec = _scheduler_spec(opt.lr_scheduler)
+    scheduler = _build_scheduler(sspec, optimizer)
     untrained = [n for n in tparams if n not in {t for _, t in names}]
     gradient = (f"p.grad = gradient of the batch-MEAN loss (Gluon: sum loss + "
                 f"trainer.step(batch_size)); it is multiplied by rescale_grad={rescale:g}"
                 + ("; or call optimizer.step(batch_size=B) after a sum loss"
                    if hasattr(optimizer, "_hyper") else ""))
-    return TrainerTranslation(optimizer, scheduler, names, untrained, notes, gradient)
+    spec = {"optimizer": ospec[:2], "scheduler": sspec, "groups": group_spec}
+    return TrainerTranslation(optimizer, scheduler, names, untrained, notes, gradient, spec)

@@ -1,0 +1,68 @@
+"""Which Gluon tensor each torch state_dict entry comes from, by name: a ``dl.port.translate``
+report (its rows name Gluon's structural ``save_parameters`` keys), a ``dl.port`` report or
+Mapping, a dict, or, with none, equal names (the translated module keeps Gluon's structural
+names)."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from .emit import RecipeError
+
+
+def gluon_keys(gluon_model: Any) -> Dict[str, Any]:
+    """structural key -> Parameter (``save_parameters`` names)."""
+    return dict(gluon_model._collect_params_with_prefix())
+
+
+def torch_keys(torch_model: Any) -> List[str]:
+    return [k for k, _ in torch_model.named_parameters()] + \
+        [k for k, _ in torch_model.named_buffers()]
+
+
+def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
+               ) -> List[Tuple[str, str, bool]]:
+    """(torch key, Gluon structural key, transposed) for every torch tensor fed by one Gluon
+    tensor."""
+    from ..trainer_translate import _mapping_from_rows, _translate_rows
+    gk = gluon_keys(gluon_model)
+    tk = torch_keys(torch_model) if torch_model is not None else None
+    by_name = {p.name: k for k, p in gk.items()}
+    out: List[Tuple[str, str, bool]] = []
+    if mapping is None:
+        if tk is None:
+            return [(k, k, False) for k in gk]
+        missing = [k for k in gk if k not in tk]
+        if missing:
+            raise RecipeError(f"Gluon parameter {missing[0]!r} has no torch tensor of the same name "
+                              f"({len(missing)} of {len(gk)} unmatched); pass mapping= (the "
+                              f"dl.port.translate report, a dl.port report or a dict Gluon key -> "
+                              f"torch key)")
+        return [(k, k, False) for k in gk]
+    if isinstance(mapping, dict):
+        items = [(t, g) for g, t in mapping.items()]
+        for t, g in items:
+            key = g if g in gk else by_name.get(getattr(g, "name", g))
+            if key is None:
+                raise RecipeError(f"mapping key {g!r} is not a parameter of the Gluon model")
+            out.append((t, key, False))
+        return out
+    rows = _translate_rows(mapping)
+    if rows is not None:
+        mapping = _mapping_from_rows(rows)
+    elif hasattr(mapping, "mapping") and hasattr(mapping, "pairs"):
+        mapping = mapping.mapping  # a dl.port PortReport
+    elif not hasattr(mapping, "entries"):
+        from ..mapping import Mapping
+        mapping = Mapping.load(mapping)
+    for e in mapping.entries:
+        if len(e.sources) != 1 or e.transform not in ("copy", "transpose") \
+                or e.sources[0].get("part"):
+            continue
+        s = e.sources[0]
+        key = s["key"] if s["key"] in gk else by_name.get(s["key"])
+        if key is None:
+            raise RecipeError(f"the mapping feeds torch {e.target!r} from Gluon {s['key']!r}, which "
+                              f"is not a parameter of gluon_model")
+        out.append((e.target, key, bool(e.transpose or s.get("transpose")
+                                         or e.transform == "transpose")))
+    return out
