@@ -1,0 +1,505 @@
+"""Write the torch source of an exported symbol from its scope tree: one ``nn.Module`` class per
+distinct scope structure (instances that differ only in numbers share a class, those numbers
+becoming constructor arguments), layers as torch layers, every other op as a torch expression in
+``forward`` (the same op table as for Gluon blocks)."""
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .codegen import MapEntry
+from .errors import TranslationError
+from .ops import Expr, NeedsName, OpNode, translate_op
+from .registry import Call
+from .render import _camel, _ident, _is_number, _render
+from .safe import comment as safe_comment, docstring_text
+from .symbol_graph import SymGraph, Value
+from .symbol_layers import LayerSpec, layer_spec
+from .symbol_tree import Scope, is_layer, item_values
+
+__all__ = ["SymbolEmitter"]
+
+_FILE_NAMES = frozenset({"torch", "F", "nn", "self"})
+
+
+def _free(base: str, taken) -> str:
+    try:
+        from .render import free_name
+        return free_name(base, taken)
+    except ImportError:   # older render.py
+        s = base
+        while s in taken or s in _FILE_NAMES:
+            s += "_"
+        return s
+
+
+@dataclass
+class Inst:
+    scope: Scope
+    tpath: str
+    base: str
+    inputs: List[Value] = field(default_factory=list)
+    outputs: List[Value] = field(default_factory=list)
+    init: List[Tuple[str, Call]] = field(default_factory=list)
+    own: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
+    forward: List[str] = field(default_factory=list)
+    signature: List[str] = field(default_factory=list)
+    children: List["Inst"] = field(default_factory=list)
+    height: int = 0
+    ref: Optional[Call] = None      # the parent's constructor call, filled once the class is known
+    cname: str = ""
+
+
+class SymbolEmitter:
+    """Build the source (``source()``), the state_dict mapping (``entries``) and, per BatchNorm
+    node, its momentum and the element count per channel (``bn``) for the proof."""
+
+    def __init__(self, g: SymGraph, root: Scope, params: Dict[str, Any], name: str):
+        self.g, self.root, self.params, self.name = g, root, params, name
+        self.entries: List[MapEntry] = []
+        self.real: Dict[str, str] = {}           # torch key -> the symbol's weight name
+        self.bn: Dict[str, Tuple[float, int]] = {}
+        self.ops: Set[str] = set()
+        self.helpers: "OrderedDict[str, str]" = OrderedDict()
+        self.owner: Dict[str, str] = {}          # weight name -> first torch key
+        self.ties: List[Tuple[str, str, str]] = []
+        self.value_users: Dict[Value, List[int]] = {}
+        for n in g.nodes:
+            for v in n.inputs:
+                self.value_users.setdefault(v, []).append(n.id)
+        self.heads = list(g.heads)
+        self.top_class = ""
+
+    # ---- instances ----
+    def _inst(self, s: Scope, tpath: str, base: str) -> Inst:
+        g = self.g
+        inst = Inst(s, tpath, base)
+        nodes = set(s.nodes())
+        if s.kind == "root":
+            inst.inputs = [(next(n.id for n in g.nodes if n.op == "null" and n.name == nm), 0) for nm in g.inputs]
+            inst.outputs = list(self.heads)
+        else:
+            inst.inputs, made = item_values(g, s)
+            inst.outputs = [v for v in made if v in self.heads or
+                            any(u not in nodes for u in self.value_users.get(v, []))]
+        attrs = self._attr_names(s)
+        for it in s.items:
+            if isinstance(it, Scope):
+                attr = attrs[id(it)]
+                child_base = (f"{base}Block" if s.kind != "root" else "Block") if it.kind == "block" else \
+                    _camel(re.sub(r"\d+$", "", it.token) or it.token)
+                child = self._inst(it, _join(tpath, attr), child_base)
+                child.ref = Call(child_base)
+                inst.children.append(child)
+                inst.init.append((attr, child.ref))
+            elif is_layer(g, it):
+                node = g.nodes[it]
+                spec = layer_spec(g, node)
+                attr = attrs[it]
+                call = spec.ctor
+                call.comment = spec.comment
+                inst.init.append((attr, call))
+                self._map_layer(node, spec, _join(tpath, attr))
+        inst.height = 1 + max((c.height for c in inst.children), default=0)
+        inst.signature, inst.forward = _Forward(self, inst, attrs).write()
+        return inst
+
+    def _attr_names(self, s: Scope) -> Dict[Any, str]:
+        """Attribute names from the node names; inside a block found from the graph, renumbered per
+        kind (``conv3`` -> ``conv1``) so that its repeats are the same class."""
+        out: Dict[Any, str] = {}
+        taken: Set[str] = set()
+        counts: Dict[str, int] = {}
+        prefix = _model_prefix(self.g)
+        for it in s.items:
+            if isinstance(it, Scope):
+                tok, key = it.token, id(it)
+            elif is_layer(self.g, it):
+                from .symbol_tree import node_tokens
+                tok, key = node_tokens(self.g.nodes[it].name, prefix)[-1], it
+            else:
+                continue
+            if s.kind == "block":
+                kind = re.sub(r"\d+$", "", tok) or "layer"
+                tok = f"{kind}{counts.get(kind, 0)}"
+                counts[kind] = counts.get(kind, 0) + 1
+            a = _ident(tok)
+            while a in taken:
+                a += "_"
+            taken.add(a)
+            out[key] = a
+        return out
+
+    def _map_layer(self, node, spec: LayerSpec, tkey: str) -> None:
+        for idx, tname in spec.params.items():
+            if idx >= len(node.inputs):
+                continue
+            var = self.g.nodes[node.inputs[idx][0]]
+            if var.op != "null" or var.kind == "input":
+                raise TranslationError(f"MXNet {node.op} node {node.name!r} takes a computed value as its "
+                                       f"{spec.roles.get(idx, 'weight')}, not a stored weight",
+                                       op=node.op, block=node.op, path=node.name)
+            key = _join(tkey, tname)
+            e = MapEntry(key, f"{node.name}.{spec.roles.get(idx, tname)}", param=self.params[var.name],
+                         gluon_path=node.name)
+            if var.name in self.owner:
+                e.tied_to = self.owner[var.name]
+                self.ties.append((key, self.owner[var.name], var.name))
+            else:
+                self.owner[var.name] = key
+            self.entries.append(e)
+            self.real[key] = var.name
+        for bname, value in spec.buffers.items():
+            self.entries.append(MapEntry(_join(tkey, bname), None, value=value, gluon_path=node.name))
+        if spec.momentum is not None:
+            shape = self.g.shapes[node.inputs[0]]
+            count = 1
+            for i, d in enumerate(shape):
+                if i != 1:
+                    count *= int(d)
+            self.bn[node.name] = (spec.momentum, count)
+
+    def own_param(self, inst: Inst, var) -> str:
+        """A weight used by an op in forward (not by a layer): an ``nn.Parameter`` of this module."""
+        if var.kind == "aux":
+            raise TranslationError(f"running statistic {var.name!r} is used outside a BatchNorm",
+                                   block="symbol", path=var.name)
+        for attr, _ in inst.own:
+            if self.real.get(_join(inst.tpath, attr)) == var.name:
+                return attr
+        if var.name in self.owner:
+            raise TranslationError(f"weight {var.name!r} is used by ops in two different parts of the model "
+                                   f"(at {self.owner[var.name]!r} and in {inst.tpath or 'the top'!r})",
+                                   block="symbol", path=var.name)
+        from .symbol_tree import node_tokens
+        tok = node_tokens(var.name, _model_prefix(self.g))[-1]
+        taken = {a for a, _ in inst.init} | {a for a, _ in inst.own}
+        attr = _ident(tok)
+        while attr in taken:
+            attr += "_"
+        shape = tuple(int(d) for d in self.params[var.name].shape)
+        inst.own.append((attr, shape))
+        key = _join(inst.tpath, attr)
+        self.entries.append(MapEntry(key, var.name, param=self.params[var.name], gluon_path=var.name))
+        self.owner[var.name] = key
+        self.real[key] = var.name
+        return attr
+
+    # ---- classes ----
+    def _resolve(self, top: Inst) -> "OrderedDict[str, str]":
+        every: List[Inst] = []
+
+        def collect(i: Inst):
+            for c in i.children:
+                collect(c)
+            every.append(i)
+        collect(top)
+        groups: "OrderedDict[Tuple[str, int], List[Inst]]" = OrderedDict()
+        for i in sorted(every, key=lambda i: i.height):
+            if i is not top:
+                groups.setdefault((i.base, i.height), []).append(i)
+        classes: "OrderedDict[str, str]" = OrderedDict()
+        taken = set(_FILE_NAMES) | set(self._helper_names())
+        top_name = _free(_camel(self.name), taken)
+        taken.add(top_name)
+        for (base, _), members in groups.items():
+            by_skel: "OrderedDict[str, List[Inst]]" = OrderedDict()
+            for m in members:
+                by_skel.setdefault(_skeleton(m), []).append(m)
+            for same in by_skel.values():
+                cname, k = base, 2
+                while cname in taken or cname in _FILE_NAMES:
+                    cname, k = f"{base}_{k}", k + 1
+                cname = _free(cname, taken)
+                taken.add(cname)
+                names, arg_list, values = _arguments(same)
+                classes[cname] = self._class_source(cname, same, names, arg_list)
+                for m, vals in zip(same, values):
+                    m.cname = cname
+                    m.ref.fn, m.ref.kwargs = cname, list(zip(arg_list, vals))
+        top.cname = top_name
+        classes[top_name] = self._class_source(top_name, [top], {}, [])
+        self.top_class = top_name
+        return classes
+
+    def _helper_names(self) -> Set[str]:
+        out: Set[str] = set()
+        for src in self.helpers.values():
+            out.update(re.findall(r"^(?:class|def)\s+([A-Za-z_]\w*)", src, flags=re.M))
+        return out
+
+    def _class_source(self, cname: str, members: List[Inst], names: Dict[int, str], args: List[str]) -> str:
+        inst = members[0]
+        where = ", ".join(m.tpath or "(top)" for m in members[:4]) + (" ..." if len(members) > 4 else "")
+        nodes = inst.scope.nodes()
+        first, last = self.g.nodes[nodes[0]].name, self.g.nodes[nodes[-1]].name
+        doc = (f"Translated from the exported MXNet symbol {self.name}: nodes {first} .. {last}"
+               f"{'' if inst.scope.kind == 'root' else '; used at ' + where}.")
+        lines = [f"class {cname}(nn.Module):", f'    """{docstring_text(doc)}"""', "",
+                 f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
+        counter = [0]
+        seen: Set[str] = set()
+        for attr, call in inst.init:
+            lines.append(f"        self.{attr} = {_render(call, 8, names, counter, seen=seen)}")
+        for attr, shape in inst.own:
+            lines.append(f"        self.{attr} = nn.Parameter(torch.empty({', '.join(str(d) for d in shape)}))")
+        if inst.scope.kind == "root":
+            for key, first_key, wname in self.ties:
+                lines.append(f"        {_attr_path(key)} = {_attr_path(first_key)}  # one weight in MXNet: "
+                             f"{safe_comment(wname)}")
+        lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
+        lines += [f"        {ln}" for ln in inst.forward]
+        return "\n".join(lines) + "\n"
+
+    def source(self) -> str:
+        top = self._inst(self.root, "", "Model")
+        classes = self._resolve(top)
+        header = ['"""PyTorch translation of an exported MXNet model (symbol + params),', "generated by `dualdl translate`.",
+                  "",
+                  "Only torch is needed to run it. Every MXNet convention that changes numbers is an",
+                  "explicit argument or line with a comment. Load the weights with",
+                  f"`model.load_state_dict(safetensors.torch.load_file(\"{self.name}.safetensors\"))`.",
+                  '"""', "import torch", "import torch.nn.functional as F", "from torch import nn", "", "", ""]
+        return "\n".join(header) + "\n\n".join(list(self.helpers.values()) + list(classes.values()))
+
+
+def _model_prefix(g: SymGraph) -> str:
+    from .symbol_tree import _common_prefix
+    if not hasattr(g, "_prefix"):
+        g._prefix = _common_prefix([g.nodes[i].name for i in g.order])
+    return g._prefix
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}.{b}" if a else b
+
+
+def _attr_path(key: str) -> str:
+    return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in key.split("."))
+
+
+def _skeleton(i: Inst) -> str:
+    return repr([(a, _render(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + \
+        "\n".join(i.forward) + repr(i.signature)
+
+
+def _literals(i: Inst) -> List[Tuple[Any, str]]:
+    """(value, label) of every number in the constructor calls, in the order ``_render`` meets them."""
+    out: List[Tuple[Any, str]] = []
+
+    def go(v, label):
+        if isinstance(v, Call):
+            for k, a in enumerate(v.args):
+                go(a, v.names[k] if k < len(v.names) else label)
+            for k, a in v.kwargs:
+                go(a, k)
+        elif _is_number(v):
+            out.append((v, label))
+    for attr, call in i.init:
+        go(call, attr)
+    return out
+
+
+def _arguments(members: List[Inst]):
+    """Numbers that differ between the instances of a class become constructor arguments; numbers
+    that are equal in every instance share one argument."""
+    slots = [_literals(m) for m in members]
+    n = len(slots[0])
+    differing = [k for k in range(n) if len({repr(s[k][0]) for s in slots}) > 1]
+    by_values: "OrderedDict[str, List[int]]" = OrderedDict()
+    for k in differing:
+        by_values.setdefault(repr([s[k][0] for s in slots]), []).append(k)
+    names: Dict[int, str] = {}
+    arg_list: List[str] = []
+    for idxs in by_values.values():
+        label = _ident(slots[0][idxs[0]][1] or "arg")
+        nm, j = label, 2
+        while nm in arg_list or nm == "self":
+            nm, j = f"{label}_{j}", j + 1
+        arg_list.append(nm)
+        for k in idxs:
+            names[k] = nm
+    values = [[s[idxs[0]][0] for idxs in by_values.values()] for s in slots]
+    return names, arg_list, values
+
+
+class _Forward:
+    """The body of one ``forward``: a statement per layer or block call, an op used once by the
+    op right after it inlined into that op, variables reused once their value is dead."""
+
+    def __init__(self, em: SymbolEmitter, inst: Inst, attrs: Dict[Any, str]):
+        self.em, self.inst, self.attrs, self.g = em, inst, attrs, em.g
+        self.lines: List[str] = []
+        self.var: Dict[Value, str] = {}
+        self.pending: Dict[Value, Expr] = {}
+        self.holders: Dict[str, Set[Value]] = {}
+        self.fixed: Set[str] = set()
+        self.children = {id(c.scope): c for c in inst.children}
+
+    def write(self) -> Tuple[List[str], List[str]]:
+        g, inst = self.g, self.inst
+        if inst.scope.kind == "root":
+            sig = []
+            for v in inst.inputs:
+                a = _ident(g.nodes[v[0]].name)
+                while a in sig or a in _FILE_NAMES:
+                    a += "_"
+                sig.append(a)
+            self.fixed = set(sig)
+        else:
+            sig = ["x"] if len(inst.inputs) == 1 else [f"x{i}" for i in range(len(inst.inputs))]
+        for v, a in zip(inst.inputs, sig):
+            self._bind(v, a)
+        items = inst.scope.items
+        info = [item_values(g, it) for it in items]
+        self.uses: Dict[Value, int] = {}
+        for used, _ in info:
+            for v in used:
+                self.uses[v] = self.uses.get(v, 0) + 1
+        for v in inst.outputs:
+            self.uses[v] = self.uses.get(v, 0) + 1
+        for i, it in enumerate(items):
+            used, made = info[i]
+            expr, freed = self._item(it, used)
+            made = [v for v in made if self.uses.get(v, 0) > 0]
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            single = len(made) == 1 and self._n_out(it) == 1
+            if single and self.uses[made[0]] == 1 and nxt is not None and self._functional(nxt) and \
+                    made[0] in info[i + 1][0] and self._positions(nxt, made[0]) == 1 and made[0] not in inst.outputs:
+                self.pending[made[0]] = expr
+                continue
+            if not made:
+                continue
+            name = next((n for n in freed if n not in self.fixed), None) or self._fresh()
+            if isinstance(it, Scope) and self._n_out(it) > 1:
+                child = self.children[id(it)]
+                names = []
+                for v in child.outputs:
+                    if v in made:
+                        nm = name if not names else self._fresh()
+                        names.append(nm)
+                        self._bind(v, nm)
+                    else:
+                        names.append("_")
+                self.lines.append(f"{', '.join(names)} = {expr.text}")
+            elif self._n_out(it) > 1:
+                self.lines.append(f"{name} = {expr.text}")
+                for v in made:
+                    self._bind(v, f"{name}[{v[1]}]", holder=name)
+            else:
+                self.lines.append(f"{name} = {expr.text}")
+                self._bind(made[0], name)
+        outs = [self._take(v).text for v in inst.outputs]
+        self.lines.append(f"return {', '.join(outs)}")
+        return sig, self.lines
+
+    # helpers
+    def _n_out(self, it) -> int:
+        if isinstance(it, Scope):
+            return len(self.children[id(it)].outputs)
+        k = 0
+        while (it, k) in self.g.shapes:
+            k += 1
+        return max(k, 1)
+
+    def _functional(self, it) -> bool:
+        return not isinstance(it, Scope) and not is_layer(self.g, it)
+
+    def _positions(self, it, v) -> int:
+        return sum(1 for u in self.g.nodes[it].inputs if u == v)
+
+    def _bind(self, v: Value, text: str, holder: Optional[str] = None) -> None:
+        self.var[v] = text
+        self.holders.setdefault(holder or text, set()).add(v)
+
+    def _fresh(self) -> str:
+        busy = {h for h, vs in self.holders.items() if vs} | self.fixed | _FILE_NAMES
+        for c in ("x", "out", "y", "z"):
+            if c not in busy:
+                return c
+        k = 1
+        while f"h{k}" in busy:
+            k += 1
+        return f"h{k}"
+
+    def _take(self, v: Value) -> Expr:
+        if v in self.pending:
+            return self.pending.pop(v)
+        return Expr(self.var[v])
+
+    def _release(self, used: List[Value]) -> List[str]:
+        """Count one use of each value; names whose every value is now dead, in argument order."""
+        freed = []
+        for v in used:
+            self.uses[v] -= 1
+            if self.uses[v] == 0 and v in self.var:
+                text = self.var[v]
+                holder = text.split("[")[0]
+                vs = self.holders.get(holder, set())
+                vs.discard(v)
+                if not vs and holder not in freed:
+                    freed.append(holder)
+        return freed
+
+    def _materialise(self, v: Value) -> None:
+        e = self.pending.pop(v)
+        name = self._fresh()
+        self.lines.append(f"{name} = {e.text}")
+        self._bind(v, name)
+
+    def _item(self, it, used: List[Value]) -> Tuple[Expr, List[str]]:
+        g = self.g
+        if isinstance(it, Scope):
+            child = self.children[id(it)]
+            args = [self._take(v) for v in child.inputs]
+            expr = Expr(f"self.{self.attrs[id(it)]}({', '.join(a.text for a in args)})")
+            return expr, self._release(used)
+        node = g.nodes[it]
+        if is_layer(g, it):
+            spec_call = layer_call(g, node)
+            x = self._take(node.inputs[0])
+            text = spec_call.replace("{m}", f"self.{self.attrs[it]}").replace(
+                "{x}.", f"{x.p()}.").replace("{x}", x.text)
+            return Expr(text), self._release(used)
+        self.em.ops.add(node.op)
+        for attempt in range(3):
+            args = []
+            for v in node.inputs:
+                src = g.nodes[v[0]]
+                if src.op == "null" and src.kind != "input":
+                    args.append(Expr(f"self.{self.em.own_param(self.inst, src)}"))
+                elif v in self.pending:
+                    args.append(self.pending[v])
+                else:
+                    args.append(Expr(self.var[v]))
+            opn = OpNode(node.op, node.name, dict(node.attrs), [g.shapes.get(v) for v in node.inputs],
+                         [g.shapes.get((it, k)) for k in range(self._n_out(it))], block="symbol node",
+                         path=node.name)
+            try:
+                expr = translate_op(opn, args)
+                break
+            except NeedsName:
+                pend = [v for v in node.inputs if v in self.pending]
+                if pend:
+                    for v in pend:
+                        self._materialise(v)
+                    continue
+                for v in node.inputs:
+                    if v in self.var and not self.var[v].isidentifier():
+                        name = self._fresh()
+                        self.lines.append(f"{name} = {self.var[v]}")
+                        self._bind(v, name)
+        else:
+            raise TranslationError(f"MXNet op {node.op!r} needs its inputs named", op=node.op, block="symbol node",
+                                   path=node.name)
+        for v in node.inputs:
+            self.pending.pop(v, None)
+        for h in expr.helpers:
+            self.em.helpers.setdefault(h, h)
+        return expr, self._release(used)
+
+
+def layer_call(g: SymGraph, node) -> str:
+    return layer_spec(g, node).call

@@ -1,0 +1,163 @@
+"""``translate_symbol_file(symbol, params, input_shapes, out_dir)``: an exported MXNet model
+(``model-symbol.json`` + ``model-0000.params``, what ``HybridBlock.export`` writes and model zoos
+ship) -> readable PyTorch source, safetensors weights and the float64 proof against MXNet's own
+``SymbolBlock`` of the same files. The same three files and report as ``translate``."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .api import TranslateReport
+from .errors import TranslationError
+
+__all__ = ["translate_symbol_file", "translate_symbol_block"]
+
+
+def _default_name(symbol_path: str) -> str:
+    base = os.path.basename(symbol_path)
+    base = re.sub(r"(-symbol)?\.json$", "", base)
+    from .api import _name_problem
+    s = re.sub(r"[^0-9a-z_]", "_", base.lower()).strip("_")
+    if not s or s[0].isdigit():
+        s = "model_" + s
+    return s if _name_problem(s) is None else f"{s}_model"
+
+
+def _samples(g, input_shapes, input_dtypes, seed: int) -> list:
+    """Random sample inputs: ids below the Embedding size for an input that feeds an Embedding
+    (or is declared int), normal values otherwise."""
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    consumers = g.consumers()
+    for k, (nm, shape) in enumerate(zip(g.inputs, input_shapes)):
+        vid = next(n.id for n in g.nodes if n.op == "null" and n.name == nm)
+        emb = [g.nodes[c] for c in consumers[vid] if g.nodes[c].op == "Embedding"]
+        dtype = (input_dtypes[k] if input_dtypes else None) or ("int64" if emb else "float32")
+        if np.dtype(dtype).kind in "iu":
+            high = int(min(g.shapes[e.inputs[1]][0] for e in emb)) if emb else 10
+            out.append(rng.integers(0, high, shape).astype(np.int64))
+        else:
+            out.append(rng.standard_normal(shape).astype(np.float32))
+    return out
+
+
+def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequence[Sequence[int]], out_dir: str,
+                          name: Optional[str] = None, *, verify: bool = True, lr: float = 0.1, seed: int = 0,
+                          input_names: Optional[Sequence[str]] = None, input_dtypes: Optional[Sequence[str]] = None,
+                          sample_inputs: Optional[Sequence[Any]] = None, force: bool = False) -> TranslateReport:
+    """Write ``out_dir/<name>.py`` (torch modules recovered from the node names: ``stage1``, its
+    repeated blocks as one class), ``<name>.safetensors`` and ``<name>.report.json``; return the
+    report (``.ok`` only if every check passed, float64 on both sides).
+
+    ``input_shapes``: one shape per data input (the symbol's variables without a stored weight,
+    ``data`` or ``data0, data1, ...``; name them with ``input_names``). ``sample_inputs`` replaces
+    the random inputs the proof uses. Malformed files raise :class:`TranslationError`."""
+    from .symbol_emit import SymbolEmitter
+    from .symbol_graph import load_symbol_graph
+    from .symbol_tree import build_tree
+
+    from .api import _name_problem
+    name = name or _default_name(symbol_path)
+    if _name_problem(name):
+        raise ValueError(f"translate: cannot use the name {name!r}: {_name_problem(name)}; choose another name")
+    try:
+        shapes = [tuple(int(d) for d in s) for s in input_shapes]
+    except (TypeError, ValueError):
+        raise ValueError(f"translate: input_shapes must be a list of shapes, one per input, such as "
+                         f"[(1, 3, 224, 224)]; got {input_shapes!r}") from None
+    if any(d <= 0 for s in shapes for d in s):
+        raise ValueError(f"translate: every dimension of an input shape must be positive, got {shapes}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    g, arg, aux = load_symbol_graph(symbol_path, params_path, shapes, input_names, input_dtypes)
+    if sample_inputs is not None:
+        arrays = [np.asarray(a.asnumpy() if hasattr(a, "asnumpy") else a) for a in sample_inputs]
+        if [tuple(a.shape) for a in arrays] != shapes:
+            raise ValueError(f"translate: sample_inputs have shapes {[a.shape for a in arrays]}, input_shapes "
+                             f"{shapes}")
+    else:
+        arrays = _samples(g, shapes, input_dtypes, seed)
+    return _translate_graph(g, arg, aux, arrays, out_dir, name, verify=verify, lr=lr, seed=seed, t0=t0, c0=c0,
+                            force=force)
+
+
+def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0, c0, force) -> TranslateReport:
+    """Emit, stage, prove, publish: the files are written as ``translate`` writes them (``Staging``)."""
+    from .api import Staging, _check_generated, _save_weights
+    from .symbol_emit import SymbolEmitter
+    from .symbol_tree import build_tree
+    from .symbol_verify import SymbolProxy, bn_records, reference_block
+    from .verify import load_generated, torch_state, verify as run_verify
+
+    stage = Staging(out_dir, name, force=force)     # refuses before any work: file as out_dir, foreign files
+    block, dropped = reference_block(g.symbol_json, g.inputs, arg, aux)
+    params = {p.name: p for p in block.collect_params().values()}
+    em = SymbolEmitter(g, build_tree(g), params, name)
+    source = em.source()
+    _check_generated(source, em.entries, name)
+    t1 = time.perf_counter()
+    paths = stage.paths
+    report = TranslateReport(name, em.top_class, paths[".py"], paths[".safetensors"], paths[".report.json"])
+    report.mapping = [{"torch": e.torch_key, "gluon": em.real.get(e.torch_key, e.gluon_key),
+                       "shape": list(e.param.shape) if e.param is not None else [],
+                       **({"tied_to": e.tied_to} if e.tied_to else {})} for e in em.entries]
+    with stage:
+        stage.write_source(source)
+        state = torch_state(em.entries)
+        stage.write_weights(lambda tmp: _save_weights(tmp, state))
+        if verify:
+            cls = load_generated(stage.staged(".py"), em.top_class)
+            proxy = SymbolProxy(block, em.bn)
+            current = {id(e.param): state[e.torch_key].numpy() for e in em.entries if e.param is not None}
+            checks, first, notes, report.dtype = run_verify(
+                proxy, cls, em.entries, arrays, {}, bn_records(proxy, em.bn), lr=lr, seed=seed,
+                ops=sorted(em.ops), current=current)
+            report.checks, report.first_divergent, report.notes = checks, first, notes
+            if dropped:
+                report.notes.append(f"dropout set to 0 in the MXNet reference for the train-mode checks "
+                                    f"({len(dropped)} Dropout nodes; random masks differ)")
+        else:
+            report.notes.append("not verified (verify=False)")
+        report.notes.append(f"translated from the exported symbol {os.path.basename(g.path)} ({len(g.order)} op "
+                            f"nodes, inputs {g.inputs} of shapes {[list(a.shape) for a in arrays]})")
+        report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
+                          "cpu": round(time.process_time() - c0, 3)}
+        stage.publish(report.to_dict())
+    return report
+
+
+def translate_symbol_block(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
+                           verify: bool = True, lr: float = 0.1, seed: int = 0, force: bool = False,
+                           **_: Any) -> TranslateReport:
+    """``translate`` for a ``gluon.SymbolBlock`` (``SymbolBlock.imports(...)``): its symbol and
+    current weights are written to a temporary export and translated as files are. The block
+    itself is not changed."""
+    import mxnet as mx
+    if not isinstance(block, mx.gluon.SymbolBlock):
+        raise TypeError(f"translate_symbol_block: expected a gluon.SymbolBlock, got {type(block).__name__}")
+    items = sample_inputs if isinstance(sample_inputs, (list, tuple)) else [sample_inputs]
+    arrays = [np.asarray(a.asnumpy() if hasattr(a, "asnumpy") else
+                         (a.detach().cpu().numpy() if hasattr(a, "detach") else a)) for a in items]
+    inputs, out = block._cached_graph
+    input_names = [i.name for i in inputs]
+    aux_names = set(out.list_auxiliary_states())
+    save = {}
+    for p in block.collect_params().values():
+        try:
+            value = p.data()
+        except Exception:
+            raise ValueError(f"translate: the SymbolBlock's parameter {p.name} has no value; load its "
+                             f"weights first (SymbolBlock.imports(..., param_file))") from None
+        save[("aux:" if p.name in aux_names else "arg:") + p.name] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        sym_path = os.path.join(tmp, "model-symbol.json")
+        out.save(sym_path)
+        par_path = os.path.join(tmp, "model-0000.params")
+        mx.nd.save(par_path, save)
+        return translate_symbol_file(sym_path, par_path, [a.shape for a in arrays], out_dir, name or "symbolblock",
+                                     verify=verify, lr=lr, seed=seed, input_names=input_names,
+                                     sample_inputs=arrays, force=force)

@@ -1,0 +1,241 @@
+"""A readable module tree for an exported symbol, which has no Python classes left: only node
+names. Gluon names a node ``<model prefix><block prefixes><layer>_fwd`` (``resnetv10_stage1_conv0_fwd``),
+so the common model prefix is dropped, the ``_fwd`` suffix too, and the remaining name parts are
+nested scopes (``stage1`` holding ``conv0``). A scope becomes a module only if it is a
+self-contained part of the graph (nothing leaves it and comes back); otherwise its nodes go to its
+parent. Inside a scope, the runs between points where a single value is alive (the residual blocks
+of a stage, whose Gluon prefix is empty) become blocks of their own, so that repeated structures
+become one class."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Union
+
+from .symbol_graph import SymGraph, Value
+
+__all__ = ["Scope", "build_tree", "node_tokens", "MODULE_OPS"]
+
+#: ops that become a torch layer (an attribute of the module), not an expression in forward
+MODULE_OPS = frozenset({"Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "Pooling", "Embedding",
+                        "Dropout", "PReLU"})
+
+_SUFFIXES = ("fwd", "output", "out")
+
+
+@dataclass
+class Scope:
+    token: str                                   # name in the parent ("" for the top)
+    kind: str = "named"                          # named | block (found from the graph) | root
+    items: List[Union[int, "Scope"]] = field(default_factory=list)
+    parent: Optional["Scope"] = None
+    attrs: Dict[int, str] = field(default_factory=dict)   # renamed layer tokens inside a found block
+
+    def nodes(self) -> List[int]:
+        out = []
+        for it in self.items:
+            out.extend(it.nodes() if isinstance(it, Scope) else [it])
+        return out
+
+    def children(self) -> List["Scope"]:
+        return [it for it in self.items if isinstance(it, Scope)]
+
+
+def _common_prefix(names: List[str]) -> str:
+    if len(names) < 2:
+        return ""
+    a, b = min(names), max(names)
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    p = a[:i]
+    return p[:p.rfind("_") + 1] if "_" in p else ""
+
+
+def node_tokens(name: str, prefix: str) -> List[str]:
+    """``resnetv10_stage1_conv0_fwd`` -> ``["stage1", "conv0"]`` (prefix ``resnetv10_``)."""
+    s = name[len(prefix):] if prefix and name.startswith(prefix) else name
+    toks = [t for t in s.split("_") if t]
+    while len(toks) > 1 and toks[-1] in _SUFFIXES:
+        toks.pop()
+    return toks or ["node"]
+
+
+def is_layer(g: SymGraph, nid: int) -> bool:
+    n = g.nodes[nid]
+    if n.op == "LeakyReLU":
+        return n.attrs.get("act_type") == "prelu"
+    return n.op in MODULE_OPS
+
+
+def build_tree(g: SymGraph) -> Scope:
+    """The scope tree, each scope's items in an order that computes every value before its use."""
+    ops = g.order
+    prefix = _common_prefix([g.nodes[i].name for i in ops])
+    root = Scope("", "root")
+    for nid in ops:
+        toks = node_tokens(g.nodes[nid].name, prefix)
+        s = root
+        for t in toks[:-1]:
+            child = next((c for c in s.items if isinstance(c, Scope) and c.token == t), None)
+            if child is None:
+                child = Scope(t, parent=s)
+                s.items.append(child)
+            s = child
+        s.items.append(nid)
+    _collapse_small(root)
+    consumers = g.consumers()
+    _make_convex(g, root, consumers)
+    _order(g, root)
+    _find_blocks(g, root, consumers)
+    return root
+
+
+def _dissolve(s: Scope) -> None:
+    p = s.parent
+    i = p.items.index(s)
+    for it in s.items:
+        if isinstance(it, Scope):
+            it.parent = p
+    p.items[i:i + 1] = s.items
+
+
+def _collapse_small(s: Scope) -> None:
+    """A scope holding a single node (Gluon's ``relu60_relu6``) is not worth a module."""
+    for c in s.children():
+        _collapse_small(c)
+    if s.kind != "root" and len(s.items) == 1 and not isinstance(s.items[0], Scope):
+        _dissolve(s)
+
+
+def _make_convex(g: SymGraph, s: Scope, consumers) -> None:
+    for c in list(s.children()):
+        inside = set(c.nodes())
+        if not _convex(inside, consumers):
+            _dissolve(c)
+            _make_convex(g, s, consumers)
+            return
+        _make_convex(g, c, consumers)
+
+
+def _convex(inside: Set[int], consumers) -> bool:
+    """No path leaves the node set and comes back into it."""
+    frontier = [d for n in inside for d in consumers[n] if d not in inside]
+    seen: Set[int] = set()
+    while frontier:
+        n = frontier.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for d in consumers[n]:
+            if d in inside:
+                return False
+            if d not in seen:
+                frontier.append(d)
+    return True
+
+
+def _order(g: SymGraph, s: Scope) -> None:
+    """Topological order of the items (a child scope counts as one item), ties by file order."""
+    owner: Dict[int, int] = {}
+    for i, it in enumerate(s.items):
+        for n in (it.nodes() if isinstance(it, Scope) else [it]):
+            owner[n] = i
+    deps: Dict[int, Set[int]] = {i: set() for i in range(len(s.items))}
+    for n, i in owner.items():
+        for src, _ in g.nodes[n].inputs:
+            j = owner.get(src)
+            if j is not None and j != i:
+                deps[i].add(j)
+    first = {i: min(it.nodes()) if isinstance(it, Scope) else it for i, it in enumerate(s.items)}
+    done: List[int] = []
+    left = set(deps)
+    while left:
+        ready = [i for i in left if not (deps[i] & left)]
+        i = min(ready, key=lambda k: first[k])
+        done.append(i)
+        left.discard(i)
+    s.items = [s.items[i] for i in done]
+    for c in s.children():
+        _order(g, c)
+
+
+def item_values(g: SymGraph, it, consumers=None) -> (List[Value], List[Value]):
+    """(values it consumes from outside, values it produces), data values only (no weights)."""
+    nodes = it.nodes() if isinstance(it, Scope) else [it]
+    inside = set(nodes)
+    used: List[Value] = []
+    made: List[Value] = []
+    for n in nodes:
+        for v in g.nodes[n].inputs:
+            src = g.nodes[v[0]]
+            if v[0] not in inside and (src.op != "null" or src.kind == "input") and v not in used:
+                used.append(v)
+        k = 0
+        while (n, k) in g.shapes:
+            made.append((n, k))
+            k += 1
+        if k == 0:
+            made.append((n, 0))
+    return used, made
+
+
+def _find_blocks(g: SymGraph, s: Scope, consumers) -> None:
+    """Cut the scope's items where a single value is alive; a run of several items that starts
+    from a single value becomes a block (the residual blocks of a ResNet stage)."""
+    for c in s.children():
+        _find_blocks(g, c, consumers)
+    if len(s.items) < 3:
+        return
+    info = [item_values(g, it) for it in s.items]
+    pos_of: Dict[int, int] = {}
+    for i, it in enumerate(s.items):
+        for n in (it.nodes() if isinstance(it, Scope) else [it]):
+            pos_of[n] = i
+    inside = set(pos_of)
+    heads = set(g.heads)
+    last_use: Dict[Value, int] = {}
+    escapes: Set[Value] = set()
+    for i, (used, _) in enumerate(info):
+        for v in used:
+            last_use[v] = max(last_use.get(v, -1), i)
+    for i, (_, made) in enumerate(info):
+        for v in made:
+            if v in heads or any(d not in inside for d in consumers[v[0]]):
+                escapes.add(v)
+    ext_in = [v for used, _ in info for v in used if v[0] not in inside]
+    live = set(ext_in)
+    cuts = [-1]
+    for i, (used, made) in enumerate(info):
+        live |= set(made)
+        live = {v for v in live if v in escapes or last_use.get(v, -1) > i}
+        if len(live) == 1 and i < len(info) - 1:
+            cuts.append(i)
+    cuts.append(len(info) - 1)
+    segments = [(a + 1, b) for a, b in zip(cuts, cuts[1:]) if b >= a + 1]
+    if len(segments) < 2:
+        return
+    new_items: List[Union[int, Scope]] = []
+    taken = {c.token for c in s.children()}
+    k = 0
+    for a, b in segments:
+        seg = s.items[a:b + 1]
+        prev = new_items[-1] if new_items else None
+        if a == b and isinstance(prev, Scope) and prev.kind == "block" and not isinstance(seg[0], Scope) \
+                and not is_layer(g, seg[0]):
+            prev.items.append(seg[0])      # the activation after a residual add belongs to its block
+            continue
+        ins = {v for used, _ in info[a:b + 1] for v in used if not a <= pos_of.get(v[0], -1) <= b}
+        if b > a and len(ins) == 1:
+            while f"block{k}" in taken:
+                k += 1
+            blk = Scope(f"block{k}", "block", list(seg), parent=s)
+            taken.add(blk.token)
+            k += 1
+            for it in seg:
+                if isinstance(it, Scope):
+                    it.parent = blk
+            new_items.append(blk)
+        else:
+            new_items.extend(seg)
+    s.items = new_items

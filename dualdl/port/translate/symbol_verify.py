@@ -1,0 +1,83 @@
+"""The proof for an exported model, with the checks of ``verify.py`` unchanged: the reference is
+MXNet's own ``SymbolBlock`` built from the same files. A SymbolBlock has no BatchNorm child
+blocks, so this adapter shows ``verify`` one stand-in per BatchNorm node (its momentum and the
+shape it normalised) for the running-statistics check. Dropout nodes get ``p=0`` in the reference
+(their random masks differ between frameworks; the eval check is unaffected)."""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any, Dict, List, Sequence, Tuple
+
+__all__ = ["reference_block", "SymbolProxy", "bn_records"]
+
+
+def reference_block(symbol_json: str, input_names: Sequence[str], arg: Dict[str, Any], aux: Dict[str, Any],
+                    no_dropout: bool = True):
+    """(SymbolBlock, names of dropout nodes set to 0) with the weights of ``arg``/``aux`` loaded."""
+    import mxnet as mx
+    import warnings
+    data = json.loads(symbol_json)
+    dropped = []
+    if no_dropout:
+        for n in data["nodes"]:
+            if n["op"] == "Dropout":
+                attrs = n.setdefault("attrs", {})
+                if float(attrs.get("p", "0.5")) != 0.0:
+                    dropped.append(n["name"])
+                attrs["p"] = "0"
+    sym = mx.sym.load_json(json.dumps(data, ensure_ascii=False))   # MXNet reads no \\u escapes
+    inputs = [mx.sym.var(nm) for nm in input_names]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        block = mx.gluon.SymbolBlock(sym, inputs)
+    params = block.collect_params()
+    values = dict(arg)
+    values.update(aux)
+    for name, p in params.items():
+        key = p.name if p.name in values else name
+        v = values[key]
+        p.shape = v.shape
+        p._load_init(v.astype(p.dtype) if v.dtype != p.dtype else v, mx.cpu())
+    return block, dropped
+
+
+class _BatchNormNode:
+    """What ``verify`` reads of a Gluon BatchNorm block: its momentum."""
+
+    def __init__(self, momentum: float):
+        self._kwargs = {"momentum": momentum}
+        self._children: "OrderedDict[str, Any]" = OrderedDict()
+        self._reg_params: Dict[str, Any] = {}
+
+
+_BatchNormNode.__name__ = "BatchNorm"
+
+
+class SymbolProxy:
+    """The SymbolBlock as ``verify`` walks it: calls, parameters and casts go to the block; its
+    children are the BatchNorm stand-ins, named by node."""
+
+    def __init__(self, block: Any, bn: Dict[str, Tuple[float, int]]):
+        self.block = block
+        self._children: "OrderedDict[str, Any]" = OrderedDict((k, _BatchNormNode(m)) for k, (m, _) in bn.items())
+        self._reg_params: Dict[str, Any] = {}
+
+    def __call__(self, *args):
+        return self.block(*args)
+
+    def collect_params(self, *a):
+        return self.block.collect_params(*a)
+
+    def cast(self, dtype):
+        return self.block.cast(dtype)
+
+    def register_forward_hook(self, hook):
+        return self.block.register_forward_hook(hook)
+
+
+def bn_records(proxy: SymbolProxy, bn: Dict[str, Tuple[float, int]]) -> Dict[int, List[Any]]:
+    """Records in the form ``verify`` reads: per stand-in, one call whose input has ``count``
+    elements per channel (shape ``(count, 1)``)."""
+    from .trace import Record, T
+    return {id(proxy._children[k]): [Record((T((count, 1)),), None)] for k, (_, count) in bn.items()}
