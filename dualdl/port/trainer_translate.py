@@ -194,18 +194,30 @@ def _pairs(trainer, torch_model, mapping,
         from .api import PortReport
         from .mapping import Mapping
         report = mapping if isinstance(mapping, PortReport) else None
-        rows = _translate_rows(mapping)
-        if rows is not None:
-            mapping = _mapping_from_rows(rows)
-        elif isinstance(mapping, (str, os.PathLike)):
-            mapping = Mapping.load(mapping)
-        elif report is not None:
-            mapping = report.mapping
+        mapping = report.mapping if report is not None else _as_mapping(mapping)
         if not isinstance(mapping, Mapping):
             _fail(f"mapping must be None, a PortReport, a Mapping, a mapping/report JSON path or "
                   f"a dict gluon name -> torch name, not {type(mapping).__name__}")
         pairs = _pair_by_mapping(mapping, trainer, gparams, tparams, report, gluon_model)
     return pairs, tparams
+
+
+def _as_mapping(mapping):
+    """A Mapping from a Mapping, PortReport, TranslateReport or their JSON path
+    (``dualdl.port.mapping.as_mapping``); other objects are returned unchanged."""
+    rows = _translate_rows(mapping)
+    try:
+        from .mapping import as_mapping
+    except ImportError:  # older mapping.py: read translate reports here
+        as_mapping = None
+    if as_mapping is not None and (rows is not None or isinstance(mapping, (str, os.PathLike))):
+        return as_mapping(mapping)
+    if rows is not None:
+        return _mapping_from_rows(rows)
+    if isinstance(mapping, (str, os.PathLike)):
+        from .mapping import Mapping
+        return Mapping.load(mapping)
+    return mapping
 
 
 def _translate_rows(obj) -> Optional[List[Dict[str, Any]]]:

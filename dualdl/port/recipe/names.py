@@ -23,7 +23,7 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
                ) -> List[Tuple[str, str, bool]]:
     """(torch key, Gluon structural key, transposed) for every torch tensor fed by one Gluon
     tensor."""
-    from ..trainer_translate import _mapping_from_rows, _translate_rows
+    from ..trainer_translate import _as_mapping
     gk = gluon_keys(gluon_model)
     tk = torch_keys(torch_model) if torch_model is not None else None
     by_name = {p.name: k for k, p in gk.items()}
@@ -46,14 +46,14 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
                 raise RecipeError(f"mapping key {g!r} is not a parameter of the Gluon model")
             out.append((t, key, False))
         return out
-    rows = _translate_rows(mapping)
-    if rows is not None:
-        mapping = _mapping_from_rows(rows)
-    elif hasattr(mapping, "mapping") and hasattr(mapping, "pairs"):
+    if hasattr(mapping, "mapping") and hasattr(mapping, "pairs"):
         mapping = mapping.mapping  # a dl.port PortReport
-    elif not hasattr(mapping, "entries"):
-        from ..mapping import Mapping
-        mapping = Mapping.load(mapping)
+    else:
+        mapping = _as_mapping(mapping)
+    if not hasattr(mapping, "entries"):
+        raise RecipeError(f"mapping= must be a dl.port.translate report, a dl.port report or "
+                          f"Mapping, their JSON path, or a dict Gluon key -> torch key; got "
+                          f"{type(mapping).__name__}")
     for e in mapping.entries:
         if len(e.sources) != 1 or e.transform not in ("copy", "transpose") \
                 or e.sources[0].get("part"):
