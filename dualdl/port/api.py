@@ -209,9 +209,10 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
                         atol=atol, float64=float64, lengths=lengths)
     dst_before = dst.snapshot()
     rand = _randomised(src_slots, src_state, seed)
-    actual_t = mapping.apply(src_state)
+    # keep_dtype: computed tensors (a folded conv bias) reach the float64 run unrounded
+    actual_t = mapping.apply(src_state, keep_dtype=True)
     touched = [e.target for e in mapping.entries if any(x["key"] in rand for x in e.sources)]
-    rand_t = {e.target: e.compute(dict(src_state, **rand)) for e in mapping.entries
+    rand_t = {e.target: e.compute(dict(src_state, **rand), keep_dtype=True) for e in mapping.entries
               if e.target in touched}
 
     def randomised():

@@ -1,7 +1,8 @@
 """``dualdl convert SRC DST``: convert checkpoints between Gluon ``.params``, torch ``.pt/.pth``
 and safetensors. The source format is detected from the content; key names are translated
 (Gluon gamma/beta and ``_unfused`` RNN keys <-> torch names), DataParallel ``module.`` prefixes
-are removed (or added), and a port mapping from ``dualdl.port`` can be applied."""
+are removed (or added), and a port mapping from ``dualdl.port`` can be applied (a
+``translate`` report, a ``port`` report or a saved ``Mapping``: see ``mapping.as_mapping``)."""
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,8 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
     n_in = len(tensors)
     actions: List[str] = []
     if mapping:
-        from .mapping import Mapping
-        m = Mapping.load(mapping)
+        from .mapping import as_mapping
+        m = as_mapping(mapping)
         tensors = m.apply(tensors)
         actions.append(f"applied mapping {mapping} ({m.source_framework or '?'} -> "
                        f"{m.target_framework or '?'}, {len(m.entries)} target tensors)")
@@ -117,7 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", choices=F.FORMATS, help="target format (default: from DST's extension: "
                         ".params gluon, .pt/.pth torch, .safetensors)")
     parser.add_argument("--mapping", metavar="FILE",
-                        help="a port mapping JSON (PortReport.save / Mapping.save) to apply")
+                        help="a port mapping to apply: translate's <name>.report.json, a "
+                        "PortReport.save or Mapping.save JSON")
     parser.add_argument("--names", default="auto", choices=("auto", "keep", "torch", "gluon"),
                         help="key names: auto translates between Gluon and torch files (default)")
     parser.add_argument("--keep-module-prefix", action="store_true",

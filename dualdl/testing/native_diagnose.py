@@ -1,0 +1,142 @@
+"""What a divergence in :func:`dualdl.testing.check_native_training` points at.
+
+Hides the conventions that part two otherwise equal runs: BatchNorm momentum (Gluon keeps
+``momentum`` of the old running value, torch takes ``momentum`` of the new one: Gluon 0.9 is
+torch 0.1), BatchNorm's running variance (Gluon's biased batch variance, torch's unbiased
+``n/(n-1)`` one), weight decay (Gluon's ``wd`` decays every parameter whose ``wd_mult`` is not 0,
+torch's ``weight_decay`` only the param groups that set it), and a learning-rate schedule stepped
+by a different rule on each side.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .native_report import Divergence, NativeTrainingReport
+
+__all__ = ["momentum_findings", "running_var_convention", "diagnose", "schedule_divergence"]
+
+
+def momentum_findings(gluon_block: Any, torch_module: Any, mapping: Any) -> List[str]:
+    """BatchNorm momentum of paired layers: Gluon m must be torch 1 - m."""
+    import torch.nn as nn
+    from ..port.sides import GluonSide
+    g_mom = {}
+    for path, b in GluonSide(gluon_block)._blocks():
+        kw = getattr(b, "_kwargs", None) or {}
+        if "momentum" in kw and "eps" in kw:
+            g_mom[path] = float(kw["momentum"])
+    t_mods = dict(torch_module.named_modules())
+    out = []
+    for e in mapping.entries:
+        if not e.target.endswith("running_mean") or not e.sources:
+            continue
+        t_layer = e.target.rsplit(".", 1)[0]
+        s_layer = e.sources[0]["key"].rsplit(".", 1)[0]
+        m = t_mods.get(t_layer)
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and s_layer in g_mom and \
+                m.momentum is not None and abs(g_mom[s_layer] - (1 - m.momentum)) > 1e-9:
+            out.append(f"BatchNorm momentum left unconverted: Gluon {s_layer} has momentum "
+                       f"{g_mom[s_layer]:g} (keeps {g_mom[s_layer]:g} of the old running value), "
+                       f"torch {t_layer} has {m.momentum:g} (takes {m.momentum:g} of the new one); "
+                       f"torch needs momentum={1 - g_mom[s_layer]:g}")
+    if len(out) > 2:
+        out = out[:1] + [f"... and {len(out) - 1} more BatchNorm layers"]
+    return out
+
+
+def running_var_convention(layer: Any) -> str:
+    """``"biased"`` (Gluon's) or ``"unbiased"`` (torch's): what a torch BatchNorm layer keeps.
+    A Gluon-faithful layer says so with a class attribute ``running_var_estimate = "biased"``."""
+    return "biased" if getattr(layer, "running_var_estimate", "unbiased") == "biased" else "unbiased"
+
+
+def schedule_divergence(step: int, g_lr: float, t_lr: float, scheduler: Any,
+                        scheduler_step: Optional[str]) -> Optional[Divergence]:
+    """A learning rate that differs (beyond float32 rounding) in ``step``."""
+    if abs(g_lr - t_lr) <= 2e-7 * max(abs(g_lr), abs(t_lr)) + 1e-30:
+        return None
+    how = ("no torch scheduler was given (scheduler=)" if scheduler is None else
+           f"the torch scheduler {type(scheduler).__name__} is stepped per {scheduler_step}")
+    return Divergence(step, "schedule", "learning rate", "schedule",
+                      f"Gluon's step {step} used lr {g_lr:.6g}, torch's {t_lr:.6g}; {how}. Gluon's "
+                      f"lr_scheduler counts updates (it steps inside trainer.step); "
+                      f"trainer.set_learning_rate(...) in the script needs the same change of "
+                      f"torch's param_groups (on_step=)")
+
+
+def diagnose(report: NativeTrainingReport, norms: set, bn_alt: Dict[str, str],
+             twins: str) -> Optional[Divergence]:
+    """The first failing row and its likely cause. ``bn_alt``: running_var rows that match under
+    the other variance convention (row name -> that convention); ``twins``: why float64 twins
+    did not run on both sides ("" when they did)."""
+    f = report.first_failure
+    if f is None:
+        return None
+    s = f.step
+    rows = [d for d in report.diffs if d.step == s]
+    grads_ok = all(d.passed for d in rows if d.name.startswith("grad "))
+    failing = [d for d in rows if not d.passed]
+    name = f.name
+    if twins and f.phase != "float64":
+        return Divergence(s, f.phase, name, "float32 rounding",
+                          f"float32 difference {f.max_abs:.3g} ({f.usage:.3g}x tolerance) with no "
+                          f"float64 twin on both sides to measure each side's own rounding "
+                          f"({twins}); rerun with float64_reference=True to separate rounding "
+                          f"from a real difference")
+    if name.startswith("buffer ") and name.endswith("running_var"):
+        if name in bn_alt:
+            want, got = bn_alt[name].split("->")
+            return Divergence(s, f.phase, name, "batchnorm variance",
+                              f"the torch layer keeps the {got} running variance, the check "
+                              f"expected the {want} one (Gluon keeps the biased batch variance, "
+                              f"torch's nn.BatchNorm the unbiased n/(n-1) one); translate(..., "
+                              f"batchnorm='gluon') writes a Gluon-faithful BatchNorm, or pass "
+                              f"batchnorm_variance='{got}' to compare under that convention")
+    if name.startswith("buffer ") and ("running_" in name):
+        mom = [x for x in report.findings if "momentum" in x]
+        return Divergence(s, f.phase, name, "batchnorm momentum" if mom else "batchnorm statistics",
+                          mom[0] if mom else "only BatchNorm running statistics part: BatchNorm "
+                          "momentum (Gluon m = torch 1 - m) or the running-variance convention")
+    params = [d.name[len("param "):] for d in failing if d.name.startswith("param ")]
+    if name.startswith("param ") and grads_ok:
+        if params and all(n.endswith("bias") or n in norms for n in params):
+            return Divergence(s, f.phase, name, "weight decay",
+                              f"only biases and norm parameters part after step {s} "
+                              f"({', '.join(params[:3])}{' ...' if len(params) > 3 else ''}) while "
+                              f"every gradient agrees - Gluon's Trainer wd decays every parameter "
+                              f"(set param.wd_mult = 0 to exempt one), torch's weight_decay only "
+                              f"its param groups")
+        return Divergence(s, f.phase, name, "optimizer",
+                          f"every gradient agrees at step {s} but {name[len('param '):]} parts "
+                          f"after the update ({f.max_abs:.3g}): the optimizer's update rule or its "
+                          f"hyper-parameters (lr, momentum, weight decay, eps, Nesterov form, the "
+                          f"batch_size given to Trainer.step) differ - dl.port.translate_trainer "
+                          f"gives Gluon's exact update")
+    if name == "loss" or name.startswith("grad "):
+        where = "at the first step" if s == 0 else f"at step {s} although every weight agreed after step {s - 1}"
+        return Divergence(s, f.phase, name, "model",
+                          f"the forward/backward differs {where}: the models or losses compute "
+                          f"different things (a layer setting, dropout left on, a mean vs sum loss, "
+                          f"the port mapping) - check the port report")
+    return Divergence(s, f.phase, name, "unknown", "")
+
+
+def effective_lrs(gluon_trainer: Any, torch_optimizer: Any) -> tuple:
+    """(Gluon's learning rate of the step just taken, torch's base lr of its first group)."""
+    g = float(gluon_trainer.learning_rate)
+    grp = torch_optimizer.param_groups[0]
+    t = float(grp["lr"]) / float(grp.get("lr_mult", 1.0) or 1.0)
+    return g, t
+
+
+def alt_running_var(convention: str, new_g: np.ndarray, old_g: np.ndarray, prev_t: np.ndarray,
+                    m: float, n: int) -> np.ndarray:
+    """torch's running variance after this step if it kept ``convention``'s estimate: the batch
+    variance recovered from Gluon's update (``new = (1-m) old + m var_biased``), applied to
+    torch's previous value."""
+    batch_var = (np.asarray(new_g, np.float64) - (1 - m) * np.asarray(old_g, np.float64)) / m
+    if convention == "unbiased":
+        batch_var = batch_var * n / (n - 1)
+    return (1 - m) * np.asarray(prev_t, np.float64) + m * batch_var
