@@ -19,7 +19,8 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 	# gluonnlp 0.10 builds from source against the venv's numpy and cython: install them first.
 	$(PIP) install -c constraints.txt cython "numpy<1.24"
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[all,dev]"
-	# gluoncv's model files (resnet50_v1b in the port tests); its own deps would replace pinned ones.
+	# gluoncv (the translate corpus, the port tests); its own deps would replace pinned ones. Its model zoo
+	# needs portalocker (in .[all]); import it beside torch>=2 with dualdl.port.gluoncv_compat.import_gluoncv().
 	$(PIP) install -c constraints.txt --no-deps "gluoncv==0.10.5.post0"
 	touch $(STAMP)
 
