@@ -16,7 +16,7 @@ from .errors import TranslationError
 from .registry import op_translation
 from .safe import literal
 
-__all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName"]
+__all__ = ["Expr", "OpNode", "translate_op", "parse_attr", "NeedsName", "n_outputs"]
 
 
 @dataclass
@@ -66,6 +66,13 @@ def _num(v: str) -> str:
     return repr(int(f)) if f.is_integer() and "." not in v and "e" not in v else literal(f)
 
 
+def _f32(v: str) -> str:
+    """An attribute MXNet keeps as a C++ float (eps, slope): the float32 value it computes with."""
+    import numpy as np
+    f = float(np.float32(float(v)))
+    return repr(int(f)) if f.is_integer() and abs(f) < 2 ** 53 else literal(f)
+
+
 def _binary(sym: str):
     def fn(a, attrs, node):
         return Expr(f"{a[0].p()} {sym} {a[1].p()}", atomic=False)
@@ -98,23 +105,28 @@ def _activation(a, attrs, node):
 
 def _leaky(a, attrs, node):
     t = attrs.get("act_type", "leaky")
-    slope = attrs.get("slope", "0.25")
+    slope = attrs.get("slope", "0.25")   # a float32 attribute: MXNet's elu with 0.7 computes with 0.699999988
     if t == "leaky":
-        return Expr(f"F.leaky_relu({a[0].text}, {_num(slope)})")
+        return Expr(f"F.leaky_relu({a[0].text}, {_f32(slope)})")
     if t == "elu":
-        return Expr(f"F.elu({a[0].text}, {_num(slope)})")
+        return Expr(f"F.elu({a[0].text}, {_f32(slope)})")
     if t == "gelu":
         return Expr(f"F.gelu({a[0].text})")
     if t == "prelu":
         return Expr(f"F.prelu({a[0].text}, {a[1].text})")
+    if t == "selu":   # measured: 0.161 where the true derivative is 0.238 (x = -2)
+        raise _unsupported(node, "LeakyReLU(act_type='selu') (MXNet 1.9.1's selu gradient is scale*(y+alpha) "
+                           "for x < 0 where y already holds the scale; torch's is scale*alpha*exp(x))")
     raise _unsupported(node, f"LeakyReLU(act_type={t!r})")
 
 
 def _clip(a, attrs, node):
-    lo, hi = _num(attrs["a_min"]), _num(attrs["a_max"])
-    if float(lo) == 0 and float(hi) == 6:
+    lo, hi = float(attrs["a_min"]), float(attrs["a_max"])
+    if lo == 0 and hi == 6:
         return Expr(f"F.relu6({a[0].text})")
-    return Expr(f"torch.clamp({a[0].text}, {lo}, {hi})")
+    if lo == float("-inf") and hi == float("inf"):
+        return a[0]
+    return Expr(f"torch.clamp({a[0].text}, {_num(attrs['a_min'])}, {_num(attrs['a_max'])})")
 
 
 def _concat(a, attrs, node):
@@ -432,6 +444,11 @@ _TABLE: Dict[str, Callable] = {
 def _unsupported(node: OpNode, what: str) -> TranslationError:
     return TranslationError(f"MXNet op {what} has no torch translation", op=node.op, block=node.block,
                             path=node.path)
+
+
+from .ops_contrib import CONTRIB_TABLE, n_outputs  # noqa: E402  (it uses the helpers above, _unsupported included)
+
+_TABLE.update(CONTRIB_TABLE)
 
 
 def translate_op(node: OpNode, args: List[Expr]) -> Expr:
