@@ -17,6 +17,7 @@ GROUP_TITLES = {
     "startup": "Start-up",
     "checkpoint": "Checkpoints (~100M parameters)",
     "port": "Porting (~100M parameters)",
+    "translate": "Translating Gluon models to PyTorch source (translate + float64 proof, per model)",
     "errors": "Cases that failed",
 }
 
