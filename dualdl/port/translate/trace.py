@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
+from . import ops_np  # noqa: F401  (registers the numpy-interface ops into ops.py's table)
 
-__all__ = ["T", "Record", "gluon_inputs", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+__all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
 
 
@@ -55,18 +56,40 @@ def flatten_struct(s: Any) -> List[Any]:
     return [s]
 
 
-def gluon_inputs(block: Any, arrays: List[Any]) -> List[Any]:
-    """The sample inputs as the block takes them: ``mx.nd`` arrays (integer ids as float32, as
-    Gluon's legacy interface feeds them)."""
+def np_mode() -> bool:
+    """Is MXNet's numpy interface on (``npx.set_np()``: d2l, Sockeye 2, MXNet >= 1.6 code)? Blocks
+    written for it take ``mx.np`` arrays and refuse legacy ``mx.nd`` ones (and the reverse)."""
+    import mxnet as mx
+    return bool(mx.util.is_np_array())
+
+
+def gluon_array(a: Any, dtype: Any = None) -> Any:
+    """A numpy array as the Gluon side takes it: ``mx.np.array`` under the numpy interface,
+    ``mx.nd.array`` otherwise."""
     import mxnet as mx
     import numpy as np
-    return [mx.nd.array(a, dtype=a.dtype if a.dtype.kind == "f" else np.float32) for a in arrays]
+    a = np.asarray(a)
+    return (mx.np if np_mode() else mx.nd).array(a, dtype=dtype if dtype is not None else a.dtype)
+
+
+def gluon_inputs(block: Any, arrays: List[Any]) -> List[Any]:
+    """The sample inputs as the block takes them: ``mx.nd`` arrays, or ``mx.np`` arrays under the
+    numpy interface (integer ids as float32 either way, as Gluon feeds them)."""
+    import numpy as np
+    return [gluon_array(a, a.dtype if a.dtype.kind == "f" else np.float32) for a in arrays]
+
+
+class Records(dict):
+    """id(block) -> its recorded calls; ``root_args``: the inputs as the top block was called with
+    them (they differ from what its forward got when the class overrides ``__call__``)."""
+    root_args: tuple = ()
 
 
 def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
     """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block)."""
     import mxnet as mx
-    records: Dict[int, List[Record]] = {}
+    records = Records()
+    records.root_args = _struct(tuple(inputs))
     handles = []
     trained = [False]   # has a layer with trainable parameters run yet (in execution order)?
 
@@ -109,10 +132,42 @@ class Graph:
     calls: List[CallSite]
     params: Dict[str, str]               # var name -> own parameter attribute name
     shapes: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = field(default_factory=dict)
+    # var name -> (attribute name, numpy value): arrays the block holds as plain attributes (not
+    # Parameters) that its forward uses, e.g. d2l's PositionalEncoding.P; a buffer in torch
+    consts: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
 
 
-def _input_names(block: Any, n: int) -> List[str]:
+def _own_call(block: Any) -> Optional[Any]:
+    """The ``__call__`` a class defines over Gluon's (gluonnlp's RoBERTa / DistilBERT / BERTModel
+    fill in default arguments there before Gluon's ``__call__`` runs ``forward``), or None."""
+    for cls in type(block).__mro__:
+        if "__call__" in vars(cls):
+            return None if cls.__module__.startswith("mxnet.") else vars(cls)["__call__"]
+    return None
+
+
+def _gluon_call(block: Any) -> Any:
+    for cls in type(block).__mro__:
+        if "__call__" in vars(cls) and cls.__module__.startswith("mxnet."):
+            return vars(cls)["__call__"]
+    raise TypeError(f"{type(block).__name__} is not a Gluon Block")
+
+
+def _traced_args(block: Any, path: str, records: Dict[int, List[Record]]) -> Tuple[tuple, bool]:
+    """(input structure, through the class's own __call__?). The top block of a class with its own
+    ``__call__`` is traced as the user calls it (the generated ``forward`` takes those arguments);
+    any other block as its ``forward`` was called (its parent's code passed those)."""
+    own = _own_call(block)
+    root_args = getattr(records, "root_args", None)
+    if own is not None and path == "" and root_args is not None:
+        return tuple(root_args), True
+    return records[id(block)][0].args, False
+
+
+def _input_names(block: Any, n: int, via_call: bool = False) -> List[str]:
     fn = block.hybrid_forward if hasattr(block, "hybrid_forward") and _is_hybrid(block) else block.forward
+    if via_call:
+        fn = _own_call(block).__get__(block)
     try:
         names = [p.name for p in inspect.signature(fn).parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -131,15 +186,76 @@ def _is_hybrid(block: Any) -> bool:
 
 
 def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Graph:
-    """Trace one block's own computation (see the module docstring)."""
+    """Trace one block's own computation (see the module docstring). Under MXNet's numpy interface
+    the inputs are numpy symbols (``as_np_ndarray``); Python code that reads shapes, asks
+    ``begin_state`` or ``autograd.is_training()`` runs inside a :class:`TraceScope`."""
     import mxnet as mx
-    rec = records[id(block)][0]
-    in_names = _input_names(block, len(rec.args))
+    args, via_call = _traced_args(block, path, records)
+    in_names = _input_names(block, len(args), via_call)
+    out, calls, asked, consts = _run_traced(block, path, records, training=False)
+    if asked:   # the forward branches on autograd.is_training(): one graph must serve both modes
+        out_t, calls_t, _, _ = _run_traced(block, path, records, training=True)
+        if _signature(out, calls) != _signature(out_t, calls_t):
+            raise TranslationError("forward computes something else in training than in inference "
+                                   "(it branches on autograd.is_training()); one generated forward cannot follow "
+                                   "both: register a translation for this block or move the branch into a layer",
+                                   block=type(block).__name__, path=path)
+    out_struct = records[id(block)][0].out
+    outs = flatten_struct(out)
+    call_ins = [s for c in calls for s in flatten_struct(c.args) if s is not None]
+    for s in outs + call_ins:
+        if not isinstance(s, mx.sym.Symbol):
+            raise TranslationError(f"a value of type {type(s).__name__} flows between layers (only tensors are "
+                                   f"traced{_const_hint(s)})", block=type(block).__name__, path=path)
+    group = mx.sym.Group([_legacy(s) for s in outs + call_ins])
+    data = json.loads(group.tojson())
+    heads = [(h[0], h[1]) for h in data["heads"]]
+    params = {p.name: local for local, p in block._reg_params.items()}
+    graph = Graph(data["nodes"], heads, len(outs), out_struct, in_names, args, calls, params)
+    graph.shapes = _shapes(group, data["nodes"], block, args, calls)
+    used = {n["name"] for n in data["nodes"] if n["op"] == "null"}
+    graph.consts = {k: v for k, v in consts.items() if k in used}
+    return graph
+
+
+def _legacy(s: Any) -> Any:
+    from mxnet.symbol.numpy import _Symbol
+    return s.as_nd_ndarray() if isinstance(s, _Symbol) else s
+
+
+def _const_hint(s: Any) -> str:
+    import mxnet as mx
+    if isinstance(s, mx.nd.NDArray):
+        return (f"; this is an array of shape {tuple(s.shape)} held by the block or made in its forward, not "
+                f"computed from the inputs: make it a Parameter (self.params.get(..., grad_req='null')) so it "
+                f"is translated as a buffer")
+    return ""
+
+
+def _signature(out: Any, calls: List[CallSite]) -> str:
+    import mxnet as mx
+    syms = [_legacy(s) for s in flatten_struct(out) + [a for c in calls for a in flatten_struct(c.args)]
+            if isinstance(s, mx.sym.Symbol)]
+    return mx.sym.Group(syms).tojson() if syms else repr(out)
+
+
+def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], training: bool):
+    """Call ``block`` on symbols with its children replaced by recorders: (outputs, call sites,
+    whether the forward asked autograd.is_training())."""
+    import mxnet as mx
+    from mxnet.base import NotImplementedForSymbol
+    from .trace_scope import TraceScope, ValueDependent
+    args, via_call = _traced_args(block, path, records)
+    as_np = np_mode()
     counter = [0]
+
+    def var(name, shape):
+        v = mx.sym.var(name, shape=shape)
+        return v.as_np_ndarray() if as_np else v
 
     def make_vars(s, base):
         if isinstance(s, T):
-            return mx.sym.var(base, shape=s.shape)
+            return var(base, s.shape)
         if isinstance(s, (list, tuple)):
             return type(s)(make_vars(v, f"{base}__{i}") for i, v in enumerate(s))
         if s is None:
@@ -147,7 +263,7 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Grap
         raise TranslationError(f"input of type {type(s).__name__} (only tensors, lists/tuples of tensors "
                                f"and None are traced)", block=type(block).__name__, path=path)
 
-    in_syms = tuple(make_vars(s, f"__in{i}") for i, s in enumerate(rec.args))
+    in_syms = tuple(make_vars(s, f"__in{i}") for i, s in enumerate(args))
     calls: List[CallSite] = []
     seen: Dict[str, int] = {}
 
@@ -166,7 +282,7 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Grap
             def ph(s):
                 if isinstance(s, T):
                     counter[0] += 1
-                    return mx.sym.var(f"__call{idx}_{counter[0] - 1}", shape=s.shape)
+                    return var(f"__call{idx}_{counter[0] - 1}", s.shape)
                 if isinstance(s, (list, tuple)):
                     return type(s)(ph(v) for v in s)
                 raise TranslationError(f"child {name!r} returned {type(s).__name__}",
@@ -176,47 +292,58 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Grap
             return outs
         return fake
 
-    patched = []
-    for name, child in block._children.items():
-        patched.append((name, child))
-        # a HybridSequential that never ran as a whole but whose layers did (gluonnlp's AWDRNN
-        # calls self.encoder[i] in a loop): record the calls of its layers
-        if (type(child).__name__ in ("HybridSequential", "Sequential") and id(child) not in records
-                and any(id(g) in records for g in child._children.values())):
-            patched += [(f"{name}.{gname}", g) for gname, g in child._children.items()]
+    patched = _patched_children(block, records)
     for name, child in patched:
         child.forward = recorder(name, child)
+    kind = "HybridBlock" if _is_hybrid(block) else "non-hybridizable Block"
     try:
-        out = block(*in_syms)
+        with mx.name.NameManager(), TraceScope(block, training) as scope:
+            # a class's own __call__ runs for the top block only (it is how the user calls it);
+            # below, the parent's code already went through it and the recorded call is forward's
+            out = block(*in_syms) if via_call or _own_call(block) is None else _gluon_call(block)(block, *in_syms)
     except TranslationError:
         raise
+    except (ValueDependent, NotImplementedForSymbol) as e:
+        raise TranslationError(f"forward's Python code depends on the values of a tensor, not only on shapes, "
+                               f"so it cannot be traced ({str(e).splitlines()[0]}); register a translation for "
+                               f"this block, or compute that branch with ops (np.where, npx.sequence_mask)",
+                               block=type(block).__name__, path=path) from None
     except Exception as e:  # the block's Python code could not run on symbols
-        raise TranslationError(f"forward of this {'HybridBlock' if _is_hybrid(block) else 'non-hybridizable Block'} "
-                               f"could not be traced on symbols ({type(e).__name__}: {e})",
+        raise TranslationError(f"forward of this {kind} could not be traced on symbols ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''})",
                                block=type(block).__name__, path=path) from None
     finally:
         for _, child in patched:
             child.__dict__.pop("forward", None)
-
-    out_struct = records[id(block)][0].out
-    outs = flatten_struct(out)
-    call_ins = [s for c in calls for s in flatten_struct(c.args) if s is not None]
-    for s in outs + call_ins:
-        if not isinstance(s, mx.sym.Symbol):
-            raise TranslationError(f"a value of type {type(s).__name__} flows between layers (only tensors are "
-                                   f"traced)", block=type(block).__name__, path=path)
-    group = mx.sym.Group(outs + call_ins)
-    data = json.loads(group.tojson())
-    heads = [(h[0], h[1]) for h in data["heads"]]
-    params = {p.name: local for local, p in block._reg_params.items()}
-    graph = Graph(data["nodes"], heads, len(outs), out_struct, in_names, rec.args, calls, params)
-    graph.shapes = _shapes(group, data["nodes"], block, rec, calls)
-    return graph
+    return out, calls, scope.asked_training, scope.consts
 
 
-def _shapes(group, nodes, block, rec, calls) -> Dict[Tuple[int, int], Optional[Tuple[int, ...]]]:
+def _patched_children(block: Any, records: Dict[int, List[Record]]) -> List[Tuple[str, Any]]:
+    """The blocks whose calls the trace records: the direct children and, inside a container that
+    never ran as a whole but whose layers did (gluonnlp's AWDRNN calls ``self.encoder[i]``, gluoncv's
+    HRNet ``self.fuse_layers[i][j]``), its layers, at any depth (``fuse_layers.1.0``)."""
+    patched = []
+
+    def add(name, child):
+        patched.append((name, child))
+        if (type(child).__name__ in ("HybridSequential", "Sequential") and id(child) not in records
+                and _ran_inside(child, records)):
+            for gname, g in child._children.items():
+                add(f"{name}.{gname}", g)
+    for name, child in block._children.items():
+        add(name, child)
+    return patched
+
+
+def _ran_inside(block: Any, records: Dict[int, List[Record]]) -> bool:
+    return any(id(b) in records for _, b in walk(block) if b is not block)
+
+
+
+
+def _shapes(group, nodes, block, args, calls) -> Dict[Tuple[int, int], Optional[Tuple[int, ...]]]:
     known = {}
-    for i, s in enumerate(rec.args):
+    for i, s in enumerate(args):
         for j, t in enumerate(flatten_struct(s)):
             if isinstance(t, T):
                 known[f"__in{i}" if not isinstance(s, (list, tuple)) else nested_var_name(f"__in{i}", s, j)] = t.shape

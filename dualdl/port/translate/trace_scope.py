@@ -1,0 +1,268 @@
+"""What a Gluon ``forward`` written for NDArrays needs to run on symbols while it is traced.
+
+MXNet's symbols have no ``.shape``, no context and no data; a plain ``nn.Block`` (d2l's style)
+calls ``np.*`` / ``npx.*`` / ``nd.*`` directly, reads ``x.shape``, asks ``rnn.begin_state`` for
+zero arrays, ``param.data()`` for values and ``autograd.is_training()`` for the mode. While one
+block is traced, :class:`TraceScope` answers each of these from the recorded call:
+
+- ``sym.shape`` / ``sym.ndim``: MXNet shape inference from the shapes of the recorded inputs; the
+  numbers are those of the sample input (``Dim``: an int that remembers which tensor and axis it
+  came from, so ``x.reshape(x.shape[0], -1)`` is written as ``x.reshape(x.shape[0], -1)`` and
+  ``x.reshape(y.shape)`` as ``x.reshape(y.shape)``; other uses keep the sample's numbers);
+- ``np`` / ``npx`` / ``nd`` in the block's module (and ``mx.np`` / ``mx.npx`` / ``mx.nd``): the
+  symbol function when an argument is a symbol;
+- ``begin_state``: zero symbols (torch's default states); ``param.data()``: the parameter's symbol;
+- ``ctx`` / ``as_in_ctx`` / ``copyto`` on symbols: no-ops (the translation has no device);
+- arrays the block holds as plain attributes (d2l's positional-encoding table ``self.P``): symbols
+  named ``__const_<attr>`` (``consts``), which the generated module keeps as buffers;
+- ``np.zeros`` / ``np.arange``... called without a symbol argument: their symbol twins (constants
+  in the graph rather than arrays that cannot meet a symbol);
+- ``autograd.is_training()``: False (inference). The caller traces again with True when the
+  block asked, and refuses when the two graphs differ.
+
+Everything is restored on exit: the module globals, the MXNet classes and the blocks' attributes.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Tuple
+
+__all__ = ["Dim", "TraceScope", "ValueDependent"]
+
+
+class ValueDependent(Exception):
+    """The block's Python code asked for the values of a tensor (not only its shape)."""
+
+
+class Dim(int):
+    """One size read from ``sym.shape``: the number of the sample input, with where it came from."""
+    src: int = 0      # handle of the symbol whose shape was read
+    axis: int = 0
+
+
+def _dim(v: int, src: int, axis: int) -> Dim:
+    d = Dim(v)
+    d.src, d.axis = src, axis
+    return d
+
+
+def _handle(s: Any) -> int:
+    return int(s.handle.value or 0)
+
+
+def _is_sym(x: Any) -> bool:
+    import mxnet as mx
+    if isinstance(x, mx.sym.Symbol):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_is_sym(v) for v in x)
+    return False
+
+
+_CREATE = {"zeros", "ones", "full", "arange", "eye"}
+
+
+class _Dispatch:
+    """Stands for ``mxnet.numpy`` / ``numpy_extension`` / ``ndarray`` in a traced block's module:
+    a function called with a symbol runs its symbol twin, anything else the real one."""
+
+    def __init__(self, real: Any, sym: Any):
+        self._real, self._sym = real, sym
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._real, name)
+        twin = getattr(self._sym, name, None)
+        if not callable(real) or twin is None or isinstance(real, type) or type(real).__name__ == "module":
+            return real
+
+        def call(*args, **kwargs):
+            if name in _CREATE or _is_sym(args) or _is_sym(list(kwargs.values())):
+                return twin(*args, **kwargs)
+            return real(*args, **kwargs)
+        call.__name__ = name
+        return call
+
+
+def _twins():
+    import mxnet as mx
+    return [(mx.numpy, mx.sym.numpy), (mx.numpy_extension, mx.sym.numpy_extension), (mx.nd, mx.sym)]
+
+
+class TraceScope:
+    """Context manager; see the module docstring. ``blocks``: the traced block and its children
+    (their ``begin_state`` is answered with zero symbols, their attributes restored)."""
+
+    def __init__(self, block: Any, training: bool = False):
+        self.block, self.training = block, training
+        self.asked_training = False
+        self.consts: Dict[str, Tuple[str, Any]] = {}   # var name -> (attribute, numpy value)
+        self._shaped: Dict[int, Any] = {}   # handle -> symbol whose shape the code read
+        self._undo: List[Tuple[Any, str, Any, bool]] = []   # (owner, name, old value, existed)
+        self._globals: List[Tuple[dict, str, Any]] = []
+        self._dicts: List[Tuple[Any, dict]] = []
+
+    # ---- patching helpers ----
+    def _set(self, owner: Any, name: str, value: Any) -> None:
+        existed = name in owner.__dict__
+        self._undo.append((owner, name, owner.__dict__.get(name), existed))
+        if isinstance(owner, type):
+            setattr(owner, name, value)
+        else:
+            owner.__dict__[name] = value
+
+    def __enter__(self) -> "TraceScope":
+        import mxnet as mx
+        from mxnet.gluon.parameter import Parameter
+        from mxnet.symbol.numpy import _Symbol
+        scope = self
+
+        def shape(sym):
+            try:
+                _, outs, _ = sym.infer_shape_partial()
+            except Exception as e:   # noqa: BLE001 - MXNet raises MXNetError / ValueError
+                raise ValueDependent(f"the shape of {sym.name!r} could not be inferred ({str(e).splitlines()[0]})")
+            s = outs[0] if outs else None
+            if s is None or any(int(d) < 0 for d in s):
+                raise ValueDependent(f"the shape of {sym.name!r} is not known from the recorded input shapes")
+            h = _handle(sym)
+            scope._shaped[h] = sym
+            return tuple(_dim(int(d), h, i) for i, d in enumerate(s))
+
+        def ctx(sym):
+            return mx.current_context()
+
+        def same(sym, *args, **kwargs):
+            return sym
+
+        def values(sym, *args, **kwargs):
+            raise ValueDependent(f"the block's Python code reads the values of {sym.name!r}")
+
+        np_reshape = _Symbol.reshape
+
+        def reshape(sym, *args, **kwargs):
+            spec = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+            h = _handle(sym)
+            srcs = {d.src for d in spec if isinstance(d, Dim)}
+            if (spec and len(srcs) == 1 and all(isinstance(d, Dim) for d in spec) and h not in srcs
+                    and [d.axis for d in spec] == list(range(len(spec)))):
+                other = scope._shaped.get(srcs.pop())
+                if other is not None and len(shape(other)) == len(spec):   # x.reshape(y.shape)
+                    return mx.sym.reshape_like(_nd(sym), _nd(other)).as_np_ndarray()
+            refs = [("d", d.axis) if isinstance(d, Dim) and d.src == h else None for d in spec]
+            if any(refs):
+                with mx.AttrScope(__dualdl_dims__=repr(refs)):
+                    return np_reshape(sym, *args, **kwargs)
+            return np_reshape(sym, *args, **kwargs)
+
+        for cls in (mx.sym.Symbol, _Symbol):
+            self._set(cls, "shape", property(shape))
+            self._set(cls, "ndim", property(lambda s: len(shape(s))))
+            self._set(cls, "ctx", property(ctx))
+            self._set(cls, "context", property(ctx))
+            for name in ("as_in_ctx", "as_in_context", "copyto", "detach"):
+                self._set(cls, name, same)
+            for name in ("asnumpy", "asscalar", "item", "__float__", "__int__", "__index__"):
+                self._set(cls, name, values)
+        self._set(_Symbol, "reshape", reshape)
+        np_getitem = _Symbol.__getitem__
+
+        def getitem(sym, key):   # MXNet 1.9 slices x[-1] of a symbol as x[-1:0] (empty): make it x[n-1]
+            k = key if isinstance(key, tuple) else (key,)
+            if all(v is not Ellipsis and v is not None for v in k) and any(
+                    type(v) is int and v < 0 or isinstance(v, Dim) and v < 0 for v in k):
+                shp = shape(sym)
+                k = tuple(int(v) + shp[i] if isinstance(v, int) and not isinstance(v, bool) and v < 0 else v
+                          for i, v in enumerate(k))
+                key = k if isinstance(key, tuple) else k[0]
+            return np_getitem(sym, key)
+        self._set(_Symbol, "__getitem__", getitem)
+
+        def data(param, ctx=None):
+            return param.var()
+        self._set(Parameter, "data", data)
+
+        def is_training():
+            scope.asked_training = True
+            return scope.training
+        self._set(mx.autograd, "is_training", is_training)
+
+        # np / npx / nd as the block's module sees them
+        for g in self._module_dicts():
+            for name, value in list(g.items()):
+                for real, sym in _twins():
+                    if value is real:
+                        self._globals.append((g, name, value))
+                        g[name] = _Dispatch(real, sym)
+        for name, (real, sym) in zip(("np", "npx", "nd"), _twins()):   # mx.nd.relu(x) in the forward
+            self._globals.append((vars(mx), name, getattr(mx, name)))
+            setattr(mx, name, _Dispatch(real, sym))
+        # attributes the forward sets (d2l keeps attention weights) and begin_state of children
+        self._dicts.append((self.block, dict(self.block.__dict__)))
+        for name, value in list(self.block.__dict__.items()):
+            if isinstance(value, mx.nd.NDArray) and name.isidentifier():
+                var = mx.sym.var(f"__const_{name}", shape=tuple(value.shape), dtype=value.dtype)
+                self.block.__dict__[name] = var.as_np_ndarray() if isinstance(value, mx.np.ndarray) else var
+                self.consts[f"__const_{name}"] = (name, value.asnumpy())
+        for child in self._descendants():
+            if hasattr(child, "begin_state") and hasattr(child, "state_info"):
+                self._set(child, "begin_state", _zero_states(child))
+        return self
+
+    def _descendants(self):
+        stack = list(self.block._children.values())
+        while stack:
+            b = stack.pop()
+            yield b
+            stack += list(b._children.values())
+
+    def _module_dicts(self) -> List[dict]:
+        seen, out = set(), []
+        for cls in type(self.block).__mro__:
+            mod = sys.modules.get(cls.__module__)
+            if mod is None or cls.__module__.startswith(("mxnet", "builtins")):
+                continue
+            for g in [vars(mod)] + [getattr(f, "__globals__", None) for f in vars(cls).values()]:
+                if isinstance(g, dict) and id(g) not in seen:
+                    seen.add(id(g))
+                    out.append(g)
+        return out
+
+    def __exit__(self, *exc) -> None:
+        for g, name, value in reversed(self._globals):
+            g[name] = value
+        for owner, name, old, existed in reversed(self._undo):
+            if isinstance(owner, type):
+                if existed:
+                    setattr(owner, name, old)
+                else:
+                    delattr(owner, name)
+            elif existed:
+                owner.__dict__[name] = old
+            else:
+                owner.__dict__.pop(name, None)
+        for obj, saved in self._dicts:
+            for k in [k for k in obj.__dict__ if k not in saved]:
+                del obj.__dict__[k]
+            obj.__dict__.update(saved)
+
+
+def _nd(s: Any) -> Any:
+    from mxnet.symbol.numpy import _Symbol
+    return s.as_nd_ndarray() if isinstance(s, _Symbol) else s
+
+
+def _zero_states(layer: Any):
+    """``begin_state`` of a Gluon RNN layer / cell during the trace: zero symbols of the state
+    shapes (MXNet's ``_zeros``, which the generated code leaves to torch's default states)."""
+    import mxnet as mx
+    original = type(layer).begin_state
+
+    def begin_state(*args, **kwargs):
+        kwargs.pop("func", None)
+        np_mode = mx.util.is_np_array()
+
+        def zeros(name=None, shape=None, dtype=None, **info):
+            s = mx.sym.zeros(shape=tuple(int(d) for d in shape), dtype=dtype or "float32")
+            return s.as_np_ndarray() if np_mode else s
+        return original(layer, *args, func=zeros, **{k: v for k, v in kwargs.items() if k not in ("ctx", "device")})
+    return begin_state
