@@ -14,7 +14,8 @@ import secrets
 import socket
 from typing import Callable, List, Optional, TypeVar
 
-__all__ = ["atomic_write", "atomic_write_file", "check_destination", "remove_stale_temp_files"]
+__all__ = ["atomic_write", "atomic_write_file", "check_destination", "publish", "remove_stale_temp_files",
+           "temp_path"]
 
 T = TypeVar("T")
 
@@ -58,7 +59,32 @@ def atomic_write(path: "os.PathLike[str] | str", write_fn: Callable[[str], T]) -
         except FileNotFoundError:
             pass
         raise
-    try:  # make the rename itself durable
+    _fsync_dir(directory)   # make the rename itself durable
+    remove_stale_temp_files(path)
+    return result
+
+
+def temp_path(path: "os.PathLike[str] | str") -> str:
+    """A fresh temporary file name beside ``path`` (same folder, same suffix, this process's
+    name pattern), for writers that stage several files and :func:`publish` them together."""
+    path = os.fspath(path)
+    check_destination(path)
+    return os.path.join(os.path.dirname(os.path.abspath(path)), _temp_name(os.path.basename(path)))
+
+
+def publish(tmp: str, path: "os.PathLike[str] | str") -> None:
+    """Make the finished temporary file ``tmp`` (from :func:`temp_path`) durable and rename it
+    over ``path``; then remove temporary files of ``path`` that dead writers left."""
+    path = os.fspath(path)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    remove_stale_temp_files(path)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -66,8 +92,6 @@ def atomic_write(path: "os.PathLike[str] | str", write_fn: Callable[[str], T]) -
             os.close(fd)
     except OSError:
         pass
-    remove_stale_temp_files(path)
-    return result
 
 
 def atomic_write_file(path: "os.PathLike[str] | str", write: Callable[[object], None]) -> None:

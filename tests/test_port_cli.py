@@ -182,3 +182,237 @@ def test_missing_destination_folder_is_named(tmp_path, capsys):
     err = _one_line_error(capsys)
     assert f"its folder {tmp_path / 'out'} does not exist" in err and ".tmp-" not in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+
+
+# ---- dualdl translate: bad arguments exit 2 with one line, files are never clobbered ----------
+SMALL = '''from mxnet import gluon
+
+
+class Small(gluon.HybridBlock):
+    def __init__(self, units=3):
+        super().__init__()
+        self.dense = gluon.nn.Dense(units, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        return F.relu(self.dense(x))
+
+
+def make():
+    return Small()
+
+
+def needs(n):
+    return Small(n)
+
+
+def fails():
+    raise RuntimeError("no weights here\\nsecond line")
+
+
+def not_a_block():
+    return [1, 2]
+
+
+NOT_CALLABLE = 3
+'''
+
+
+def _user_module(tmp_path, monkeypatch, text=SMALL, name=None):
+    """A module of the user's in the current folder, under a name no other test imported."""
+    name = name or "user_" + "".join(c if c.isalnum() else "_" for c in tmp_path.name)
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return name
+
+
+def _translate_main(args, capsys):
+    code = main(["translate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err.strip()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--lr", "nan"], "--lr must be a positive finite number, got nan"),
+    (["--lr", "inf"], "--lr must be a positive finite number, got inf"),
+    (["--lr", "-0.1"], "--lr must be a positive finite number"),
+    (["--lr", "0"], "--lr must be a positive finite number"),
+    (["--seed", "-1"], "--seed must be 0 or more"),
+    (["--input-high", "0"], "--input-high must be 1 or more"),
+    (["--params", "missing.params"], "--params missing.params does not exist"),
+    (["--name", "torch"], "would shadow the installed module 'torch'"),
+    (["--name", "class"], "keyword"),
+    (["--name", "a-b"], "must be a Python identifier"),
+])
+def test_translate_bad_numbers_and_names_exit_2_with_one_line(tmp_path, monkeypatch, capsys, extra, says):
+    mod = _user_module(tmp_path, monkeypatch)
+    code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out", *extra], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and says in err and err.startswith("dualdl translate: "), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("factory, shape, says", [
+    ("{mod}:needs", "2,4", "cannot be called without arguments (missing a required argument: 'n')"),
+    ("{mod}:fails", "2,4", "fails() raised RuntimeError: no weights here second line"),
+    ("{mod}:not_a_block", "2,4", "returned a list, not a Gluon Block"),
+    ("{mod}:NOT_CALLABLE", "2,4", "is not callable (it is a int value)"),
+    ("{mod}:nothing", "2,4", "has no attribute 'nothing'"),
+    ("{mod}", "2,4", "expected MODULE:FACTORY"),
+    ("no_such_module_xyz:make", "2,4", "cannot import module 'no_such_module_xyz': no module of that name"),
+    ("{mod}:make", "2,x", "--input-shape must be comma-separated integers like 8,3,32,32, got '2,x'"),
+    ("{mod}:make", "2,0", "--input-shape needs positive dimensions"),
+    ("{mod}:make", "2,3", "Small does not run on sample inputs of shapes [(2, 3)] (MXNetError:"),
+    ("missing-symbol.json", "1,3", "missing-symbol.json does not exist"),
+])
+def test_translate_bad_factory_or_shape_exits_2_with_one_line(tmp_path, monkeypatch, capsys, factory, shape, says):
+    mod = _user_module(tmp_path, monkeypatch)
+    code, out, err = _translate_main([factory.format(mod=mod), "--input-shape", shape, "--out", "out"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_factory_import_errors_name_the_module_and_the_cause(tmp_path, monkeypatch, capsys):
+    mod = _user_module(tmp_path, monkeypatch, "import no_such_dependency_xyz\n", name="needs_dep_mod")
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 2 and err == ("dualdl translate: cannot import module 'needs_dep_mod': "
+                                 "No module named 'no_such_dependency_xyz'"), err
+    mod = _user_module(tmp_path, monkeypatch, "x = 1 +\n", name="syntax_err_mod")
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "importing module 'syntax_err_mod' failed: SyntaxError" in err
+
+
+def test_factory_in_a_script_that_parses_arguments_at_import(tmp_path, monkeypatch, capsys):
+    """The script's argparse runs with sys.argv = [its file] and exits: one line that says so."""
+    mod = _user_module(tmp_path, monkeypatch, "import argparse\np = argparse.ArgumentParser()\n"
+                       "p.add_argument('--model', required=True)\nargs = p.parse_args()\n\n"
+                       "def make():\n    pass\n", name="train_script_mod")
+    argv = list(sys.argv)
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "module 'train_script_mod' exits when imported (status 2: train_script_mod.py: error: the following " \
+           "arguments are required: --model): it parses command-line arguments at import" in err
+    assert "if __name__ == '__main__':" in err and sys.argv == argv
+
+
+def test_argparse_errors_are_one_line_exit_2(capsys):
+    for args in (["m:f", "--input-shape", "2,4", "--out", "o", "--lr", "abc"], ["m:f", "--out", "o"]):
+        with pytest.raises(SystemExit) as e:
+            main(["translate", *args])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and len(err.splitlines()) == 1 and err.startswith("dualdl translate: "), err
+
+
+def test_translate_never_overwrites_a_file_it_did_not_write(tmp_path, monkeypatch, capsys):
+    """`--out .` beside the user's own Gluon small.py: refused, the file kept; translate's own
+    earlier output is replaced; --force replaces the user's file."""
+    mod = _user_module(tmp_path, monkeypatch, name="small")
+    before = (tmp_path / "small.py").read_bytes()
+    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "."], capsys)
+    assert code == 2 and err == ("dualdl translate: ./small.py exists and was not written by dualdl translate; "
+                                 "pass --force (force=True) to overwrite it, or choose another --out/--name"), err
+    assert (tmp_path / "small.py").read_bytes() == before and sorted(os.listdir(tmp_path)) == ["small.py"]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "small.report.json").write_text('{"mine": 1}')
+    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 2 and "out/small.report.json exists and was not written by dualdl translate" in err
+    (tmp_path / "out" / "small.report.json").unlink()
+    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 0 and "translate small: OK" in out
+    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out", "--seed", "3"], capsys)
+    assert code == 0 and '"ok": true' in (tmp_path / "out" / "small.report.json").read_text()   # its own: replaced
+    # weights translate did not write (no metadata, no report naming them) are refused too
+    (tmp_path / "out" / "small.report.json").unlink()
+    from safetensors.numpy import save_file
+    save_file({"w": np.ones(2, np.float32)}, str(tmp_path / "out" / "small.safetensors"))
+    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    assert code == 2 and "out/small.safetensors exists and was not written" in err
+    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", ".", "--force"], capsys)
+    assert code == 0 and "translate small: OK" in out
+    assert (tmp_path / "small.py").read_bytes() != before
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("small")) == [
+        "small.py", "small.report.json", "small.safetensors"]
+
+
+def test_out_that_is_a_file_or_a_folder_in_the_way(tmp_path, monkeypatch, capsys):
+    mod = _user_module(tmp_path, monkeypatch)
+    (tmp_path / "afile").write_text("x")
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "afile"], capsys)
+    assert code == 2 and err == "dualdl translate: --out afile is a file; give a folder"
+    (tmp_path / "o" / "net.py").mkdir(parents=True)
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "o", "--name", "net"], capsys)
+    assert code == 2 and err == "dualdl translate: o/net.py is a folder; remove it or choose another name", err
+
+
+@pytest.fixture
+def tiny_mount(tmp_path):
+    """Mount a real tmpfs (root with mount rights only): (path, options) -> folder."""
+    import shutil
+    import subprocess as sp
+    mounted = []
+
+    def make(name, options):
+        d = tmp_path / name
+        d.mkdir()
+        if not shutil.which("mount") or sp.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)],
+                                               capture_output=True).returncode:
+            pytest.skip("cannot mount a tmpfs here (needs root with mount rights)")
+        mounted.append(d)
+        return d
+    yield make
+    for d in mounted:
+        sp.run(["umount", str(d)], capture_output=True)
+
+
+def test_full_disk_exits_2_and_leaves_no_files(tmp_path, monkeypatch, capsys, tiny_mount):
+    mod = _user_module(tmp_path, monkeypatch)
+    full = tiny_mount("full", "size=4k")       # one page: the staged source fits, the weights do not
+    code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", str(full)], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "No space left on device" in err, err
+    assert os.listdir(full) == []              # the staged files are removed, no report
+
+
+def test_read_only_folder_exits_2(tmp_path, monkeypatch, capsys, tiny_mount):
+    mod = _user_module(tmp_path, monkeypatch)
+    ro = tiny_mount("ro", "ro,size=64k")
+    for out in (ro, ro / "sub"):
+        code, _, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", str(out)], capsys)
+        assert code == 2 and err == f"dualdl translate: cannot write in {ro} (a read-only file system)", err
+
+
+@pytest.mark.slow  # two fresh interpreters importing mxnet and torch
+def test_a_torch_py_in_the_current_folder_is_never_imported(tmp_path):
+    """`python -m dualdl` puts the current folder first on sys.path; the factory loader moves it
+    after the installed packages, so ./torch.py and ./mxnet.py are not run, for a model-zoo
+    factory and for the user's own module beside them."""
+    for m in ("torch", "mxnet"):
+        (tmp_path / f"{m}.py").write_text(f"open({str(tmp_path / ('MARK_' + m))!r}, 'w').write('ran')\n"
+                                          f"raise SystemExit('shadowed {m}')\n")
+    (tmp_path / "mine.py").write_text(SMALL)
+    for factory in ("mxnet.gluon.model_zoo.vision:mobilenet0_25", "mine:make"):
+        proc = subprocess.run([sys.executable, "-m", "dualdl", "translate", factory, "--input-shape",
+                               "1,3,32,32" if "zoo" in factory else "2,4", "--out", "out", "--no-verify"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+        assert not [p for p in os.listdir(tmp_path) if p.startswith("MARK_")]
+
+
+def test_factory_loader_searches_the_current_folder_after_installed_packages(tmp_path, monkeypatch):
+    """A module in the current folder named like an installed one (here the standard library's
+    colorsys, which nothing imported yet) is not imported; the user's own module there is."""
+    from dualdl.testing.cli_parity import load_factory
+    if "colorsys" in sys.modules:
+        pytest.skip("colorsys already imported in this process")
+    marker = tmp_path / "MARK"
+    (tmp_path / "colorsys.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    mod = _user_module(tmp_path, monkeypatch, "import colorsys\n\ndef make():\n    return colorsys.rgb_to_hsv\n",
+                       name="mine_beside_colorsys")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)] + sys.path)       # as `python -m dualdl` has it
+    try:
+        f = load_factory(f"{mod}:make")
+        assert f()(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0) and not marker.exists()
+        assert sys.path[-1] == os.path.realpath(tmp_path) and str(tmp_path) not in sys.path[:-1]
+        assert sys.modules["colorsys"].__file__ != str(tmp_path / "colorsys.py")
+    finally:
+        sys.modules.pop("colorsys", None)
+        sys.modules.pop(mod, None)

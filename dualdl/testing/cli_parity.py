@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
+import re
 import sys
 from typing import Any, Callable, List, Tuple
 
@@ -40,29 +42,98 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """``module.path:attr.path`` -> the object (the current directory is importable)."""
-    if ":" not in spec:
-        raise ValueError(f"expected MODULE:FACTORY (e.g. mypkg.models:make_net), got {spec!r}")
-    mod_name, attr = spec.split(":", 1)
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+class FactoryError(ValueError):
+    """The MODULE:FACTORY given on the command line cannot give a model (one line, names why)."""
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _installed_first() -> None:
+    """Move the current folder to the end of ``sys.path``: a ``./torch.py`` or ``./mxnet.py``
+    must not replace the installed package (``python -m`` puts the folder first); the user's
+    own modules in the folder stay importable."""
+    cwd = os.path.realpath(os.getcwd())
+    rest = [p for p in sys.path if os.path.realpath(p or ".") != cwd]
+    sys.path[:] = rest + [cwd]
+
+
+def _import(mod_name: str) -> Any:
+    """Import the factory's module as the script's own ``python FILE`` would, but with
+    ``sys.argv = [FILE]`` and its output captured: a script that parses arguments at import
+    exits, which becomes a FactoryError saying so."""
+    import contextlib
+    import io
+    _installed_first()
+    argv, out = sys.argv, io.StringIO()
     try:
-        obj: Any = importlib.import_module(mod_name)
+        spec = importlib.util.find_spec(mod_name.split(".")[0])    # imports nothing
+    except (ImportError, ValueError) as e:
+        raise FactoryError(f"cannot import module {mod_name!r}: {_one_line(e)}") from None
+    if spec is None:
+        raise FactoryError(f"cannot import module {mod_name!r}: no module of that name on the path (the current "
+                           f"folder {os.getcwd()} is searched after the installed packages)")
+    sys.argv = [spec.origin or mod_name]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            return importlib.import_module(mod_name)
+    except SystemExit as e:
+        said = [ln for ln in out.getvalue().splitlines() if ln.strip()]
+        raise FactoryError(
+            f"module {mod_name!r} exits when imported (status {e.code}"
+            f"{': ' + said[-1].strip() if said else ''}): it parses command-line arguments at import; move "
+            f"that code under `if __name__ == '__main__':` or put the factory in a module that does not "
+            f"run the script") from None
     except ImportError as e:
-        raise ValueError(f"cannot import module {mod_name!r}: {e}") from None
+        raise FactoryError(f"cannot import module {mod_name!r}: {_one_line(e)}") from None
+    except Exception as e:
+        raise FactoryError(f"importing module {mod_name!r} failed: {type(e).__name__}: {_one_line(e)}") from None
+    finally:
+        sys.argv = argv
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """``module.path:attr.path`` -> the object. Installed packages come first on ``sys.path``;
+    the current folder is searched after them."""
+    if ":" not in spec:
+        raise FactoryError(f"expected MODULE:FACTORY (e.g. mypkg.models:make_net), got {spec!r}")
+    mod_name, attr = spec.split(":", 1)
+    if not mod_name or not attr:
+        raise FactoryError(f"expected MODULE:FACTORY (e.g. mypkg.models:make_net), got {spec!r}")
+    obj: Any = _import(mod_name)
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"{mod_name!r} has no attribute {attr!r}")
+            raise FactoryError(f"{mod_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"{spec} is a {type(obj).__name__}, not a callable model factory")
+        raise FactoryError(f"{spec} is not callable (it is a {type(obj).__name__} value); give a function or "
+                           f"class that returns the model")
     return obj
+
+
+def call_factory(factory: Callable[..., Any], spec: str) -> Any:
+    """``factory()``; a factory that needs arguments, or that raises, becomes one FactoryError line."""
+    import inspect
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as e:
+        raise FactoryError(f"{spec} cannot be called without arguments ({_one_line(e)}); give a function "
+                           f"that builds the model with none (in a module of yours: def make(): return "
+                           f"{spec.split(':')[-1]}(...))") from None
+    except ValueError:
+        pass        # no signature (a builtin): just call it
+    try:
+        return factory()
+    except SystemExit as e:
+        raise FactoryError(f"{spec}() exited (status {e.code}): it parses command-line arguments") from None
+    except Exception as e:
+        raise FactoryError(f"{spec}() raised {type(e).__name__}: {_one_line(e)}") from None
 
 
 def parse_shape(text: str) -> Tuple[int, ...]:
     try:
-        shape = tuple(int(s) for s in text.replace("x", ",").split(",") if s.strip())
+        shape = tuple(int(s) for s in re.split(r"[,x]", text.strip()))
     except ValueError:
         raise ValueError(f"--input-shape must be comma-separated integers like 8,3,32,32, got {text!r}") from None
     if not shape or any(d <= 0 for d in shape):

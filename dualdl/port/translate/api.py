@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import keyword
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -12,7 +14,7 @@ import numpy as np
 
 from ..verify import Check
 
-__all__ = ["TranslateReport", "translate"]
+__all__ = ["Staging", "TranslateReport", "translate"]
 
 
 @dataclass
@@ -53,7 +55,8 @@ class TranslateReport:
                 "mapping": self.mapping}
 
     def summary(self) -> str:
-        lines = [f"translate {self.name}: {'OK' if self.ok else 'NOT OK'} -> {self.source_path} "
+        status = "OK" if self.ok else ("NOT VERIFIED" if not self.checks and not self.untranslated else "NOT OK")
+        lines = [f"translate {self.name}: {status} -> {self.source_path} "
                  f"(class {self.class_name}), {self.weights_path}"]
         for c in self.checks:
             own = (f", torch's own float32 rounding {c.rounding['torch']:.3g}, Gluon float32 vs torch "
@@ -75,9 +78,28 @@ def _largest(checks: List[Check], attr: str) -> Optional[float]:
     return max((getattr(c, attr) for c in checks), default=None)
 
 
+# module names a generated NAME.py must not take: importing it from its folder would shadow them
+_TAKEN_MODULES = frozenset({"torch", "safetensors", "numpy", "mxnet", "dualdl", "gluoncv", "gluonnlp"})
+
+
 def _default_name(block: Any) -> str:
-    """The Gluon class name in lower case: ResNetV1 -> resnetv1, _MyNet -> mynet."""
-    return re.sub(r"\W", "_", type(block).__name__.lower()).strip("_") or "model"
+    """The Gluon class name in lower case: ResNetV1 -> resnetv1, _MyNet -> mynet (ASCII; a name
+    that would shadow a module, e.g. a class ``Torch``, gets ``_model``)."""
+    name = re.sub(r"[^0-9a-z_]", "_", type(block).__name__.lower()).strip("_") or "model"
+    if name[0].isdigit():
+        name = "m_" + name
+    return name if _name_problem(name) is None else f"{name}_model"
+
+
+def _name_problem(name: str) -> Optional[str]:
+    """Why ``name`` cannot be the generated module's name (``import NAME`` from its folder), or None."""
+    if not isinstance(name, str) or not name.isascii() or not name.isidentifier():
+        return "it must be a Python identifier of ASCII letters, digits and _ (it is the module name)"
+    if keyword.iskeyword(name) or name == "__debug__":
+        return "it is a Python keyword, so `import NAME` cannot be written"
+    if name in _TAKEN_MODULES or name in sys.stdlib_module_names:
+        return f"a module {name}.py would shadow the installed module {name!r} for code in that folder"
+    return None
 
 
 def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:
@@ -94,7 +116,7 @@ def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:
 
 def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
               verify: bool = True, lr: float = 0.1, seed: int = 0,
-              batchnorm: str = "torch") -> TranslateReport:
+              batchnorm: str = "torch", force: bool = False) -> TranslateReport:
     """Write ``out_dir/<name>.py`` (a torch module mirroring the Gluon block tree),
     ``<name>.safetensors`` (its state_dict, from the block's current weights) and
     ``<name>.report.json``; return the report (``.ok`` only if every check passed).
@@ -104,7 +126,12 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     at ``lr`` in train mode); the block's weights are restored afterwards.
 
     ``batchnorm``: ``"torch"`` writes ``nn.BatchNorm*d`` (running variance updated with torch's
-    unbiased batch variance); ``"gluon"`` writes a BatchNorm that keeps Gluon's biased estimate."""
+    unbiased batch variance); ``"gluon"`` writes a BatchNorm that keeps Gluon's biased estimate.
+
+    Files are staged and proven before they replace anything (see :class:`Staging`): a crash
+    leaves the previous complete result or no report. An existing file of these names that
+    translate did not write is refused (``FileExistsError``) unless ``force=True``.
+    A ``SymbolBlock`` (an exported model) is translated from its graph (``translate_symbol_block``)."""
     import mxnet as mx
     from .codegen import Generator
     from .trace import gluon_inputs, record_calls, walk
@@ -112,9 +139,15 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
 
     if not isinstance(block, mx.gluon.Block):
         raise TypeError(f"translate: expected a Gluon Block, got {type(block).__name__}")
-    name = name or _default_name(block)
-    if not name.isidentifier():
-        raise ValueError(f"translate: name must be a valid Python identifier (the module name), got {name!r}")
+    if isinstance(block, mx.gluon.SymbolBlock):
+        from .symbol_file import translate_symbol_block
+        return translate_symbol_block(block, sample_inputs, out_dir, name, verify=verify, lr=lr, seed=seed,
+                                      batchnorm=batchnorm, force=force)
+    if name is None:
+        name = _default_name(block)
+    elif _name_problem(name):
+        raise ValueError(f"translate: cannot use the name {name!r}: {_name_problem(name)}; choose another name")
+    stage = Staging(out_dir, name, force=force)     # refuses before any work: file as out_dir, foreign files
     arrays = _as_arrays(sample_inputs)
     t0, c0 = time.perf_counter(), time.process_time()
     active = [(b, b._active) for _, b in walk(block) if getattr(b, "_active", False)]
@@ -127,47 +160,220 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         except mx.gluon.parameter.DeferredInitializationError as e:
             raise ValueError(f"translate: the block's parameters are not initialised ({e}); call "
                              f"block.initialize() or load_parameters(...) first") from None
+        except mx.base.MXNetError as e:      # the sample inputs do not fit the model
+            first = next((ln.strip() for ln in str(e).splitlines() if "Error" in ln and "Traceback" not in ln),
+                         str(e).strip().splitlines()[-1:] or [""])
+            first = first if isinstance(first, str) else first[0]
+            raise ValueError(f"translate: {type(block).__name__} does not run on sample inputs of shapes "
+                             f"{[tuple(a.shape) for a in arrays]} ({first}); give the shapes it takes") from None
         gen = Generator(block, records, name, batchnorm=batchnorm)
         source = gen.source()
+        _check_generated(source, gen.entries, name)
         t1 = time.perf_counter()
-        os.makedirs(out_dir, exist_ok=True)
-        paths = {k: os.path.join(out_dir, f"{name}{k}") for k in (".py", ".safetensors", ".report.json")}
+        paths = stage.paths
         report = TranslateReport(name, gen.top_class, paths[".py"], paths[".safetensors"],
                                  paths[".report.json"], untranslated=list(gen.untraced))
         report.mapping = [{"torch": e.torch_key, "gluon": e.gluon_key,
                            "shape": list(e.param.shape) if e.param is not None else [],
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
-        from ...atomic import atomic_write_file
-        atomic_write_file(paths[".py"], lambda f: f.write(source.encode()))
-        state = torch_state(gen.entries)
-        _save_weights(paths[".safetensors"], state, gen.entries)
-        if verify and not gen.untraced:
-            cls = load_generated(paths[".py"], gen.top_class)
-            checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
-                                                            records, lr=lr, seed=seed, ops=gen.ops,
-                                                            current={id(e.param): state[e.torch_key].numpy()
-                                                                     for e in gen.entries if e.param is not None})
-            report.checks, report.first_divergent, report.notes = checks, first, notes
-        elif gen.untraced:
-            report.notes.append("not verified: parts of the model were not translated")
-        report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
-                          "cpu": round(time.process_time() - c0, 3)}
+        with stage:
+            stage.write_source(source)
+            state = torch_state(gen.entries)
+            stage.write_weights(lambda tmp: _save_weights(tmp, state))
+            _hook("staged")
+            if verify and not gen.untraced:
+                cls = load_generated(stage.staged(".py"), gen.top_class)
+                current = {id(e.param): state[e.torch_key].numpy() for e in gen.entries if e.param is not None}
+                checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
+                                                                records, lr=lr, seed=seed, ops=gen.ops,
+                                                                current=current)
+                report.checks, report.first_divergent, report.notes = checks, first, notes
+            elif gen.untraced:
+                report.notes.append("not verified: parts of the model were not translated")
+            report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
+                              "cpu": round(time.process_time() - c0, 3)}
+            stage.publish(report.to_dict())
     finally:
         for b, flag in active:
             b._active = flag
-    data = json.dumps(report.to_dict(), indent=1, default=float).encode()
-    atomic_write_file(paths[".report.json"], lambda f: f.write(data))
     return report
 
 
-def _save_weights(path: str, state: Dict[str, Any], entries) -> None:
+def _check_generated(source: str, entries, name: str) -> None:
+    """The last guard before anything is written: the source is what translate means (safe.check_source)
+    and no two Gluon tensors share one torch key (one Gluon layer would load the other's weights)."""
+    from .errors import TranslationError
+    from .safe import check_source
+    check_source(source, f"{name}.py")
+    seen: Dict[str, Any] = {}
+    for e in entries:
+        other = seen.setdefault(e.torch_key, e)
+        if other is not e and (e.param is None or other.param is not e.param):
+            raise TranslationError(f"Gluon tensors {other.gluon_key or other.gluon_path!r} and "
+                                   f"{e.gluon_key or e.gluon_path!r} would both become torch key {e.torch_key!r}; "
+                                   f"rename one of the children or parameters")
+
+
+def _save_weights(path: str, state: Dict[str, Any]) -> None:
     """safetensors refuses shared storage: tied weights are written once per key (load_state_dict
-    assigns both keys to the one shared torch Parameter)."""
+    assigns both keys to the one shared torch Parameter). The metadata marks the file as translate's."""
     from safetensors.torch import save_file
-    from ...atomic import atomic_write
     seen: set = set()
     flat = {}
     for k, v in state.items():
         flat[k] = v.clone() if id(v) in seen else v.contiguous()
         seen.add(id(v))
-    atomic_write(path, lambda tmp: save_file(flat, tmp))
+    save_file(flat, path, metadata={"generated_by": GENERATED_BY})
+
+
+GENERATED_BY = "dualdl translate"
+_SUFFIXES = (".py", ".safetensors", ".report.json")
+
+
+class Staging:
+    """Write one translation result (``NAME.py``, ``NAME.safetensors``, ``NAME.report.json``) so
+    that a crash or ``kill -9`` at any moment leaves the previous complete result or no report:
+    the source and weights go to temporary files beside their targets (the proof runs on the
+    staged source), then the old report is removed, weights and source are renamed over their
+    targets and the new report is written last. Use as a context manager: leaving it without
+    :meth:`publish` (an exception) removes the temporary files and keeps the previous result.
+
+    On creation it refuses what it must not touch: ``out_dir`` being a file, a target that is a
+    folder, and a target translate did not write (its header, metadata or report say so) unless
+    ``force``; the error names the file."""
+
+    def __init__(self, out_dir: str, name: str, *, force: bool = False):
+        out_dir = os.fspath(out_dir)
+        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+            raise NotADirectoryError(f"translate: the output folder {out_dir} is a file; give a folder")
+        self.out_dir = out_dir
+        self.paths = {k: os.path.join(out_dir, f"{name}{k}") for k in _SUFFIXES}
+        for k, p in self.paths.items():
+            if os.path.isdir(p):
+                raise IsADirectoryError(f"translate: {p} is a folder; remove it or choose another name")
+            if os.path.lexists(p) and not force and not _written_by_translate(p, k, self.paths):
+                raise FileExistsError(f"translate: {p} exists and was not written by dualdl translate; "
+                                      f"pass --force (force=True) to overwrite it, or choose another --out/--name")
+        existing = os.path.abspath(out_dir)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise NotADirectoryError(f"translate: cannot create the output folder {out_dir}: {existing} is a file")
+        try:
+            read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+        except (OSError, AttributeError):
+            read_only = False
+        if read_only or not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(f"translate: cannot write in {existing} "
+                                  f"({'a read-only file system' if read_only else 'permission denied'})")
+        self._tmp: Dict[str, str] = {}
+
+    def staged(self, suffix: str) -> str:
+        return self._tmp[suffix]
+
+    def _write(self, suffix: str, fn) -> None:
+        from ...atomic import temp_path
+        os.makedirs(self.out_dir, exist_ok=True)     # created when the first file is written
+        tmp = self._tmp.setdefault(suffix, temp_path(self.paths[suffix]))
+        try:
+            fn(tmp)
+        except OSError:
+            raise
+        except Exception as e:     # safetensors reports a full disk as "I/O error: ... (os error 28)"
+            code = re.search(r"os error (\d+)", str(e))
+            if code is None:
+                raise
+            raise OSError(int(code.group(1)), f"translate: cannot write {self.paths[suffix]}: "
+                                              f"{os.strerror(int(code.group(1)))}") from None
+        if not os.path.exists(tmp):
+            raise FileNotFoundError(f"translate: the writer of {self.paths[suffix]} created no file")
+
+    def write_source(self, source: str) -> None:
+        def write(tmp):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(source)
+        self._write(".py", write)
+
+    def write_weights(self, fn) -> None:
+        """``fn(tmp_path)`` writes the safetensors file."""
+        self._write(".safetensors", fn)
+
+    def publish(self, report: Dict[str, Any]) -> None:
+        from ...atomic import atomic_write_file, publish
+        data = json.dumps(report, indent=1, default=float).encode()
+        _hook("before-publish")
+        try:
+            os.unlink(self.paths[".report.json"])       # from here on nothing claims to be complete
+        except FileNotFoundError:
+            pass
+        for suffix in (".safetensors", ".py"):
+            if suffix in self._tmp:
+                publish(self._tmp.pop(suffix), self.paths[suffix])
+                _hook(f"published {suffix}")
+        atomic_write_file(self.paths[".report.json"], lambda f: f.write(data))
+
+    def discard(self) -> None:
+        for tmp in self._tmp.values():
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        self._tmp.clear()
+
+    def __enter__(self) -> "Staging":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
+
+
+def _hook(point: str) -> None:
+    """Test seam for crash tests: ``DUALDL_TRANSLATE_PAUSE=<point>`` makes the process print the
+    point and sleep there, so a test can ``kill -9`` it at that exact moment."""
+    if os.environ.get("DUALDL_TRANSLATE_PAUSE") == point:
+        print(f"dualdl-translate-paused: {point}", flush=True)
+        time.sleep(600)
+
+
+def _written_by_translate(path: str, suffix: str, paths: Dict[str, str]) -> bool:
+    """Whether ``path`` is translate's own earlier output: a .py whose first lines say
+    "generated by `dualdl translate`", a report with translate's keys, weights whose metadata
+    (or whose report) says so."""
+    try:
+        if suffix == ".py":
+            with open(path, "rb") as f:
+                return b"generated by `dualdl translate`" in f.read(512)
+        if suffix == ".report.json":
+            return _translate_report(path) is not None
+        if _safetensors_metadata(path).get("generated_by") == GENERATED_BY:
+            return True
+        rep = _translate_report(paths[".report.json"])
+        return rep is not None and os.path.basename(str(rep.get("weights", ""))) == os.path.basename(path)
+    except OSError:
+        return False
+
+
+def _translate_report(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(50_000_000))
+    except (OSError, ValueError):
+        return None
+    keys = {"ok", "name", "class", "source", "weights", "checks", "mapping"}
+    return data if isinstance(data, dict) and keys <= set(data) else None
+
+
+def _safetensors_metadata(path: str) -> Dict[str, Any]:
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            return {}
+        n = struct.unpack("<Q", head)[0]
+        if n > 100_000_000:
+            return {}
+        try:
+            meta = json.loads(f.read(n)).get("__metadata__") or {}
+        except (ValueError, AttributeError):
+            return {}
+    return meta if isinstance(meta, dict) else {}

@@ -4,27 +4,95 @@ source, with numeric literals replaceable by constructor-argument names (``Call`
 """
 from __future__ import annotations
 
+import builtins
+import hashlib
 import keyword
 import re
-from typing import Any, Dict
+from typing import Any, Dict, Iterable, Set
 
 from .registry import Call
 from .safe import comment as safe_comment, literal
 
-__all__ = ["Ref"]
+__all__ = ["Ref", "MODULE_NAMES", "child_call", "defined_names", "free_name"]
+
+# Names the generated file itself uses at module level: a class, helper or local of the same name
+# would shadow them (a class named F breaks every F.relu in the file).
+MODULE_NAMES = frozenset({"torch", "nn", "F", "Concurrent", "__debug__"}) | frozenset(keyword.kwlist) | \
+    frozenset(n for n in dir(builtins) if not n.startswith("_"))
+_ATTR_RESERVED = frozenset({"torch", "nn", "F", "self", "super", "__debug__"}) | frozenset(keyword.kwlist)
+
+
+def _module_attrs() -> frozenset:
+    """Every name ``nn.Module`` defines (methods like forward/to/cuda, and the instance state
+    training/_modules/...): a child attribute of that name would shadow it or be shadowed."""
+    global _MODULE_ATTRS
+    if _MODULE_ATTRS is None:
+        try:
+            from torch import nn
+            _MODULE_ATTRS = frozenset(dir(nn.Module)) | frozenset(vars(nn.Module()))
+        except Exception:    # torch missing: the names every torch 2.x Module has
+            _MODULE_ATTRS = frozenset({"forward", "to", "training", "cuda", "cpu", "eval", "train", "parameters",
+                                       "state_dict", "load_state_dict", "modules", "children", "apply", "half",
+                                       "float", "double", "type", "zero_grad", "buffers", "register_buffer",
+                                       "_modules", "_parameters", "_buffers"})
+    return _MODULE_ATTRS
+
+
+_MODULE_ATTRS = None
+
+
+def _tag(name: str) -> str:
+    return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:4]
 
 
 def _ident(name: str) -> str:
-    s = re.sub(r"\W", "_", name)
-    if not s or s[0].isdigit():
+    """A Python identifier for a Gluon name, safe as an attribute of an ``nn.Module`` and as a
+    local or argument name: ASCII letters, digits and ``_`` only (Python would NFKC-normalise
+    ``\ufb01`` to ``fi`` in source but not in ``state_dict`` keys); a name that had other characters
+    than letters, digits, ``_`` and ``.`` gets a short hash of the original so ``a-b`` and ``a_b``
+    stay two names (a call path ``enc.0`` becomes ``enc_0``; a child named ``a.b`` beside ``a_b`` is
+    refused by translate with a clear error); keywords, ``__debug__``,
+    ``torch``/``nn``/``F``/``self`` and ``nn.Module``'s own attributes (``forward``, ``to``,
+    ``training``) get a trailing ``_``; a leading digit or ``__`` (name mangling) gets ``m``/``m_``."""
+    name = str(name)
+    s = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    if (s != name and s != name.replace(".", "_")) or not s:    # "enc.0" (a call path) stays enc_0
+        s = f"{s}_{_tag(name)}" if s.strip("_") else f"m_{_tag(name)}"
+    if s[0].isdigit():
         s = "m_" + s
-    return s + "_" if keyword.iskeyword(s) else s
+    elif s.startswith("__"):
+        s = "m" + s
+    if s in _ATTR_RESERVED or s in _module_attrs():
+        s += "_"
+    return s
 
 
 def _camel(name: str) -> str:
-    parts = re.split(r"[^0-9A-Za-z]+", name)
-    s = "".join(p[:1].upper() + p[1:] for p in parts if p)
-    return _ident(s or "Translated")
+    """A CamelCase ASCII class name that shadows nothing the generated file uses (``F``,
+    ``Concurrent``, builtins such as ``NotImplementedError``, keywords)."""
+    parts = re.split(r"[^0-9A-Za-z]+", str(name))
+    s = "".join(p[:1].upper() + p[1:] for p in parts if p) or "Translated"
+    if s[0].isdigit():
+        s = "M" + s
+    return free_name(s, ())
+
+
+def free_name(base: str, taken: Iterable[str]) -> str:
+    """``base`` with ``_`` appended until it is neither in ``taken`` nor in :data:`MODULE_NAMES`."""
+    taken = set(taken)
+    s = base
+    while s in taken or s in MODULE_NAMES:
+        s += "_"
+    return s
+
+
+def defined_names(sources: Iterable[str]) -> Set[str]:
+    """The module-level names that helper sources define (``class X``/``def f``/``X = ...``)."""
+    out: Set[str] = set()
+    for src in sources:
+        out.update(re.findall(r"^(?:class|def)\s+([A-Za-z_]\w*)", src, flags=re.M))
+        out.update(re.findall(r"^([A-Za-z_]\w*)\s*=", src, flags=re.M))
+    return out
 
 
 def _join(a: str, b: str) -> str:
@@ -34,8 +102,24 @@ def _join(a: str, b: str) -> str:
 def _attr_path(key: str) -> str:
     out = "self"
     for part in key.split("."):
-        out += f"[{part}]" if part.isdigit() else f".{part}"
+        out += f"[{part}]" if part.isascii() and part.isdigit() else f".{part}"
     return out
+
+
+def child_call(block: Any, name: str):
+    """``(child block, source of its attribute)`` for a traced call site ``name`` of ``block``: a
+    direct child under any name (dots, newlines and digits included: ``self.<_ident(name)>``, as
+    the constructor writes it) or ``"seq.i"``, layer ``i`` of a Sequential child that the block
+    calls layer by layer (``self.seq[k]``, ``k`` its position in the ``nn.ModuleList``)."""
+    children = block._children
+    if name in children:
+        return children[name], f"self.{_ident(name)}"
+    for i in range(len(name)):
+        if name[i] == "." and name[:i] in children:
+            seq, rest = children[name[:i]], name[i + 1:]
+            if rest in seq._children:
+                return seq._children[rest], f"self.{_ident(name[:i])}[{list(seq._children).index(rest)}]"
+    raise KeyError(name)
 
 
 class Ref(Call):

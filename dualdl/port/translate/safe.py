@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["comment", "docstring_text", "literal"]
+__all__ = ["check_source", "comment", "docstring_text", "literal"]
 
 
 def comment(text: str) -> str:
@@ -37,3 +37,52 @@ def literal(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(literal(i) for i in v) + "]"
     return repr(v)
+
+
+_FRAMEWORK = frozenset({"torch", "nn", "F"})
+
+
+def check_source(source: str, filename: str = "<generated>") -> None:
+    """Refuse generated source that is not what translate means to write: it must compile, hold
+    only its docstring, imports and definitions at module level (nothing else runs on import),
+    define each module-level name once, and never rebind ``torch``/``nn``/``F`` (as a class,
+    function, argument or local). Raises ``TranslationError`` naming the problem."""
+    import ast
+    from .errors import TranslationError
+
+    def bad(what: str) -> TranslationError:
+        return TranslationError(f"translate wrote source that it refuses to save ({what}); this is a "
+                                f"bug in dualdl translate: please report it with the model's class")
+    try:
+        tree = ast.parse(source, filename)
+        compile(tree, filename, "exec")
+    except (SyntaxError, ValueError) as e:
+        raise bad(f"{type(e).__name__}: {comment(e)}") from None
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Import):
+            names += [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [a.asname or a.name for a in node.names]
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            raise bad(f"a {type(node).__name__} statement at module level, line {node.lineno}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise bad(f"{', '.join(twice)} defined twice at module level")
+    for node in ast.walk(tree):
+        bound = []
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            a = node.args
+            bound = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
+                [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+            if len(bound) != len(set(bound)):
+                raise bad(f"an argument listed twice in {getattr(node, 'name', 'a lambda')}")
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound = [node.id]
+        elif isinstance(node, ast.ClassDef) and node not in tree.body:
+            bound = [node.name]
+        shadow = _FRAMEWORK.intersection(bound)
+        if shadow:
+            raise bad(f"{', '.join(sorted(shadow))} rebound at line {node.lineno}")
