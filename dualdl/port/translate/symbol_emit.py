@@ -44,6 +44,7 @@ class Inst:
     outputs: List[Value] = field(default_factory=list)
     init: List[Tuple[str, Call]] = field(default_factory=list)
     own: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
+    extra: List[str] = field(default_factory=list)     # __init__ lines after the layers
     forward: List[str] = field(default_factory=list)
     signature: List[str] = field(default_factory=list)
     children: List["Inst"] = field(default_factory=list)
@@ -65,6 +66,7 @@ class SymbolEmitter:
         self.helpers: "OrderedDict[str, str]" = OrderedDict()
         self.owner: Dict[str, str] = {}          # weight name -> first torch key
         self.ties: List[Tuple[str, str, str]] = []
+        self.ones: List[str] = []                # weights MXNet ignores and fixes at 1 (fix_gamma=True)
         self.value_users: Dict[Value, List[int]] = {}
         for n in g.nodes:
             for v in n.inputs:
@@ -99,9 +101,11 @@ class SymbolEmitter:
                 spec = layer_spec(g, node)
                 attr = attrs[it]
                 call = spec.ctor
-                call.comment = spec.comment
+                call.comment = spec.comment or call.comment
                 inst.init.append((attr, call))
                 self._map_layer(node, spec, _join(tpath, attr))
+                for idx, why in spec.frozen.items():
+                    inst.extra.append(f"self.{attr}.{spec.params[idx]}.requires_grad_(False)  # {safe_comment(why)}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)
         inst.signature, inst.forward = _Forward(self, inst, attrs).write()
         return inst
@@ -118,7 +122,7 @@ class SymbolEmitter:
                 tok, key = it.token, id(it)
             elif is_layer(self.g, it):
                 from .symbol_tree import node_tokens
-                tok, key = node_tokens(self.g.nodes[it].name, prefix)[-1], it
+                tok, key = self.g.layer_names.get(it) or node_tokens(self.g.nodes[it].name, prefix)[-1], it
             else:
                 continue
             if s.kind == "block":
@@ -133,17 +137,17 @@ class SymbolEmitter:
         return out
 
     def _map_layer(self, node, spec: LayerSpec, tkey: str) -> None:
-        for idx, tname in spec.params.items():
-            if idx >= len(node.inputs):
-                continue
-            var = self.g.nodes[node.inputs[idx][0]]
+        weights = [(node.inputs[idx][0], tname, spec.roles.get(idx, tname)) for idx, tname in spec.params.items()
+                   if idx < len(node.inputs)] + list(spec.weights)
+        for vid, tname, role in weights:
+            var = self.g.nodes[vid]
+            if role == "fixed_gamma":
+                self.ones.append(var.name)
             if var.op != "null" or var.kind == "input":
                 raise TranslationError(f"MXNet {node.op} node {node.name!r} takes a computed value as its "
-                                       f"{spec.roles.get(idx, 'weight')}, not a stored weight",
-                                       op=node.op, block=node.op, path=node.name)
+                                       f"{role}, not a stored weight", op=node.op, block=node.op, path=node.name)
             key = _join(tkey, tname)
-            e = MapEntry(key, f"{node.name}.{spec.roles.get(idx, tname)}", param=self.params[var.name],
-                         gluon_path=node.name)
+            e = MapEntry(key, f"{node.name}.{role}", param=self.params[var.name], gluon_path=node.name)
             if var.name in self.owner:
                 e.tied_to = self.owner[var.name]
                 self.ties.append((key, self.owner[var.name], var.name))
@@ -245,6 +249,7 @@ class SymbolEmitter:
             lines.append(f"        self.{attr} = {_render(call, 8, names, counter, seen=seen)}")
         for attr, shape in inst.own:
             lines.append(f"        self.{attr} = nn.Parameter(torch.empty({', '.join(str(d) for d in shape)}))")
+        lines += [f"        {ln}" for ln in inst.extra]
         if inst.scope.kind == "root":
             for key, first_key, wname in self.ties:
                 lines.append(f"        {_attr_path(key)} = {_attr_path(first_key)}  # one weight in MXNet: "
@@ -281,7 +286,7 @@ def _attr_path(key: str) -> str:
 
 
 def _skeleton(i: Inst) -> str:
-    return repr([(a, _render(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + \
+    return repr([(a, _render(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + repr(i.extra) + \
         "\n".join(i.forward) + repr(i.signature)
 
 
@@ -399,6 +404,10 @@ class _Forward:
     def _n_out(self, it) -> int:
         if isinstance(it, Scope):
             return len(self.children[id(it)].outputs)
+        if is_layer(self.g, it):
+            n = layer_spec(self.g, self.g.nodes[it]).n_out
+            if n is not None:
+                return n
         k = 0
         while (it, k) in self.g.shapes:
             k += 1
@@ -458,6 +467,7 @@ class _Forward:
             return expr, self._release(used)
         node = g.nodes[it]
         if is_layer(g, it):
+            self.em.ops.add(node.op if node.op != "RNN" else f"RNN:{node.attrs.get('mode', 'lstm')}")
             spec_call = layer_call(g, node)
             x = self._take(node.inputs[0])
             text = spec_call.replace("{m}", f"self.{self.attrs[it]}").replace(

@@ -99,6 +99,7 @@ def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0
     em = SymbolEmitter(g, build_tree(g), params, name)
     source = em.source()
     _check_generated(source, em.entries, name)
+    _fix_ones(params, em.ones)
     t1 = time.perf_counter()
     paths = stage.paths
     report = TranslateReport(name, em.top_class, paths[".py"], paths[".safetensors"], paths[".report.json"])
@@ -122,12 +123,23 @@ def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0
                                     f"({len(dropped)} Dropout nodes; random masks differ)")
         else:
             report.notes.append("not verified (verify=False)")
+        if em.ones:
+            report.notes.append(f"{len(em.ones)} BatchNorm(fix_gamma=True) scales written as 1 and frozen "
+                                f"(MXNet ignores their stored values)")
         report.notes.append(f"translated from the exported symbol {os.path.basename(g.path)} ({len(g.order)} op "
                             f"nodes, inputs {g.inputs} of shapes {[list(a.shape) for a in arrays]})")
         report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
                           "cpu": round(time.process_time() - c0, 3)}
         stage.publish(report.to_dict())
     return report
+
+
+def _fix_ones(params, names) -> None:
+    """MXNet ignores the gamma of a BatchNorm(fix_gamma=True) and uses 1: the torch weight is 1."""
+    import mxnet as mx
+    for nm in names:
+        p = params[nm]
+        p.set_data(mx.nd.ones(p.shape, dtype=p.dtype))
 
 
 def translate_symbol_block(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,

@@ -9,7 +9,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import TranslationError
 
@@ -38,10 +38,13 @@ class SymGraph:
     dtypes: Dict[Value, str] = field(default_factory=dict)
     symbol_json: str = ""
     path: str = ""
+    absorbed: set = field(default_factory=set)    # op nodes folded into a layer (an RNN's weight concat)
+    rnn: Dict[int, Any] = field(default_factory=dict)
+    layer_names: Dict[int, str] = field(default_factory=dict)   # a layer's name when its scope was folded away
 
     @property
     def order(self) -> List[int]:
-        return [n.id for n in self.nodes if n.op != "null"]
+        return [n.id for n in self.nodes if n.op != "null" and n.id not in self.absorbed]
 
     def consumers(self) -> Dict[int, List[int]]:
         out: Dict[int, List[int]] = {n.id: [] for n in self.nodes}

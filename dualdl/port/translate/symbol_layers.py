@@ -16,6 +16,7 @@ from .symbol_graph import SymGraph, SymNode
 __all__ = ["LayerSpec", "layer_spec"]
 
 _BN = "MXNet momentum {g} weights the old running value; torch's {t} weights the new one"
+_FIXED = "MXNet BatchNorm(fix_gamma=True): the scale is 1 and not trained (MXNet ignores the stored gamma)"
 _FLAT = "MXNet FullyConnected(flatten=True) flattens all but the batch axis first"
 
 
@@ -31,6 +32,9 @@ class LayerSpec:
     comment: str = ""
     buffers: Dict[str, int] = field(default_factory=dict)
     momentum: Optional[float] = None
+    weights: List[Tuple[int, str, str]] = field(default_factory=list)   # (variable id, torch name, Gluon name)
+    n_out: Optional[int] = None          # outputs the torch call returns, when not the op's
+    frozen: Dict[int, str] = field(default_factory=dict)   # input index -> why the weight is fixed at 1
 
 
 def _err(node: SymNode, what: str) -> TranslationError:
@@ -107,9 +111,6 @@ def _batchnorm(g, node):
         raise _err(node, "BatchNorm(use_global_stats=True) (torch has no such flag; freeze with eval())")
     if _attr(node, "output_mean_var", False):
         raise _err(node, "BatchNorm(output_mean_var=True)")
-    if _attr(node, "fix_gamma", True):
-        raise _err(node, "BatchNorm(fix_gamma=True) (the scale is ignored and fixed at 1; torch's affine "
-                         "BatchNorm trains it)")
     ndim = len(_shape(g, node, 0))
     cls = {2: "nn.BatchNorm1d", 3: "nn.BatchNorm1d", 4: "nn.BatchNorm2d", 5: "nn.BatchNorm3d"}.get(ndim)
     if cls is None:
@@ -117,11 +118,13 @@ def _batchnorm(g, node):
     m = float(_attr(node, "momentum", 0.9))
     mom = round(1.0 - m, 12)
     eps = float(_attr(node, "eps", 1e-3))
+    fixed = bool(_attr(node, "fix_gamma", True))
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
                           names=["num_features"]),
                      {1: "weight", 2: "bias", 3: "running_mean", 4: "running_var"},
-                     {1: "gamma", 2: "beta", 3: "running_mean", 4: "running_var"},
-                     comment=_BN.format(g=m, t=mom), buffers={"num_batches_tracked": 0}, momentum=m)
+                     {1: "fixed_gamma" if fixed else "gamma", 2: "beta", 3: "running_mean", 4: "running_var"},
+                     comment=_BN.format(g=m, t=mom), buffers={"num_batches_tracked": 0}, momentum=m,
+                     frozen={1: _FIXED} if fixed else {})
 
 
 def _pooling(g, node):
@@ -188,4 +191,7 @@ _LAYERS = {"Convolution": _conv, "Deconvolution": _conv, "FullyConnected": _fc, 
 
 
 def layer_spec(g: SymGraph, node: SymNode) -> LayerSpec:
+    if node.op == "RNN":
+        from .symbol_rnn import rnn_spec
+        return rnn_spec(g, node, LayerSpec)
     return _LAYERS[node.op](g, node)

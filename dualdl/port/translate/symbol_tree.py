@@ -18,7 +18,7 @@ __all__ = ["Scope", "build_tree", "node_tokens", "MODULE_OPS"]
 
 #: ops that become a torch layer (an attribute of the module), not an expression in forward
 MODULE_OPS = frozenset({"Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "Pooling", "Embedding",
-                        "Dropout", "PReLU"})
+                        "Dropout", "PReLU", "RNN"})
 
 _SUFFIXES = ("fwd", "output", "out")
 
@@ -70,11 +70,14 @@ def is_layer(g: SymGraph, nid: int) -> bool:
 
 def build_tree(g: SymGraph) -> Scope:
     """The scope tree, each scope's items in an order that computes every value before its use."""
+    from .symbol_rnn import absorb_rnn_inputs
+    absorb_rnn_inputs(g)
     ops = g.order
     prefix = _common_prefix([g.nodes[i].name for i in ops])
     root = Scope("", "root")
+    paths = _place_orphans(g, ops, {nid: node_tokens(g.nodes[nid].name, prefix) for nid in ops}, prefix)
     for nid in ops:
-        toks = node_tokens(g.nodes[nid].name, prefix)
+        toks = paths[nid]
         s = root
         for t in toks[:-1]:
             child = next((c for c in s.items if isinstance(c, Scope) and c.token == t), None)
@@ -83,7 +86,7 @@ def build_tree(g: SymGraph) -> Scope:
                 s.items.append(child)
             s = child
         s.items.append(nid)
-    _collapse_small(root)
+    _collapse_small(g, root)
     consumers = g.consumers()
     _make_convex(g, root, consumers)
     _order(g, root)
@@ -100,11 +103,38 @@ def _dissolve(s: Scope) -> None:
     p.items[i:i + 1] = s.items
 
 
-def _collapse_small(s: Scope) -> None:
-    """A scope holding a single node (Gluon's ``relu60_relu6``) is not worth a module."""
+def _place_orphans(g: SymGraph, ops: List[int], paths: Dict[int, List[str]], prefix: str) -> Dict[int, List[str]]:
+    """An op MXNet named itself (``_plus0``, written as ``a + b`` in symbol code: no scope in its
+    name) goes into the deepest scope holding everything it adds up (insightface's residual
+    ``_plus`` joins its unit)."""
+    for nid in ops:
+        n = g.nodes[nid]
+        if len(paths[nid]) != 1 or is_layer(g, nid) or (prefix and n.name.startswith(prefix)) or not n.inputs:
+            continue
+        srcs = [s for s, _ in n.inputs if g.nodes[s].op != "null" or g.nodes[s].kind == "input"]
+        if not srcs or any(g.nodes[s].op == "null" or s in g.absorbed for s in srcs):
+            continue
+        common = paths[srcs[0]][:-1]
+        for s in srcs[1:]:
+            other = paths[s][:-1]
+            k = 0
+            while k < min(len(common), len(other)) and common[k] == other[k]:
+                k += 1
+            common = common[:k]
+        if common:
+            paths[nid] = common + paths[nid]
+    return paths
+
+
+def _collapse_small(g: SymGraph, s: Scope) -> None:
+    """A scope holding a single node (Gluon's ``relu60_relu6``) is not worth a module; its layer
+    keeps the scope's name in its own (``pre_fc1``)."""
     for c in s.children():
-        _collapse_small(c)
+        _collapse_small(g, c)
     if s.kind != "root" and len(s.items) == 1 and not isinstance(s.items[0], Scope):
+        nid = s.items[0]
+        prefix = _common_prefix([g.nodes[i].name for i in g.order])
+        g.layer_names[nid] = f"{s.token}_{g.layer_names.get(nid) or node_tokens(g.nodes[nid].name, prefix)[-1]}"
         _dissolve(s)
 
 
@@ -169,7 +199,8 @@ def item_values(g: SymGraph, it, consumers=None) -> (List[Value], List[Value]):
     for n in nodes:
         for v in g.nodes[n].inputs:
             src = g.nodes[v[0]]
-            if v[0] not in inside and (src.op != "null" or src.kind == "input") and v not in used:
+            if v[0] not in inside and v[0] not in g.absorbed and (src.op != "null" or src.kind == "input") \
+                    and v not in used:
                 used.append(v)
         k = 0
         while (n, k) in g.shapes:
@@ -226,6 +257,11 @@ def _find_blocks(g: SymGraph, s: Scope, consumers) -> None:
             prev.items.append(seg[0])      # the activation after a residual add belongs to its block
             continue
         ins = {v for used, _ in info[a:b + 1] for v in used if not a <= pos_of.get(v[0], -1) <= b}
+        if b > a and isinstance(seg[0], Scope) and seg[0].kind == "named" and \
+                not any(isinstance(it, Scope) or is_layer(g, it) for it in seg[1:]):
+            seg[0].items.extend(seg[1:])    # a unit and the add that closes it (insightface's _plus)
+            new_items.append(seg[0])
+            continue
         if b > a and len(ins) == 1:
             while f"block{k}" in taken:
                 k += 1

@@ -2,7 +2,8 @@
 MXNet's own ``SymbolBlock`` built from the same files. A SymbolBlock has no BatchNorm child
 blocks, so this adapter shows ``verify`` one stand-in per BatchNorm node (its momentum and the
 shape it normalised) for the running-statistics check. Dropout nodes get ``p=0`` in the reference
-(their random masks differ between frameworks; the eval check is unaffected)."""
+(their random masks differ between frameworks; the eval check is unaffected), and the zero begin
+states of an RNN, which export freezes as float32, are float64 like the rest of the proof."""
 from __future__ import annotations
 
 import json
@@ -21,11 +22,16 @@ def reference_block(symbol_json: str, input_names: Sequence[str], arg: Dict[str,
     dropped = []
     if no_dropout:
         for n in data["nodes"]:
-            if n["op"] == "Dropout":
+            if n["op"] in ("Dropout", "RNN"):
                 attrs = n.setdefault("attrs", {})
-                if float(attrs.get("p", "0.5")) != 0.0:
+                if float(attrs.get("p", "0.5" if n["op"] == "Dropout" else "0")) != 0.0:
                     dropped.append(n["name"])
                 attrs["p"] = "0"
+        rnn_states = {i for n in data["nodes"] if n["op"] == "RNN" for i, _, *_ in n["inputs"][2:]}
+        for i in rnn_states:     # export froze the zero begin states as float32: the proof runs in float64
+            n = data["nodes"][i]
+            if n["op"] in ("_zeros", "zeros") and n.get("attrs", {}).get("dtype", "float32") == "float32":
+                n["attrs"]["dtype"] = "float64"
     sym = mx.sym.load_json(json.dumps(data, ensure_ascii=False))   # MXNet reads no \\u escapes
     inputs = [mx.sym.var(nm) for nm in input_names]
     with warnings.catch_warnings():
