@@ -231,7 +231,7 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         gluon_trainer.step(bs)
         torch_optimizer.step()
         if tw:
-            tw.step()
+            tw.step(bs)
         if gw:
             gw.step(bs)
         g_lr = float(gluon_trainer.learning_rate)
