@@ -32,7 +32,14 @@ def seed(n: int, deterministic: bool = False) -> None:
     ``cudnn.benchmark=False`` and ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (needed by cuBLAS);
     MXNet: ``MXNET_ENFORCE_DETERMINISM=1`` and ``MXNET_CUDNN_AUTOTUNE_DEFAULT=0`` (cuDNN
     algorithm choice; read by MXNet when it picks kernels, so set before the first GPU op).
-    On CPU both frameworks are already deterministic for the same thread count.
+    On CPU, torch is deterministic for the same thread count. MXNet is not always: with its
+    default threaded engine, a Gluon net that ran another batch shape before (an initialising
+    forward, a smaller last batch) trains differently in each process - measured on gluoncv's
+    cifar_resnet20_v1 after one (1,3,32,32) forward and 4 NAG steps on 16 images: weights 2.0e-3
+    apart across processes hybridized, 1.8e-3 not hybridized; 0 without that first forward, and
+    0 with ``MXNET_ENGINE_TYPE=NaiveEngine``. That variable is read when mxnet is imported, so
+    ``seed`` cannot set it: export it before the process starts (or before ``import mxnet``)
+    for a reproducible Gluon baseline (``dualdl.testing.check_native_training`` notes the case).
     """
     global _SEED, _DETERMINISTIC
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= int(n) < 2 ** 32:
