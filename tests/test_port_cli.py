@@ -416,3 +416,28 @@ def test_factory_loader_searches_the_current_folder_after_installed_packages(tmp
     finally:
         sys.modules.pop("colorsys", None)
         sys.modules.pop(mod, None)
+
+
+def test_translate_an_exported_symbol_file(tmp_path, monkeypatch, capsys):
+    """`dualdl translate X-symbol.json --params X-0000.params` goes to translate_symbol_file; a
+    missing --params or shapes that do not fit the exported graph exit 2 with one line."""
+    from mxnet import gluon
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(5, in_units=4, activation="relu"), gluon.nn.Dense(3, in_units=5))
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((2, 4)))
+    net.export(str(tmp_path / "small"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _translate_main(["small-symbol.json", "--input-shape", "2,4", "--out", "o"], capsys)
+    assert code == 2 and err == "dualdl translate: small-symbol.json needs its weights: add --params MODEL-0000.params"
+    code, _, err = _translate_main(["small-symbol.json", "--params", "small-0000.params", "--input-shape", "2,4,4",
+                                    "--out", "o"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "do not fit" in err and "(small-symbol.json)" in err, err
+    code, out, _ = _translate_main(["small-symbol.json", "--params", "small-0000.params", "--input-shape", "2,4",
+                                    "--out", "o"], capsys)
+    assert code == 0 and "translate small: OK" in out, out
+    assert sorted(os.listdir(tmp_path / "o")) == ["small.py", "small.report.json", "small.safetensors"]
+    import json
+    assert json.loads((tmp_path / "o" / "small.report.json").read_text())["ok"] is True

@@ -120,15 +120,16 @@ def _symbol_file(args: argparse.Namespace, shapes) -> int:
                                      verify=not args.no_verify, lr=args.lr, seed=args.seed,
                                      input_dtypes=None if args.input_dtype == "float32" else
                                      [args.input_dtype] * len(shapes), force=args.force)
-    return _translate(args, go)
+    return _translate(args, go, files=(args.factory, args.params))
 
 
-def _translate(args: argparse.Namespace, go) -> int:
+def _translate(args: argparse.Namespace, go, files=()) -> int:
     from .translate import TranslationError
     try:
         report = go()
-    except TranslationError as e:
-        return _fail(e, 1)
+    except TranslationError as e:   # exit 2 when it blames an input file (unreadable, wrong shapes)
+        blamed = any(str(e).rstrip(".").endswith(f"({f})") for f in files)
+        return _fail(e, 2 if blamed else 1)
     except (ValueError, TypeError) as e:
         return _fail(e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way

@@ -105,13 +105,28 @@ def _name_problem(name: str) -> Optional[str]:
 def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:
     items = sample_inputs if isinstance(sample_inputs, (list, tuple)) else [sample_inputs]
     out = []
-    for x in items:
+    for i, x in enumerate(items):
+        if isinstance(x, (list, tuple)) and _holds_arrays(x):
+            raise ValueError(f"translate: sample input {i} is a list of arrays (begin states, a pair of tensors); "
+                             f"translate takes one array per positional input of the block's forward: pass the "
+                             f"states as separate inputs if forward takes them so, or translate a wrapper block "
+                             f"that builds them")
         if hasattr(x, "asnumpy"):
             x = x.asnumpy()
         elif hasattr(x, "detach"):
             x = x.detach().cpu().numpy()
-        out.append(np.asarray(x))
+        try:
+            a = np.asarray(x)
+        except ValueError as e:
+            raise ValueError(f"translate: sample input {i} is not an array ({e})") from None
+        if a.dtype == object:
+            raise ValueError(f"translate: sample input {i} is not a numeric array (dtype object)")
+        out.append(a)
     return out
+
+
+def _holds_arrays(x: Any) -> bool:
+    return any(hasattr(v, "shape") or (isinstance(v, (list, tuple)) and _holds_arrays(v)) for v in x)
 
 
 def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
@@ -187,9 +202,10 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                 checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
                                                                 records, lr=lr, seed=seed, ops=gen.ops,
                                                                 current=current)
-                report.checks, report.first_divergent, report.notes = checks, first, notes
+                report.checks, report.first_divergent, report.notes = checks, first, list(notes)
             elif gen.untraced:
                 report.notes.append("not verified: parts of the model were not translated")
+            report.notes += list(getattr(gen, "notes", []))      # what codegen decided (renamed children, ...)
             report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
                               "cpu": round(time.process_time() - c0, 3)}
             stage.publish(report.to_dict())
