@@ -145,6 +145,8 @@ class _NpOps(gluon.nn.Block):
         super().__init__()
         self.dense = gluon.nn.Dense(12, flatten=False)
         self.w = self.params.get("w", shape=(12, 5))
+        self.gamma = self.params.get("gamma", shape=(12,), init="ones")
+        self.beta = self.params.get("beta", shape=(12,), init="zeros")
 
     def forward(self, x):
         from mxnet import np as mnp, npx as mnpx
@@ -156,7 +158,8 @@ class _NpOps(gluon.nn.Block):
         e = mnp.tile(y[:, -1], (2, 1)) + mnp.repeat(y[:, 0], 2, axis=0)
         f = mnp.concatenate([a.reshape(-1), y.max(axis=1).reshape(-1)], axis=0)
         g = mnp.where(y > 0, y, mnp.exp(y) - 1).sum(axis=1)
-        return a, d, e, f, g, mnp.squeeze(npx_one(mnpx, y), axis=0)
+        h = mnpx.layer_norm(y, self.gamma.data(), self.beta.data(), axis=-1, eps=1e-5)
+        return a, d, e, f, g, mnp.squeeze(npx_one(mnpx, y), axis=0), h
 
 
 def npx_one(mnpx, y):

@@ -212,6 +212,17 @@ def _moment(kind: str):
     return fn
 
 
+def _layer_norm(a, attrs, node):
+    """``npx.layer_norm(x, gamma, beta)`` as an op (a LayerNorm layer is translated as a layer)."""
+    nd = _ndim(node)
+    axis = int(parse_attr(attrs.get("axis"), -1))
+    if axis % nd != nd - 1 or parse_attr(attrs.get("output_mean_var"), False):
+        raise _unsupported(node, f"LayerNorm(axis={axis}) over an axis other than the last, or with output_mean_var")
+    import numpy as np
+    eps = float(np.float32(float(parse_attr(attrs.get("eps"), 1e-5))))   # a float32 attribute in MXNet
+    return Expr(f"F.layer_norm({a[0].text}, ({node.in_shapes[0][-1]},), {a[1].text}, {a[2].text}, {eps!r})")
+
+
 NP_OPS: Dict[str, Callable] = {
     "_npi_add": _binary("+"), "_npi_subtract": _binary("-"), "_npi_multiply": _binary("*"),
     "_npi_true_divide": _binary("/"), "_npi_power": _binary("**"), "_npi_mod": _binary("%"),
@@ -242,7 +253,7 @@ NP_OPS: Dict[str, Callable] = {
     "_npi_less_scalar": _compare_scalar("<"), "_npi_greater_scalar": _compare_scalar(">"),
     "_npi_less_equal_scalar": _compare_scalar("<="), "_npi_greater_equal_scalar": _compare_scalar(">="),
     "_npi_where": _where, "_np_copy": _func("{}"), "_npi_copy": _func("{}"),
-    "_npx_nonzero": None,
+    "LayerNorm": _layer_norm, "batch_flatten": _func("torch.flatten({}, 1)"),
 }
 NP_OPS = {k: v for k, v in NP_OPS.items() if v is not None}
 

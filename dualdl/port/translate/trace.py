@@ -74,9 +74,18 @@ def gluon_array(a: Any, dtype: Any = None) -> Any:
 
 def gluon_inputs(block: Any, arrays: List[Any]) -> List[Any]:
     """The sample inputs as the block takes them: ``mx.nd`` arrays, or ``mx.np`` arrays under the
-    numpy interface (integer ids as float32 either way, as Gluon feeds them)."""
+    numpy interface (integer ids as float32 either way, as Gluon feeds them); nested lists / tuples
+    (begin states) keep their structure, None stays None."""
     import numpy as np
-    return [gluon_array(a, a.dtype if a.dtype.kind == "f" else np.float32) for a in arrays]
+
+    def conv(a):
+        if a is None:
+            return None
+        if isinstance(a, (list, tuple)):
+            return type(a)(conv(v) for v in a)
+        a = np.asarray(a)
+        return gluon_array(a, a.dtype if a.dtype.kind == "f" else np.float32)
+    return [conv(a) for a in arrays]
 
 
 class Records(dict):
@@ -86,22 +95,30 @@ class Records(dict):
 
 
 def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
-    """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block)."""
+    """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block),
+    in the order they started. The arguments are taken when the call starts: a block may append to a
+    list it was given (gluoncv DLA's ``Tree`` appends to ``children``)."""
     import mxnet as mx
     records = Records()
     records.root_args = _struct(tuple(inputs))
     handles = []
     trained = [False]   # has a layer with trainable parameters run yet (in execution order)?
+    running: Dict[int, List[Record]] = {}
 
     for _, b in walk(root):
+        def pre(block, args):
+            rec = Record(_struct(tuple(args)), None)
+            records.setdefault(id(block), []).append(rec)
+            running.setdefault(id(block), []).append(rec)
+
         def hook(block, args, out):
-            rec = Record(_struct(tuple(args)), _struct(out))
+            rec = running[id(block)].pop()
+            rec.out = _struct(out)
             rec.after_trainable = trained[0]
             rec.skip_states = getattr(block, "skip_states", None)   # Gluon RNN layers: called without states
-            records.setdefault(id(block), []).append(rec)
             if not block._children and any(p.grad_req != "null" for p in block._reg_params.values()):
                 trained[0] = True
-        handles.append(b.register_forward_hook(hook))
+        handles += [b.register_forward_pre_hook(pre), b.register_forward_hook(hook)]
     try:
         root(*inputs)
         mx.nd.waitall()   # MKLDNN reorders weights in place after a forward: let it finish
@@ -160,7 +177,16 @@ def _traced_args(block: Any, path: str, records: Dict[int, List[Record]]) -> Tup
     own = _own_call(block)
     root_args = getattr(records, "root_args", None)
     if own is not None and path == "" and root_args is not None:
-        return tuple(root_args), True
+        args = list(root_args)
+        try:     # optional arguments the user left out stay optional (=None) in the generated forward
+            params = list(inspect.signature(own).parameters.values())[1:]
+        except (TypeError, ValueError):
+            params = []
+        for p in params[len(args):]:
+            if p.kind != p.POSITIONAL_OR_KEYWORD or p.default is not None:
+                break
+            args.append(None)
+        return tuple(args), True
     return records[id(block)][0].args, False
 
 
