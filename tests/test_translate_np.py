@@ -229,3 +229,40 @@ def test_call_override(tmp_path):
     assert report.ok, report.summary()
     src = open(report.source_path).read()
     assert "def forward(self, inputs, valid_length)" in src
+
+
+class _TrainBranch(gluon.nn.HybridBlock):
+    """Returns something else in training (gluoncv YOLOv3's output head does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3)
+
+    def hybrid_forward(self, F, x):
+        y = self.dense(x)
+        if mx.autograd.is_training():
+            return y * 2
+        return y
+
+
+class _SameBothWays(gluon.nn.HybridBlock):
+    """Asks autograd.is_training() but computes the same graph either way: translated."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3)
+
+    def hybrid_forward(self, F, x):
+        scale = 1.0 if mx.autograd.is_training() else 1.0
+        return self.dense(x) * scale
+
+
+def test_is_training_branch(tmp_path):
+    net = _TrainBranch()
+    net.initialize()
+    with pytest.raises(TranslationError) as e:
+        translate(net, np.ones((2, 4), "float32"), str(tmp_path), "tb")
+    assert "_TrainBranch" in str(e.value) and "autograd.is_training()" in str(e.value)
+    net = _SameBothWays()
+    net.initialize()
+    assert translate(net, np.ones((2, 4), "float32"), str(tmp_path / "same"), "same").ok

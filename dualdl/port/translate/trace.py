@@ -152,6 +152,8 @@ class Graph:
     # var name -> (attribute name, numpy value): arrays the block holds as plain attributes (not
     # Parameters) that its forward uses, e.g. d2l's PositionalEncoding.P; a buffer in torch
     consts: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
+    # the training-mode graph, when the forward branches on autograd.is_training() (trace_block(both_modes=True))
+    train: Optional["Graph"] = None
 
 
 def _own_call(block: Any) -> Optional[Any]:
@@ -211,21 +213,32 @@ def _is_hybrid(block: Any) -> bool:
     return isinstance(block, mx.gluon.HybridBlock)
 
 
-def trace_block(block: Any, path: str, records: Dict[int, List[Record]]) -> Graph:
+def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_modes: bool = False) -> Graph:
     """Trace one block's own computation (see the module docstring). Under MXNet's numpy interface
     the inputs are numpy symbols (``as_np_ndarray``); Python code that reads shapes, asks
-    ``begin_state`` or ``autograd.is_training()`` runs inside a :class:`TraceScope`."""
-    import mxnet as mx
+    ``begin_state`` or ``autograd.is_training()`` runs inside a :class:`TraceScope`.
+
+    The graph is the inference one (``autograd.is_training()`` answers False). A forward that asked
+    is traced again in training mode: if that computes something else, ``both_modes=True`` returns
+    it as ``graph.train`` (for a generated ``if self.training:``), otherwise TranslationError."""
     args, via_call = _traced_args(block, path, records)
     in_names = _input_names(block, len(args), via_call)
     out, calls, asked, consts = _run_traced(block, path, records, training=False)
+    graph = _graph(block, path, records, args, in_names, out, calls, consts)
     if asked:   # the forward branches on autograd.is_training(): one graph must serve both modes
-        out_t, calls_t, _, _ = _run_traced(block, path, records, training=True)
+        out_t, calls_t, _, consts_t = _run_traced(block, path, records, training=True)
         if _signature(out, calls) != _signature(out_t, calls_t):
-            raise TranslationError("forward computes something else in training than in inference "
-                                   "(it branches on autograd.is_training()); one generated forward cannot follow "
-                                   "both: register a translation for this block or move the branch into a layer",
-                                   block=type(block).__name__, path=path)
+            if not both_modes:
+                raise TranslationError("forward computes something else in training than in inference "
+                                       "(it branches on autograd.is_training()); one generated forward cannot "
+                                       "follow both: register a translation for this block or move the branch "
+                                       "into a layer", block=type(block).__name__, path=path)
+            graph.train = _graph(block, path, records, args, in_names, out_t, calls_t, consts_t)
+    return graph
+
+
+def _graph(block, path, records, args, in_names, out, calls, consts) -> Graph:
+    import mxnet as mx
     out_struct = records[id(block)][0].out
     outs = flatten_struct(out)
     call_ins = [s for c in calls for s in flatten_struct(c.args) if s is not None]
