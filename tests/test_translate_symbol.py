@@ -246,6 +246,27 @@ def test_insightface_style_module_api_symbol(tmp_path):
     assert any("fix_gamma=True" in n for n in report.notes)
 
 
+def test_softmaxoutput_head_refused_then_cut_with_outputs(tmp_path):
+    """A Module-API symbol ending in SoftmaxOutput (its backward ignores the head gradient): refused
+    with the name to pass as outputs=; with it, the graph before the head translates and is proven."""
+    relu = lambda x, n: mx.sym.Activation(data=x, act_type="relu", name=n)   # noqa: E731
+    sym, params = _face_model(tmp_path, relu)
+    data = json.load(open(sym))
+    fc1 = len(data["nodes"]) - 1
+    data["nodes"].append({"op": "null", "name": "softmax_label", "inputs": []})
+    data["nodes"].append({"op": "SoftmaxOutput", "name": "softmax", "inputs": [[fc1, 0, 0], [fc1 + 1, 0, 0]],
+                          "attrs": {}})
+    data["arg_nodes"].append(fc1 + 1)
+    data["heads"] = [[fc1 + 2, 0, 0]]
+    head = tmp_path / "head-symbol.json"
+    head.write_text(json.dumps(data))
+    with pytest.raises(TranslationError, match=r"training head \(SoftmaxOutput.*outputs=\['fc1_output'\]"):
+        translate_symbol_file(str(head), params, [(3, 3, 16, 16)], str(tmp_path / "out"))
+    report = translate_symbol_file(str(head), params, [(3, 3, 16, 16)], str(tmp_path / "out"), outputs=["fc1_output"])
+    _assert_proven(report)
+    assert "softmax" not in open(report.source_path).read().lower()
+
+
 def test_mxnet_symbolic_prelu_gradient_is_reported_not_hidden(tmp_path):
     """MXNet 1.9.1 computes a per-channel PReLU's gamma gradient wrongly in a hybridized / exported graph
     where the PReLU sits between two convolutions (1/4 of the imperative value here, with and without

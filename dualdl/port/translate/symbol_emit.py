@@ -69,6 +69,8 @@ class SymbolEmitter:
         self.ones: List[str] = []                # weights MXNet ignores and fixes at 1 (fix_gamma=True)
         self.value_users: Dict[Value, List[int]] = {}
         for n in g.nodes:
+            if n.id in g.absorbed:
+                continue
             for v in n.inputs:
                 self.value_users.setdefault(v, []).append(n.id)
         self.heads = list(g.heads)

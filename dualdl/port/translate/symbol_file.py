@@ -49,14 +49,17 @@ def _samples(g, input_shapes, input_dtypes, seed: int) -> list:
 def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequence[Sequence[int]], out_dir: str,
                           name: Optional[str] = None, *, verify: bool = True, lr: float = 0.1, seed: int = 0,
                           input_names: Optional[Sequence[str]] = None, input_dtypes: Optional[Sequence[str]] = None,
-                          sample_inputs: Optional[Sequence[Any]] = None, force: bool = False) -> TranslateReport:
+                          sample_inputs: Optional[Sequence[Any]] = None, force: bool = False,
+                          outputs: Optional[Sequence[str]] = None) -> TranslateReport:
     """Write ``out_dir/<name>.py`` (torch modules recovered from the node names: ``stage1``, its
     repeated blocks as one class), ``<name>.safetensors`` and ``<name>.report.json``; return the
     report (``.ok`` only if every check passed, float64 on both sides).
 
     ``input_shapes``: one shape per data input (the symbol's variables without a stored weight,
     ``data`` or ``data0, data1, ...``; name them with ``input_names``). ``sample_inputs`` replaces
-    the random inputs the proof uses. Malformed files raise :class:`TranslationError`."""
+    the random inputs the proof uses. ``outputs`` picks the model's outputs by internal name
+    (``["fc1_output"]``: the graph before a Module-API ``SoftmaxOutput`` head). Malformed files raise
+    :class:`TranslationError`."""
     from .symbol_emit import SymbolEmitter
     from .symbol_graph import load_symbol_graph
     from .symbol_tree import build_tree
@@ -73,7 +76,7 @@ def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequ
     if any(d <= 0 for s in shapes for d in s):
         raise ValueError(f"translate: every dimension of an input shape must be positive, got {shapes}")
     t0, c0 = time.perf_counter(), time.process_time()
-    g, arg, aux = load_symbol_graph(symbol_path, params_path, shapes, input_names, input_dtypes)
+    g, arg, aux = load_symbol_graph(symbol_path, params_path, shapes, input_names, input_dtypes, outputs)
     if sample_inputs is not None:
         arrays = [np.asarray(a.asnumpy() if hasattr(a, "asnumpy") else a) for a in sample_inputs]
         if [tuple(a.shape) for a in arrays] != shapes:

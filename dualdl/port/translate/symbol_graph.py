@@ -38,7 +38,8 @@ class SymGraph:
     dtypes: Dict[Value, str] = field(default_factory=dict)
     symbol_json: str = ""
     path: str = ""
-    absorbed: set = field(default_factory=set)    # op nodes folded into a layer (an RNN's weight concat)
+    absorbed: set = field(default_factory=set)    # op nodes not written: folded into a layer, or unused
+    rnn_parts: set = field(default_factory=set)   # the absorbed nodes an RNN layer takes its weights from
     rnn: Dict[int, Any] = field(default_factory=dict)
     layer_names: Dict[int, str] = field(default_factory=dict)   # a layer's name when its scope was folded away
 
@@ -49,6 +50,8 @@ class SymGraph:
     def consumers(self) -> Dict[int, List[int]]:
         out: Dict[int, List[int]] = {n.id: [] for n in self.nodes}
         for n in self.nodes:
+            if n.id in self.absorbed and n.id not in self.rnn_parts:
+                continue    # not computed (after the chosen outputs)
             for src, _ in n.inputs:
                 out[src].append(n.id)
         return out
@@ -101,6 +104,42 @@ def _weight_like(nodes: List[SymNode]) -> set:
     return out
 
 
+#: Module-API output layers: forward is an activation, backward ignores the head gradient (uses a label)
+TRAINING_HEADS = frozenset({"SoftmaxOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
+                            "MAERegressionOutput", "SVMOutput", "MakeLoss"})
+
+
+def g_name(nodes: List[SymNode], v: Value) -> str:
+    """The name MXNet gives output ``v`` in ``get_internals()`` (what ``outputs=`` takes)."""
+    n = nodes[v[0]]
+    if n.op == "null":
+        return n.name
+    return f"{n.name}_output" if v[1] == 0 else f"{n.name}_output{v[1]}"
+
+
+def _pick_outputs(nodes: List[SymNode], outputs: Sequence[str], path: str) -> List[Value]:
+    heads = []
+    for name in outputs:
+        hit = next(((n.id, k) for n in nodes if n.op != "null" for k in range(8)
+                    if name in (f"{n.name}_output{k}", f"{n.name}_output" if k == 0 else None, n.name if k == 0 else None)),
+                   None)
+        if hit is None:
+            raise _err(f"no node output named {name!r} (names look like 'fc1_output', as in "
+                       f"sym.get_internals().list_outputs())", path)
+        heads.append(hit)
+    return heads
+
+
+def _reachable(nodes: List[SymNode], heads: List[Value]) -> set:
+    keep, todo = set(), [h for h, _ in heads]
+    while todo:
+        i = todo.pop()
+        if i not in keep:
+            keep.add(i)
+            todo.extend(s for s, _ in nodes[i].inputs)
+    return keep
+
+
 def _data_order(names: List[str]) -> List[str]:
     """``export`` names several inputs data0, data1, ... by position: order them by that number."""
     if len(names) > 1 and all(re.fullmatch(r"data\d+", n) for n in names):
@@ -110,7 +149,7 @@ def _data_order(names: List[str]) -> List[str]:
 
 def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence[Sequence[int]],
                       input_names: Optional[Sequence[str]] = None,
-                      input_dtypes: Optional[Sequence[str]] = None):
+                      input_dtypes: Optional[Sequence[str]] = None, outputs: Optional[Sequence[str]] = None):
     """(graph, arg params, aux params): the parsed symbol with every value's shape inferred for
     ``input_shapes``, and the weights as NDArrays by name."""
     import mxnet as mx
@@ -138,13 +177,24 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
             raise _err(f"node {n.name!r} refers to a node that does not come before it", symbol_path)
     if not heads_v or any(not 0 <= h < len(nodes) for h, _ in heads_v):
         raise _err("the symbol file has no valid output ('heads')", symbol_path)
+    if outputs:
+        heads_v = _pick_outputs(nodes, outputs, symbol_path)
+        data["heads"] = [[h, k, 0] for h, k in heads_v]
+        raw = json.dumps(data, ensure_ascii=False).encode("utf-8")    # MXNet reads no \\u escapes
+    keep = _reachable(nodes, heads_v)
+    head_op = next((n for n in nodes if n.id in keep and n.op in TRAINING_HEADS), None)
+    if head_op is not None:
+        src = g_name(nodes, head_op.inputs[0]) if head_op.inputs else "its input"
+        raise _err(f"node {head_op.name!r} is a training head ({head_op.op}: its backward ignores the incoming "
+                   f"gradient and uses a label), not part of the model to translate; translate the graph "
+                   f"before it with outputs=[{src!r}]", symbol_path)
     try:
         sym = mx.sym.load_json(raw.decode("utf-8"))
     except Exception as e:
         last = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
         raise _err(f"MXNet cannot load the symbol file ({last})", symbol_path) from None
     arg, aux = read_params(params_path)
-    variables = [n for n in nodes if n.op == "null"]
+    variables = [n for n in nodes if n.op == "null" and n.id in keep]
     if input_names is None:
         weights = _weight_like(nodes)
         input_names = _data_order([n.name for n in variables if n.name not in arg and n.name not in aux
@@ -174,6 +224,7 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
         if nm in var_names:
             shapes_in.setdefault(nm, tuple(v.shape))
     g = SymGraph(nodes, heads_v, input_names, symbol_json=raw.decode("utf-8"), path=symbol_path)
+    g.absorbed |= {n.id for n in nodes if n.op != "null" and n.id not in keep}   # computed for nothing
     _infer(g, sym, shapes_in, input_names, input_dtypes, params_path)
     return g, arg, aux
 

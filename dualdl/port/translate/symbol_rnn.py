@@ -87,6 +87,7 @@ def absorb_rnn_inputs(g: SymGraph) -> None:
             if any(c not in folded and c != n.id for c in consumers[extra]):
                 raise _err(n, f"node {g.nodes[extra].name!r} is used outside the RNN layer")
         g.absorbed |= folded
+        g.rnn_parts |= folded
         g.rnn[n.id] = RnnInfo(weights, [t for _, t in names], [gname for gname, _ in names])
 
 
