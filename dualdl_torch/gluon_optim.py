@@ -27,6 +27,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 import torch
 
 __all__ = ["GluonOptimizer", "GluonSGD", "GluonNAG", "GluonAdam", "GluonRMSProp", "GluonBERTAdam",
+           "GluonAdaGrad",
            "GluonLRScheduler", "GluonFactorLR", "GluonMultiFactorLR", "GluonPolyLR",
            "GluonCosineLR", "GluonCVLR"]
 
@@ -283,6 +284,45 @@ class GluonBERTAdam(_GluonAdamFamily):
         G2 = G.mul(G)
         v.sub_(G2).mul_(b2).add_(G2)
         w.sub_(m.div(v.sqrt().add_(_f32(group["eps"]))).add_(w.mul(hp["wd"])).mul_(hp["lr"]))
+
+
+class GluonAdaGrad(GluonOptimizer):
+    """Gluon ``adagrad`` (``mx.optimizer.AdaGrad``: NDArray operations in Python, dense)::
+
+        G = clip(rescale*g);  h = h + G*G;  w = w + (G / sqrt(h + eps) + w*wd) * -lr
+
+    Differs from ``torch.optim.Adagrad``: eps is inside the square root (torch adds it to
+    ``sqrt(h)``), ``wd`` is added *after* the division (torch adds ``wd*w`` to the gradient
+    first), the default eps is 1e-7, and there is no ``lr_decay``/``initial_accumulator_value``.
+    The NDArray scalar operands are applied in the weight's dtype (float32: the scalar is
+    rounded first), as torch does with a Python scalar."""
+
+    def __init__(self, params, lr: float = 0.01, eps: float = 1e-7, weight_decay: float = 0.0,
+                 rescale_grad: float = 1.0, clip_gradient: Optional[float] = None,
+                 multi_precision: bool = False):
+        super().__init__(params, dict(lr=lr, eps=eps, weight_decay=weight_decay,
+                                      rescale_grad=rescale_grad, clip_gradient=clip_gradient,
+                                      multi_precision=multi_precision))
+
+    def _hyper(self, group: dict, batch_size: Optional[float]) -> dict:
+        rescale = group["rescale_grad"]
+        if batch_size is not None:
+            rescale = rescale / batch_size
+        clip = group["clip_gradient"]
+        return {"lr": float(group["lr"]), "wd": float(group["weight_decay"]),
+                "rescale": float(rescale), "clip": None if clip is None else _f32(clip)}
+
+    def _init_state(self, state, w, group):
+        state["sum"] = torch.zeros_like(w, memory_format=torch.preserve_format)
+
+    def _update(self, w, g, state, group, hp):
+        G = g.mul(hp["rescale"])
+        if hp["clip"] is not None:
+            G = G.clamp(-hp["clip"], hp["clip"])
+        h = state["sum"]
+        h.add_(G.mul(G))
+        div = G.div(h.add(float(group["eps"])).sqrt_())
+        w.add_(div.add_(w.mul(hp["wd"])).mul_(-hp["lr"]))
 
 
 # --------------------------------------------------------------------------- LR schedulers

@@ -294,8 +294,8 @@ def test_saved_mapping_needs_gluon_model_for_structural_keys(tmp_path):
 def test_errors_name_what_is_wrong():
     from mxnet import gluon
     net, tnet = _models()
-    with pytest.raises(TrainerTranslationError, match="AdaGrad"):
-        translate_trainer(gluon.Trainer(net.collect_params(), "adagrad"), tnet, gluon_model=net)
+    with pytest.raises(TrainerTranslationError, match="FTML"):
+        translate_trainer(gluon.Trainer(net.collect_params(), "ftml"), tnet, gluon_model=net)
     small = torch.nn.Sequential(torch.nn.Linear(4, 5).double())
     with pytest.raises(TrainerTranslationError, match="4 parameters.*2 trainable"):
         translate_trainer(gluon.Trainer(net.collect_params(), "sgd"), small, gluon_model=net)

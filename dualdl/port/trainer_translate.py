@@ -330,8 +330,10 @@ def _optimizer_spec(opt, groups, rescale: float,
     if name == "bertadam":
         return "GluonBERTAdam", dict(lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.epsilon,
                                      **common), ""
+    if name == "adagrad":
+        return "GluonAdaGrad", dict(lr=lr, eps=opt.float_stable_eps, **common), ""
     _fail(f"Gluon optimizer {type(opt).__name__!r} ({type(opt).__module__}) has no translation; "
-          f"supported: sgd, nag, adam, rmsprop (plain and centered), bertadam (gluonnlp) - "
+          f"supported: sgd, nag, adam, rmsprop (plain and centered), adagrad, bertadam (gluonnlp) - "
           f"MXNet 1.9.1 registers no 'adamw'")
 
 

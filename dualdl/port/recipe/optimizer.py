@@ -16,6 +16,7 @@ _CLASSES = {
     "GluonAdam": _BASE + ["_GluonAdamFamily", "GluonAdam"],
     "GluonBERTAdam": _BASE + ["_GluonAdamFamily", "GluonBERTAdam"],
     "GluonRMSProp": _BASE + ["GluonRMSProp"],
+    "GluonAdaGrad": _BASE + ["GluonAdaGrad"],
     "torch.optim.SGD": [],
 }
 _SCHEDULERS = {
