@@ -107,13 +107,16 @@ def _cifar_resnet20_v1():
 def synthetic_images(n: int, shape: Tuple[int, ...], seed: int, ink: float) -> Tuple[np.ndarray, np.ndarray]:
     """``n`` uint8 HWC images of 10 classes and their int32 labels: each class a fixed random
     pattern (a fraction ``ink`` of the pixels lit, as MNIST's strokes are about 19% of its pixels),
-    each image its class pattern at a random intensity plus noise. Learnable like the real data,
-    so training is stable (uniform noise images with random labels make lr 0.1 diverge)."""
+    each image its class pattern at a random intensity plus noise, 20% of the labels wrong.
+    Learnable like the real data, so training is stable (uniform noise images with random labels
+    made lr 0.1 diverge), and never fits perfectly."""
     rng = np.random.default_rng(seed)
     protos = (rng.random((10,) + shape) < ink) * rng.uniform(100, 255, (10,) + shape)
     labels = rng.integers(0, 10, n).astype(np.int32)
-    imgs = protos[labels] * rng.uniform(0.6, 1.0, (n,) + (1,) * len(shape)) + \
-        rng.normal(0, 20, (n,) + shape)
+    imgs = protos[labels] * rng.uniform(0.3, 1.0, (n,) + (1,) * len(shape)) + \
+        rng.normal(0, 60, (n,) + shape)
+    noisy = rng.random(n) < 0.2               # 20% wrong labels: the loss stays away from 0
+    labels[noisy] = rng.integers(0, 10, int(noisy.sum()))
     return np.clip(imgs, 0, 255).astype(np.uint8), labels
 
 
