@@ -1,22 +1,29 @@
 """Emit the PyTorch module source: one ``nn.Module`` class per Gluon block class (a variant per
-distinct structure), child attribute names kept, numbers that differ between instances of a class
-turned into constructor arguments, leaf layers as torch layers, ``forward`` from the traced graph.
+distinct nested structure), child names kept as ``state_dict`` keys (Gluon's structural names),
+numbers that differ between instances of a class turned into constructor arguments, leaf layers as
+torch layers, ``forward`` from the traced graph.
 
-This module walks the block tree and writes the classes and the file; ``render`` turns names and
-constructor calls into source text, ``forward`` writes the body of each ``forward``.
+Differences hidden here: a Gluon block registered under two names (or in two containers) is one
+torch module referenced twice (its running statistics stay one); a Gluon layer that runs extra
+steps inside itself (``Dense(activation='relu')``) is one torch module (a small subclass), so
+``nn.Sequential`` indices stay Gluon's; a child name Python cannot write as an attribute is
+registered with ``add_module`` under its Gluon name. The source is built and loaded once before it
+is returned: code that cannot load its own weights is never written.
 """
 from __future__ import annotations
 
+import keyword
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 from .forward import ForwardWriter
-from .leaves import builtin_leaf
+from .leaves import builtin_leaf, fused_helper, weight_drop_note
 from .registry import Call, Leaf, block_translation
-from .safe import comment, docstring_text
-from .render import Ref, _attr_path, _camel, _ident, _is_number, _join, _refs, _render, _render_args, _with_comment
+from .safe import comment, docstring_text, literal
+from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args
 from .trace import T, flatten_struct, trace_block
 
 __all__ = ["Generator", "MapEntry"]
@@ -32,8 +39,10 @@ CONCURRENT_HELPER = '''class Concurrent(nn.ModuleList):
         self.dim = dim
 
     def forward(self, x):
-        return torch.cat([m(x) for m in self], dim=self.dim)
+        return torch.cat([self[i](x) for i in range(len(self))], dim=self.dim)
 '''
+
+Part = Tuple[str, Any]     # ("a", name): self.name; ("g", name): getattr(self, "name"); ("i", k): self[k]
 
 
 @dataclass
@@ -54,6 +63,7 @@ class LeafInfo:
     out_shapes: List[Tuple[int, ...]]
     n_args: int
     after_trainable: bool = True
+    batchnorm: str = "torch"
 
 
 @dataclass
@@ -61,31 +71,124 @@ class Instance:
     block: Any
     path: str
     tpath: str
-    init: List[Tuple[str, Any]] = field(default_factory=list)   # (attr, Call)
-    own: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
+    init: List[Tuple[Part, Any]] = field(default_factory=list)   # (part, Call or _Alias)
+    own: List[Tuple[Part, Tuple[int, ...]]] = field(default_factory=list)
     forward: List[str] = field(default_factory=list)
     signature: List[str] = field(default_factory=list)
     untraced: str = ""
+    names: Dict[str, Part] = field(default_factory=dict)   # Gluon child/param name -> torch part
+    aliases: List[Tuple[tuple, tuple, str]] = field(default_factory=list)   # (target, source, gluon path)
+
+
+@dataclass
+class _Alias:
+    """An attribute that is another module of the same instance (the same Gluon block)."""
+    source: tuple
+    gluon: str
+
+
+def access(parts, base: str = "self") -> str:
+    """Source text of the module at ``parts`` below ``base``."""
+    out = base
+    for kind, name in parts:
+        if kind == "i":
+            out += f"[{name}]"
+        elif kind == "a":
+            out += f".{name}"
+        else:
+            out = f"getattr({out}, {literal(name)})"
+    return out
+
+
+def assign(parts, value: str, base: str = "self") -> str:
+    """Statement setting the module at ``parts`` (below ``base``) to ``value``."""
+    parent, (kind, name) = access(parts[:-1], base), parts[-1]
+    if kind == "i":
+        return f"{parent}[{name}] = {value}"
+    if kind == "a":
+        return f"{parent}.{name} = {value}"
+    return f"{parent}.add_module({literal(name)}, {value})"
+
+
+_MODULE_ATTRS: Optional[frozenset] = None
+
+
+def _module_attrs() -> frozenset:
+    global _MODULE_ATTRS
+    if _MODULE_ATTRS is None:
+        from torch import nn
+        _MODULE_ATTRS = frozenset(dir(nn.Module)) | frozenset(vars(nn.Module()))
+    return _MODULE_ATTRS
+
+
+def _plain(name: str) -> bool:
+    """Writable as ``self.name`` and kept as is in ``state_dict``: ASCII (Python NFKC-normalises
+    other identifiers in source: ``ﬁ`` is ``fi``), not a keyword, not mangled (``__x``)."""
+    return (name.isascii() and name.isidentifier() and not keyword.iskeyword(name) and name != "__debug__"
+            and not name.startswith("__") and name not in _module_attrs())
+
+
+def _registrable(name: str) -> bool:
+    """torch's ``add_module`` / ``register_parameter`` accept it (and it shadows nothing)."""
+    return bool(name) and "." not in name and name not in _module_attrs()
+
+
+def torch_names(names: List[str]) -> Dict[str, Part]:
+    """Gluon child/parameter names of one block -> torch attribute parts: the Gluon name itself
+    wherever torch accepts it as a module key (``self.add_module("a-b", ...)`` when Python cannot
+    write it as an attribute), else a renamed identifier unique within the class."""
+    out: Dict[str, Part] = {}
+    used = set()
+    for n in names:
+        if _plain(n):
+            out[n] = ("a", n)
+        elif _registrable(n):
+            out[n] = ("g", n)
+        else:
+            continue
+        used.add(n)
+    for n in names:
+        if n in out:
+            continue
+        s = _ident(n)
+        if not _plain(s):
+            s = "m_" + re.sub(r"[^0-9A-Za-z_]", "_", s).strip("_")
+        while s in used or not _plain(s):
+            s += "_"
+        used.add(s)
+        out[n] = ("a", s)
+    return out
+
+
+def _key(part: Part) -> str:
+    return str(part[1])
 
 
 class Generator:
     """Build the source for one Gluon block tree (see the module docstring)."""
 
     def __init__(self, root: Any, records: Dict[int, list], name: str, batchnorm: str = "torch"):
+        if batchnorm not in ("torch", "gluon"):
+            raise ValueError(f"translate: batchnorm must be 'torch' or 'gluon', got {batchnorm!r}")
         self.root, self.records, self.name = root, records, name
         self.batchnorm = batchnorm   # "torch" or "gluon" (biased running variance)
         self.entries: List[MapEntry] = []
         self.same_output: Dict[str, str] = {}
         self.untraced: List[Dict[str, str]] = []
+        self.notes: List[str] = []
         self.helpers: "OrderedDict[str, str]" = OrderedDict()
         self.instances: Dict[int, Instance] = {}
         self.by_class: "OrderedDict[type, List[Instance]]" = OrderedDict()
-        self.variants: Dict[int, Tuple[str, List[Tuple[str, List[Tuple]]]]] = {}
+        self.variants: Dict[int, Tuple[str, List[Any], List[str]]] = {}
         self.class_src: "OrderedDict[str, str]" = OrderedDict()
         self.leaves: Dict[int, Leaf] = {}
         self.refs: Dict[int, List["Ref"]] = {}
-        self.resolved: set = set()
         self.ops: set = set()        # every MXNet op the traced graphs use
+        self.parts: Dict[str, tuple] = {"": ()}    # torch module path -> access parts from the root
+        self.first: Dict[int, Tuple[str, str]] = {}   # id(block) -> (torch path, Gluon path) first met
+        self.root_aliases: List[Tuple[tuple, tuple, str]] = []
+        self.aliased: List[str] = []   # torch paths that are another module (not tied parameter by parameter)
+        self.stack: List[Instance] = []
 
     # ---- classification ----
     def kind(self, block: Any) -> str:
@@ -105,11 +208,11 @@ class Generator:
         fn = block_translation(block)
         recs = self.records.get(id(block))
         if fn is None and not recs and path is None:
-            return builtin_leaf(block, LeafInfo("", [], [], 1)) if _is_builtin(block) else None
+            return builtin_leaf(block, LeafInfo("", [], [], 1, batchnorm=self.batchnorm)) if _is_builtin(block) else None
         info = LeafInfo(path or "", [t.shape for t in flatten_struct(recs[0].args) if isinstance(t, T)] if recs else [],
                         [t.shape for t in flatten_struct(recs[0].out) if isinstance(t, T)] if recs else [],
                         (1 if recs[0].skip_states else len(recs[0].args)) if recs else 1,
-                        recs[0].after_trainable if recs else True)
+                        recs[0].after_trainable if recs else True, self.batchnorm)
         if fn is not None:
             leaf = fn(block, info)
         elif _is_builtin(block):
@@ -117,78 +220,124 @@ class Generator:
         else:
             return None
         if path is not None:
+            note = weight_drop_note(block, path)
+            if note:
+                leaf.ctor.comment = (leaf.ctor.comment + "; " if leaf.ctor.comment else "") + note
+                self.notes.append(f"{path}: {note}")
             self.leaves[id(block)] = leaf
             for h in leaf.helpers:      # source of a user's torch layer class, written once
                 self.helpers.setdefault(h, h)
         return leaf
 
+    # ---- paths ----
+    def _enter(self, block, path: str, tpath: str, parts: tuple) -> Optional[Tuple[str, str]]:
+        """Record where ``block`` sits; the place it was first met if it was met before."""
+        self.parts[tpath] = parts
+        first = self.first.get(id(block))
+        if first is None:
+            self.first[id(block)] = (tpath, path)
+        return first
+
+    def _alias_entries(self, first: Tuple[str, str], path: str, tpath: str) -> None:
+        """The second name of one Gluon block: the same Gluon tensors under both torch keys."""
+        ft, fg = first
+        for e in [e for e in self.entries if e.torch_key.startswith(ft + ".") or not ft]:
+            rest = e.torch_key[len(ft) + 1:] if ft else e.torch_key
+            g = e.gluon_key
+            if g is not None and (fg == "" or g.startswith(fg + ".")):
+                g = _join(path, g[len(fg) + 1:] if fg else g)
+            self.entries.append(MapEntry(_join(tpath, rest), g, e.param, e.value, path, tied_to=e.torch_key))
+        self.aliased.append(tpath)
+
+    def _alias(self, block, first, path: str, tpath: str) -> bool:
+        """Make the torch module at ``tpath`` the one at ``first`` (same Gluon block): True if done."""
+        if first is None:
+            return False
+        self._alias_entries(first, path, tpath)
+        inst = self.stack[-1] if self.stack else None
+        ft = first[0]
+        target, source = self.parts[tpath], self.parts[ft]
+        if inst is not None and (inst.tpath == "" or ft.startswith(inst.tpath + ".")) and ft != inst.tpath:
+            n = len(self.parts[inst.tpath])
+            inst.aliases.append((target[n:], source[n:], _rel(first[1], inst.path)))
+        else:
+            self.root_aliases.append((target, source, first[1]))
+        return True
+
     # ---- constructors ----
-    def ctor(self, block: Any, path: str, tpath: str) -> Call:
+    def ctor(self, block: Any, path: str, tpath: str, parts: tuple = None) -> Call:
+        parts = self.parts.get(tpath, ()) if parts is None else parts
+        first = self._enter(block, path, tpath, parts)
         kind = self.kind(block)
         if kind == "leaf":
             leaf = self.leaf(block, path)
+            if not self._alias(block, first, path, tpath):
+                self._map_leaf(block, leaf, path, tpath)
+            self.same_output.setdefault(path, tpath)
             if leaf.pre or leaf.post:
-                elements, owner = self._leaf_elements(block, leaf, path)
-                self._map_leaf(block, leaf, path, f"{tpath}.{owner}" if tpath else str(owner))
-                return Call("nn.Sequential", elements)
-            self._map_leaf(block, leaf, path, tpath)
-            if leaf.same_output:
-                self.same_output[path] = tpath
+                return self._fused(block, leaf, path)
             return leaf.ctor
+        aliased = self._alias(block, first, path, tpath)
         if kind == "sequential" and id(block) not in self.records and any(
                 id(c) in self.records for c in block._children.values()):
             # its layers are called one by one from the parent's forward: an nn.ModuleList
             elements = []
-            for i, (name, child) in enumerate(block._children.items()):
-                cpath, ctp = _join(path, name), _join(tpath, str(i))
+            for i, (cpath, ctp, cparts, child) in enumerate(self._positional(block, path, tpath, parts)):
                 if self.kind(child) == "leaf":
+                    cfirst = self._enter(child, cpath, ctp, cparts)
                     leaf = self.leaf(child, cpath)
-                    self._map_leaf(child, leaf, cpath, ctp)
+                    if not aliased and not self._alias(child, cfirst, cpath, ctp):
+                        self._map_leaf(child, leaf, cpath, ctp)
                     if leaf.same_output:
-                        self.same_output[cpath] = ctp
+                        self.same_output.setdefault(cpath, ctp)
                     elements.append(leaf.ctor)
                 else:
-                    elements.append(self.ctor(child, cpath, ctp))
+                    elements.append(self._sub(child, cpath, ctp, cparts, aliased))
             return Call("nn.ModuleList", [Call("", elements)])
         if kind == "sequential":
-            elements, index = [], 0
-            for name, child in block._children.items():
-                cpath = f"{path}.{name}" if path else name
-                if self.kind(child) == "leaf" and (self.leaf(child, cpath).pre or self.leaf(child, cpath).post):
-                    leaf = self.leaf(child, cpath)
-                    els, owner = self._leaf_elements(child, leaf, cpath)
-                    self._map_leaf(child, leaf, cpath, _join(tpath, str(index + owner)))
-                    self.same_output[cpath] = _join(tpath, str(index + len(els) - 1))
-                    elements += els
-                    index += len(els)
-                else:
-                    elements.append(self.ctor(child, cpath, _join(tpath, str(index))))
-                    index += 1
-            self.same_output[path] = tpath
+            elements = [self._sub(child, cpath, ctp, cparts, aliased)
+                        for cpath, ctp, cparts, child in self._positional(block, path, tpath, parts)]
+            self.same_output.setdefault(path, tpath)
             return Call("nn.Sequential", elements)
         if kind == "concurrent":
             self.helpers["Concurrent"] = CONCURRENT_HELPER
-            elements = [self.ctor(child, _join(path, name), _join(tpath, str(i)))
-                        for i, (name, child) in enumerate(block._children.items())]
-            self.same_output[path] = tpath
+            elements = [self._sub(child, cpath, ctp, cparts, aliased)
+                        for cpath, ctp, cparts, child in self._positional(block, path, tpath, parts)]
+            self.same_output.setdefault(path, tpath)
             return Call("Concurrent", elements, [("dim", int(block.axis))])
-        return self.traced_ctor(block, path, tpath)
+        return self.traced_ctor(block, path, tpath, mapped=not aliased)
 
-    def _leaf_elements(self, block, leaf: Leaf, path: str):
+    def _sub(self, child, cpath, ctp, cparts, aliased: bool) -> Call:
+        """A child inside a container; under an aliased container its entries exist already."""
+        if not aliased:
+            return self.ctor(child, cpath, ctp, cparts)
+        n = len(self.entries)
+        call = self.ctor(child, cpath, ctp, cparts)
+        del self.entries[n:]
+        return call
+
+    def _positional(self, block, path, tpath, parts):
+        """(Gluon path, torch path, parts, child) of a container's children, in order. Torch keys
+        are the positions; Gluon's are the same ("0", "1", ...) unless a child was registered under
+        its own name (then the torch key differs and the mapping says so)."""
+        for i, (name, child) in enumerate(block._children.items()):
+            yield _join(path, name), _join(tpath, str(i)), parts + (("i", i),), child
+
+    def _fused(self, block, leaf: Leaf, path: str) -> Call:
+        """A layer with steps Gluon runs inside it (flatten, fused activation, id cast) as one torch
+        module: a small subclass of the torch layer, so container indices stay Gluon's."""
         if leaf.call != "{m}({args})":
-            raise TranslationError("this layer cannot sit in an nn.Sequential as is (its call is "
+            raise TranslationError("this layer cannot sit in a container as is (its call is "
                                    f"{leaf.call!r}); wrap it in a block of your own", block=type(block).__name__,
                                    path=path)
-        elements = []
-        for s in leaf.pre:
-            if s.module is None:
-                raise TranslationError(f"step {s.expr!r} has no nn.Module form for an nn.Sequential",
-                                       block=type(block).__name__, path=path)
-            elements.append(_with_comment(s.module, s.comment))
-        owner = len(elements)
-        elements.append(leaf.ctor)
-        elements += [_with_comment(s.module, s.comment) for s in leaf.post]
-        return elements, owner
+        name, src = fused_helper(leaf, type(block).__name__)
+        taken = self.helpers.get(name)
+        while taken is not None and taken != src:
+            name += "_"
+            src = re.sub(r"^class \w+\(", f"class {name}(", src)
+            taken = self.helpers.get(name)
+        self.helpers[name] = src
+        return Call(name, list(leaf.ctor.args), list(leaf.ctor.kwargs), list(leaf.ctor.names), leaf.ctor.comment)
 
     def _map_leaf(self, block, leaf: Leaf, path: str, tpath: str) -> None:
         for gname, tname in leaf.params.items():
@@ -199,53 +348,61 @@ class Generator:
         for bname, value in leaf.buffers.items():
             self.entries.append(MapEntry(_join(tpath, bname), None, value=value, gluon_path=path))
 
-    def traced_ctor(self, block: Any, path: str, tpath: str) -> Call:
+    def traced_ctor(self, block: Any, path: str, tpath: str, mapped: bool = True) -> Call:
         if id(block) not in self.instances:
             self._build_instance(block, path, tpath)
+        elif mapped:     # the same block met again (its module is aliased above)
+            pass
         ref = Ref(type(block).__name__)
         ref.block = block
         self.refs.setdefault(id(block), []).append(ref)
         return ref
 
-    def resolve(self, cls) -> None:
-        """Group the instances of one Gluon class into variants (after the classes they contain)."""
-        if cls in self.resolved:
-            return
-        self.resolved.add(cls)
-        for inst in self.by_class[cls]:
-            for _, call in inst.init:
-                for ref in _refs(call):
-                    self.resolve(type(ref.block))
-        self._variant(cls)
-        for inst in self.by_class[cls]:
-            cname, values, args = self.variants[id(inst.block)]
-            for ref in self.refs.get(id(inst.block), []):
-                ref.fn, ref.kwargs = cname, [(a, v) for a, v in zip(args, values)]
-
     def _build_instance(self, block, path, tpath) -> Instance:
         inst = Instance(block, path, tpath)
         self.instances[id(block)] = inst
         self.by_class.setdefault(type(block), []).append(inst)
+        self.stack.append(inst)
+        try:
+            self._build_members(inst, block, path, tpath)
+        finally:
+            self.stack.pop()
+        return inst
+
+    def _build_members(self, inst: Instance, block, path, tpath) -> None:
+        base = self.parts.get(tpath, ())
+        inst.names = torch_names(list(block._children) + list(block._reg_params))
         for name, child in block._children.items():
-            attr, cpath = _ident(name), _join(path, name)
+            part = inst.names[name]
+            cpath, ctp, cparts = _join(path, name), _join(tpath, _key(part)), base + (part,)
+            first = self.first.get(id(child))
+            if first is not None and first[0].startswith(tpath + "." if tpath else ""):
+                # the same Gluon block under a second name of this block: one torch module
+                self.parts[ctp] = cparts
+                self._alias_entries(first, cpath, ctp)
+                inst.init.append((part, _Alias(self.parts[first[0]][len(base):], _rel(first[1], path))))
+                continue
             if self.kind(child) == "leaf":   # extra steps go into forward, not into the module
+                first = self._enter(child, cpath, ctp, cparts)
                 leaf = self.leaf(child, cpath)
-                self._map_leaf(child, leaf, cpath, _join(tpath, attr))
+                if not self._alias(child, first, cpath, ctp):
+                    self._map_leaf(child, leaf, cpath, ctp)
                 if leaf.same_output:
-                    self.same_output[cpath] = _join(tpath, attr)
-                inst.init.append((attr, leaf.ctor))
+                    self.same_output.setdefault(cpath, ctp)
+                inst.init.append((part, leaf.ctor))
             else:
-                inst.init.append((attr, self.ctor(child, cpath, _join(tpath, attr))))
+                inst.init.append((part, self.ctor(child, cpath, ctp, cparts)))
         for local, p in block._reg_params.items():
-            inst.own.append((_ident(local), tuple(int(s) for s in p.shape)))
-            self.entries.append(MapEntry(_join(tpath, _ident(local)), _join(path, local), param=p, gluon_path=path))
+            part = inst.names[local]
+            inst.own.append((part, tuple(int(s) for s in p.shape)))
+            self.entries.append(MapEntry(_join(tpath, _key(part)), _join(path, local), param=p, gluon_path=path))
         if id(block) not in self.records:
             inst.untraced = "it never ran on the sample input"
         else:
             try:
                 graph = trace_block(block, path, self.records)
                 inst.signature, inst.forward = ForwardWriter(self, block, path, graph).write()
-                self.same_output[path] = tpath
+                self.same_output.setdefault(path, tpath)
             except TranslationError as e:
                 if _is_hybrid(block):
                     raise
@@ -255,44 +412,100 @@ class Generator:
             inst.signature = [f"x{i}" for i in range(len(recs[0].args))] if recs else ["*args"]
             inst.forward = [f"raise NotImplementedError({_untraced_msg(block, path, inst.untraced)!r})"]
             self.untraced.append({"path": path, "block": type(block).__name__, "reason": inst.untraced})
-        return inst
+
+    # ---- what forward.py asks ----
+    def child_access(self, block: Any, child: str) -> str:
+        """Source of a direct child (``"name"``, or ``"seq.3"`` for a layer of an uncalled
+        container) as seen from ``block``'s forward."""
+        inst = self.instances[id(block)]
+        first, _, rest = child.partition(".")
+        text = access([inst.names[first]])
+        if rest:
+            seq = getattr(block, "_children")[first]
+            text += f"[{list(seq._children).index(rest)}]"
+        return text
+
+    def param_access(self, block: Any, local: str) -> str:
+        return access([self.instances[id(block)].names[local]])
 
     # ---- class variants and constructor arguments ----
-    def _variant(self, cls) -> None:
-        insts = self.by_class[cls]
-        groups: "OrderedDict[str, List[Instance]]" = OrderedDict()
-        for inst in insts:
-            groups.setdefault(self._skeleton(inst), []).append(inst)
-        base = _camel(cls.__name__)
-        for k, (skel, members) in enumerate(groups.items()):
-            cname = base if k == 0 else f"{base}_{k + 1}"
-            while cname in self.class_src or cname == "Concurrent":
-                cname += "_"
-            slots = [_literals(m) for m in members]
-            n = len(slots[0])
-            differing = [i for i in range(n) if len({repr(s[i][1]) for s in slots}) > 1]
-            groups_of: "OrderedDict[str, List[int]]" = OrderedDict()
-            for i in differing:
-                groups_of.setdefault(repr([s[i][1] for s in slots]), []).append(i)
-            names, used = {}, set()
-            arg_list = []
-            for key, idxs in groups_of.items():
-                label = slots[0][idxs[0]][2]
-                nm, j = label, 2
-                while nm in used:
-                    nm, j = f"{label}_{j}", j + 1
-                used.add(nm)
-                arg_list.append(nm)
-                for i in idxs:
-                    names[i] = nm
-            self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
-            for m in members:
-                vals = [slots[members.index(m)][groups_of[key][0]][1] for key in groups_of]
-                self.variants[id(m.block)] = (cname, vals, arg_list)
+    def _structure(self, inst: Instance, memo: Dict[int, int], table: Dict[str, int]) -> int:
+        """An id for the instance's full nested structure (children's structure included)."""
+        key = id(inst.block)
+        if key in memo:
+            return memo[key]
+        memo[key] = -1      # a cycle cannot happen (Gluon trees), but stay finite
+        for _, call in inst.init:
+            if isinstance(call, Call):
+                for ref in _refs(call):
+                    ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
+        skel = repr([(part, repr(c) if isinstance(c, _Alias) else _render(c, 0, {}, None, skeleton=True))
+                     for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
+            repr(inst.signature) + repr(inst.aliases) + type(inst.block).__qualname__ + type(inst.block).__module__
+        memo[key] = table.setdefault(skel, len(table))
+        return memo[key]
 
-    def _skeleton(self, inst: Instance) -> str:
-        return repr([(a, _render(c, 0, {}, None, skeleton=True)) for a, c in inst.init]) + repr(inst.own) + \
-            "\n".join(inst.forward) + repr(inst.signature)
+    def resolve_all(self) -> None:
+        """Group every class's instances by full nested structure, then write the classes,
+        children's classes first (a parent's constructor arguments include its children's)."""
+        memo: Dict[int, int] = {}
+        table: Dict[str, int] = {}
+        for insts in self.by_class.values():
+            for inst in insts:
+                self._structure(inst, memo, table)
+        groups: "OrderedDict[Tuple[type, int], List[Instance]]" = OrderedDict()
+        for cls, insts in self.by_class.items():
+            for inst in insts:
+                groups.setdefault((cls, memo[id(inst.block)]), []).append(inst)
+        names: Dict[Tuple[type, int], str] = {}
+        count: Dict[type, int] = {}
+        for cls, sid in groups:
+            base = _camel(cls.__name__)
+            k = count[cls] = count.get(cls, 0) + 1
+            cname = base if k == 1 else f"{base}_{k}"
+            while cname in names.values() or cname == "Concurrent" or cname in self.helpers:
+                cname += "_"
+            names[(cls, sid)] = cname
+        of = {id(i.block): key for key, insts in groups.items() for i in insts}
+        done: set = set()
+
+        def finish(key):
+            if key in done:
+                return
+            done.add(key)
+            for inst in groups[key]:
+                for _, call in inst.init:
+                    if isinstance(call, Call):
+                        for ref in _refs(call):
+                            finish(of[id(ref.block)])
+            self._variant(names[key], groups[key])
+        for key in groups:
+            finish(key)
+
+    def _variant(self, cname: str, members: List[Instance]) -> None:
+        slots = [_literals(m) for m in members]
+        n = len(slots[0])
+        differing = [i for i in range(n) if len({repr(s[i][1]) for s in slots}) > 1]
+        groups_of: "OrderedDict[str, List[int]]" = OrderedDict()
+        for i in differing:
+            groups_of.setdefault(repr([s[i][1] for s in slots]), []).append(i)
+        names, used = {}, set()
+        arg_list = []
+        for key, idxs in groups_of.items():
+            label = slots[0][idxs[0]][2]
+            nm, j = label, 2
+            while nm in used:
+                nm, j = f"{label}_{j}", j + 1
+            used.add(nm)
+            arg_list.append(nm)
+            for i in idxs:
+                names[i] = nm
+        self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
+        for k, m in enumerate(members):
+            vals = [slots[k][groups_of[key][0]][1] for key in groups_of]
+            self.variants[id(m.block)] = (cname, vals, arg_list)
+            for ref in self.refs.get(id(m.block), []):
+                ref.fn, ref.kwargs = cname, [(a, v) for a, v in zip(arg_list, vals)]
 
     def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
         block = inst.block
@@ -301,11 +514,18 @@ class Generator:
                  f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
         counter = [0]
         seen_comments: set = set()
-        for attr, call in inst.init:
+        for part, call in inst.init:
+            if isinstance(call, _Alias):
+                lines.append(f"        {assign([part], access(call.source))}"
+                             f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
+                continue
             text = _render(call, 8, names, counter, seen=seen_comments)
-            lines.append(f"        self.{attr} = {text}")
-        for attr, shape in inst.own:
-            lines.append(f"        self.{attr} = nn.Parameter(torch.empty{shape})")
+            lines.append(f"        {assign([part], text)}")
+        for part, shape in inst.own:
+            value = f"nn.Parameter(torch.empty{literal(shape)})"
+            lines.append(f"        self.{part[1]} = {value}" if part[0] == "a" else
+                         f"        self.register_parameter({literal(part[1])}, {value})")
+        lines += _alias_lines(inst.aliases)
         if inst is self.instances.get(id(self.root)):
             lines += self._tie_lines()
         lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
@@ -313,17 +533,27 @@ class Generator:
         return "\n".join(lines) + "\n"
 
     def _tie_lines(self) -> List[str]:
+        lines = _alias_lines(self.root_aliases)
         owner: Dict[int, MapEntry] = {}
-        lines = []
         for e in self.entries:
             if e.param is None:
                 continue
             first = owner.setdefault(id(e.param), e)
-            if first is not e:
+            if first is e:
+                continue
+            if e.tied_to is None:
                 e.tied_to = first.torch_key
-                lines.append(f"        {_attr_path(e.torch_key)} = {_attr_path(first.torch_key)}"
-                             f"  # shared with {comment(first.gluon_key)} in Gluon")
+            if any(e.torch_key.startswith(a + ".") for a in self.aliased):
+                continue      # the whole module is the other one
+            mod, local = e.torch_key.rsplit(".", 1) if "." in e.torch_key else ("", e.torch_key)
+            fmod, flocal = first.torch_key.rsplit(".", 1) if "." in first.torch_key else ("", first.torch_key)
+            lines.append(f"        {self._param_access(mod, local)} = {self._param_access(fmod, flocal)}"
+                         f"  # shared with {comment(first.gluon_key)} in Gluon")
         return lines
+
+    def _param_access(self, mod: str, local: str) -> str:
+        base = access(self.parts.get(mod, tuple(("a", p) for p in mod.split(".") if p)))
+        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {literal(local)})"
 
     # ---- the whole file ----
     def source(self) -> str:
@@ -331,22 +561,22 @@ class Generator:
         top = _camel(self.name)
         if kind == "traced":
             self._build_instance_root()
-            for cls in list(self.by_class):
-                self.resolve(cls)
+            self.resolve_all()
             cname = self.variants[id(self.root)][0]
             body = list(self.class_src.items())
             src = [s for n, s in body if n != cname] + [self.class_src[cname]]
             self.top_class = cname
         else:
-            call = self.ctor(self.root, "", "")
-            for cls in list(self.by_class):
-                self.resolve(cls)
-            if not call.fn.startswith("nn."):
+            call = self.ctor(self.root, "", "", ())
+            self.resolve_all()
+            if not call.fn.startswith("nn.") and call.fn != "Concurrent":
                 raise TranslationError("a top-level block of this kind", block=type(self.root).__name__)
             src = list(self.class_src.values())
-            base = call.fn
+            while top in self.class_src or top in self.helpers:
+                top += "_"
             ties = self._tie_lines()
-            src.append(f"class {top}({base}):\n    \"\"\"Translated from Gluon {type(self.root).__qualname__}.\"\"\"\n\n"
+            doc = docstring_text(type(self.root).__qualname__)
+            src.append(f"class {top}({call.fn}):\n    \"\"\"Translated from Gluon {doc}.\"\"\"\n\n"
                        f"    def __init__(self):\n        super().__init__({_render_args(call, 8)})\n" +
                        ("\n".join(ties) + "\n" if ties else ""))
             self.top_class = top
@@ -355,11 +585,52 @@ class Generator:
                   "explicit argument or line with a comment. Load the weights with",
                   f"`model.load_state_dict(safetensors.torch.load_file(\"{self.name}.safetensors\"))`.",
                   '"""', "import torch", "import torch.nn.functional as F", "from torch import nn", "", ""]
-        return "\n".join(header) + "\n\n".join(list(self.helpers.values()) + src)
+        text = "\n".join(header) + "\n\n".join(list(self.helpers.values()) + src)
+        self.check_loads(text)
+        return text
+
+    def check_loads(self, text: str) -> None:
+        """Build the generated module once (no weights drawn) and check its ``state_dict`` keys and
+        shapes are the mapping's: code that cannot load its own weights is refused, not written."""
+        if self.untraced:
+            return
+        import torch
+        from .verify import _skip_random_init
+        ns: Dict[str, Any] = {"__name__": "_dualdl_translate_check"}
+        try:
+            exec(compile(text, f"<translation of {type(self.root).__name__}>", "exec"), ns)
+            with _skip_random_init(), torch.no_grad():
+                model = ns[self.top_class]()
+            state = model.state_dict()
+        except Exception as e:   # a bug here, not the user's: say so, with the construct
+            raise TranslationError(f"the generated module could not be built ({type(e).__name__}: {e}); "
+                                   f"please report this model", block=type(self.root).__name__) from None
+        want = {e.torch_key: tuple(e.param.shape) if e.param is not None else () for e in self.entries}
+        missing = [k for k in want if k not in state]
+        extra = [k for k in state if k not in want]
+        wrong = [k for k in want if k in state and tuple(state[k].shape) != want[k]]
+        if missing or extra or wrong:
+            detail = "; ".join(s for s in (
+                f"missing {missing[:3]}" if missing else "", f"unexpected {extra[:3]}" if extra else "",
+                f"shape of {wrong[0]} is {tuple(state[wrong[0]].shape)}, the weight's {want[wrong[0]]}" if wrong
+                else "") if s)
+            raise TranslationError(f"the generated module would not load its own weights ({detail}); nothing "
+                                   f"was written, please report this model", block=type(self.root).__name__)
 
     def _build_instance_root(self):
         if id(self.root) not in self.instances:
+            self.first[id(self.root)] = ("", "")
             self._build_instance(self.root, "", "")
+
+
+def _rel(gluon_path: str, base: str) -> str:
+    """A Gluon path relative to the block at ``base`` (class sources are shared by instances)."""
+    return gluon_path[len(base) + 1:] if base and gluon_path.startswith(base + ".") else gluon_path
+
+
+def _alias_lines(aliases) -> List[str]:
+    return [f"        {assign(target, access(source))}  # the same Gluon block as {comment(gluon)}: one module"
+            for target, source, gluon in aliases]
 
 
 def _is_builtin(block) -> bool:
@@ -392,6 +663,7 @@ def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
                 go(a, path + (i,), label)
         elif _is_number(v):
             out.append((path, v, _ident(label)))
-    for attr, call in inst.init:
-        go(call, (attr,), attr)
+    for part, call in inst.init:
+        if isinstance(call, Call):
+            go(call, (part[1],), str(part[1]))
     return out

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 from .safe import comment as safe_comment
 from .errors import TranslationError
 from .ops import Expr, NeedsName, OpNode, translate_op
-from .render import _attr_path, _ident
+from .render import _ident
 from .trace import Graph, flatten_struct, nested_var_name
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class ForwardWriter:
             if name in in_index:
                 self.values[(nid, 0)] = Expr(in_index[name])
             elif name in g.params:
-                self.values[(nid, 0)] = Expr(f"self.{_ident(g.params[name])}")
+                self.values[(nid, 0)] = Expr(self.gen.param_access(self.block, g.params[name]))
         # use counts
         self.uses: Dict[Tuple[int, int], int] = {}
         for n in nodes:
@@ -161,7 +161,7 @@ class ForwardWriter:
                 return "[" + ", ".join(inner) + "]" if isinstance(s, list) else "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
             return next(it).text
         args = [fill(a) for a in c.args]
-        attr = _attr_path(".".join(p if p.isdigit() else _ident(p) for p in c.child.split(".")))
+        attr = self.gen.child_access(self.block, c.child)
         comment = ""
         flat_out = flatten_struct(c.out_struct)
         if leaf is not None:
@@ -213,6 +213,9 @@ def _pack(struct, names: List[str], top: bool = False) -> str:
 def _n_outputs(n) -> int:
     op = n["op"]
     attrs = n.get("attrs", {})
+    from . import ops
+    if hasattr(ops, "n_outputs"):    # ops.py knows every multi-output op it translates
+        return int(ops.n_outputs(op, attrs))
     if op in ("SliceChannel", "split"):
         return int(attrs["num_outputs"])
     return 1

@@ -1,14 +1,17 @@
 """Gluon leaf layers -> idiomatic torch layers, with every number-changing MXNet convention made
 explicit: Dense flattening, BatchNorm momentum (Gluon 0.9 weights the old running value, torch
-0.1 the new one), pooling ``ceil_mode`` (``pooling_convention='full'``), RNN layout and outputs."""
+0.1 the new one) and, on request, Gluon's biased running variance, pooling ``ceil_mode``
+(``pooling_convention='full'``), RNN layout and outputs, Embedding's float ids. A subclass of a
+Gluon layer that computes what the layer computes (gluoncv's ``BatchNormCudnnOff``) is that layer."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+import json
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .errors import TranslationError
 from .registry import Call, Leaf, Step
 
-__all__ = ["builtin_leaf", "is_gluon_builtin"]
+__all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base"]
 
 _ACTS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torch.sigmoid({x})"),
          "tanh": ("nn.Tanh", "torch.tanh({x})"), "softrelu": ("nn.Softplus", "F.softplus({x})"),
@@ -18,15 +21,111 @@ _BN_MOMENTUM = "Gluon momentum {g} weights the old running value; torch's {t} we
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
 _FLATTEN = "Gluon Dense(flatten=True) flattens all but the batch axis first"
+_IDS = "Gluon's Embedding takes float ids (nd.array's default float32) and casts them; torch's takes int64"
+
+#: attributes that choose a kernel, not the numbers (a subclass setting them computes the same)
+_KERNEL_ONLY = frozenset({"cudnn_off", "cudnn_tune", "workspace", "name"})
+_SAME: Dict[int, Optional[type]] = {}
+
+
+def gluon_base(block: Any) -> Optional[type]:
+    """The Gluon layer class (``nn.BatchNorm``...) whose translation ``block`` takes: its own class,
+    or the nearest Gluon layer it subclasses when the subclass computes the same (no ``forward``/
+    ``hybrid_forward`` of its own, or one whose symbol graph equals the layer's up to kernel choices
+    such as ``cudnn_off``). None otherwise (the block is traced as a user block)."""
+    cls = type(block)
+    base = next((c for c in cls.__mro__ if c.__module__.startswith("mxnet.gluon") and c.__name__ in _LEAVES), None)
+    if base is None or base is cls:
+        return base
+    if id(block) not in _SAME:
+        _SAME[id(block)] = base if _computes_like(block, base) else None
+    return _SAME[id(block)]
+
+
+def _computes_like(block: Any, base: type) -> bool:
+    cls = type(block)
+    own = [m for m in ("__call__", "forward", "hybrid_forward") if getattr(cls, m, None) is not getattr(base, m, None)]
+    if not own:
+        return True
+    if "__call__" in own or base.__name__ in ("LSTM", "GRU", "RNN") or not hasattr(base, "hybrid_forward"):
+        return False
+    import mxnet as mx
+    try:
+        params = {k: p.var() for k, p in block._reg_params.items()}
+        x = mx.sym.var("__x")
+        if "forward" in own:
+            mine = cls.forward(block, x)
+        else:
+            mine = cls.hybrid_forward(block, mx.sym, x, **params)
+        theirs = base.hybrid_forward(block, mx.sym, x, **params)
+        return _graph(mine) == _graph(theirs)
+    except Exception:      # it does something else with its input: trace it as a user block
+        return False
+
+
+def _graph(sym) -> str:
+    nodes = json.loads(sym.tojson())["nodes"]
+    out = []
+    for n in nodes:
+        attrs = {k: v for k, v in n.get("attrs", {}).items() if k not in _KERNEL_ONLY}
+        out.append((n["op"], n["name"] if n["op"] == "null" else "", sorted(attrs.items()),
+                    [tuple(i[:2]) for i in n.get("inputs", [])]))
+    return repr(out)
 
 
 def is_gluon_builtin(block: Any) -> bool:
-    return type(block).__module__.startswith("mxnet.gluon") and type(block).__name__ in _LEAVES
+    return gluon_base(block) is not None
 
 
 def builtin_leaf(block: Any, info: Any) -> Optional[Leaf]:
-    fn = _LEAVES.get(type(block).__name__)
-    return fn(block, info) if fn is not None and type(block).__module__.startswith("mxnet.gluon") else None
+    base = gluon_base(block)
+    return _LEAVES[base.__name__](block, info) if base is not None else None
+
+
+def fused_helper(leaf: Leaf, gluon_name: str) -> Tuple[str, str]:
+    """(class name, source) of one torch module for a layer with steps Gluon runs inside it:
+    a subclass of the torch layer whose forward adds the steps (``LinearReLU``)."""
+    base = leaf.ctor.fn
+    short = base.split(".")[-1]
+    pre = "".join(_step_name(s) for s in leaf.pre)
+    post = "".join(_step_name(s) for s in leaf.post)
+    name = f"{pre}{short}{post}"
+    x = "x"
+    for s in leaf.pre:
+        x = s.expr.format(x=x)
+    y = f"super().forward({x})"
+    for s in leaf.post:
+        y = s.expr.format(x=y)
+    what = "; ".join(dict.fromkeys(s.comment for s in leaf.pre + leaf.post if s.comment))
+    from .safe import docstring_text
+    src = (f"class {name}({base}):\n"
+           f'    """{docstring_text(short)} with the steps Gluon {docstring_text(gluon_name)} runs inside the layer: '
+           f'{docstring_text(what)}."""\n\n'
+           f"    def forward(self, x):\n        return {y}\n")
+    return name, src
+
+
+def _step_name(s: Step) -> str:
+    if s.module is not None:
+        return s.module.fn.split(".")[-1]
+    return "Long" if ".long()" in s.expr else "Step"
+
+
+def weight_drop_note(block: Any, path: str) -> str:
+    """gluonnlp's weight drop (``WeightDropParameter``, AWDRNN's ``weight_drop``/``drop_e``): the
+    note written beside the layer; refused when it drops at inference too (mode 'always')."""
+    dropped = [(k, p) for k, p in block._reg_params.items()
+               if type(p).__name__ == "WeightDropParameter" and getattr(p, "_rate", 0)]
+    if not dropped:
+        return ""
+    always = [k for k, p in dropped if getattr(p, "_mode", "training") != "training"]
+    if always:
+        raise TranslationError(f"weight drop in mode 'always' on {always} (random at inference too; torch "
+                               f"has no such layer): set its rate to 0 or mode 'training' before translating",
+                               block=type(block).__name__, path=path)
+    desc = ", ".join(f"{k} rate {float(p._rate):g}" for k, p in dropped)
+    return (f"Gluon weight drop ({desc}; gluonnlp WeightDropParameter) is not in this module: identity at "
+            f"inference as in Gluon, but training here does not drop these weights")
 
 
 def _err(block, info, msg):
@@ -118,9 +217,34 @@ def _batchnorm(block, info):
     params = {"running_mean": "running_mean", "running_var": "running_var"}
     if affine:
         params.update(gamma="weight", beta="bias")
+    helpers = []
+    if getattr(info, "batchnorm", "torch") == "gluon":
+        d = cls[-2:]
+        cls = f"GluonBatchNorm{d}"
+        helpers = [GLUON_BATCHNORM.format(d=d)]
     return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
                      comment=comment),
-                params, buffers={"num_batches_tracked": 0})
+                params, buffers={"num_batches_tracked": 0}, helpers=helpers)
+
+
+GLUON_BATCHNORM = '''class GluonBatchNorm{d}(nn.BatchNorm{d}):
+    """nn.BatchNorm{d} whose running variance is updated with the biased batch variance, as Gluon's
+    BatchNorm does (torch's uses the unbiased one: n/(n-1) larger). `momentum` is torch's: the
+    weight of the new batch value (1 - Gluon's momentum). Output and eval mode are torch's own."""
+
+    running_var_estimate = "biased"
+
+    def forward(self, x):
+        if not self.training:
+            return super().forward(x)
+        out = F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        with torch.no_grad():
+            var, mean = torch.var_mean(x, [0] + list(range(2, x.dim())), correction=0)
+            self.running_mean.mul_(1 - self.momentum).add_(mean * self.momentum)
+            self.running_var.mul_(1 - self.momentum).add_(var * self.momentum)
+            self.num_batches_tracked.add_(1)
+        return out
+'''
 
 
 def _layernorm(block, info):
@@ -221,8 +345,8 @@ def _dropout(block, info):
 def _embedding(block, info):
     kw = block._kwargs
     return Leaf(Call("nn.Embedding", [int(kw["input_dim"]), int(kw["output_dim"])],
-                     names=["num_embeddings", "embedding_dim"],
-                     comment="takes int64 ids (Gluon's Embedding also takes float ids)"), {"weight": "weight"})
+                     names=["num_embeddings", "embedding_dim"]), {"weight": "weight"},
+                pre=[Step(None, "{x}.long()", _IDS)])
 
 
 def _flatten(block, info):
