@@ -399,7 +399,12 @@ class _Forward:
                 self.lines.append(f"{name} = {expr.text}")
                 self._bind(made[0], name)
         outs = [self._take(v).text for v in inst.outputs]
-        self.lines.append(f"return {', '.join(outs)}")
+        last = self.lines[-1] if self.lines else ""
+        if len(outs) == 1 and outs[0].isidentifier() and last.startswith(f"{outs[0]} = ") and \
+                outs[0] not in self.fixed:
+            self.lines[-1] = f"return {last[len(outs[0]) + 3:]}"     # x = f(x); return x -> return f(x)
+        else:
+            self.lines.append(f"return {', '.join(outs)}")
         return sig, self.lines
 
     # helpers
