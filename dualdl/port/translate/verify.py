@@ -186,6 +186,7 @@ class _TorchRun:
         if dtype == np.float64:
             self.model.double()
         self.inputs = _torch_inputs(inputs, dtype)
+        self.lr_mult: Dict[str, float] = {}   # torch key -> the Gluon parameter's lr_mult
         self.model.eval()
         with torch.no_grad():
             self.eval_out = _np(self.model(*self.inputs), "torch")
@@ -206,8 +207,12 @@ class _TorchRun:
         self.train_out = [o.detach().numpy() for o in outs]
         named = dict(self.model.named_parameters(remove_duplicate=False))
         self.grads = {k: None if p.grad is None else p.grad.numpy() for k, p in named.items()}
-        self.step = float(np.float32(lr))   # MXNet's lr is a float32 attribute
+        self.lr = lr
         self.named, self.state = named, self.model.state_dict()
+
+    def step(self, key: str) -> float:
+        """MXNet's update uses lr x the parameter's lr_mult, as a float32 attribute."""
+        return float(np.float32(self.lr * self.lr_mult.get(key, 1.0)))
 
     def after(self, key: str) -> np.ndarray:
         """A tensor after the SGD step, computed when compared (the weights are not stepped in
@@ -215,7 +220,7 @@ class _TorchRun:
         import torch
         p = self.named.get(key)
         if p is not None and p.grad is not None:
-            return torch.add(p.detach(), p.grad, alpha=-self.step).numpy()
+            return torch.add(p.detach(), p.grad, alpha=-self.step(key)).numpy()
         return self.state[key].numpy()
 
 
@@ -314,6 +319,13 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         g_grads = {id(p): p.grad() for p in trainable.values()}   # read one at a time when compared
         trainer.step(n, ignore_stale_grad=True)
         gluon_side = _GluonSide(block, entries, records, before, g_out, g_train, g_grads, n, lr)
+        mults = {e.torch_key: float(e.param.lr_mult) for e in _owners(entries) if float(e.param.lr_mult) != 1.0}
+        if mults:   # gluoncv's segmentation heads train at 10x the lr
+            notes.append(f"the SGD step uses each Gluon parameter's lr_mult on both sides ({len(mults)} tensors, "
+                         f"e.g. {next(iter(mults))} x{next(iter(mults.values())):g}); in torch that is an optimizer "
+                         f"parameter group with that lr")
+        for r in runs:
+            r.lr_mult = mults
         raised = _train_steps(runs, proj, n, lr)
         if raised:
             checks = [judge.outputs(g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"),
@@ -324,6 +336,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             failed = [i for i, c in enumerate(checks) if not c.passed]
             if failed and dtype == "float64" and not internal:   # by the measured conditioning
                 r32 = _TorchRun(torch_cls, entries, before, inputs, np.float32)
+                r32.lr_mult = mults
                 if not _train_steps([r32], proj, n, lr):
                     again = gluon_side.checks(_Judge(dtype, [r32, *runs], "conditioned"), [r32, *runs])
                     for i in failed:
@@ -387,7 +400,6 @@ class _GluonSide:
             "gradients after one backward", tol,
             floor=1e-4 * max((_absmax(_grad(runs[-1], k, by_key[k].shape)) for k in grad_keys), default=0.0)))
         names, steps, rs_g, rs_names, raw = [], [], [], [], 0.0
-        step = float(np.float32(lr))
         for e in owners:
             if e.torch_key.endswith(("running_var", "running_mean")):
                 gv = e.param.data().asnumpy()
@@ -404,7 +416,7 @@ class _GluonSide:
             else:
                 names.append(e.torch_key)    # the update's size: lr x the gradient (torch's, already read)
                 g = runs[-1].grads.get(e.torch_key) if id(e.param) in g_grads else None
-                steps.append(step * _absmax(g) if g is not None else 0.0)
+                steps.append(runs[-1].step(e.torch_key) * _absmax(g) if g is not None else 0.0)
         c = judge.tensors(_Lazy(names, lambda k: by_key[k].data().asnumpy()), [_Lazy(names, r.after) for r in runs],
                           names, f"weights after one SGD step (lr {lr})", tol, [UPDATE_TOLERANCE * s for s in steps],
                           floor=1e-4 * max((_absmax(before[id(by_key[k])]) for k in names), default=0.0))
