@@ -42,8 +42,41 @@ def lit(v: Any) -> str:
     raise RecipeError(f"cannot write a {type(v).__name__} value ({v!r}) into the generated file")
 
 
-def kwargs_src(kw: Dict[str, Any]) -> str:
-    return ", ".join(f"{k}={lit(v)}" for k, v in kw.items())
+def pretty(v: Any, indent: int = 0, width: int = 99) -> str:
+    """``lit(v)``, broken over lines (one item per line) where it would pass ``width``."""
+    flat = lit(v)
+    if indent + len(flat) <= width or not isinstance(v, (list, tuple, dict)) or not v:
+        return flat
+    pad = " " * (indent + 4)
+    if isinstance(v, dict):
+        items = [f"{pad}{lit(k)}: {pretty(x, indent + 4 + len(lit(k)) + 2, width)}"
+                 for k, x in v.items()]
+        return "{\n" + ",\n".join(items) + ",\n" + " " * indent + "}"
+    if all(isinstance(x, str) for x in v):  # names: fill lines
+        lines, cur = [], pad
+        for x in v:
+            piece = lit(x) + ", "
+            if len(cur) + len(piece) > width and cur.strip():
+                lines.append(cur.rstrip())
+                cur = pad
+            cur += piece
+        lines.append(cur.rstrip())
+        body = "\n".join(lines)
+    else:
+        body = ",\n".join(pad + pretty(x, indent + 4, width) for x in v) + ","
+    o, c = ("(", ")") if isinstance(v, tuple) else ("[", "]")
+    return o + "\n" + body + "\n" + " " * indent + c
+
+
+def call_src(fn: str, args: Sequence[str], kw: Dict[str, Any], indent: int = 4) -> str:
+    """``fn(args..., k=v, ...)`` on one line, or one argument per line when too long."""
+    parts = list(args) + [f"{k}={lit(v)}" for k, v in kw.items()]
+    flat = f"{fn}({', '.join(parts)})"
+    if indent + 7 + len(flat) <= 99:
+        return flat
+    pad = " " * (indent + 4)
+    parts = list(args) + [f"{k}={pretty(v, indent + 4)}" for k, v in kw.items()]
+    return f"{fn}(\n" + "".join(f"{pad}{p},\n" for p in parts) + " " * indent + ")"
 
 
 _PARSED: Dict[str, Tuple[List[str], Dict[str, str]]] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .emit import SourceFile, kwargs_src, lit
+from .emit import SourceFile, call_src, pretty
 
 _OPTIM = "dualdl_torch.gluon_optim"
 _BASE = ["_f32", "_clip", "_clip_bound", "GluonOptimizer"]
@@ -33,7 +33,7 @@ def emit_optimizer(sf: SourceFile, translation: Any) -> None:
     spec = translation.spec
     cls, kwargs = spec["optimizer"]
     sf.use(_OPTIM, _CLASSES[cls])
-    groups = ",\n".join("    " + lit(g) for g in spec["groups"])
+    groups = ",\n".join("    " + pretty(g, 4) for g in spec["groups"])
     sf.add(f'''
 #: one group per (lr_mult, wd_mult) of the Gluon parameters, by torch parameter name
 PARAM_GROUPS = [
@@ -51,7 +51,7 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
         raise KeyError(f"the model has no parameter {{missing[0]!r}} (this recipe was translated "
                        f"for another module)")
     groups = [dict(g, params=[named[n] for n in g["params"]]) for g in PARAM_GROUPS]
-    return {cls}(groups, {kwargs_src(kwargs)})
+    return {call_src(cls, ["groups"], kwargs)}
 ''', "make_optimizer")
     sched = spec.get("scheduler")
     if sched is None:
@@ -68,5 +68,5 @@ def make_scheduler(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler
     """Gluon's lr schedule: call ``scheduler.step()`` after every ``optimizer.step()``; update n
     (1 for the first) gets ``gluon_lr(n) * lr_mult``, as Gluon's optimizer calls its scheduler
     with the incremented update count."""
-    return {scls}(optimizer, {kwargs_src(skw)})
+    return {call_src(scls, ["optimizer"], skw)}
 ''', "make_scheduler")
