@@ -380,6 +380,22 @@ def test_unsupported_op_names_node(small_files, tmp_path):
         translate_symbol_file(str(bad), params, [(2, 2, 6, 6)], str(tmp_path / "out"))
 
 
+def test_wrong_translation_is_not_ok_and_names_first_divergent_layer(small_files, tmp_path):
+    """Negative control: a (user-registered) wrong translation of the relu makes the proof fail, and the
+    first layer whose output differs from MXNet's internal output is named."""
+    from dualdl.port.translate import register_translation
+    from dualdl.port.translate import registry
+    sym, params = small_files
+    register_translation("Activation", lambda args, attrs, node: f"torch.sigmoid({args[0]})")
+    try:
+        report = translate_symbol_file(sym, params, [(2, 2, 6, 6)], str(tmp_path / "out"))
+    finally:
+        registry._OPS.pop("Activation", None)
+    assert not report.ok and not report.checks[0].passed
+    assert report.first_divergent == "small_dense0_fwd (torch dense0)"
+    assert json.load(open(report.report_path))["ok"] is False
+
+
 # ---- names from the file are escaped identifiers ----
 
 NAME_SETS = [

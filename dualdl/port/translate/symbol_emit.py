@@ -67,6 +67,7 @@ class SymbolEmitter:
         self.owner: Dict[str, str] = {}          # weight name -> first torch key
         self.ties: List[Tuple[str, str, str]] = []
         self.ones: List[str] = []                # weights MXNet ignores and fixes at 1 (fix_gamma=True)
+        self.layer_paths: Dict[int, str] = {}    # layer node id -> its torch module path
         self.value_users: Dict[Value, List[int]] = {}
         for n in g.nodes:
             if n.id in g.absorbed:
@@ -106,6 +107,7 @@ class SymbolEmitter:
                 call.comment = spec.comment or call.comment
                 inst.init.append((attr, call))
                 self._map_layer(node, spec, _join(tpath, attr))
+                self.layer_paths[it] = _join(tpath, attr)
                 for idx, why in spec.frozen.items():
                     inst.extra.append(f"self.{attr}.{spec.params[idx]}.requires_grad_(False)  # {safe_comment(why)}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)

@@ -93,7 +93,7 @@ def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0
     from .api import Staging, _check_generated, _save_weights
     from .symbol_emit import SymbolEmitter
     from .symbol_tree import build_tree
-    from .symbol_verify import SymbolProxy, bn_records, reference_block
+    from .symbol_verify import SymbolProxy, bn_records, first_divergent, reference_block
     from .verify import load_generated, torch_state, verify as run_verify
 
     stage = Staging(out_dir, name, force=force)     # refuses before any work: file as out_dir, foreign files
@@ -121,6 +121,8 @@ def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0
                 proxy, cls, em.entries, arrays, {}, bn_records(proxy, em.bn), lr=lr, seed=seed,
                 ops=sorted(em.ops), current=current)
             report.checks, report.first_divergent, report.notes = checks, first, notes
+            if checks and not checks[0].passed:
+                report.first_divergent = first_divergent(block, g, em.layer_paths, cls, state, arrays)
             if dropped:
                 report.notes.append(f"dropout set to 0 in the MXNet reference for the train-mode checks "
                                     f"({len(dropped)} Dropout nodes; random masks differ)")

@@ -10,7 +10,7 @@ import json
 from collections import OrderedDict
 from typing import Any, Dict, List, Sequence, Tuple
 
-__all__ = ["reference_block", "SymbolProxy", "bn_records"]
+__all__ = ["reference_block", "SymbolProxy", "bn_records", "first_divergent"]
 
 
 def reference_block(symbol_json: str, input_names: Sequence[str], arg: Dict[str, Any], aux: Dict[str, Any],
@@ -87,3 +87,61 @@ def bn_records(proxy: SymbolProxy, bn: Dict[str, Tuple[float, int]]) -> Dict[int
     elements per channel (shape ``(count, 1)``)."""
     from .trace import Record, T
     return {id(proxy._children[k]): [Record((T((count, 1)),), None)] for k, (_, count) in bn.items()}
+
+
+def first_divergent(block: Any, g: Any, layer_paths: Dict[int, str], torch_cls: Any, state: Dict[str, Any],
+                    arrays: Sequence[Any], rtol: float = 1e-8) -> Any:
+    """The first layer node (file order) whose float64 eval output differs between MXNet (the
+    graph's internal output, from the same files) and the torch module at its path (a forward
+    hook), as ``"<node name> (torch <path>)"``; None if every layer agrees."""
+    import mxnet as mx
+    import numpy as np
+    import torch
+    from .verify import _skip_random_init
+    nodes = [n for n in sorted(layer_paths) if (n, 0) in g.shapes]
+    if not nodes:
+        return None
+    inputs, out = block._cached_graph
+    internals = out.get_internals()
+    names = internals.list_outputs()
+    want = []
+    for n in nodes:
+        nm = f"{g.nodes[n].name}_output" if f"{g.nodes[n].name}_output" in names else f"{g.nodes[n].name}_output0"
+        want.append(internals[nm])
+    params = block.collect_params()
+    dtype = next((p.dtype for p in params.values()), np.float32)
+    probe = mx.gluon.SymbolBlock(mx.sym.Group(want), inputs, params=params)
+    probe.cast("float64")
+    try:
+        g_outs = probe(*[mx.nd.array(np.asarray(a, dtype=np.float64), dtype="float64") for a in arrays])
+        g_outs = [o.asnumpy() for o in (g_outs if isinstance(g_outs, (list, tuple)) else [g_outs])]
+    finally:
+        block.cast(dtype)
+    with _skip_random_init():
+        model = torch_cls()
+    model.load_state_dict({k: v.clone() for k, v in state.items()})
+    model.double().eval()
+    mods = dict(model.named_modules())
+    seen: Dict[str, Any] = {}
+
+    def keep(path):
+        def hook(m, a, o):
+            seen.setdefault(path, (o[0] if isinstance(o, tuple) else o).detach().numpy())
+        return hook
+    handles = [mods[layer_paths[n]].register_forward_hook(keep(layer_paths[n])) for n in nodes
+               if layer_paths[n] in mods]
+    try:
+        with torch.no_grad():
+            model(*[torch.from_numpy(np.asarray(a).astype(np.int64) if np.asarray(a).dtype.kind in "iu"
+                                     else np.asarray(a, dtype=np.float64)) for a in arrays])
+    finally:
+        for h in handles:
+            h.remove()
+    for n, ref in zip(nodes, g_outs):
+        got = seen.get(layer_paths[n])
+        if got is None:
+            continue
+        scale = max(float(np.abs(ref).max()), 1e-30) if ref.size else 1.0
+        if got.shape != ref.shape or (ref.size and float(np.abs(got - ref).max()) > rtol * scale):
+            return f"{g.nodes[n].name} (torch {layer_paths[n]})"
+    return None
