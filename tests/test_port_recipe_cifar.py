@@ -83,7 +83,8 @@ def test_one_file_runs_without_dualdl_and_mxnet(tmp_path):
     mods |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
              for a in n.names}
     assert mods <= {"torch", "numpy", "math", "struct", "random", "typing", "__future__"}
-    assert set(recipe.names) == {"make_optimizer", "make_scheduler", "init_parameters",
+    assert set(recipe.names) == {"make_optimizer", "set_learning_rate", "make_scheduler",
+                                 "init_parameters",
                                  "make_metric", "transform_train", "make_batch_sampler"}
     script = f"""
 import sys

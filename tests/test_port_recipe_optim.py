@@ -363,3 +363,32 @@ def test_negative_control_torch_nag_is_far_from_gluon():
             worst = max(worst, float(np.abs(gp.data().asnumpy() - tp.detach().numpy()).max()))
     # measured 3.6 (the same loop with dualdl_torch's GluonNAG instead: 5.8e-15)
     assert worst > 1e-3, worst
+
+
+def test_set_learning_rate_like_trainer():
+    """gluon-cv scripts without an lr_scheduler call trainer.set_learning_rate(trainer.learning_rate
+    * lr_decay) at decay epochs: the written set_learning_rate(optimizer, lr) does the same
+    (lr_mult kept), float64 over 20 steps with decays after steps 6 and 13."""
+    from mxnet import autograd
+    net, tnet, trainer = _setup("nag", dict(learning_rate=0.1, momentum=0.9, wd=1e-4), None,
+                                "float64")
+    mod = translate_recipe(trainer, tnet, gluon_model=net).load()
+    opt = mod.make_optimizer(tnet)
+    worst = 0.0
+    for n, (x, y) in enumerate(_batches("float64"), start=1):
+        if n in (7, 14):
+            trainer.set_learning_rate(trainer.learning_rate * 0.1)
+            mod.set_learning_rate(opt, trainer.learning_rate)
+        with autograd.record():
+            loss = ((net(mx.nd.array(x, dtype="float64")) - mx.nd.array(y, dtype="float64")) ** 2).sum(1)
+        loss.backward()
+        trainer.step(BATCH)
+        _torch_step(tnet, opt, None, x, y)
+        for gp, tp in zip(net.collect_params().values(), tnet.parameters()):
+            worst = max(worst, float(np.abs(gp.data().asnumpy() - tp.detach().numpy()).max()))
+    assert worst < 1e-12, worst
+    assert sorted(g["lr"] for g in opt.param_groups) == [0.1 * 0.1 * 0.1] * 2 + [0.1 * 0.1 * 0.1 * 2]
+    net, tnet, trainer = _setup("sgd", dict(momentum=0.9), "factor", "float64")
+    mod = translate_recipe(trainer, tnet, gluon_model=net).load()
+    with pytest.raises(UserWarning, match="already been defined"):
+        mod.set_learning_rate(mod.make_optimizer(tnet), 0.01)

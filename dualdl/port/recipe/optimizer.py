@@ -53,6 +53,17 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
     groups = [dict(g, params=[named[n] for n in g["params"]]) for g in PARAM_GROUPS]
     return {call_src(cls, ["groups"], kwargs)}
 ''', "make_optimizer")
+    sf.add(f'''
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """``trainer.set_learning_rate(lr)``: every group gets ``lr * lr_mult``. Like Gluon, refused
+    when the recipe has an lr schedule (the schedule owns the lr)."""
+    if {spec.get("scheduler") is not None!r}:
+        raise UserWarning("LRScheduler of the optimizer has already been defined. Note that "
+                          "set_learning_rate can mutate the value of the learning rate of the "
+                          "optimizer only when the LRScheduler of the optimizer is undefined.")
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_mult", 1.0)
+''', "set_learning_rate")
     sched = spec.get("scheduler")
     if sched is None:
         sf.add('''
