@@ -456,3 +456,29 @@ def test_an_error_while_proving_keeps_the_previous_result_and_no_staged_files(tm
     with pytest.raises(KeyboardInterrupt):
         _translate_seq(out, seed=2)
     assert _files(out) == v1
+
+
+@pytest.mark.parametrize("source, says", [
+    ('import torch\nclass A:\n    pass\nclass A:\n    pass\n', "A defined twice"),
+    ('import torch\nimport os\nos.system("x")\n', "a Expr statement at module level"),
+    ('import torch\nx = 1\n', "a Assign statement at module level"),
+    ('import torch\nclass F:\n    pass\nimport torch.nn.functional as F\n', "F defined twice"),
+    ('import torch\ndef f(self, torch):\n    return torch.relu(self)\n', "torch rebound"),
+    ('import torch\ndef f(x):\n    nn = x\n    return nn\n', "nn rebound"),
+    ('import torch\ndef f(x):\n    float = x * 2\n    return x + float("inf")\n',
+     "float is both a local of f (line 2) and a function it calls"),
+    ('import torch\ndef helper(x):\n    return x\ndef f(x):\n    helper = x\n    return helper(x)\n',
+     "helper is both a local of f"),
+    ('class C:\n    def f(self):\n        self.__debug__ = 1\n', "SyntaxError"),
+    ('import torch\nclass C:\n    def f(self):\n        import mxnet\n', "it imports mxnet"),
+    ('from dualdl.nn import Dense\n', "it imports dualdl.nn"),
+    ('class C:\n    """a\x00b"""\n', "Error"),
+])
+def test_the_last_check_refuses_source_that_is_not_what_translate_means(source, says):
+    from dualdl.port.translate.safe import check_source
+    from dualdl.port.translate.errors import TranslationError
+    with pytest.raises(TranslationError, match="refuses to save") as e:
+        check_source(source)
+    assert says in str(e.value) and len(str(e.value).splitlines()) == 1, str(e.value)
+    check_source('"""doc"""\nimport torch\nfrom torch import nn\n\nclass A(nn.Module):\n'
+                 '    def forward(self, x):\n        y = torch.relu(x)\n        return y * float("inf")\n')

@@ -149,6 +149,7 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     A ``SymbolBlock`` (an exported model) is translated from its graph (``translate_symbol_block``)."""
     import mxnet as mx
     from .codegen import Generator
+    from .errors import TranslationError
     from .trace import gluon_inputs, record_calls, walk
     from .verify import load_generated, torch_state, verify as run_verify
 
@@ -203,8 +204,15 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                                                                 records, lr=lr, seed=seed, ops=gen.ops,
                                                                 current=current)
                 report.checks, report.first_divergent, report.notes = checks, first, list(notes)
-            elif gen.untraced:
-                report.notes.append("not verified: parts of the model were not translated")
+            else:     # not proven, but the file must still import and define its class
+                try:
+                    load_generated(stage.staged(".py"), gen.top_class)
+                except Exception as e:
+                    raise TranslationError(f"the generated file does not import ({type(e).__name__}: "
+                                           f"{' '.join(str(e).split())}); this is a bug in dualdl translate: "
+                                           f"please report it with the model's class") from None
+                if gen.untraced:
+                    report.notes.append("not verified: parts of the model were not translated")
             report.notes += list(getattr(gen, "notes", []))      # what codegen decided (renamed children, ...)
             report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
                               "cpu": round(time.process_time() - c0, 3)}

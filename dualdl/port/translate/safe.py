@@ -40,13 +40,18 @@ def literal(v: Any) -> str:
 
 
 _FRAMEWORK = frozenset({"torch", "nn", "F"})
+_BUILTINS = frozenset(dir(__import__("builtins")))
+_NOT_IMPORTED = frozenset({"mxnet", "dualdl", "dualdl_torch", "gluoncv", "gluonnlp"})
 
 
 def check_source(source: str, filename: str = "<generated>") -> None:
     """Refuse generated source that is not what translate means to write: it must compile, hold
     only its docstring, imports and definitions at module level (nothing else runs on import),
-    define each module-level name once, and never rebind ``torch``/``nn``/``F`` (as a class,
-    function, argument or local). Raises ``TranslationError`` naming the problem."""
+    define each module-level name once, never rebind ``torch``/``nn``/``F`` (as a class,
+    function, argument or local), and never call a name its function also binds as a local (a
+    local ``float`` or one named like a helper function shadows it), and import neither mxnet nor
+    dualdl (nor gluoncv/gluonnlp). Raises ``TranslationError``
+    naming the problem."""
     import ast
     from .errors import TranslationError
 
@@ -68,6 +73,12 @@ def check_source(source: str, filename: str = "<generated>") -> None:
             names += [a.asname or a.name for a in node.names]
         elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             raise bad(f"a {type(node).__name__} statement at module level, line {node.lineno}")
+    for node in ast.walk(tree):
+        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        banned = [m for m in mods if m.split(".")[0] in _NOT_IMPORTED]
+        if banned:
+            raise bad(f"it imports {banned[0]}; generated code needs torch only")
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise bad(f"{', '.join(twice)} defined twice at module level")
@@ -86,3 +97,14 @@ def check_source(source: str, filename: str = "<generated>") -> None:
         shadow = _FRAMEWORK.intersection(bound)
         if shadow:
             raise bad(f"{', '.join(sorted(shadow))} rebound at line {node.lineno}")
+    top_names = set(names)
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        # a local that a call in the same function means as a helper or builtin (a child named
+        # `float` or like a helper function would turn `float("inf")` into a call of a tensor)
+        a = fn.args
+        local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+            {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        called = {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        both = sorted(local & called & (top_names | _BUILTINS))
+        if both:
+            raise bad(f"{', '.join(both)} is both a local of {fn.name} (line {fn.lineno}) and a function it calls")
