@@ -22,8 +22,6 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 # d2l models that translate with the proof; the rest are refused (see test_refused)
 _WAIT = {  # each needs a change requested in another helper's file (/tmp/s26_requests.md)
-    "rnn_model": "verify.py: torch float64 reference under torch.set_default_dtype (npx.one_hot is float32)",
-    "gru_model": "verify.py: torch float64 reference under torch.set_default_dtype (npx.one_hot is float32)",
     "dot_product_attention": "verify.py: a block without trainable parameters (gluon.Trainer on no params)",
     "positional_encoding": "codegen.py/forward.py: Graph.consts (the table d2l keeps in self.P) as a buffer",
 }

@@ -138,9 +138,20 @@ def _dtype(attrs, default="float32", node=None):
 
 
 def _one_hot(a, attrs, node):
+    """MXNet's one_hot is float32 unless asked: written as the float dtype of the ids when they are
+    floats (Gluon feeds ids as float32, so a model cast to float64 stays float64), else torch's
+    default dtype."""
     depth = int(attrs["depth"])
     on, off = float(parse_attr(attrs.get("on_value"), 1.0)), float(parse_attr(attrs.get("off_value"), 0.0))
-    body = f"F.one_hot({a[0].p()}.long(), {depth}).to({_dtype(attrs, node=node)})"
+    x = a[0].p()
+    d = attrs.get("dtype")
+    if d in (None, "None", "float32"):
+        if not x.isidentifier():
+            raise NeedsName()
+        dtype = f"{x}.dtype if {x}.is_floating_point() else torch.get_default_dtype()"
+        body = f"F.one_hot({x}.long(), {depth}).to({dtype})"
+    else:
+        body = f"F.one_hot({x}.long(), {depth}).to({_dtype(attrs, node=node)})"
     if (on, off) != (1.0, 0.0):
         body = f"{body} * {on - off!r} + {off!r}"
     return Expr(body, atomic=(on, off) == (1.0, 0.0))
