@@ -482,3 +482,50 @@ def test_the_last_check_refuses_source_that_is_not_what_translate_means(source, 
     assert says in str(e.value) and len(str(e.value).splitlines()) == 1, str(e.value)
     check_source('"""doc"""\nimport torch\nfrom torch import nn\n\nclass A(nn.Module):\n'
                  '    def forward(self, x):\n        y = torch.relu(x)\n        return y * float("inf")\n')
+
+
+@pytest.mark.slow   # two fresh interpreters
+def test_two_runs_into_one_folder_publish_one_after_the_other(tmp_path):
+    """Run A stops (holding the folder's lock) between its weights' and its source's rename; run B
+    proves a different model and waits for the lock instead of mixing its files with A's; when A
+    is killed, B publishes a consistent result (its report, its weights, its source)."""
+    import queue
+    import signal
+    import subprocess
+    import threading
+    import time
+    out = tmp_path / "out"
+    assert _translate_seq(out, seed=1).ok
+    a = subprocess.Popen([sys.executable, "-c", _KILLED, str(out), "2"], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, DUALDL_TRANSLATE_PAUSE="published .safetensors"))
+    b = None
+    try:
+        assert a.stdout.readline().strip() == "dualdl-translate-paused: published .safetensors"
+        b = subprocess.Popen([sys.executable, "-c", _KILLED, str(out), "5"], stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, DUALDL_TRANSLATE_TRACE="1"))
+        lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(ln.strip()) for ln in b.stdout], daemon=True).start()
+        seen = []
+        while "dualdl-translate-at: locking" not in seen:
+            seen.append(lines.get(timeout=240))
+        time.sleep(2.0)
+        assert lines.empty() and b.poll() is None        # B waits: it has not removed A's state
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait()
+        while not seen[-1].startswith("done"):
+            seen.append(lines.get(timeout=120))
+        assert seen[-1] == "done True" and b.wait(timeout=60) == 0
+    finally:
+        for p in (a, b):
+            if p is not None:
+                p.kill()
+                p.wait()
+    import json
+    from safetensors.numpy import load_file
+    rep = json.loads((out / "net.report.json").read_text())
+    assert rep["ok"] is True and sorted(os.listdir(out)) == ["net.py", "net.report.json", "net.safetensors"]
+    # the published weights are B's (seed 5): the same as translating seed 5 again
+    b_weights = load_file(str(out / "net.safetensors"))
+    _translate_seq(tmp_path / "again", seed=5)
+    again = load_file(str(tmp_path / "again" / "net.safetensors"))
+    assert all(np.array_equal(b_weights[k], again[k]) for k in again)

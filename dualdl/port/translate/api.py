@@ -325,16 +325,18 @@ class Staging:
     def publish(self, report: Dict[str, Any]) -> None:
         from ...atomic import atomic_write_file, publish
         data = json.dumps(report, indent=1, default=float).encode()
-        _hook("before-publish")
-        try:
-            os.unlink(self.paths[".report.json"])       # from here on nothing claims to be complete
-        except FileNotFoundError:
-            pass
-        for suffix in (".safetensors", ".py"):
-            if suffix in self._tmp:
-                publish(self._tmp.pop(suffix), self.paths[suffix])
-                _hook(f"published {suffix}")
-        atomic_write_file(self.paths[".report.json"], lambda f: f.write(data))
+        _hook("locking")
+        with _folder_lock(self.out_dir):   # two translate runs into one folder publish one after the other
+            _hook("before-publish")
+            try:
+                os.unlink(self.paths[".report.json"])       # from here on nothing claims to be complete
+            except FileNotFoundError:
+                pass
+            for suffix in (".safetensors", ".py"):
+                if suffix in self._tmp:
+                    publish(self._tmp.pop(suffix), self.paths[suffix])
+                    _hook(f"published {suffix}")
+            atomic_write_file(self.paths[".report.json"], lambda f: f.write(data))
 
     def discard(self) -> None:
         for tmp in self._tmp.values():
@@ -351,9 +353,36 @@ class Staging:
         self.discard()
 
 
+class _folder_lock:
+    """An exclusive ``flock`` on the output folder itself (no lock file left behind; released
+    when the process dies, so a killed run never blocks the next). Where folders cannot be
+    locked (no fcntl, some network filesystems) it does nothing."""
+
+    def __init__(self, folder: str):
+        self.folder, self.fd = folder, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+            self.fd = os.open(self.folder, os.O_RDONLY)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)         # closing the descriptor releases the lock
+
+
 def _hook(point: str) -> None:
     """Test seam for crash tests: ``DUALDL_TRANSLATE_PAUSE=<point>`` makes the process print the
-    point and sleep there, so a test can ``kill -9`` it at that exact moment."""
+    point and sleep there, so a test can ``kill -9`` it at that exact moment;
+    ``DUALDL_TRANSLATE_TRACE=1`` prints every point reached."""
+    if os.environ.get("DUALDL_TRANSLATE_TRACE"):
+        print(f"dualdl-translate-at: {point}", flush=True)
     if os.environ.get("DUALDL_TRANSLATE_PAUSE") == point:
         print(f"dualdl-translate-paused: {point}", flush=True)
         time.sleep(600)
