@@ -75,7 +75,10 @@ def test_translate_restores_state(np_mode, tmp_path):
     from mxnet.symbol.numpy import _Symbol
     block, inputs = d2l.MODELS["multihead_attention"]()
     data = Parameter.data
-    translate(block, inputs, str(tmp_path), "mha")
+    report = translate(block, inputs, str(tmp_path), "mha")
+    src = open(report.source_path).read()
+    # d2l's X.reshape(X.shape[0], X.shape[1], num_heads, -1) keeps the sizes symbolic (any batch / length)
+    assert "W_q.reshape(W_q.shape[0], W_q.shape[1], 2, -1)" in src
     assert d2l.np is mnp and d2l.npx is mnpx
     assert Parameter.data is data and "shape" not in vars(_Symbol) and "shape" not in vars(mx.sym.Symbol)
     assert isinstance(block.attention.attention_weights, mnp.ndarray)
@@ -112,6 +115,8 @@ def test_legacy_block_reads_shape(tmp_path):
     report = translate(net, np.random.default_rng(0).standard_normal((2, 5, 4)).astype("float32"),
                        str(tmp_path), "shapes")
     assert report.ok, report.summary()
+    src = open(report.source_path).read()
+    assert "dense.reshape(dense.shape[0], dense.shape[1], 2, -1)" in src      # Reshape code 0: copied sizes
 
 
 class _ValueBranch(gluon.nn.Block):

@@ -164,6 +164,20 @@ class TraceScope:
             for name in ("asnumpy", "asscalar", "item", "__float__", "__int__", "__index__"):
                 self._set(cls, name, values)
         self._set(_Symbol, "reshape", reshape)
+        nd_reshape = mx.sym.Symbol.reshape
+
+        def legacy_reshape(sym, *args, **kwargs):
+            """Legacy Reshape: a size read from the same axis of this tensor is MXNet's code 0 (copy)."""
+            shp = kwargs.get("shape", args[0] if args else None)
+            if isinstance(shp, (tuple, list)) and not kwargs.get("reverse") and any(isinstance(d, Dim) for d in shp):
+                h = _handle(sym)
+                codes = tuple(0 if isinstance(d, Dim) and d.src == h and d.axis == i else d for i, d in enumerate(shp))
+                if args:
+                    args = (codes,) + tuple(args[1:])
+                else:
+                    kwargs = dict(kwargs, shape=codes)
+            return nd_reshape(sym, *args, **kwargs)
+        self._set(mx.sym.Symbol, "reshape", legacy_reshape)
         np_getitem = _Symbol.__getitem__
 
         def getitem(sym, key):   # MXNet 1.9 slices x[-1] of a symbol as x[-1:0] (empty): make it x[n-1]
