@@ -529,3 +529,9 @@ def test_two_runs_into_one_folder_publish_one_after_the_other(tmp_path):
     _translate_seq(tmp_path / "again", seed=5)
     again = load_file(str(tmp_path / "again" / "net.safetensors"))
     assert all(np.array_equal(b_weights[k], again[k]) for k in again)
+
+
+def test_a_translation_error_is_one_line_whatever_the_class_is_called():
+    from dualdl.port.translate.errors import TranslationError
+    e = TranslationError("no translation", block=f"A\n{PWN}", path="x\ny")
+    assert len(str(e).splitlines()) == 1 and "A\\nimport sys" in str(e)
