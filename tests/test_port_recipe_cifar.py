@@ -26,7 +26,8 @@ def _load(rel, name):
     spec = importlib.util.find_spec("gluoncv")
     if spec is None:
         pytest.skip("gluoncv not installed")
-    s = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(spec.origin), rel))
+    path = os.path.join(os.path.dirname(spec.origin), rel)
+    s = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(s)
     s.loader.exec_module(mod)
     return mod

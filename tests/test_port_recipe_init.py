@@ -78,7 +78,7 @@ def test_scale_equals_mxnet_exactly(init, shape, monkeypatch):
 
 
 def test_deterministic_rules_bitwise():
-    """Bilinear, LSTMBias, Constant (scalar and per-row list), Zero, One: equal to MXNet's arrays."""
+    """Bilinear, LSTMBias, Constant (scalar and per-row list), Zero, One: MXNet's arrays."""
     from mxnet import initializer as I
     from dualdl.port.recipe.init import rule_of
     from dualdl.port.recipe.torch_src import init as T

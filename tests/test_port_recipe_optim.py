@@ -285,14 +285,14 @@ def test_schedule_equals_gluon_over_5000_updates(kind):
 
 def test_file_runs_without_dualdl_and_mxnet(tmp_path):
     """Import the written file in a fresh interpreter where dualdl and mxnet cannot be imported."""
-    from mxnet import gluon
     net, tnet, trainer = _setup("nag", dict(learning_rate=0.1, momentum=0.9, wd=1e-4),
                                 "gcv-step", "float64")
-    path = translate_recipe(trainer, tnet, gluon_model=net).write(tmp_path / "cifar_recipe.py")
+    translate_recipe(trainer, tnet, gluon_model=net).write(tmp_path / "cifar_recipe.py")
     code = ("import sys; sys.modules['dualdl'] = None; sys.modules['mxnet'] = None; "
             "sys.modules['dualdl_torch'] = None; sys.path.insert(0, sys.argv[1]); "
             "import torch, cifar_recipe as r; "
-            "m = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3));"
+            "L = torch.nn.Linear; "
+            "m = torch.nn.Sequential(L(4, 5), torch.nn.Tanh(), L(5, 3)); "
             "o = r.make_optimizer(m); s = r.make_scheduler(o); "
             "m(torch.ones(2, 4)).sum().backward(); o.step(); s.step(); "
             "print(type(o).__name__, round(o.param_groups[0]['lr'], 6))")
@@ -353,7 +353,8 @@ def test_negative_control_torch_nag_is_far_from_gluon():
     worst = 0.0
     for n, (x, y) in enumerate(_batches("float64"), start=1):
         with autograd.record():
-            loss = ((net(mx.nd.array(x, dtype="float64")) - mx.nd.array(y, dtype="float64")) ** 2).sum(1)
+            out = net(mx.nd.array(x, dtype="float64"))
+            loss = ((out - mx.nd.array(y, dtype="float64")) ** 2).sum(1)
         loss.backward()
         trainer.step(BATCH)
         for g in opt.param_groups:
@@ -380,14 +381,16 @@ def test_set_learning_rate_like_trainer():
             trainer.set_learning_rate(trainer.learning_rate * 0.1)
             mod.set_learning_rate(opt, trainer.learning_rate)
         with autograd.record():
-            loss = ((net(mx.nd.array(x, dtype="float64")) - mx.nd.array(y, dtype="float64")) ** 2).sum(1)
+            out = net(mx.nd.array(x, dtype="float64"))
+            loss = ((out - mx.nd.array(y, dtype="float64")) ** 2).sum(1)
         loss.backward()
         trainer.step(BATCH)
         _torch_step(tnet, opt, None, x, y)
         for gp, tp in zip(net.collect_params().values(), tnet.parameters()):
             worst = max(worst, float(np.abs(gp.data().asnumpy() - tp.detach().numpy()).max()))
     assert worst < 1e-12, worst
-    assert sorted(g["lr"] for g in opt.param_groups) == [0.1 * 0.1 * 0.1] * 2 + [0.1 * 0.1 * 0.1 * 2]
+    final = 0.1 * 0.1 * 0.1
+    assert sorted(g["lr"] for g in opt.param_groups) == [final, final, final * 2]
     net, tnet, trainer = _setup("sgd", dict(momentum=0.9), "factor", "float64")
     mod = translate_recipe(trainer, tnet, gluon_model=net).load()
     with pytest.raises(UserWarning, match="already been defined"):

@@ -438,7 +438,9 @@ def translate_trainer(gluon_trainer: Any, torch_model: Any,
     ``mapping`` pairs Gluon and torch parameters: ``None`` (same architecture: ``gluon_model``'s
     parameters and ``torch_model``'s in declaration order, shapes checked), a ``dualdl.port``
     report or ``Mapping`` (or the path of a saved one; give ``gluon_model`` to resolve its
-    save_parameters keys), or a dict Gluon name/Parameter -> torch name/Parameter. ``lr_mult``/``wd_mult`` become param groups.
+    save_parameters keys; a ``dl.port.translate`` report or its JSON path works the same way),
+    or a dict Gluon name/Parameter -> torch name/Parameter. ``lr_mult``/``wd_mult`` become param
+    groups. ``.write_source(path)`` writes the result as a torch-only Python file.
     ``optimizer.step()`` expects ``p.grad`` from a batch-mean loss (see ``.gradient``).
     Returns a :class:`TrainerTranslation` (``optimizer, scheduler = translate_trainer(...)``).
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import types
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, List, Optional, Union
 
 from .emit import RecipeError, SourceFile
 

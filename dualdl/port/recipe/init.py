@@ -64,8 +64,8 @@ def init_rows(initializer: Any, gluon_model: Any, torch_model: Any = None,
                               f"initialization is not elementwise: initialize in Gluon's layout")
         shape = [int(s) for s in p.shape]
         if any(s <= 0 for s in shape):
-            raise RecipeError(f"Gluon parameter {key!r} has unknown shape {tuple(p.shape)}: run one "
-                              f"forward pass (deferred initialization) before translating")
+            raise RecipeError(f"Gluon parameter {key!r} has unknown shape {tuple(p.shape)}: run "
+                              f"one forward pass (deferred initialization) before translating")
         rows.append((tkey, key, kind, args, shape))
     return rows
 

@@ -33,8 +33,8 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
             return [(k, k, False) for k in gk]
         missing = [k for k in gk if k not in tk]
         if missing:
-            raise RecipeError(f"Gluon parameter {missing[0]!r} has no torch tensor of the same name "
-                              f"({len(missing)} of {len(gk)} unmatched); pass mapping= (the "
+            raise RecipeError(f"Gluon parameter {missing[0]!r} has no torch tensor of the same "
+                              f"name ({len(missing)} of {len(gk)} unmatched); pass mapping= (the "
                               f"dl.port.translate report, a dl.port report or a dict Gluon key -> "
                               f"torch key)")
         return [(k, k, False) for k in gk]
@@ -61,8 +61,8 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
         s = e.sources[0]
         key = s["key"] if s["key"] in gk else by_name.get(s["key"])
         if key is None:
-            raise RecipeError(f"the mapping feeds torch {e.target!r} from Gluon {s['key']!r}, which "
-                              f"is not a parameter of gluon_model")
+            raise RecipeError(f"the mapping feeds torch {e.target!r} from Gluon {s['key']!r}, "
+                              f"which is not a parameter of gluon_model")
         out.append((e.target, key, bool(e.transpose or s.get("transpose")
                                          or e.transform == "transpose")))
     return out

@@ -27,6 +27,8 @@ def loader_spec(loader: Any) -> dict:
 def emit_sampler(sf: SourceFile, loader: Any) -> None:
     spec = loader_spec(loader)
     inner = "GluonRandomSampler" if spec["shuffle"] else "GluonSequentialSampler"
+    seed = (" Seed with np.random.seed (Gluon shuffles with numpy's global RNG)."
+            if spec["shuffle"] else "")
     sf.use(_SRC, [inner, "GluonBatchSampler"])
     sf.add(f'''
 DATASET_LENGTH = {spec["length"]}
@@ -35,8 +37,7 @@ DATASET_LENGTH = {spec["length"]}
 def make_batch_sampler(length: int = DATASET_LENGTH) -> GluonBatchSampler:
     """The Gluon DataLoader's batches (batch_size={spec["batch_size"]}, shuffle={spec["shuffle"]},
     last_batch={spec["last_batch"]!r}): ``DataLoader(dataset, batch_sampler=make_batch_sampler())``.
-    Make it once: 'rollover' keeps the incomplete batch for the next epoch.{
-    " Seed with np.random.seed (Gluon shuffles with numpy's global RNG)." if spec["shuffle"] else ""}"""
+    Make it once: 'rollover' keeps the incomplete batch for the next epoch.{seed}"""
     return GluonBatchSampler({inner}(length), batch_size={spec["batch_size"]},
                              last_batch={lit(spec["last_batch"])})
 ''', "make_batch_sampler")

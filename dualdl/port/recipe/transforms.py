@@ -125,7 +125,8 @@ def emit_transforms(sf: SourceFile, transforms: Any) -> List[str]:
         body = "\n".join(lines) if lines else "    pass"
         desc = ", ".join(type(t).__name__ for t in _flatten(pipe))
         sf.add(f'''
-def transform_{name}(img: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+def transform_{name}(img: torch.Tensor,
+                     generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """Gluon's {desc} on an HWC uint8 image tensor."""
 {body}
     return img

@@ -10,10 +10,9 @@ choices MXNet makes with its own RNG (flip, jitter factors and order, lighting) 
 the same distribution, not the same draws."""
 from __future__ import annotations
 
-import math
 import random
 import struct
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
