@@ -479,3 +479,32 @@ def test_gluoncv_se_resnet(tmp_path):
     r = port.translate(net, x, str(tmp_path))
     assert r.ok and r.dtype == "float64", r.summary()
     assert "F.adaptive_avg_pool2d(" in open(r.source_path).read()
+
+
+@pytest.mark.parametrize("op,axis,keep", [("max", 1, False), ("min", None, False), ("max", (0, 2), True)])
+def test_max_min_give_tied_elements_the_full_gradient(tmp_path, op, axis, keep):
+    """MXNet's max/min backward gives every tied maximum the whole gradient (torch.amax splits it):
+    a max over repeated values (gluonnlp's ELMo char CNN over a repeated character) is exact."""
+    x = np.repeat(rng.standard_normal((3, 2, 1)), 4, axis=2).astype(np.float32)      # ties along axis 2
+    x[:, :, 0] -= 1.0
+    _, src, d = measure(lambda F, x: getattr(F, op)(x, axis=axis, keepdims=keep), [x], tmp_path, "TiedMax.apply(")
+    assert d["float64"] == 0.0 and d["float32"] == 0.0
+
+
+def test_numpy_style_bare_slice_attributes():
+    from dualdl.port.translate.ops import Expr, OpNode, translate_op
+    node = OpNode("slice", "s", {"begin": "[None]", "end": "1", "step": "None"}, [(4, 3)], [(1, 3)])
+    assert translate_op(node, [Expr("y")]).text == "y[:1]"
+
+
+class _NoParams(nn.HybridBlock):
+    def hybrid_forward(self, F, q, k):
+        return F.softmax(F.batch_dot(q, k, transpose_b=True) / 2.0, axis=-1)
+
+
+def test_block_without_parameters_is_proven(tmp_path):
+    """An attention cell with no parameters: no Gluon Trainer step (MXNet refuses an empty one)."""
+    q, k = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((2, 5, 4)).astype(np.float32)
+    r = port.translate(_NoParams(), [q, k], str(tmp_path))
+    assert r.ok and r.dtype == "float64", r.summary()
+    assert r.checks[0].max_abs_diff < 1e-15

@@ -303,9 +303,14 @@ def _slice_axis(a, attrs, node):
     return Expr(f"{a[0].p()}{_index(node, int(attrs['axis']), sl)}")
 
 
+def _seq(v) -> list:
+    """A slice attribute as a list: MXNet's numpy symbol ``y[:1]`` stores end=1, step=None."""
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
 def _slice(a, attrs, node):
-    begin, end = parse_attr(attrs.get("begin")), parse_attr(attrs.get("end"))
-    step = parse_attr(attrs.get("step"), ()) or ()
+    begin, end = _seq(parse_attr(attrs.get("begin"))), _seq(parse_attr(attrs.get("end")))
+    step = _seq(parse_attr(attrs.get("step"), ()) or ())
     parts = []
     for k, (b, e) in enumerate(zip(begin, end)):
         s = step[k] if k < len(step) else None
@@ -320,20 +325,40 @@ def _split(a, attrs, node):
     return Expr(f"torch.chunk({a[0].text}, {n}, dim={axis})")
 
 
+TIED_MAX = '''class TiedMax(torch.autograd.Function):
+    """MXNet max/min: the gradient reaches every element equal to the result in full (torch.amax
+    and amin share it among tied elements; MXNet's max([1, 3, 3, 2]) has gradient [0, 1, 1, 0])."""
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, largest):
+        dims = tuple(range(x.dim())) if dims is None else dims
+        out = x.amax(dim=dims, keepdim=True) if largest else x.amin(dim=dims, keepdim=True)
+        ctx.save_for_backward(x, out)
+        return out if keepdim else out.squeeze(dims)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return grad.reshape(out.shape) * (x == out).to(grad.dtype), None, None, None
+'''
+
+
 def _reduce(fn_name: str):
     def fn(a, attrs, node):
         axis = parse_attr(attrs.get("axis"))
-        keep = parse_attr(attrs.get("keepdims"), False)
+        keep = bool(parse_attr(attrs.get("keepdims"), False))
         if parse_attr(attrs.get("exclude"), False):
             raise _unsupported(node, f"{node.op}(exclude=True)")
         x = a[0].p()
-        if axis is None or axis == ():
-            return Expr(f"{x}.{fn_name}()" if not keep else f"{x}.{fn_name}(dim=tuple(range({x}.dim())), keepdim=True)")
-        dims = axis if isinstance(axis, int) else tuple(axis)
-        call = f"{x}.{fn_name}(dim={dims}{', keepdim=True' if keep else ''})"
+        # legacy MXNet reduces everything to shape (1,), the numpy interface to ()
+        one = ".reshape(1)" if not keep and node.out_shapes and node.out_shapes[0] == (1,) else ""
         if fn_name in ("amax", "amin"):
-            return Expr(call)
-        return Expr(call)
+            dims = None if axis is None or axis == () else ((axis,) if isinstance(axis, int) else tuple(axis))
+            return Expr(f"TiedMax.apply({a[0].text}, {dims}, {keep}, {fn_name == 'amax'}){one}", helpers=(TIED_MAX,))
+        if axis is None or axis == ():
+            return Expr(f"{x}.{fn_name}(){one}" if not keep else f"{x}.{fn_name}(dim=tuple(range({x}.dim())), keepdim=True)")
+        dims = axis if isinstance(axis, int) else tuple(axis)
+        return Expr(f"{x}.{fn_name}(dim={dims}{', keepdim=True' if keep else ''}){one}")
     return fn
 
 

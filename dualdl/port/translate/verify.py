@@ -13,14 +13,7 @@ import numpy as np
 from ..verify import RTOL_FLOOR, ROUNDING_FACTOR, Check, check_outputs, compare, rounding_tolerance
 from ..slots import RANDOMISED_ROLES, gluon_role
 from .codegen import MapEntry
-from .trace import walk
-try:
-    from .trace import gluon_array
-except ImportError:   # trace.py without the numpy interface yet: legacy NDArrays only
-    def gluon_array(a, dtype=None):
-        import mxnet as mx
-        a = np.asarray(a)
-        return mx.nd.array(a, dtype=dtype if dtype is not None else a.dtype)
+from .trace import gluon_array, walk
 
 __all__ = ["load_generated", "verify", "torch_state", "TOLERANCE"]
 
@@ -68,6 +61,8 @@ def float32_internal(block: Any, ops: Sequence[str]) -> List[str]:
     Gluon layers translated whole (LeakyReLU, PReLU, ELU, GELU call LeakyReLU; RNN(relu) the RNN op)."""
     from mxnet.gluon import nn, rnn
     found = set(FLOAT32_INTERNAL_OPS.intersection(ops))
+    if "RNN:rnn_relu" in ops:     # exported symbol files name the fused RNN op with its mode
+        found.add("RNN(mode='rnn_relu')")
     leaky = tuple(getattr(nn, n) for n in ("LeakyReLU", "PReLU", "ELU", "GELU") if hasattr(nn, n))
     for _, b in walk(block):
         if isinstance(b, leaky):
@@ -310,14 +305,16 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         proj = [rng.standard_normal(o.shape) for o in g_out]
         n = int(np.asarray(inputs[0]).shape[0]) if np.asarray(inputs[0]).ndim else 1
         trainable = {k: p for k, p in params.items() if p.grad_req != "null"}
-        trainer = gluon.Trainer(trainable, "sgd", {"learning_rate": lr}, kvstore=None)
+        trainer = gluon.Trainer(trainable, "sgd", {"learning_rate": lr}, kvstore=None) if trainable else None
         with autograd.record():
             outs = _flat(block(*gx))
             loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))   # float32 indices stay float32
-        loss.backward()
+        if trainable:             # without parameters nothing was recorded to differentiate
+            loss.backward()
         g_train = [o.asnumpy() for o in outs]
         g_grads = {id(p): p.grad() for p in trainable.values()}   # read one at a time when compared
-        trainer.step(n, ignore_stale_grad=True)
+        if trainer is not None:   # a block without parameters (an attention cell) has no step
+            trainer.step(n, ignore_stale_grad=True)
         gluon_side = _GluonSide(block, entries, records, before, g_out, g_train, g_grads, n, lr)
         mults = {e.torch_key: float(e.param.lr_mult) for e in _owners(entries) if float(e.param.lr_mult) != 1.0}
         if mults:   # gluoncv's segmentation heads train at 10x the lr
