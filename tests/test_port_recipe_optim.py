@@ -120,6 +120,7 @@ CASES = [  # (optimizer, params, scheduler, dtype)
     ("rmsprop", dict(learning_rate=0.01, centered=True, clip_weights=1.5, clip_gradient=0.5,
                      gamma2=0.8), "factor", "float32"),
     ("rmsprop", dict(learning_rate=0.01, wd=0.01), None, "float32"),
+    ("bertadam", dict(learning_rate=0.05, wd=0.01, clip_gradient=0.4), "gcv-poly", "float32"),
     ("adagrad", dict(learning_rate=0.1, wd=0.01, clip_gradient=0.5), "gcv-cosine", "float32"),
     ("adagrad", dict(learning_rate=0.05, eps=1e-3, rescale_grad=2.0), None, "float32"),
 ]
@@ -128,6 +129,8 @@ IDS = [f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)]
 
 def _setup(name, params, sched, dtype):
     from mxnet import gluon
+    if name == "bertadam":
+        pytest.importorskip("gluonnlp")  # registers the optimizer
     gcv = gluoncv_lr() if sched and sched.startswith("gcv") else None
     net, tnet = _models(dtype)
     params = dict(params)
