@@ -73,7 +73,7 @@ def measure(fn, inputs, tmp_path, expect=None, dtypes=("float64", "float32")):
             d = max(d, float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max()) if a.size else 0.0)
         diffs[dt] = d
     net.cast("float32")
-    print(fn, diffs)
+    print("MEASURED", tmp_path.parent.name + "/" + tmp_path.name, {k: float(f"{v:.3g}") for k, v in diffs.items()})
     return r, src, diffs
 
 
@@ -110,6 +110,9 @@ def test_bilinear_resize_scale_like_and_even(tmp_path, align):
     _, _, d = measure(lambda F, x: F.contrib.BilinearResize2D(x, mode="to_even_up", align_corners=align),
                       [X4], tmp_path / "even")
     assert d["float64"] < 1e-14
+    _, src, d = measure(lambda F, x: F.contrib.BilinearResize2D(x, mode="odd_scale", scale_height=2.0, scale_width=0.5,
+                                                                align_corners=align), [X4], tmp_path / "odd")
+    assert "resize_odd_scaled(" in src and d["float64"] < 1e-14
 
 
 def test_div_sqrt_dim(tmp_path):

@@ -63,6 +63,11 @@ BILINEAR = '''def bilinear_resize(x, height, width, align_corners):
 def resize_scaled(n, scale):
     """MXNet's output size for a scale: int(float32(scale) * n), the product in float32."""
     return int(torch.tensor(scale, dtype=torch.float32) * n)
+
+
+def resize_odd_scaled(n, scale):
+    """MXNet's mode 'odd_scale': an odd size n becomes (n - 1) * scale + 1."""
+    return resize_scaled(n, scale) if n % 2 == 0 else resize_scaled(n - 1, scale) + 1
 '''
 
 
@@ -85,6 +90,12 @@ def _bilinear(a, attrs, node):
             size = f"resize_scaled({x}.shape[2], {float(sh)!r}), resize_scaled({x}.shape[3], {float(sw)!r})"
         else:
             size = f"{int(attrs['height'])}, {int(attrs['width'])}"
+    elif mode == "odd_scale":
+        if sh is None or sw is None:
+            raise _unsupported(node, "_contrib_BilinearResize2D(mode='odd_scale') without both scales")
+        if not x.isidentifier():
+            raise NeedsName()
+        size = f"resize_odd_scaled({x}.shape[2], {float(sh)!r}), resize_odd_scaled({x}.shape[3], {float(sw)!r})"
     elif mode in ("to_even_down", "to_even_up", "to_odd_down", "to_odd_up"):
         if not x.isidentifier():
             raise NeedsName()
