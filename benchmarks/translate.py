@@ -36,12 +36,14 @@ def _row(name: str, o, **extra) -> Row:
     total = (o.translate_s or 0.0) + (o.verify_s or 0.0) if o.status in ("ok", "failed-check") else o.seconds
     note = {"ok": "ok", "failed-check": "proof failed", "refused": "refused (TranslationError)",
             "raw": "RAW ERROR", "build": "not built"}[o.status]
+    cpu = o.report.seconds.get("cpu") if o.report is not None else None
     if o.status in ("ok", "failed-check"):
-        note += f"; translate {o.translate_s:.2f} s + verify {o.verify_s:.2f} s; max rel diff {o.max_rel:.2g}"
+        note += (f"; translate {o.translate_s:.2f} s + verify {o.verify_s:.2f} s (process CPU {cpu:.2f} s); "
+                 f"max rel diff {o.max_rel:.2g}")
     else:
         note += f": {o.detail[:120]}"
     return Row(group="translate", name=name, value=total, unit="s", note=note,
-               extra=dict(status=o.status, translate_s=o.translate_s, verify_s=o.verify_s,
+               extra=dict(status=o.status, translate_s=o.translate_s, verify_s=o.verify_s, cpu_s=cpu,
                           max_rel_diff=o.max_rel, family=o.family, **extra))
 
 

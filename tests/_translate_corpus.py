@@ -115,6 +115,16 @@ def seg(name: str, size: int, **kwargs) -> Callable[[], Built]:
                **kwargs)
 
 
+def video_tsn_resnet18() -> Built:
+    """gluoncv's resnet18_v1b_kinetics400 (per-frame ResNet, segment consensus), built as its
+    factory does but with ``pretrained_base=False`` (the factory always downloads the base)."""
+    from dualdl.port.gluoncv_compat import import_gluoncv
+    ar = import_gluoncv().model_zoo.action_recognition
+    net = ar.actionrec_resnetv1b.ActionRecResNetV1b(depth=18, nclass=10, pretrained_base=False, num_segments=2,
+                                                    dropout_ratio=0.5, init_std=0.01)
+    return _finish(net, [_image(4, 3, 32, 32)])      # 2 videos x 2 segments
+
+
 def nlp_standard_rnn(mode: str) -> Callable[[], Built]:
     def build() -> Built:
         import gluonnlp as nlp
@@ -453,6 +463,7 @@ def _cases() -> List[Case]:
         # gluoncv pose, video
         c("gcv:simple_pose_resnet18_v1b", "gluoncv pose",
           gcv("simple_pose_resnet18_v1b", (1, 3, 64, 48), pretrained_base=False)),
+        c("gcv:resnet18_v1b_kinetics400", "gluoncv video", _seeded(video_tsn_resnet18)),
         c("gcv:i3d_resnet50_v1_kinetics400", "gluoncv video",
           gcv("i3d_resnet50_v1_kinetics400", (2, 3, 8, 32, 32), pretrained_base=False, num_segments=1), slow=S),
         c("gcv:r2plus1d_resnet18_kinetics400", "gluoncv video",
@@ -489,6 +500,9 @@ class Outcome:
     translate_s: Optional[float] = None
     verify_s: Optional[float] = None
     max_rel: Optional[float] = None
+    inputs: str = ""
+    dtype: str = ""
+    cpu_s: Optional[float] = None
     report: Any = field(default=None, repr=False)
 
 
@@ -512,20 +526,21 @@ def _run_case(case: Case, out_dir: str) -> Outcome:
     except Exception as e:                                          # noqa: BLE001
         return Outcome(case.name, case.family, "build", f"{type(e).__name__}: {_line(e)}",
                        time.perf_counter() - t0)
+    shapes = ", ".join(_shape(x) for x in inputs)
     t1 = time.perf_counter()
     try:
         rep = translate(net, inputs, out_dir, name=_file_name(case.name))
     except TranslationError as e:
-        return Outcome(case.name, case.family, "refused", _line(e), time.perf_counter() - t1)
+        return Outcome(case.name, case.family, "refused", _line(e), time.perf_counter() - t1, inputs=shapes)
     except Exception as e:                                          # noqa: BLE001
         tb = traceback.extract_tb(e.__traceback__)[-1]
         where = f" [{os.path.basename(tb.filename)}:{tb.lineno}]"
         return Outcome(case.name, case.family, "raw", f"{type(e).__name__}: {_line(e)}{where}",
-                       time.perf_counter() - t1)
+                       time.perf_counter() - t1, inputs=shapes)
     secs = time.perf_counter() - t1
     o = Outcome(case.name, case.family, "ok" if rep.ok else "failed-check", seconds=secs,
                 translate_s=rep.seconds.get("translate"), verify_s=rep.seconds.get("verify"),
-                max_rel=rep.max_rel_diff, report=rep)
+                max_rel=rep.max_rel_diff, inputs=shapes, dtype=rep.dtype, cpu_s=rep.seconds.get("cpu"), report=rep)
     if not rep.ok:
         bad = [f"{c.name}: rel {c.max_rel_diff:.3g} > {c.tolerance:.3g}" for c in rep.checks if not c.passed]
         bad += [f"untranslated {u['block']} at {u['path']!r}: {u['reason']}" for u in rep.untranslated]
@@ -533,6 +548,26 @@ def _run_case(case: Case, out_dir: str) -> Outcome:
     else:
         o.detail = f"max rel {rep.max_rel_diff:.2g} ({rep.dtype})"
     return o
+
+
+def _shape(x: Any) -> str:
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_shape(v) for v in x) + "]"
+    return "x".join(str(d) for d in np.shape(x)) or "scalar"
+
+
+def markdown_table(outcomes: Sequence[Outcome]) -> str:
+    """The corpus as docs/translate.md shows it: one row per model."""
+    words = {"ok": "ok", "failed-check": "proof fails", "refused": "refused", "raw": "RAW ERROR", "build": "not built"}
+    lines = ["| family | model | input | result | max rel diff (checked in) | translate + verify s (CPU s) |",
+             "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        diff = f"{o.max_rel:.1e} ({o.dtype})" if o.max_rel is not None else "-"
+        secs = (f"{(o.translate_s or 0) + (o.verify_s or 0):.1f} ({o.cpu_s:.1f})" if o.translate_s is not None
+                else "-")
+        what = words[o.status] + ("" if o.status == "ok" else ": " + o.detail.split(". Register")[0][:160])
+        lines.append(f"| {o.family} | {o.name.split(':', 1)[1]} | {o.inputs} | {what.replace('|', '/')} | {diff} | {secs} |")
+    return "\n".join(lines)
 
 
 def _file_name(name: str) -> str:
@@ -551,6 +586,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--fast", action="store_true", help="skip the models marked slow")
     p.add_argument("--status", help="append the result table to this Markdown file")
     p.add_argument("--json", help="write the outcomes as JSON")
+    p.add_argument("--markdown", help="write the docs table (markdown_table) to this file")
     p.add_argument("--list", action="store_true")
     a = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -562,6 +598,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     outcomes = []
     with tempfile.TemporaryDirectory() as tmp:
+        run_case(BY_NAME["proj:dcgan_G"], tmp)      # warm-up (imports): the seconds below exclude them
         for c in cases:
             o = run_case(c, tmp)
             outcomes.append(o)
@@ -575,6 +612,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f.write("| model | family | status | s | detail |\n|---|---|---|---|---|\n")
             for o in outcomes:
                 f.write(f"| {o.name} | {o.family} | {o.status} | {o.seconds:.1f} | {o.detail.replace('|', '/')} |\n")
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown_table(outcomes) + "\n")
     if a.json:
         with open(a.json, "w") as f:
             json.dump([{k: v for k, v in vars(o).items() if k != "report"} for o in outcomes], f, indent=1)
