@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .emit import RecipeError, SourceFile, pretty
+from .emit import RecipeError, SourceFile, lit
 from .names import gluon_keys, pair_names
 
 _SRC = "dualdl.port.recipe.torch_src.init"
@@ -76,7 +76,7 @@ def emit_init(sf: SourceFile, initializer: Any, gluon_model: Any, torch_model: A
     names = ["_f32", "xavier_scale", "uniform_", "normal_", "xavier_", "orthogonal_", "bilinear_",
              "lstm_bias_", "constant_", "apply_rule"]
     sf.use(_SRC, names)
-    table = ",\n".join("    " + pretty(r, 4) for r in rows)
+    table = ",\n".join("    " + lit(r) for r in rows)  # a table: one tensor per line
     sf.add(f'''
 #: (torch name, Gluon name, rule, arguments, Gluon shape) - the mx.init rule Gluon applies
 INIT_RULES = [

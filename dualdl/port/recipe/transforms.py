@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Tuple
 from .emit import RecipeError, SourceFile, lit
 
 _SRC = "dualdl.port.recipe.torch_src.transforms"
-_BASE = ["_f32", "_wh", "Size"]
+_BASE = ["_f32", "Size", "_wh"]
 
 
 def _flatten(block: Any) -> List[Any]:
