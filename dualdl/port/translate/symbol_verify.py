@@ -37,6 +37,7 @@ def reference_block(symbol_json: str, input_names: Sequence[str], arg: Dict[str,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         block = mx.gluon.SymbolBlock(sym, inputs)
+    block._dualdl_json = json.dumps(data, ensure_ascii=False)     # for the imperative re-check
     params = block.collect_params()
     values = dict(arg)
     values.update(aux)
