@@ -22,7 +22,6 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 # d2l models that translate with the proof; the rest are refused (see test_refused)
 _WAIT = {  # each needs a change requested in another helper's file (/tmp/s26_requests.md)
-    "dot_product_attention": "verify.py: a block without trainable parameters (gluon.Trainer on no params)",
     "positional_encoding": "codegen.py/forward.py: Graph.consts (the table d2l keeps in self.P) as a buffer",
 }
 OK = [pytest.param(n, marks=pytest.mark.xfail(reason=_WAIT[n], strict=False)) if n in _WAIT else n for n in [
@@ -269,3 +268,24 @@ def test_is_training_branch(tmp_path):
     net = _SameBothWays()
     net.initialize()
     assert translate(net, np.ones((2, 4), "float32"), str(tmp_path / "same"), "same").ok
+
+
+class _DefaultZeros(gluon.nn.Block):
+    """Builds an array with a function bound as a default argument (not swapped for its symbol twin)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3)
+
+    def forward(self, x, func=mx.nd.zeros):
+        y = self.dense(x)
+        return y + func(shape=y.shape)
+
+
+def test_array_meeting_a_traced_value_is_named(tmp_path):
+    net = _DefaultZeros()
+    net.initialize()
+    report = translate(net, np.ones((2, 4), "float32"), str(tmp_path), "dz")
+    assert not report.ok
+    reason = report.untranslated[0]["reason"]
+    assert "_DefaultZeros" in reason and "build it with np/npx/nd/F inside forward" in reason

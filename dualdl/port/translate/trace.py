@@ -265,6 +265,10 @@ def _legacy(s: Any) -> Any:
 def _const_hint(s: Any) -> str:
     import mxnet as mx
     if isinstance(s, mx.nd.NDArray):
+        if not s.asnumpy().any():
+            return (f"; this is an array of zeros of shape {tuple(s.shape)} made outside the traced ops (a begin "
+                    f"state from a func=nd.zeros default argument?): pass it as an input, or build it with "
+                    f"F.zeros / np.zeros inside forward")
         return (f"; this is an array of shape {tuple(s.shape)} held by the block or made in its forward, not "
                 f"computed from the inputs: make it a Parameter (self.params.get(..., grad_req='null')) so it "
                 f"is translated as a buffer")
@@ -348,9 +352,17 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
                                f"this block, or compute that branch with ops (np.where, npx.sequence_mask)",
                                block=type(block).__name__, path=path) from None
     except Exception as e:  # the block's Python code could not run on symbols
+        msg = str(e).splitlines()[0] if str(e) else ""
+        low = msg.lower()
+        hint = ""
+        if "but got <symbol" in low or "but got <_symbol" in low:
+            hint = ("; forward calls an NDArray-only function on a traced value through a name the tracer does not "
+                    "swap (only the np / npx / nd modules are): call it as nd.<op> / np.<op> / F.<op>")
+        elif isinstance(e, TypeError) and "ndarray" in low:
+            hint = ("; an MXNet array that is not an input (made in forward outside np/npx/nd, or kept on the "
+                    "block) met a traced value: build it with np/npx/nd/F inside forward, or make it a Parameter")
         raise TranslationError(f"forward of this {kind} could not be traced on symbols ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''})",
-                               block=type(block).__name__, path=path) from None
+                               f"{msg}){hint}", block=type(block).__name__, path=path) from None
     finally:
         for _, child in patched:
             child.__dict__.pop("forward", None)
