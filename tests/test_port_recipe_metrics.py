@@ -106,6 +106,13 @@ def test_loss_and_composite_and_reset():
     assert _close(loss_m.get()[1], ours.get()[1][0])
 
 
+def test_metric_names_as_mx_metric_create_takes_them():
+    mod = translate_recipe(metrics=["acc", "ce"]).load()
+    assert mod.make_metric().get()[0] == ["accuracy", "cross-entropy"]
+    with pytest.raises(RecipeError, match="mx.metric.create refuses"):
+        translate_recipe(metrics="no-such-metric")
+
+
 def test_unsupported_metric_is_named():
     with pytest.raises(RecipeError, match="MCC has no translation"):
         translate_recipe(metrics=mx.metric.MCC())

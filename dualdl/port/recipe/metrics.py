@@ -38,8 +38,15 @@ def _ctor(m: Any, used: List[str]) -> str:
 
 
 def emit_metrics(sf: SourceFile, metric: Any) -> None:
-    """``metric``: an ``mx.metric`` object or a list of them (made a CompositeEvalMetric)."""
+    """``metric``: an ``mx.metric`` object, a list of them (made a CompositeEvalMetric), or the
+    names ``mx.metric.create`` takes ('acc', ['acc', 'top_k_acc'], ...)."""
     import mxnet as mx
+    if isinstance(metric, str) or (isinstance(metric, (list, tuple))
+                                   and any(isinstance(m, str) for m in metric)):
+        try:  # 'acc', ['acc', 'ce'], as mx.metric.create takes them
+            metric = mx.metric.create(list(metric) if isinstance(metric, tuple) else metric)
+        except (ValueError, AssertionError, KeyError) as e:
+            raise RecipeError(f"metrics={metric!r}: mx.metric.create refuses it ({e})") from None
     if isinstance(metric, (list, tuple)):
         comp = mx.metric.CompositeEvalMetric()
         for m in metric:
