@@ -111,6 +111,13 @@ class TraceScope:
             owner.__dict__[name] = value
 
     def __enter__(self) -> "TraceScope":
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__(None, None, None)    # undo what was patched before the failure
+            raise
+
+    def _enter(self) -> "TraceScope":
         import mxnet as mx
         from mxnet.gluon.parameter import Parameter
         from mxnet.symbol.numpy import _Symbol
