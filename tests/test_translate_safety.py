@@ -535,3 +535,24 @@ def test_a_translation_error_is_one_line_whatever_the_class_is_called():
     from dualdl.port.translate.errors import TranslationError
     e = TranslationError("no translation", block=f"A\n{PWN}", path="x\ny")
     assert len(str(e).splitlines()) == 1 and "A\\nimport sys" in str(e)
+
+
+class _EvilStr(str):
+    def __repr__(self):
+        return f"'x')\n{PWN}\n("
+
+
+class _EvilObj:
+    def __repr__(self):
+        return f"1)\n{PWN}\n("
+
+
+def test_literals_are_written_by_the_builtin_types_not_by_the_model():
+    assert literal(_EvilStr("a\nb")) == "'a\\nb'"
+    assert literal((np.float32("inf"), np.int64(3), np.bool_(True), np.float64(0.5))) == \
+        '(float("inf"), 3, True, 0.5)'
+    assert literal({"a": (1,)}) == "{'a': (1,)}"
+    from dualdl.port.translate.errors import TranslationError
+    for bad in (_EvilObj(), np.ones(2), object()):
+        with pytest.raises(TranslationError, match="cannot be written into the generated source"):
+            literal(bad)

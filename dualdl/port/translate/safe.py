@@ -28,15 +28,36 @@ def docstring_text(text: str) -> str:
 
 
 def literal(v: Any) -> str:
-    """Python source that evaluates to ``v`` (numbers, strings, None, bools and tuples/lists of them)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return 'float("nan")' if math.isnan(v) else ('float("inf")' if v > 0 else 'float("-inf")')
+    """Python source that evaluates to ``v``: None, bools, numbers (numpy scalars included), strings,
+    bytes, and tuples/lists/dicts of them. Written by the built-in types' own ``repr`` (a ``str``
+    subclass or an object from the model cannot choose its own text); infinities and NaN as
+    ``float("inf")``...; any other value is refused with a ``TranslationError``."""
+    import numbers
+    if v is None:
+        return "None"
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return "True" if bool(v) else "False"
+    if isinstance(v, numbers.Integral):
+        return int.__repr__(int(v))
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if not math.isfinite(f):
+            return 'float("nan")' if math.isnan(f) else ('float("inf")' if f > 0 else 'float("-inf")')
+        return float.__repr__(f)
+    if isinstance(v, str):
+        return str.__repr__(str.__str__(v))
+    if isinstance(v, bytes):
+        return bytes.__repr__(bytes(v))
     if isinstance(v, tuple):
-        inner = ", ".join(literal(i) for i in v)
+        inner = ", ".join(literal(i) for i in tuple.__iter__(v))
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, list):
-        return "[" + ", ".join(literal(i) for i in v) + "]"
-    return repr(v)
+        return "[" + ", ".join(literal(i) for i in list.__iter__(v)) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(x)}" for k, x in dict.items(v)) + "}"
+    from .errors import TranslationError
+    raise TranslationError(f"a value of type {type(v).__name__} cannot be written into the generated source "
+                           f"(only numbers, strings, None, bools and tuples/lists/dicts of them)")
 
 
 _FRAMEWORK = frozenset({"torch", "nn", "F"})
