@@ -441,3 +441,15 @@ def test_translate_an_exported_symbol_file(tmp_path, monkeypatch, capsys):
     assert sorted(os.listdir(tmp_path / "o")) == ["small.py", "small.report.json", "small.safetensors"]
     import json
     assert json.loads((tmp_path / "o" / "small.report.json").read_text())["ok"] is True
+
+
+def test_factory_from_a_script_whose_arguments_all_have_defaults(tmp_path, monkeypatch, capsys):
+    """apache/mxnet's example/gluon/mnist/mnist.py style: argparse at module level, every option
+    with a default. Imported with sys.argv = [its file] it parses no option (before, it saw
+    dualdl's own arguments and exited with 'unrecognized arguments'), and the factory translates."""
+    script = ("import argparse\nparser = argparse.ArgumentParser()\n"
+              "parser.add_argument('--units', type=int, default=3)\nopt = parser.parse_args()\n\n" + SMALL +
+              "\n\ndef from_opt():\n    return Small(opt.units)\n")
+    mod = _user_module(tmp_path, monkeypatch, script, name="mnist_like_script")
+    code, out, err = _translate_main([f"{mod}:from_opt", "--input-shape", "2,4", "--out", "o"], capsys)
+    assert code == 0 and "translate small: OK" in out, err
