@@ -511,3 +511,26 @@ def test_block_without_parameters_is_proven(tmp_path):
     r = port.translate(_NoParams(), [q, k], str(tmp_path))
     assert r.ok and r.dtype == "float64", r.summary()
     assert r.checks[0].max_abs_diff < 1e-15
+
+
+def test_gluonnlp_standard_rnn_with_shared_dropout(tmp_path):
+    """gluonnlp StandardRNN(dropout=0.2) calls the Dropout op with axes=(0,) (one mask for every time
+    step): written as shared_dropout; the proof's train step runs both sides without dropout."""
+    nlp = pytest.importorskip("gluonnlp")
+    mx.random.seed(0)
+    net = nlp.model.StandardRNN("lstm", vocab_size=30, embed_size=8, hidden_size=8, num_layers=2,
+                                dropout=0.2, tie_weights=False)
+    net.initialize(mx.init.Xavier())
+    r = port.translate(net, rng.integers(0, 30, (5, 2)), str(tmp_path))
+    assert r.ok, r.summary()
+    src = open(r.source_path).read()
+    assert "shared_dropout(" in src and ", (0,), self.training)" in src
+    assert any("dropout set to 0" in n for n in r.notes)
+    m = load_generated(r.source_path, r.class_name)()
+    m.load_state_dict(load_file(r.weights_path))
+    m.train()
+    ids = torch.from_numpy(rng.integers(0, 30, (5, 2)))
+    a, b = m(ids), m(ids)
+    a = a[0] if isinstance(a, (list, tuple)) else a
+    b = b[0] if isinstance(b, (list, tuple)) else b
+    assert not torch.equal(a, b)       # the generated module really drops in train mode

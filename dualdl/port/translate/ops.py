@@ -418,10 +418,23 @@ def _pooling(a, attrs, node):
     return Expr(f"F.{pool}_pool{nd}d({a[0].text}, {tuple(kernel)}, {tuple(stride)}, {tuple(pad)}{extra})")
 
 
+SHARED_DROPOUT_FN = '''def shared_dropout(x, p, axes, training):
+    """MXNet Dropout(axes=...): one mask shared along `axes` (every time step of gluonnlp's
+    StandardRNN), scaled by 1 / (1 - p) as F.dropout does."""
+    shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    return x * F.dropout(torch.ones(shape, dtype=x.dtype, device=x.device), p, training)
+'''
+
+
 def _dropout(a, attrs, node):
-    if parse_attr(attrs.get("axes"), ()):
-        raise _unsupported(node, f"Dropout(axes={attrs['axes']}) as an op")
-    return Expr(f"F.dropout({a[0].text}, {_num(attrs.get('p', '0.5'))}, self.training)")
+    axes = parse_attr(attrs.get("axes"), ()) or ()
+    p = _num(attrs.get("p", "0.5"))
+    if attrs.get("mode", "training") == "always":
+        raise _unsupported(node, "Dropout(mode='always') as an op")
+    if axes:
+        axes = (axes,) if isinstance(axes, int) else tuple(int(v) % _ndim(node) for v in axes)
+        return Expr(f"shared_dropout({a[0].text}, {p}, {axes}, self.training)", helpers=(SHARED_DROPOUT_FN,))
+    return Expr(f"F.dropout({a[0].text}, {p}, self.training)")
 
 
 def _cast(a, attrs, node):

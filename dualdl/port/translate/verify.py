@@ -163,6 +163,23 @@ def _skip_random_init():
     return SkipRandomInit()
 
 
+def _no_functional_dropout():
+    """A torch function mode in which ``F.dropout`` calls written in a generated forward (MXNet's
+    Dropout op) return their input, as ``nn.Dropout`` modules get p = 0 for the train check."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+    skip = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout}
+
+    class NoDropout(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in skip:
+                return args[0] if args else kwargs["input"]
+            return func(*args, **(kwargs or {}))
+
+    return NoDropout()
+
+
 class _TorchRun:
     """The generated module in one dtype: built from the Gluon values, run in eval mode, then one
     backward and one plain SGD step in train mode (what ``torch.optim.SGD(lr)`` does without
@@ -194,7 +211,8 @@ class _TorchRun:
             if isinstance(m, torch.nn.RNNBase):
                 m.dropout = 0.0
         self.model.train()
-        outs = _flat(self.model(*self.inputs))
+        with _no_functional_dropout():   # dropout set to 0 on both sides (random masks differ)
+            outs = _flat(self.model(*self.inputs))
         loss = sum((o * torch.from_numpy(r.astype(self.dtype))).sum() for o, r in zip(outs, proj)) / n
         self.model.zero_grad()
         if loss.requires_grad:    # outputs that no parameter reaches (a topk mask) have no gradient
