@@ -165,7 +165,7 @@ def cifar_script(n: int, batch: int, seed: int, decay_epochs=(1,)):
     trainer = gluon.Trainer(net.collect_params(), 'nag',
                             {'learning_rate': 0.1, 'wd': 1e-4, 'momentum': 0.9})
     loader = gluon.data.DataLoader(
-        gluon.data.ArrayDataset(images, labels).transform_first(transform),
+        gluon.data.ArrayDataset(mx.nd.array(images, dtype=np.uint8), labels).transform_first(transform),
         batch_size=batch, shuffle=True, last_batch='discard')
     return dict(net=net, trainer=trainer, loss=gluon.loss.SoftmaxCrossEntropyLoss(),
                 metric=mx.metric.Accuracy(), loader=loader, images=images, labels=labels,
@@ -275,12 +275,17 @@ def journey(which: str, out: str, n: int, batch: int, epochs: int, seed: int = 0
     m = as_mapping(report)
     w = max(float(np.abs(e.compute({k: p.data().asnumpy() for k, p in g_final.items()})
                          - final[e.target].numpy()).max()) for e in m.entries if e.sources)
+    loss_rows = [d for d in proof.diffs if d.phase == "forward" and d.name == "loss"]
     return {"name": name, "gluon_losses": [round(x, 4) for x in g_losses[::max(1, len(g_losses) // 8)]], "translate_ok": report.ok, "recipe": recipe.parts,
             "proof": proof, "proof_passed": proof.passed, "steps": proof.steps_run,
             "float64_loss": proof.max_abs("float64", "loss"),
             "float64_weights": proof.max_abs("float64", "param"),
             "float64_grads": proof.max_abs("float64", "grad"),
             "float32_loss": proof.max_abs("forward", "loss"),
+            # what the proof allows the float32 losses to differ by: each side's measured rounding
+            "float32_loss_allowance": max(d.max_abs / d.usage for d in loss_rows if d.usage > 0),
+            "gluon_float32_vs_float64_loss": max(d.ref_mxnet or 0.0 for d in loss_rows),
+            "torch_float32_vs_float64_loss": max(d.ref_torch or 0.0 for d in loss_rows),
             "torch_script": script, "torch_script_imports_mxnet": ran["mxnet_imported"],
             "torch_script_imports_dualdl": ran["dualdl_imported"],
             "script_loss_diff": max(abs(a - b) for a, b in zip(g_losses, ran["losses"])),
