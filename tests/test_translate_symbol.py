@@ -302,6 +302,27 @@ def test_mxnet_symbolic_prelu_gradient_judged_against_imperative_mxnet(tmp_path)
     np.testing.assert_allclose(model.prelu0.weight.grad.numpy(), net[1].alpha.grad().asnumpy(), rtol=1e-6)
 
 
+def _gluoncv():
+    try:
+        from dualdl.port.gluoncv_compat import import_gluoncv
+        return import_gluoncv()
+    except Exception as e:   # gluoncv not installed here
+        pytest.skip(f"gluoncv unavailable: {e}")
+
+
+@pytest.mark.parametrize("name,size", [("mobilenetv3_small", 64),
+                                       pytest.param("resnest14", 64, marks=pytest.mark.slow),
+                                       pytest.param("darknet53", 64, marks=pytest.mark.slow)])
+def test_gluoncv_exported_models(tmp_path, name, size):
+    """gluoncv models deployed as export files: hard-swish / SE blocks (mobilenetv3), split-attention
+    (resnest), LeakyReLU (darknet, judged by evidence: MXNet computes it in float32)."""
+    gcv = _gluoncv()
+    sym, params = _export(gcv.model_zoo.get_model(name, pretrained=False), [(1, 3, size, size)], tmp_path, name)
+    report = translate_symbol_file(sym, params, [(2, 3, size, size)], str(tmp_path / "out"))
+    assert report.ok, report.summary()
+    _imports_only_torch(open(report.source_path).read())
+
+
 @pytest.mark.slow
 def test_mobilenetv2_from_files(tmp_path):
     sym, params = _export(vision.mobilenet_v2_1_0(pretrained=False), [(1, 3, 64, 64)], tmp_path, "mobilenetv2_1.0")
