@@ -534,3 +534,16 @@ def test_gluonnlp_standard_rnn_with_shared_dropout(tmp_path):
     a = a[0] if isinstance(a, (list, tuple)) else a
     b = b[0] if isinstance(b, (list, tuple)) else b
     assert not torch.equal(a, b)       # the generated module really drops in train mode
+
+
+@pytest.mark.xfail(strict=True, reason="leaves.py writes nn.ELU(0.7); MXNet computes with float32(0.7) = "
+                   "0.699999988: gradients 1.4e-8 relative off (asked of leaves.py's owner)")
+def test_elu_stays_on_the_float64_tolerance(tmp_path):
+    """Gluon's ELU runs MXNet's LeakyReLU op but in float64 (only its slope is float32): it is not
+    judged by the float32 evidence rule, so the translation must use the float32 slope."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(6, in_units=4), nn.ELU(0.7), nn.Dense(3, in_units=6))
+    net.initialize()
+    r = port.translate(net, rng.standard_normal((5, 4)).astype(np.float32) * 3, str(tmp_path))
+    assert r.ok, r.summary()
+    assert all(c.evidence == "float64 on both sides" for c in r.checks) and not r.notes

@@ -58,12 +58,13 @@ FLOAT32_INTERNAL_OPS = frozenset({"LeakyReLU"})
 
 def float32_internal(block: Any, ops: Sequence[str]) -> List[str]:
     """The float32-internal MXNet computations (FLOAT32_INTERNAL_OPS) a model runs: traced ops, and
-    Gluon layers translated whole (LeakyReLU, PReLU, ELU, GELU call LeakyReLU; RNN(relu) the RNN op)."""
+    Gluon layers translated whole (LeakyReLU, PReLU, GELU call LeakyReLU; RNN(relu) the RNN op).
+    Gluon's ELU also calls LeakyReLU but computes in float64 (only its slope is float32: 1.2e-8)."""
     from mxnet.gluon import nn, rnn
     found = set(FLOAT32_INTERNAL_OPS.intersection(ops))
     if "RNN:rnn_relu" in ops:     # exported symbol files name the fused RNN op with its mode
         found.add("RNN(mode='rnn_relu')")
-    leaky = tuple(getattr(nn, n) for n in ("LeakyReLU", "PReLU", "ELU", "GELU") if hasattr(nn, n))
+    leaky = tuple(getattr(nn, n) for n in ("LeakyReLU", "PReLU", "GELU") if hasattr(nn, n))
     for _, b in walk(block):
         if isinstance(b, leaky):
             found.add(f"LeakyReLU ({type(b).__name__})")
