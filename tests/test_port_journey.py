@@ -193,3 +193,19 @@ def test_the_journey_of_train_cifar10_py_runs_end_to_end(tmp_path):
     # the two scripts' float32 losses part as far as the proof's measured rounding allows
     # (measured: 3.8e-3 at step 3; MXNet's float32 loss is the one far from float64)
     assert r["script_steps"] == 4 and r["script_loss_diff"] <= r["float32_loss_allowance"]
+
+
+def test_port_takes_the_translate_report_as_its_mapping(tmp_path):
+    g, x = _mlp()
+    rep = dl.port.translate(g, x, str(tmp_path), "mlp")
+    tnet = getattr(port_project._load(rep.source_path, "mlp_port"), rep.class_name)()  # fresh weights
+    r = dl.port.port_gluon_to_torch(g, tnet, x, mapping=rep)
+    print(r.summary())
+    assert r.ok and r.loaded and r.complete and len(r.pairs) == 6
+    assert r.checks[-1].evidence == "float64 on both sides" and r.max_rel_diff < 1e-12
+    assert np.array_equal(tnet.state_dict()["0.weight"].numpy(), g[0].weight.data().asnumpy())
+    other = gnn.Sequential()
+    other.add(gnn.Dense(4, in_units=20))
+    other.initialize()
+    with pytest.raises(ValueError, match="source tensors the source model does not have"):
+        dl.port.port_gluon_to_torch(other, tnet, x, mapping=rep)

@@ -12,7 +12,7 @@ import numpy as np
 from .diagnose import activation_mismatches, layer_pairs, setting_mismatches
 from .inputs import as_inputs, padding_lengths, unset_mask_parameters
 from .mapping import Mapping
-from .pairing import Pair, pair_slots
+from .pairing import Pair, PairResult, pair_slots
 from .rules import DEFAULT_RULES, Rule
 from .sides import make_side
 from .slots import RANDOMISED_ROLES, Slot
@@ -150,7 +150,7 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
          verify: bool = True, allow_partial: bool = False, default_rules: bool = True,
          target_inputs: Any = None, source_forward: Optional[Callable] = None,
          target_forward: Optional[Callable] = None, rtol: float = 1e-5, atol: float = 1e-7,
-         float64: bool = True, seed: int = 0) -> PortReport:
+         float64: bool = True, seed: int = 0, mapping: Any = None) -> PortReport:
     """Map ``source``'s tensors onto ``target`` (a Gluon block and a torch module, either way).
 
     ``sample_inputs``: one array, a tuple of positional inputs, a dict of keyword inputs (or a
@@ -162,6 +162,10 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
     stride/padding, GELU flavour) and, with ``verify``, the outputs agree by the evidence of
     :mod:`dualdl.port.verify` (float64 runs where the ops allow, else ``atol + rtol *
     max|output|``); a failed check restores the target's previous values.
+
+    ``mapping``: a known mapping instead of pairing (a ``translate`` report, a ``PortReport``, a
+    ``Mapping`` or the path of one: :func:`dualdl.port.mapping.as_mapping`); it is loaded and
+    verified the same way, and tensors it leaves out are reported unpaired.
     """
     src, dst = make_side(source, "source"), make_side(target, "target")
     inputs = as_inputs(sample_inputs)
@@ -169,7 +173,8 @@ def port(source: Any, target: Any, sample_inputs: Any, rules: Optional[Sequence[
     all_rules = list(DEFAULT_RULES if default_rules else []) + list(rules or [])
     src_slots = src.trace(inputs, source_forward)
     dst_slots = dst.trace(t_inputs, target_forward)
-    res = pair_slots(src_slots, dst_slots, all_rules)
+    res = (pair_slots(src_slots, dst_slots, all_rules) if mapping is None else
+           _given(mapping, src_slots, dst_slots, src.framework, dst.framework))
     src_state = src.state()
     unpaired_src = list(res.unpaired_source)
     for s in res.dropped_source:  # a Gluon center=False beta is droppable only if it is 0
@@ -337,6 +342,29 @@ def _tie_conflicts(dst_slots: List[Slot], mapping: Mapping, state: Dict[str, np.
                 out.append(f"the target ties {keys[0]} and {k} (one tensor) but the source gives "
                            f"them different values (max diff {d:.3g}): the source does not tie them")
     return out
+
+
+def _given(mapping: Any, src_slots: List[Slot], dst_slots: List[Slot], src_fw: str,
+           dst_fw: str) -> PairResult:
+    """A known mapping in place of pairing: its entries, the slot pairs of its plain copies (for
+    the layer-settings comparison), and the slots it leaves out as unpaired."""
+    from .mapping import as_mapping
+    m = as_mapping(mapping)
+    if (m.source_framework, m.target_framework) not in (("", ""), (src_fw, dst_fw)):
+        raise ValueError(f"port: the mapping goes {m.source_framework} -> {m.target_framework}, "
+                         f"this port {src_fw} -> {dst_fw}")
+    src_by, dst_by = {s.key: s for s in src_slots}, {s.key: s for s in dst_slots}
+    missing = sorted({x["key"] for e in m.entries for x in e.sources} - set(src_by))
+    if missing:
+        raise ValueError(f"port: the mapping reads source tensors the source model does not have: "
+                         f"{missing[:5]} (a mapping made for another model?)")
+    used = {x["key"] for e in m.entries for x in e.sources}
+    pairs = [Pair(src_by[e.sources[0]["key"]], dst_by[e.target], "mapping")
+             for e in m.entries if e.transform == "copy" and len(e.sources) == 1
+             and e.target in dst_by]
+    return PairResult(pairs, list(m.entries), [s for s in src_slots if s.key not in used],
+                      [s for s in dst_slots if s.key not in set(m.target_keys)],
+                      [f"mapping given ({len(m.entries)} target tensors); no pairing"])
 
 
 def _first(side: List[Slot], s: Slot) -> str:
