@@ -23,7 +23,7 @@ from .forward import ForwardWriter
 from .leaves import builtin_leaf, fused_helper, weight_drop_note
 from .registry import Call, Leaf, block_translation
 from .safe import comment, docstring_text, literal
-from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args
+from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args, defined_names, free_name
 from .trace import T, flatten_struct, trace_block
 
 __all__ = ["Generator", "MapEntry"]
@@ -88,7 +88,7 @@ class _Alias:
 
 
 def access(parts, base: str = "self") -> str:
-    """Source text of the module at ``parts`` below ``base``."""
+    """Source text of the module at ``parts`` below ``base`` (names as ASCII string literals)."""
     out = base
     for kind, name in parts:
         if kind == "i":
@@ -96,7 +96,7 @@ def access(parts, base: str = "self") -> str:
         elif kind == "a":
             out += f".{name}"
         else:
-            out = f"getattr({out}, {literal(name)})"
+            out = f"getattr({out}, {ascii(name)})"
     return out
 
 
@@ -107,7 +107,7 @@ def assign(parts, value: str, base: str = "self") -> str:
         return f"{parent}[{name}] = {value}"
     if kind == "a":
         return f"{parent}.{name} = {value}"
-    return f"{parent}.add_module({literal(name)}, {value})"
+    return f"{parent}.add_module({ascii(name)}, {value})"
 
 
 _MODULE_ATTRS: Optional[frozenset] = None
@@ -414,16 +414,20 @@ class Generator:
             self.untraced.append({"path": path, "block": type(block).__name__, "reason": inst.untraced})
 
     # ---- what forward.py asks ----
-    def child_access(self, block: Any, child: str) -> str:
-        """Source of a direct child (``"name"``, or ``"seq.3"`` for a layer of an uncalled
-        container) as seen from ``block``'s forward."""
+    def child_access(self, block: Any, child: str) -> Tuple[Any, str]:
+        """(child block, its source) for a traced call site of ``block``: a direct child under any
+        name (dots included), or ``"seq.i"``, layer ``i`` of a container the block calls layer by
+        layer (``self.seq[k]``, ``k`` its position in the ``nn.ModuleList``)."""
         inst = self.instances[id(block)]
-        first, _, rest = child.partition(".")
-        text = access([inst.names[first]])
-        if rest:
-            seq = getattr(block, "_children")[first]
-            text += f"[{list(seq._children).index(rest)}]"
-        return text
+        children = block._children
+        if child in children:
+            return children[child], access([inst.names[child]])
+        for i, ch in enumerate(child):
+            if ch == "." and child[:i] in children:
+                seq, rest = children[child[:i]], child[i + 1:]
+                if rest in seq._children:
+                    return seq._children[rest], access([inst.names[child[:i]], ("i", list(seq._children).index(rest))])
+        raise KeyError(child)
 
     def param_access(self, block: Any, local: str) -> str:
         return access([self.instances[id(block)].names[local]])
@@ -462,9 +466,8 @@ class Generator:
         for cls, sid in groups:
             base = _camel(cls.__name__)
             k = count[cls] = count.get(cls, 0) + 1
-            cname = base if k == 1 else f"{base}_{k}"
-            while cname in names.values() or cname == "Concurrent" or cname in self.helpers:
-                cname += "_"
+            cname = free_name(base if k == 1 else f"{base}_{k}",
+                              set(names.values()) | {"Concurrent"} | defined_names(self.helpers.values()))
             names[(cls, sid)] = cname
         of = {id(i.block): key for key, insts in groups.items() for i in insts}
         done: set = set()
@@ -524,7 +527,7 @@ class Generator:
         for part, shape in inst.own:
             value = f"nn.Parameter(torch.empty{literal(shape)})"
             lines.append(f"        self.{part[1]} = {value}" if part[0] == "a" else
-                         f"        self.register_parameter({literal(part[1])}, {value})")
+                         f"        self.register_parameter({ascii(part[1])}, {value})")
         lines += _alias_lines(inst.aliases)
         if inst is self.instances.get(id(self.root)):
             lines += self._tie_lines()
@@ -553,7 +556,7 @@ class Generator:
 
     def _param_access(self, mod: str, local: str) -> str:
         base = access(self.parts.get(mod, tuple(("a", p) for p in mod.split(".") if p)))
-        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {literal(local)})"
+        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {ascii(local)})"
 
     # ---- the whole file ----
     def source(self) -> str:
@@ -572,8 +575,7 @@ class Generator:
             if not call.fn.startswith("nn.") and call.fn != "Concurrent":
                 raise TranslationError("a top-level block of this kind", block=type(self.root).__name__)
             src = list(self.class_src.values())
-            while top in self.class_src or top in self.helpers:
-                top += "_"
+            top = free_name(top, set(self.class_src) | defined_names(self.helpers.values()))
             ties = self._tie_lines()
             doc = docstring_text(type(self.root).__qualname__)
             src.append(f"class {top}({call.fn}):\n    \"\"\"Translated from Gluon {doc}.\"\"\"\n\n"

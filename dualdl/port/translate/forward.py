@@ -136,9 +136,7 @@ class ForwardWriter:
         if ci in self.call_done:
             return
         c = self.g.calls[ci]
-        child = self.block
-        for part in c.child.split("."):
-            child = child._children[part]
+        child, attr = self.gen.child_access(self.block, c.child)
         leaf = self.gen.leaves.get(id(child))
         n_in = getattr(leaf, "n_inputs", None)
         if n_in is not None:   # Gluon's RNN __call__ adds zero begin states the torch layer does not need
@@ -161,7 +159,6 @@ class ForwardWriter:
                 return "[" + ", ".join(inner) + "]" if isinstance(s, list) else "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
             return next(it).text
         args = [fill(a) for a in c.args]
-        attr = self.gen.child_access(self.block, c.child)
         comment = ""
         flat_out = flatten_struct(c.out_struct)
         if leaf is not None:

@@ -6,6 +6,8 @@ Gluon layer that computes what the layer computes (gluoncv's ``BatchNormCudnnOff
 from __future__ import annotations
 
 import json
+
+import numpy as np
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from .errors import TranslationError
@@ -222,6 +224,10 @@ def _batchnorm(block, info):
         d = cls[-2:]
         cls = f"GluonBatchNorm{d}"
         helpers = [GLUON_BATCHNORM.format(d=d)]
+        if mom:      # MXNet keeps momentum as a float32 attribute: 1 - float32(0.9) = 0.10000002384185791
+            mom = 1.0 - float(np.float32(kw["momentum"]))
+            comment += " (MXNet's momentum is a float32)"
+            kwargs = [(k, mom if k == "momentum" else v) for k, v in kwargs]
     return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
                      comment=comment),
                 params, buffers={"num_batches_tracked": 0}, helpers=helpers)
