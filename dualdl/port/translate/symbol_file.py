@@ -13,7 +13,6 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .api import TranslateReport
-from .errors import TranslationError
 
 __all__ = ["translate_symbol_file", "translate_symbol_block"]
 
@@ -60,11 +59,9 @@ def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequ
     the random inputs the proof uses. ``outputs`` picks the model's outputs by internal name
     (``["fc1_output"]``: the graph before a Module-API ``SoftmaxOutput`` head). Malformed files raise
     :class:`TranslationError`."""
-    from .symbol_emit import SymbolEmitter
-    from .symbol_graph import load_symbol_graph
-    from .symbol_tree import build_tree
-
     from .api import _name_problem
+    from .symbol_graph import load_symbol_graph
+
     name = name or _default_name(symbol_path)
     if _name_problem(name):
         raise ValueError(f"translate: cannot use the name {name!r}: {_name_problem(name)}; choose another name")

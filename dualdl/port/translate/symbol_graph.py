@@ -232,7 +232,6 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
 def _infer(g: SymGraph, sym, shapes_in, input_names, input_dtypes, params_path) -> None:
     """Every value's shape (MXNet's own inference), with a clear error for a wrong input shape
     or a weight whose shape does not fit."""
-    import mxnet as mx
     internals = sym.get_internals()
     out_names = internals.list_outputs()
     try:
@@ -257,4 +256,3 @@ def _infer(g: SymGraph, sym, shapes_in, input_names, input_dtypes, params_path) 
             k += 1
         if f"{n.name}_output" in by_name:
             g.shapes[(n.id, 0)] = by_name[f"{n.name}_output"]
-    del mx

@@ -8,9 +8,8 @@ of a stage, whose Gluon prefix is empty) become blocks of their own, so that rep
 become one class."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
 
 from .symbol_graph import SymGraph, Value
 
@@ -190,7 +189,7 @@ def _order(g: SymGraph, s: Scope) -> None:
         _order(g, c)
 
 
-def item_values(g: SymGraph, it, consumers=None) -> (List[Value], List[Value]):
+def item_values(g: SymGraph, it) -> Tuple[List[Value], List[Value]]:
     """(values it consumes from outside, values it produces), data values only (no weights)."""
     nodes = it.nodes() if isinstance(it, Scope) else [it]
     inside = set(nodes)
