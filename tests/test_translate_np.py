@@ -290,3 +290,37 @@ def test_array_meeting_a_traced_value_is_named(tmp_path):
     assert not report.ok
     reason = report.untranslated[0]["reason"]
     assert "_DefaultZeros" in reason and "build it with np/npx/nd/F inside forward" in reason
+
+
+class _Legacy(gluon.nn.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3)
+
+    def hybrid_forward(self, F, x):
+        return F.Activation(self.dense(x), act_type="relu")
+
+
+def test_wrong_mode_is_named(tmp_path):
+    """A numpy-interface model translated with the mode off, and a legacy one with it on: one
+    TranslationError that says which call to make, not MXNet's error."""
+    was = npx.is_np_array()
+    npx.set_np()
+    try:
+        block, inputs = d2l.MODELS["multihead_attention"]()
+    finally:
+        npx.reset_np()
+    with pytest.raises(TranslationError) as e:
+        translate(block, inputs, str(tmp_path / "a"), "mha")
+    assert "call npx.set_np() before translate" in str(e.value) and "MultiHeadAttention" in str(e.value)
+    net = _Legacy()
+    net.initialize()
+    npx.set_np()
+    try:
+        with pytest.raises(TranslationError) as e:
+            translate(net, np.ones((2, 4), "float32"), str(tmp_path / "b"), "legacy")
+        assert "call npx.reset_np() before translate" in str(e.value)
+    finally:
+        npx.reset_np()
+        if was:
+            npx.set_np()

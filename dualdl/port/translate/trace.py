@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .errors import TranslationError
 from . import ops_np  # noqa: F401  (registers the numpy-interface ops into ops.py's table)
 
-__all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+__all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
 
 
@@ -122,10 +122,44 @@ def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
     try:
         root(*inputs)
         mx.nd.waitall()   # MKLDNN reorders weights in place after a forward: let it finish
+    except Exception as e:
+        _mode_mismatch(root, e)
+        raise
     finally:
         for h in handles:
             h.detach()
     return records
+
+
+def np_style(block: Any) -> bool:
+    """Is the block tree written for MXNet's numpy interface (a class whose module binds
+    ``mxnet.numpy`` / ``mxnet.numpy_extension``, as ``from mxnet import np, npx`` does)?"""
+    import sys
+    import mxnet as mx
+    mods = {type(b).__module__ for _, b in walk(block)}
+    for name in mods:
+        mod = sys.modules.get(name)
+        if mod is not None and not name.startswith("mxnet.") and any(
+                v is mx.numpy or v is mx.numpy_extension for v in vars(mod).values()):
+            return True
+    return False
+
+
+def _mode_mismatch(root: Any, e: Exception) -> None:
+    """The block failed on the sample inputs: say so when the numpy-interface mode is the cause."""
+    text = f"{type(e).__name__}: {e}".lower()
+    on = np_mode()
+    if not on and (np_style(root) or "numpy" in text):
+        raise TranslationError("MXNet's numpy interface is off but this model is written for it (its code uses "
+                               "mxnet.numpy / npx) and fails on legacy arrays: call npx.set_np() before translate, "
+                               f"as the model's own code does ({type(e).__name__}: {str(e).splitlines()[0][:160]})",
+                               block=type(root).__name__) from None
+    if on and ("legacy" in text or "numpy_extension' has no attribute" in text):
+        raise TranslationError("MXNet's numpy interface is on (npx.set_np()) but this model is written (or its "
+                               "parameters were initialised) for the legacy mx.nd interface: call npx.reset_np() "
+                               "before translate "
+                               f"({type(e).__name__}: {str(e).splitlines()[0][:160]})",
+                               block=type(root).__name__) from None
 
 
 @dataclass
