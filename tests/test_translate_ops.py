@@ -457,6 +457,7 @@ def _gluoncv_file(name: str):
     return mod
 
 
+@pytest.mark.slow    # 6-11 s; the ops are covered fast above, AdaptiveAvgPooling2D in a real model by SE-ResNet
 def test_gluoncv_fast_scnn(tmp_path):
     """gluoncv Fast-SCNN (segmentation): AdaptiveAvgPooling2D pyramid pooling and
     BilinearResize2D upsampling, proven in float64 (eval and one train step)."""
@@ -547,3 +548,15 @@ def test_elu_stays_on_the_float64_tolerance(tmp_path):
     r = port.translate(net, rng.standard_normal((5, 4)).astype(np.float32) * 3, str(tmp_path))
     assert r.ok, r.summary()
     assert all(c.evidence == "float64 on both sides" for c in r.checks) and not r.notes
+
+
+def test_gluonnlp_scaled_dot_product_attention_cell(tmp_path):
+    """gluonnlp DotProductAttentionCell(scaled=True): contrib.div_sqrt_dim on the projected query."""
+    nlp = pytest.importorskip("gluonnlp")
+    cell = nlp.model.DotProductAttentionCell(scaled=True, units=8)
+    cell.initialize()
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 8), (2, 5, 8), (2, 5, 8)))
+    r = port.translate(cell, [q, k, v], str(tmp_path))
+    assert r.ok and r.dtype == "float64", r.summary()
+    assert ".shape[-1] ** 0.5" in open(r.source_path).read()
+    assert r.checks[0].max_rel_diff < 1e-14
