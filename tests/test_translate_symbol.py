@@ -59,6 +59,14 @@ def _assert_proven(report, running=True):
 
 
 @pytest.fixture(scope="module")
+def small_files(tmp_path_factory):
+    net = gnn.HybridSequential(prefix="small_")
+    with net.name_scope():
+        net.add(gnn.Conv2D(4, 3), gnn.BatchNorm(), gnn.Activation("relu"), gnn.Dense(3))
+    return _export(net, [(1, 2, 6, 6)], tmp_path_factory.mktemp("small"), "small")
+
+
+@pytest.fixture(scope="module")
 def resnet18_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("r18")
     return _export(vision.resnet18_v1(pretrained=False), [(1, 3, 32, 32)], folder, "resnet18_v1")
@@ -100,25 +108,27 @@ def test_resnet18_v1_from_files_readable_classes_and_proof(resnet18_files, tmp_p
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_translate_of_symbolblock_routes_to_the_symbol_path(resnet18_files, tmp_path):
-    sym, params = resnet18_files
+def test_translate_of_symbolblock_routes_to_the_symbol_path(small_files, tmp_path):
+    sym, params = small_files
     block = gluon.SymbolBlock.imports(sym, ["data"], params)
     before = {k: p.data().asnumpy().copy() for k, p in block.collect_params().items()}
-    x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
-    report = translate(block, x, str(tmp_path), "r18sym")
+    x = np.random.default_rng(1).standard_normal((2, 2, 6, 6)).astype(np.float32)
+    report = translate(block, x, str(tmp_path), "smallsym")
     _assert_proven(report)
-    assert "class StageBlock(" in open(report.source_path).read()
+    assert "self.conv0 = nn.Conv2d(2, 4, 3" in open(report.source_path).read()
     for k, p in block.collect_params().items():     # the user's block is unchanged
         np.testing.assert_array_equal(p.data().asnumpy(), before[k])
 
 
-def test_cli_translates_symbol_file(resnet18_files, tmp_path, capsys):
-    sym, params = resnet18_files
-    rc = main(["translate", sym, "--params", params, "--input-shape", "2,3,32,32", "--out", str(tmp_path),
-               "--name", "r18cli"])
+def test_cli_translates_symbol_file(small_files, tmp_path, capsys):
+    sym, params = small_files
+    rc = main(["translate", sym, "--params", params, "--input-shape", "2,2,6,6", "--out", str(tmp_path),
+               "--name", "smallcli"])
     assert rc == 0, capsys.readouterr()
-    assert os.path.isfile(tmp_path / "r18cli.py") and os.path.isfile(tmp_path / "r18cli.safetensors")
-    assert json.load(open(tmp_path / "r18cli.report.json"))["ok"] is True
+    assert os.path.isfile(tmp_path / "smallcli.py") and os.path.isfile(tmp_path / "smallcli.safetensors")
+    assert json.load(open(tmp_path / "smallcli.report.json"))["ok"] is True
+    rc = main(["translate", sym, "--input-shape", "2,2,6,6", "--out", str(tmp_path)])   # no --params
+    assert rc == 2 and "--params" in capsys.readouterr().err
 
 
 def test_densenet_dense_layers_become_one_block_class(tmp_path):
@@ -344,14 +354,6 @@ def test_resnet50_v1_from_files(tmp_path):
 
 
 # ---- malformed files: one clear error, never MXNet's traceback ----
-
-@pytest.fixture(scope="module")
-def small_files(tmp_path_factory):
-    net = gnn.HybridSequential(prefix="small_")
-    with net.name_scope():
-        net.add(gnn.Conv2D(4, 3), gnn.BatchNorm(), gnn.Activation("relu"), gnn.Dense(3))
-    return _export(net, [(1, 2, 6, 6)], tmp_path_factory.mktemp("small"), "small")
-
 
 def test_truncated_json(small_files, tmp_path):
     sym, params = small_files
