@@ -243,10 +243,14 @@ def _translate_main(args, capsys):
     (["--name", "torch"], "would shadow the installed module 'torch'"),
     (["--name", "class"], "keyword"),
     (["--name", "a-b"], "must be a Python identifier"),
+    (["--batchnorm", "mxnet"], "argument --batchnorm: invalid choice: 'mxnet'"),
 ])
 def test_translate_bad_numbers_and_names_exit_2_with_one_line(tmp_path, monkeypatch, capsys, extra, says):
     mod = _user_module(tmp_path, monkeypatch)
-    code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out", *extra], capsys)
+    try:
+        code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "out", *extra], capsys)
+    except SystemExit as e:          # argparse's own checks (choices, types)
+        code, err = e.code, capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and says in err and err.startswith("dualdl translate: "), err
     assert not (tmp_path / "out").exists()
 
@@ -262,11 +266,13 @@ def test_translate_bad_numbers_and_names_exit_2_with_one_line(tmp_path, monkeypa
     ("{mod}:make", "2,x", "--input-shape must be comma-separated integers like 8,3,32,32, got '2,x'"),
     ("{mod}:make", "2,0", "--input-shape needs positive dimensions"),
     ("{mod}:make", "2,3", "Small does not run on sample inputs of shapes [(2, 3)] (MXNetError:"),
+    ("{mod}:make", "2,4 2,4", "Small failed on sample inputs of shapes [(2, 4), (2, 4)] (TypeError: "),
     ("missing-symbol.json", "1,3", "missing-symbol.json does not exist"),
 ])
 def test_translate_bad_factory_or_shape_exits_2_with_one_line(tmp_path, monkeypatch, capsys, factory, shape, says):
     mod = _user_module(tmp_path, monkeypatch)
-    code, out, err = _translate_main([factory.format(mod=mod), "--input-shape", shape, "--out", "out"], capsys)
+    shapes = [a for sh in shape.split(" ") for a in ("--input-shape", sh)]
+    code, out, err = _translate_main([factory.format(mod=mod), *shapes, "--out", "out"], capsys)
     assert code == 2 and len(err.splitlines()) == 1 and says in err, err
     assert not (tmp_path / "out").exists()
 
@@ -453,3 +459,16 @@ def test_factory_from_a_script_whose_arguments_all_have_defaults(tmp_path, monke
     mod = _user_module(tmp_path, monkeypatch, script, name="mnist_like_script")
     code, out, err = _translate_main([f"{mod}:from_opt", "--input-shape", "2,4", "--out", "o"], capsys)
     assert code == 0 and "translate small: OK" in out, err
+
+
+def test_batchnorm_option_reaches_the_generated_module(tmp_path, monkeypatch, capsys):
+    text = ("from mxnet import gluon\n\n\nclass WithBN(gluon.HybridBlock):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.dense = gluon.nn.Dense(3, in_units=4)\n"
+            "        self.bn = gluon.nn.BatchNorm(in_channels=3)\n\n    def hybrid_forward(self, F, x):\n"
+            "        return self.bn(self.dense(x))\n\n\ndef make():\n    return WithBN()\n")
+    mod = _user_module(tmp_path, monkeypatch, text, name="with_bn_mod")
+    for choice, expect in (("torch", "nn.BatchNorm1d(3"), ("gluon", "GluonBatchNorm1d(3")):
+        code, out, err = _translate_main([f"{mod}:make", "--input-shape", "4,4", "--out", choice,
+                                          "--batchnorm", choice], capsys)
+        assert code == 0 and "OK" in out, err
+        assert f"self.bn = {expect}" in (tmp_path / choice / "withbn.py").read_text()

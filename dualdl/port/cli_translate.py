@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", action="store_true", help="write the files without running the checks")
     p.add_argument("--lr", type=float, default=0.1, help="learning rate of the verified SGD step (> 0)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batchnorm", choices=("torch", "gluon"), default="torch",
+                   help="torch: nn.BatchNorm*d (torch's unbiased running variance); gluon: a BatchNorm that "
+                        "keeps Gluon's biased running variance, so statistics stay equal over training")
     p.add_argument("--force", action="store_true",
                    help="overwrite NAME.py/.safetensors/.report.json even if translate did not write them")
 
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 def _translate_block(block: Any, inputs, args):
     from .translate import translate
     return translate(block, inputs, args.out, name=args.name, verify=not args.no_verify, lr=args.lr,
-                     seed=args.seed, force=args.force)
+                     seed=args.seed, force=args.force, batchnorm=args.batchnorm)
 
 
 def _symbol_file(args: argparse.Namespace, shapes) -> int:

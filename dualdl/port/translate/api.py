@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import math
 import os
 import re
 import sys
@@ -159,6 +160,10 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         from .symbol_file import translate_symbol_block
         return translate_symbol_block(block, sample_inputs, out_dir, name, verify=verify, lr=lr, seed=seed,
                                       batchnorm=batchnorm, force=force)
+    if batchnorm not in ("torch", "gluon"):
+        raise ValueError(f"translate: batchnorm must be 'torch' or 'gluon', got {batchnorm!r}")
+    if not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"translate: lr must be a positive finite number (the verified SGD step), got {lr!r}")
     if name is None:
         name = _default_name(block)
     elif _name_problem(name):
@@ -182,6 +187,12 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
             first = first if isinstance(first, str) else first[0]
             raise ValueError(f"translate: {type(block).__name__} does not run on sample inputs of shapes "
                              f"{[tuple(a.shape) for a in arrays]} ({first}); give the shapes it takes") from None
+        except TranslationError:
+            raise
+        except Exception as e:               # the block's own Python code failed on the sample inputs
+            raise ValueError(f"translate: {type(block).__name__} failed on sample inputs of shapes "
+                             f"{[tuple(a.shape) for a in arrays]} ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())}); check the inputs it takes") from e
         gen = Generator(block, records, name, batchnorm=batchnorm)
         source = gen.source()
         _check_generated(source, gen.entries, name)
