@@ -324,3 +324,19 @@ def test_wrong_mode_is_named(tmp_path):
         npx.reset_np()
         if was:
             npx.set_np()
+
+
+def test_sizes_fixed_to_the_sample_are_noted(np_mode):
+    """d2l's masked_softmax repeats valid_lens shape[1] times and the seq2seq decoder broadcasts to
+    (X.shape[0], ...): those become the sample's numbers, and the trace says so (reshapes of the same
+    tensor stay symbolic and are not listed)."""
+    from dualdl.port.translate.trace import gluon_inputs, record_calls, trace_block
+    block, inputs = d2l.MODELS["seq2seq"]()
+    records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
+    assert trace_block(block.decoder, "decoder", records).notes == [
+        "sizes 4, 7, 16 that Seq2SeqDecoder's Python code read from x.shape are written as numbers (the sample "
+        "input's): the generated forward expects inputs of those sizes on those axes"]
+    block, inputs = d2l.MODELS["multihead_attention"]()
+    records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
+    assert trace_block(block, "", records).notes == []
+    assert "size 4 " in trace_block(block.attention, "attention", records).notes[0]

@@ -188,6 +188,8 @@ class Graph:
     consts: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
     # the training-mode graph, when the forward branches on autograd.is_training() (trace_block(both_modes=True))
     train: Optional["Graph"] = None
+    # what the report should say about this block's translation (sizes fixed to the sample's)
+    notes: List[str] = field(default_factory=list)
 
 
 def _own_call(block: Any) -> Optional[Any]:
@@ -257,10 +259,15 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
     it as ``graph.train`` (for a generated ``if self.training:``), otherwise TranslationError."""
     args, via_call = _traced_args(block, path, records)
     in_names = _input_names(block, len(args), via_call)
-    out, calls, asked, consts = _run_traced(block, path, records, training=False)
+    out, calls, asked, consts, baked = _run_traced(block, path, records, training=False)
     graph = _graph(block, path, records, args, in_names, out, calls, consts)
+    if baked:
+        graph.notes.append(f"{'sizes' if len(baked) > 1 else 'size'} {', '.join(map(str, baked))} that "
+                           f"{type(block).__name__}'s Python code read from "
+                           f"x.shape are written as numbers (the sample input's): the generated forward expects "
+                           f"inputs of those sizes on those axes")
     if asked:   # the forward branches on autograd.is_training(): one graph must serve both modes
-        out_t, calls_t, _, consts_t = _run_traced(block, path, records, training=True)
+        out_t, calls_t, _, consts_t, _ = _run_traced(block, path, records, training=True)
         if _signature(out, calls) != _signature(out_t, calls_t):
             if not both_modes:
                 raise TranslationError("forward computes something else in training than in inference "
@@ -400,7 +407,7 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     finally:
         for _, child in patched:
             child.__dict__.pop("forward", None)
-    return out, calls, scope.asked_training, scope.consts
+    return out, calls, scope.asked_training, scope.consts, scope.baked
 
 
 def _patched_children(block: Any, records: Dict[int, List[Record]]) -> List[Tuple[str, Any]]:

@@ -35,9 +35,25 @@ class ValueDependent(Exception):
 
 
 class Dim(int):
-    """One size read from ``sym.shape``: the number of the sample input, with where it came from."""
+    """One size read from ``sym.shape``: the number of the sample input, with where it came from.
+    MXNet writes op attributes with ``str()``: a Dim written that way is a size fixed in the graph
+    (``baked``), which the trace reports."""
     src: int = 0      # handle of the symbol whose shape was read
     axis: int = 0
+
+    def __str__(self) -> str:
+        if _BAKED is not None:
+            _BAKED.add(int(self))
+        return int.__repr__(self)
+
+    __repr__ = __str__
+
+
+_BAKED: "set | None" = None    # sizes from x.shape written into op attributes during the active trace
+
+
+def _plain(spec):
+    return tuple(int(d) if isinstance(d, Dim) else d for d in spec)
 
 
 def _dim(v: int, src: int, axis: int) -> Dim:
@@ -110,7 +126,15 @@ class TraceScope:
         else:
             owner.__dict__[name] = value
 
+    @property
+    def baked(self) -> List[int]:
+        """Sizes read from ``x.shape`` that went into op attributes as the sample's numbers."""
+        return sorted(self._baked)
+
     def __enter__(self) -> "TraceScope":
+        global _BAKED
+        self._baked: set = set()
+        _BAKED = self._baked
         try:
             return self._enter()
         except BaseException:
@@ -157,8 +181,9 @@ class TraceScope:
                     return mx.sym.reshape_like(_nd(sym), _nd(other)).as_np_ndarray()
             refs = [("d", d.axis) if isinstance(d, Dim) and d.src == h else None for d in spec]
             if any(refs):
+                plain = tuple(int(d) if r else d for d, r in zip(spec, refs))
                 with mx.AttrScope(__dualdl_dims__=repr(refs)):
-                    return np_reshape(sym, *args, **kwargs)
+                    return np_reshape(sym, plain, **kwargs)
             return np_reshape(sym, *args, **kwargs)
 
         for cls in (mx.sym.Symbol, _Symbol):
@@ -249,6 +274,8 @@ class TraceScope:
         return out
 
     def __exit__(self, *exc) -> None:
+        global _BAKED
+        _BAKED = None
         for g, name, value in reversed(self._globals):
             g[name] = value
         for owner, name, old, existed in reversed(self._undo):
