@@ -560,3 +560,21 @@ def test_gluonnlp_scaled_dot_product_attention_cell(tmp_path):
     assert r.ok and r.dtype == "float64", r.summary()
     assert ".shape[-1] ** 0.5" in open(r.source_path).read()
     assert r.checks[0].max_rel_diff < 1e-14
+
+
+def test_batchnorm_and_dropout_subclasses_are_handled_by_the_proof(tmp_path):
+    """A BatchNorm subclass (gluoncv's BatchNormCudnnOff pattern) and a Dropout subclass: the
+    proof finds their running statistics and zeroes their rate like the base classes'."""
+    class BatchNormCudnnOff(nn.BatchNorm):
+        pass
+
+    class MyDropout(nn.Dropout):
+        pass
+
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=3), BatchNormCudnnOff(in_channels=4), MyDropout(0.5),
+            nn.Dense(2, in_units=4 * 5 * 5))
+    net.initialize()
+    r = port.translate(net, X4[:, :, :7, :7], str(tmp_path))
+    assert r.ok, r.summary()
+    assert any("dropout set to 0" in n for n in r.notes)

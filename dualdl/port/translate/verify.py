@@ -271,7 +271,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     current = current or {}
     saved = {name: (current[id(p)] if id(p) in current else p.data().asnumpy(), p.dtype)
              for name, p in params.items()}
-    dropouts = [(b, b._rate) for _, b in walk(block) if type(b).__name__ == "Dropout"]
+    dropouts = [(b, b._rate) for _, b in walk(block) if _is_a(b, "Dropout")]
     rnn_drop = [(b, b._dropout) for _, b in walk(block) if hasattr(b, "_dropout") and hasattr(b, "_mode")]
     # gluonnlp's WeightDropParameter drops weights at random in train mode (AWDRNN weight_drop)
     weight_drop = [(p, p._rate) for p in params.values() if type(p).__name__ == "WeightDropParameter"
@@ -592,11 +592,18 @@ def _owners(entries: List[MapEntry]) -> List[MapEntry]:
     return out
 
 
+def _is_a(b: Any, name: str) -> bool:
+    """A Gluon layer of that class or a subclass (gluoncv's BatchNormCudnnOff), or a stand-in of
+    that class name (symbol_verify's proxies of an exported model)."""
+    from mxnet.gluon import nn
+    return type(b).__name__ == name or isinstance(b, getattr(nn, name))
+
+
 def _bn_counts(block, records) -> Dict[str, int]:
     out = {}
     for path, b in walk(block):
         recs = records.get(id(b))
-        if type(b).__name__ == "BatchNorm" and recs:
+        if _is_a(b, "BatchNorm") and recs:
             shape = recs[0].args[0].shape
             out[path] = int(np.prod(shape) // shape[1])
     return out
