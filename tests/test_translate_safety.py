@@ -331,14 +331,7 @@ def adversarial_case(key, out_dir):
     return True, "ok"
 
 
-# forward.py still finds a call site's child by splitting its name on "." (a child named
-# "a.b" or "x\nimport sys; sys..." is not found): render.child_call resolves it, forward.py to use it
-_WAITING = {"child newline", "children a.b a_b", "tied child newline"}
-
-
-@pytest.mark.parametrize("key", [pytest.param(k, marks=pytest.mark.xfail(
-    reason="forward.py splits call-site names on '.' (render.child_call fixes it)", strict=False))
-    if k in _WAITING else k for k in ADVERSARIAL])
+@pytest.mark.parametrize("key", list(ADVERSARIAL))
 def test_adversarial_model_holds(key, tmp_path):
     held, why = adversarial_case(key, str(tmp_path))
     assert held, why
