@@ -578,3 +578,36 @@ def test_batchnorm_and_dropout_subclasses_are_handled_by_the_proof(tmp_path):
     r = port.translate(net, X4[:, :, :7, :7], str(tmp_path))
     assert r.ok, r.summary()
     assert any("dropout set to 0" in n for n in r.notes)
+
+
+def test_lr_mult_applied_in_the_proof_step(tmp_path):
+    """A head trained at 10x the lr (gluoncv's segmentation heads): the proof's SGD step uses each
+    parameter's lr_mult on both sides and says so."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(6, in_units=4), nn.Activation("tanh"), nn.Dense(3, in_units=6))
+    net.initialize()
+    net[2].collect_params().setattr("lr_mult", 10)
+    r = port.translate(net, rng.standard_normal((5, 4)).astype(np.float32), str(tmp_path))
+    assert r.ok, r.summary()
+    assert any("lr_mult" in n and "x10" in n for n in r.notes), r.notes
+    assert net[2].weight.lr_mult == 10          # the block is left as it was
+
+
+@pytest.mark.slow
+def test_gluoncv_fcn_with_lr_mult_head(tmp_path):
+    """gluoncv FCN (ResNet-50 base, 64 px): BilinearResize2D back to the input size and a head with
+    lr_mult 10; before the proof applied lr_mult it failed 'weights after one SGD step' by 111."""
+    from dualdl.port.gluoncv_compat import import_gluoncv
+    try:
+        gcv = import_gluoncv()
+    except ImportError as e:
+        pytest.skip(str(e))
+    mx.random.seed(0)
+    net = gcv.model_zoo.get_model("fcn_resnet50_voc", pretrained=False, pretrained_base=False, aux=False,
+                                  crop_size=64, base_size=64)
+    net.initialize(mx.init.Xavier())
+    x = rng.standard_normal((2, 3, 64, 64)).astype(np.float32)
+    net(mx.nd.array(x))
+    r = port.translate(net, x, str(tmp_path))
+    assert r.ok, r.summary()
+    assert "bilinear_resize(" in open(r.source_path).read()
