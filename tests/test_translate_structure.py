@@ -200,7 +200,7 @@ def test_gluoncv_dla_tree_nested_variants(tmp_path):
     """gluoncv DLA's Tree holds Trees whose structure differs by depth. Before: the outer class
     was written from the inner one's structure and the file could not load its own weights."""
     dla = gcv("model_zoo.dla")
-    net = dla.Tree(2, dla.BasicBlock, 4, 8, stride=2, level_root=True, root_residual=True)
+    net = dla.Tree(3, dla.BasicBlock, 4, 8, stride=2, level_root=True, root_residual=True)
     net.initialize()
     x = rng.standard_normal((2, 4, 8, 8)).astype(np.float32)
     net(mx.nd.array(x))
@@ -443,3 +443,29 @@ def test_gluon_batchnorm_is_proven_with_gluons_running_variance(tmp_path):
     running = [c for c in r.checks if "running" in c.name][0]
     assert running.max_abs_diff < 1e-12
     assert "momentum=0.10000002384185791" in open(r.source_path).read()
+
+
+# ---------------------------------------------------------------- layers of nested containers
+def test_gluoncv_hrnet_module_fuse_layers_indexed_twice(tmp_path):
+    """gluoncv HRNet's HighResolutionModule calls ``self.fuse_layers[i][j](X[j])``: layers of a
+    container of containers, neither called as a whole (was blamed on "a constant")."""
+    hrnet = gcv("model_zoo.hrnet")
+    net = hrnet.HighResolutionModule(2, hrnet.HRBasicBlock, [1, 1], [4, 8], "SUM", num_inchannels=[4, 8])
+    net.initialize()
+    x = [rng.standard_normal((2, 4, 8, 8)).astype(np.float32), rng.standard_normal((2, 8, 4, 4)).astype(np.float32)]
+    net(*[mx.nd.array(a) for a in x])
+    r = port.translate(net, x, str(tmp_path))
+    assert r.ok, r.summary()
+    assert "self.fuse_layers[1][0](branches_0)" in open(r.source_path).read()
+    assert _torch_keys(_load(r)) == _gluon_keys_as_torch(net)
+
+
+@pytest.mark.slow
+def test_gluoncv_hrnet_w18_small_v1_translates_with_proof(tmp_path):
+    hrnet = gcv("model_zoo.hrnet")
+    net = hrnet.HighResolutionClsNet(hrnet.HRNET_SPEC["w18_small_v1"], "nearest", nn.BatchNorm, None, 10)
+    net.initialize()
+    x = rng.standard_normal((2, 3, 64, 64)).astype(np.float32)
+    net(mx.nd.array(x))
+    r = port.translate(net, x, str(tmp_path))
+    assert r.ok, r.summary()

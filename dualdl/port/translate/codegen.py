@@ -416,17 +416,24 @@ class Generator:
     # ---- what forward.py asks ----
     def child_access(self, block: Any, child: str) -> Tuple[Any, str]:
         """(child block, its source) for a traced call site of ``block``: a direct child under any
-        name (dots included), or ``"seq.i"``, layer ``i`` of a container the block calls layer by
-        layer (``self.seq[k]``, ``k`` its position in the ``nn.ModuleList``)."""
+        name (dots included), or ``"seq.i"`` / ``"seq.i.j"``, a layer of containers the block
+        indexes instead of calling (gluonnlp AWDRNN ``self.encoder[i]``, gluoncv HRNet
+        ``self.fuse_layers[i][j]``): ``self.seq[k]...``, ``k`` the position in the container."""
         inst = self.instances[id(block)]
         children = block._children
         if child in children:
             return children[child], access([inst.names[child]])
         for i, ch in enumerate(child):
-            if ch == "." and child[:i] in children:
-                seq, rest = children[child[:i]], child[i + 1:]
-                if rest in seq._children:
-                    return seq._children[rest], access([inst.names[child[:i]], ("i", list(seq._children).index(rest))])
+            if ch != "." or child[:i] not in children:
+                continue
+            node, parts = children[child[:i]], [inst.names[child[:i]]]
+            for key in child[i + 1:].split("."):
+                if key not in node._children:
+                    break
+                parts.append(("i", list(node._children).index(key)))
+                node = node._children[key]
+            else:
+                return node, access(parts)
         raise KeyError(child)
 
     def param_access(self, block: Any, local: str) -> str:

@@ -270,8 +270,15 @@ def _activation(block, info):
     return Leaf(Call(_ACTS[name][0]))
 
 
+_F32_ALPHA = "MXNet keeps alpha as a float32"
+
+
+def _f32(v) -> float:
+    return float(np.float32(v))
+
+
 def _leaky(block, info):
-    return Leaf(Call("nn.LeakyReLU", [float(block._alpha)], names=["negative_slope"]))
+    return Leaf(Call("nn.LeakyReLU", [_f32(block._alpha)], names=["negative_slope"], comment=_F32_ALPHA))
 
 
 def _prelu(block, info):
@@ -279,7 +286,7 @@ def _prelu(block, info):
 
 
 def _elu(block, info):
-    return Leaf(Call("nn.ELU", [float(block._alpha)], names=["alpha"]))
+    return Leaf(Call("nn.ELU", [_f32(block._alpha)], names=["alpha"], comment=_F32_ALPHA))
 
 
 def _gelu(block, info):
