@@ -35,7 +35,7 @@ def _warm(tmp: str) -> None:
 def _row(name: str, o, **extra) -> Row:
     total = (o.translate_s or 0.0) + (o.verify_s or 0.0) if o.status in ("ok", "failed-check") else o.seconds
     note = {"ok": "ok", "failed-check": "proof failed", "refused": "refused (TranslationError)",
-            "raw": "RAW ERROR", "build": "not built"}[o.status]
+            "rejected": "inputs rejected (ValueError)", "raw": "RAW ERROR", "build": "not built"}[o.status]
     cpu = o.report.seconds.get("cpu") if o.report is not None else None
     if o.status in ("ok", "failed-check"):
         note += (f"; translate {o.translate_s:.2f} s + verify {o.verify_s:.2f} s (process CPU {cpu:.2f} s); "

@@ -36,8 +36,10 @@ Built = Tuple[Any, List[np.ndarray]]
 
 @dataclass(frozen=True)
 class Case:
-    """One corpus model. ``expect`` is "ok" (translates with the proof) or "refused" (a
-    TranslationError whose message contains every word of ``names``)."""
+    """One corpus model. ``expect``: "ok" (translates with the proof), "refused" (a
+    TranslationError whose message contains every word of ``names``), "rejected" (translate's own
+    ValueError about the sample inputs), "not-ok" (the report says a check failed: a known
+    difference the proof catches) or "bug" (a known raw error, xfail in the tests). See ``KNOWN``."""
     name: str
     family: str
     build: Callable[[], Built]
@@ -415,7 +417,7 @@ def _cases() -> List[Case]:
     S = True
     return [
         # MXNet model zoo (beyond tests/test_translate_zoo.py's 13)
-        c("zoo:resnet34_v1", "model zoo", zoo("resnet34_v1", (2, 3, 32, 32))),
+        c("zoo:resnet34_v1", "model zoo", zoo("resnet34_v1", (2, 3, 32, 32)), slow=S),   # ill-conditioned at 32 px
         c("zoo:resnet50_v2", "model zoo", zoo("resnet50_v2", (2, 3, 64, 64)), slow=S),
         c("zoo:mobilenetv2_0.25", "model zoo", zoo("mobilenetv2_0.25", (2, 3, 32, 32))),
         c("zoo:mobilenet0.5", "model zoo", zoo("mobilenet0.5", (2, 3, 32, 32))),
@@ -485,7 +487,31 @@ def _cases() -> List[Case]:
     ] + _d2l_cases()
 
 
-CASES: List[Case] = _cases()
+#: Models that do not translate ok, as measured (the final run of docs/translate.md): name ->
+#: (expect, words the refusal or failed check must contain, why). Every other model is "ok".
+KNOWN: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
+    "gcv:yolo3_mobilenet0.25_voc": ("refused", ("autograd.is_training()", "YOLOOutputV3", "yolo_outputs.0"),
+                                    "YOLOv3's output layer computes training targets when autograd.is_training()"),
+    "gcv:yolo3_darknet53_voc": ("refused", ("autograd.is_training()", "YOLOOutputV3", "yolo_outputs.0"),
+                                "as yolo3_mobilenet0.25_voc"),
+    "gcv:ssd_512_mobilenet1.0_voc": ("refused", ("Convolution", "FeatureExpander", "features"),
+                                     "its feature extractor is a SymbolBlock built inside the HybridBlock"),
+    "gcv:faster_rcnn_resnet50_v1b_voc": ("refused", ("use_global_stats=True", "BatchNorm", "features.1"),
+                                         "gluoncv's detection backbones freeze BatchNorm (use_global_stats)"),
+    "gcv:fastscnn_citys_batch1": ("not-ok", ("train-mode outputs",),
+                                  "batch-1 train-mode BatchNorm on a 1x1 map: torch refuses it, Gluon gives beta"),
+    "nlp:ELMoBiLM": ("rejected", ("sample input 1 is a list of arrays",),
+                     "called with nested begin states; translate takes one array per input"),
+}
+
+
+def _with_known(cases: List[Case]) -> List[Case]:
+    from dataclasses import replace
+    return [replace(c, expect=KNOWN[c.name][0], names=KNOWN[c.name][1], note=KNOWN[c.name][2])
+            if c.name in KNOWN else c for c in cases]
+
+
+CASES: List[Case] = _with_known(_cases())
 BY_NAME: Dict[str, Case] = {c.name: c for c in CASES}
 
 
@@ -532,11 +558,12 @@ def _run_case(case: Case, out_dir: str) -> Outcome:
         rep = translate(net, inputs, out_dir, name=_file_name(case.name))
     except TranslationError as e:
         return Outcome(case.name, case.family, "refused", _line(e), time.perf_counter() - t1, inputs=shapes)
+    except ValueError as e:
+        if str(e).startswith("translate:"):                         # its own check of the inputs
+            return Outcome(case.name, case.family, "rejected", _line(e), time.perf_counter() - t1, inputs=shapes)
+        return _raw(case, e, t1, shapes)
     except Exception as e:                                          # noqa: BLE001
-        tb = traceback.extract_tb(e.__traceback__)[-1]
-        where = f" [{os.path.basename(tb.filename)}:{tb.lineno}]"
-        return Outcome(case.name, case.family, "raw", f"{type(e).__name__}: {_line(e)}{where}",
-                       time.perf_counter() - t1, inputs=shapes)
+        return _raw(case, e, t1, shapes)
     secs = time.perf_counter() - t1
     o = Outcome(case.name, case.family, "ok" if rep.ok else "failed-check", seconds=secs,
                 translate_s=rep.seconds.get("translate"), verify_s=rep.seconds.get("verify"),
@@ -550,6 +577,13 @@ def _run_case(case: Case, out_dir: str) -> Outcome:
     return o
 
 
+def _raw(case: Case, e: BaseException, t1: float, shapes: str) -> Outcome:
+    tb = traceback.extract_tb(e.__traceback__)[-1]
+    where = f" [{os.path.basename(tb.filename)}:{tb.lineno}]"
+    return Outcome(case.name, case.family, "raw", f"{type(e).__name__}: {_line(e)}{where}",
+                   time.perf_counter() - t1, inputs=shapes)
+
+
 def _shape(x: Any) -> str:
     if isinstance(x, (list, tuple)):
         return "[" + ", ".join(_shape(v) for v in x) + "]"
@@ -558,7 +592,8 @@ def _shape(x: Any) -> str:
 
 def markdown_table(outcomes: Sequence[Outcome]) -> str:
     """The corpus as docs/translate.md shows it: one row per model."""
-    words = {"ok": "ok", "failed-check": "proof fails", "refused": "refused", "raw": "RAW ERROR", "build": "not built"}
+    words = {"ok": "ok", "failed-check": "proof fails", "refused": "refused", "rejected": "inputs rejected",
+             "raw": "RAW ERROR", "build": "not built"}
     lines = ["| family | model | input | result | max rel diff (checked in) | translate + verify s (CPU s) |",
              "|---|---|---|---|---|---|"]
     for o in outcomes:
@@ -603,7 +638,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             o = run_case(c, tmp)
             outcomes.append(o)
             print(f"{o.status.upper():13s} {o.seconds:6.1f}s  {c.name:36s} {o.detail}", flush=True)
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "failed-check", "refused", "raw", "build")}
+    counts = {s: sum(o.status == s for o in outcomes)
+              for s in ("ok", "failed-check", "refused", "rejected", "raw", "build")}
     print(f"\n{counts['ok']}/{len(outcomes)} ok; " + ", ".join(f"{k}: {v}" for k, v in counts.items() if k != "ok"))
     if a.status:
         with open(a.status, "a") as f:
