@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Union
 
 import numpy as np
 
@@ -131,7 +131,6 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
     For a reproducible Gluon baseline set ``MXNET_ENGINE_TYPE=NaiveEngine`` before importing
     mxnet when the batches have several shapes (or the block ran another shape before).
     """
-    import torch
     import torch.nn as nn
     from mxnet import autograd
     from ..port.mapping import as_mapping
