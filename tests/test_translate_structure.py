@@ -469,3 +469,29 @@ def test_gluoncv_hrnet_w18_small_v1_translates_with_proof(tmp_path):
     net(mx.nd.array(x))
     r = port.translate(net, x, str(tmp_path))
     assert r.ok, r.summary()
+
+
+# ---------------------------------------------------------------- a forward that asks the mode
+class _Modes(nn.HybridBlock):
+    """Computes something else in training (the pattern of gluoncv's YOLOOutputV3)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.a = nn.Dense(3, in_units=4)
+        self.b = nn.Dense(3, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        if autograd.is_training():
+            return F.tanh(self.a(x)) * 2
+        return self.b(x) + self.a(x)
+
+
+def test_forward_branching_on_training_mode(tmp_path):
+    """Both graphs in one forward (``if self.training:``), proven in eval and in train mode."""
+    net = _Modes()
+    net.initialize()
+    r = port.translate(net, rng.standard_normal((2, 4)).astype(np.float32), str(tmp_path))
+    assert r.ok, r.summary()
+    src = open(r.source_path).read()
+    assert "        if self.training:  # Gluon's forward branches on autograd.is_training()\n" \
+           "            a = self.a(x)\n            return torch.tanh(a) * 2\n" in src

@@ -400,8 +400,10 @@ class Generator:
             inst.untraced = "it never ran on the sample input"
         else:
             try:
-                graph = trace_block(block, path, self.records)
+                graph = _trace(block, path, self.records)
                 inst.signature, inst.forward = ForwardWriter(self, block, path, graph).write()
+                if getattr(graph, "train", None) is not None:
+                    inst.forward = self._two_modes(block, path, graph, inst.signature, inst.forward)
                 self.same_output.setdefault(path, tpath)
             except TranslationError as e:
                 if _is_hybrid(block):
@@ -412,6 +414,22 @@ class Generator:
             inst.signature = [f"x{i}" for i in range(len(recs[0].args))] if recs else ["*args"]
             inst.forward = [f"raise NotImplementedError({_untraced_msg(block, path, inst.untraced)!r})"]
             self.untraced.append({"path": path, "block": type(block).__name__, "reason": inst.untraced})
+
+    def _two_modes(self, block, path, graph, signature, eval_lines) -> List[str]:
+        """A forward that branches on ``autograd.is_training()``: ``if self.training:`` the
+        training graph's statements, then the inference ones."""
+        train = graph.train
+        if len(flatten_struct(train.out_struct)) != train.n_outputs:
+            raise TranslationError(f"forward returns {train.n_outputs} tensors in training and "
+                                   f"{len(flatten_struct(train.out_struct))} in inference (it branches on "
+                                   f"autograd.is_training()); register a translation for this block",
+                                   block=type(block).__name__, path=path)
+        sig_t, train_lines = ForwardWriter(self, block, path, train).write()
+        if sig_t != signature:
+            raise TranslationError("forward takes other arguments in training than in inference",
+                                   block=type(block).__name__, path=path)
+        return (["if self.training:  # Gluon's forward branches on autograd.is_training()"] +
+                [f"    {ln}" for ln in train_lines] + eval_lines)
 
     # ---- what forward.py asks ----
     def child_access(self, block: Any, child: str) -> Tuple[Any, str]:
@@ -640,6 +658,14 @@ def _rel(gluon_path: str, base: str) -> str:
 def _alias_lines(aliases) -> List[str]:
     return [f"        {assign(target, access(source))}  # the same Gluon block as {comment(gluon)}: one module"
             for target, source, gluon in aliases]
+
+
+def _trace(block, path, records):
+    """trace_block, with the training-mode graph where the forward branches on the mode."""
+    import inspect
+    if "both_modes" in inspect.signature(trace_block).parameters:
+        return trace_block(block, path, records, both_modes=True)
+    return trace_block(block, path, records)
 
 
 def _is_builtin(block) -> bool:
