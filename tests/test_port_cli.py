@@ -447,6 +447,10 @@ def test_translate_an_exported_symbol_file(tmp_path, monkeypatch, capsys):
     assert sorted(os.listdir(tmp_path / "o")) == ["small.py", "small.report.json", "small.safetensors"]
     import json
     assert json.loads((tmp_path / "o" / "small.report.json").read_text())["ok"] is True
+    (tmp_path / "o" / "small.report.json").unlink()     # its own .py and weights are still recognised
+    code, out, err = _translate_main(["small-symbol.json", "--params", "small-0000.params", "--input-shape", "2,4",
+                                      "--out", "o"], capsys)
+    assert code == 0 and "translate small: OK" in out, err
 
 
 def test_factory_from_a_script_whose_arguments_all_have_defaults(tmp_path, monkeypatch, capsys):
