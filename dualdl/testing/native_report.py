@@ -27,7 +27,8 @@ class Divergence:
     phase: str          # "schedule", "forward", "backward", "update" or "float64"
     tensor: str         # "loss", "grad <torch key>", "param <key>", "buffer <key>", "learning rate"
     cause: str          # "schedule", "batchnorm variance", "batchnorm momentum", "optimizer",
-    #                     "weight decay", "float32 rounding", "model" or "unknown"
+    #                     "weight decay", "float32 rounding", "amplified rounding", "model"
+    #                     or "unknown"
     detail: str = ""
 
     def __str__(self) -> str:
