@@ -193,12 +193,13 @@ def test_shape_and_size_array(tmp_path):
     assert d["float32"] == 0.0
 
 
-@pytest.mark.parametrize("ret,asc,axis", [("value", False, -1), ("indices", False, 1), ("indices", True, None),
-                                          ("mask", False, 1), ("both", True, 0)])
-def test_topk(tmp_path, ret, asc, axis):
+@pytest.mark.parametrize("ret,asc,axis,k", [("value", False, -1, 3), ("indices", False, 1, 3), ("indices", True, None, 3),
+                                            ("mask", False, 1, 3), ("both", True, 0, 3), ("value", False, 1, 0)])
+def test_topk(tmp_path, ret, asc, axis, k):
+    """k=0: MXNet sorts the whole axis."""
     x = rng.permutation(42).reshape(6, 7).astype(np.float32) / 7.0     # distinct values: no ties
-    fn = (lambda F, x: F.topk(x, axis=axis, k=3, ret_typ=ret, is_ascend=asc)) if ret != "both" else (
-        lambda F, x: (lambda vi: vi[0] * 2 + vi[1])(F.topk(x, axis=axis, k=3, ret_typ=ret, is_ascend=asc)))
+    fn = (lambda F, x: F.topk(x, axis=axis, k=k, ret_typ=ret, is_ascend=asc)) if ret != "both" else (
+        lambda F, x: (lambda vi: vi[0] * 2 + vi[1])(F.topk(x, axis=axis, k=k, ret_typ=ret, is_ascend=asc)))
     # indices come as float32 (MXNet's default dtype) also from float64 data; adding them to float64
     # values is refused by MXNet: that graph is proven in float32
     dtypes = ("float32",) if ret == "both" else ("float64", "float32")

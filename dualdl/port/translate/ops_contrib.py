@@ -89,7 +89,7 @@ def _bilinear(a, attrs, node):
                 raise NeedsName()
             size = f"resize_scaled({x}.shape[2], {float(sh)!r}), resize_scaled({x}.shape[3], {float(sw)!r})"
         else:
-            size = f"{int(attrs['height'])}, {int(attrs['width'])}"
+            size = f"{int(attrs.get('height', 1))}, {int(attrs.get('width', 1))}"
     elif mode == "odd_scale":
         if sh is None or sw is None:
             raise _unsupported(node, "_contrib_BilinearResize2D(mode='odd_scale') without both scales")
@@ -228,6 +228,11 @@ def _topk(a, attrs, node):
     asc = bool(parse_attr(attrs.get("is_ascend"), False))
     dtype = attrs.get("dtype", "float32")
     x = a[0].text
+    if k < 1:     # MXNet: k < 1 sorts the whole axis
+        shape = node.in_shapes[0] if node.in_shapes else None
+        if not shape:
+            raise _unsupported(node, "topk(k < 1) on an input of unknown shape")
+        k = _prod(shape) if axis is None else shape[int(axis)]
     if axis is None:
         x, axis = f"{a[0].p()}.reshape(-1)", 0
     call = f"torch.topk({x}, {k}, dim={int(axis)}, largest={not asc})"
@@ -248,6 +253,13 @@ def _topk(a, attrs, node):
             raise NeedsName()
         return Expr(f"torch.zeros_like({src}).scatter({int(axis)}, {call}[1], 1.0)")
     raise _unsupported(node, f"topk(ret_typ={ret!r})")
+
+
+def _prod(shape) -> int:
+    out = 1
+    for v in shape:
+        out *= int(v)
+    return out
 
 
 def _l2_normalization(a, attrs, node):
