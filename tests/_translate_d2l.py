@@ -1,6 +1,6 @@
 # Model code from "Dive into Deep Learning" (d2l.ai), MXNet edition: the d2l-ai/d2l-en repository,
 # d2l/mxnet.py at commits 098975b3 (2022, d2l 0.17: RNNModel, Seq2SeqEncoder/Decoder, attention,
-# transformer, BERT) and 63cafb02 / 23d7a5ae (chapter code: LeNet, AlexNet, VGG, NiN, GoogLeNet,
+# transformer, BERT, MaskLM, BERTModel) and 63cafb02 / 23d7a5ae (chapter code: LeNet, AlexNet, VGG, NiN, GoogLeNet,
 # batch norm, ResNet, DenseNet, the d2l 1.0 RNN / LSTM classes).
 #
 # Copyright 2019 Amazon.com, Inc. or its affiliates. All Rights Reserved.
@@ -691,6 +691,64 @@ class BERTEncoder(nn.Block):
         return X
 
 
+class MaskLM(nn.Block):
+    """The masked language model task of BERT."""
+    def __init__(self, vocab_size, num_hiddens, **kwargs):
+        super(MaskLM, self).__init__(**kwargs)
+        self.mlp = nn.Sequential()
+        self.mlp.add(
+            nn.Dense(num_hiddens, flatten=False, activation='relu'))
+        self.mlp.add(nn.LayerNorm())
+        self.mlp.add(nn.Dense(vocab_size, flatten=False))
+
+    def forward(self, X, pred_positions):
+        num_pred_positions = pred_positions.shape[1]
+        pred_positions = pred_positions.reshape(-1)
+        batch_size = X.shape[0]
+        batch_idx = np.arange(0, batch_size)
+        # Suppose that `batch_size` = 2, `num_pred_positions` = 3, then
+        # `batch_idx` is `np.array([0, 0, 0, 1, 1, 1])`
+        batch_idx = np.repeat(batch_idx, num_pred_positions)
+        masked_X = X[batch_idx, pred_positions]
+        masked_X = masked_X.reshape((batch_size, num_pred_positions, -1))
+        mlm_Y_hat = self.mlp(masked_X)
+        return mlm_Y_hat
+
+
+class NextSentencePred(nn.Block):
+    """The next sentence prediction task of BERT."""
+    def __init__(self, **kwargs):
+        super(NextSentencePred, self).__init__(**kwargs)
+        self.output = nn.Dense(2)
+
+    def forward(self, X):
+        # `X` shape: (batch size, `num_hiddens`)
+        return self.output(X)
+
+
+class BERTModel(nn.Block):
+    """The BERT model."""
+    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
+                 num_layers, dropout, max_len=1000):
+        super(BERTModel, self).__init__()
+        self.encoder = BERTEncoder(vocab_size, num_hiddens, ffn_num_hiddens,
+                                   num_heads, num_layers, dropout, max_len)
+        self.hidden = nn.Dense(num_hiddens, activation='tanh')
+        self.mlm = MaskLM(vocab_size, num_hiddens)
+        self.nsp = NextSentencePred()
+
+    def forward(self, tokens, segments, valid_lens=None, pred_positions=None):
+        encoded_X = self.encoder(tokens, segments, valid_lens)
+        if pred_positions is not None:
+            mlm_Y_hat = self.mlm(encoded_X, pred_positions)
+        else:
+            mlm_Y_hat = None
+        # The hidden layer of the MLP classifier for next sentence prediction.
+        # 0 is the index of the '<cls>' token
+        nsp_Y_hat = self.nsp(self.hidden(encoded_X[:, 0, :]))
+        return encoded_X, mlm_Y_hat, nsp_Y_hat
+
+
 # ---- the corpus: small sizes, deterministic inputs ----
 def _rng():
     import numpy
@@ -757,5 +815,8 @@ MODELS = {
     "bert_encoder": lambda: _build(BERTEncoder(20, 8, 16, 2, 2, 0.2, max_len=16),
                                    [_ids((2, 6), 20), _ids((2, 6), 2),
                                     __import__("numpy").array([5, 3], "float32")]),
+    "bert_model": lambda: _build(BERTModel(20, 8, 16, 2, 2, 0.2, max_len=16),
+                                 [_ids((2, 6), 20), _ids((2, 6), 2), __import__("numpy").array([5, 3], "float32"),
+                                  __import__("numpy").array([[1, 5, 2], [0, 3, 1]], "float32")]),
     "bn_lenet_scratch": lambda: _build(bn_lenet_scratch(), [_img(1, 28)]),
 }

@@ -234,6 +234,11 @@ def _layer_norm(a, attrs, node):
     return Expr(f"F.layer_norm({a[0].text}, ({node.in_shapes[0][-1]},), {a[1].text}, {a[2].text}, {eps!r})")
 
 
+def _gather_nd(a, attrs, node):
+    """MXNet gather_nd(x, idx): idx's first axis indexes x's first axes (x[idx[0], idx[1], ...])."""
+    return Expr(f"{a[0].p()}[tuple({a[1].p()}.long())]")
+
+
 NP_OPS: Dict[str, Callable] = {
     "_npi_add": _binary("+"), "_npi_subtract": _binary("-"), "_npi_multiply": _binary("*"),
     "_npi_true_divide": _binary("/"), "_npi_power": _binary("**"), "_npi_mod": _binary("%"),
@@ -264,7 +269,7 @@ NP_OPS: Dict[str, Callable] = {
     "_npi_less_scalar": _compare_scalar("<"), "_npi_greater_scalar": _compare_scalar(">"),
     "_npi_less_equal_scalar": _compare_scalar("<="), "_npi_greater_equal_scalar": _compare_scalar(">="),
     "_npi_where": _where, "_np_copy": _func("{}"), "_npi_copy": _func("{}"),
-    "LayerNorm": _layer_norm, "batch_flatten": _func("torch.flatten({}, 1)"),
+    "LayerNorm": _layer_norm, "gather_nd": _gather_nd, "batch_flatten": _func("torch.flatten({}, 1)"),
 }
 NP_OPS = {k: v for k, v in NP_OPS.items() if v is not None}
 

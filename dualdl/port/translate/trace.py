@@ -385,6 +385,13 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
             # a class's own __call__ runs for the top block only (it is how the user calls it);
             # below, the parent's code already went through it and the recorded call is forward's
             out = block(*in_syms) if via_call or _own_call(block) is None else _gluon_call(block)(block, *in_syms)
+            replaced = scope.replaced_state()
+        if replaced:
+            raise TranslationError(f"forward replaces {', '.join('self.' + a for a in replaced)} (an array the block "
+                                   f"holds, not a Parameter) with a value it computes: state kept across calls in "
+                                   f"Python attributes is not translated; make it a Parameter (grad_req='null') "
+                                   f"the forward updates, or register a translation for this block",
+                                   block=type(block).__name__, path=path)
     except TranslationError:
         raise
     except (ValueDependent, NotImplementedForSymbol) as e:

@@ -126,6 +126,18 @@ class TraceScope:
         else:
             owner.__dict__[name] = value
 
+    def replaced_state(self) -> List[str]:
+        """Arrays the block holds (not Parameters) that its forward replaced with a value computed from
+        the old one: state kept in Python attributes across calls (d2l's from-scratch BatchNorm moving
+        stats); d2l's attention_weights, overwritten without being read, are not state."""
+        import mxnet as mx
+        out = []
+        for var, (attr, _) in self.consts.items():
+            new = self.block.__dict__.get(attr)
+            if isinstance(new, mx.sym.Symbol) and new.name != var and var in _nd(new).list_inputs():
+                out.append(attr)     # the new value is computed from the old one: a running update
+        return out
+
     @property
     def baked(self) -> List[int]:
         """Sizes read from ``x.shape`` that went into op attributes as the sample's numbers."""
@@ -214,6 +226,10 @@ class TraceScope:
 
         def getitem(sym, key):   # MXNet 1.9 slices x[-1] of a symbol as x[-1:0] (empty): make it x[n-1]
             k = key if isinstance(key, tuple) else (key,)
+            if k and all(isinstance(v, mx.sym.Symbol) for v in k):
+                # x[i, j] with index tensors (d2l's MaskLM): MXNet 1.9 symbols refuse it; gather_nd is it
+                idx = mx.sym.np.stack([_np(v) for v in k], axis=0)
+                return mx.sym.npx.gather_nd(_np(sym), idx)
             if all(v is not Ellipsis and v is not None for v in k) and any(
                     type(v) is int and v < 0 or isinstance(v, Dim) and v < 0 for v in k):
                 shp = shape(sym)
@@ -292,6 +308,11 @@ class TraceScope:
             for k in [k for k in obj.__dict__ if k not in saved]:
                 del obj.__dict__[k]
             obj.__dict__.update(saved)
+
+
+def _np(s: Any) -> Any:
+    from mxnet.symbol.numpy import _Symbol
+    return s if isinstance(s, _Symbol) else s.as_np_ndarray()
 
 
 def _nd(s: Any) -> Any:
