@@ -538,8 +538,6 @@ def test_gluonnlp_standard_rnn_with_shared_dropout(tmp_path):
     assert not torch.equal(a, b)       # the generated module really drops in train mode
 
 
-@pytest.mark.xfail(strict=True, reason="leaves.py writes nn.ELU(0.7); MXNet computes with float32(0.7) = "
-                   "0.699999988: gradients 1.4e-8 relative off (asked of leaves.py's owner)")
 def test_elu_stays_on_the_float64_tolerance(tmp_path):
     """Gluon's ELU runs MXNet's LeakyReLU op but in float64 (only its slope is float32): it is not
     judged by the float32 evidence rule, so the translation must use the float32 slope."""
@@ -549,6 +547,7 @@ def test_elu_stays_on_the_float64_tolerance(tmp_path):
     r = port.translate(net, rng.standard_normal((5, 4)).astype(np.float32) * 3, str(tmp_path))
     assert r.ok, r.summary()
     assert all(c.evidence == "float64 on both sides" for c in r.checks) and not r.notes
+    assert "nn.ELU(0.699999988079071" in open(r.source_path).read()     # MXNet's float32 alpha
 
 
 def test_gluonnlp_scaled_dot_product_attention_cell(tmp_path):
