@@ -7,9 +7,11 @@ and verifies the outputs. See docs/porting.md. Importing this package imports no
 """
 from .api import PortReport, port, port_gluon_to_torch, port_torch_to_gluon
 from .inputs import PortInputError
-from .mapping import Entry, Mapping, register_transform
+from .gluoncv_compat import import_gluoncv
+from .mapping import Entry, Mapping, MappingError, as_mapping, register_transform
 from .rules import (DEFAULT_RULES, FoldConvBias, Fused, Ignore, Rename, Rule, Transpose,
                     ZeroMissingBias)
+from .recipe import Recipe, RecipeError, translate_recipe
 from .sides import PortWarning
 from .trainer_translate import TrainerTranslation, TrainerTranslationError, translate_trainer
 from .translate import TranslateReport, TranslationError, register_translation, translate
@@ -18,4 +20,5 @@ __all__ = ["port", "port_gluon_to_torch", "port_torch_to_gluon", "PortReport", "
            "register_transform", "Rule", "Fused", "Transpose", "Rename", "Ignore", "FoldConvBias",
            "ZeroMissingBias", "DEFAULT_RULES", "PortWarning", "PortInputError",
            "translate", "TranslateReport", "TranslationError", "register_translation",
-           "translate_trainer", "TrainerTranslation", "TrainerTranslationError"]
+           "translate_trainer", "TrainerTranslation", "TrainerTranslationError",
+           "translate_recipe", "Recipe", "RecipeError", "as_mapping", "MappingError", "import_gluoncv"]
