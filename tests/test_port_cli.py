@@ -476,3 +476,29 @@ def test_batchnorm_option_reaches_the_generated_module(tmp_path, monkeypatch, ca
                                           "--batchnorm", choice], capsys)
         assert code == 0 and "OK" in out, err
         assert f"self.bn = {expect}" in (tmp_path / choice / "withbn.py").read_text()
+
+
+def test_a_generated_file_edited_since_is_kept(tmp_path, monkeypatch, capsys):
+    """The report records the hashes of the source and weights it describes: a forward written by
+    hand into the generated .py, or weights trained and saved over the generated ones, are not
+    replaced by the next run without --force."""
+    mod = _user_module(tmp_path, monkeypatch)
+    args = [f"{mod}:make", "--input-shape", "2,4", "--out", "o", "--name", "small"]
+    assert _translate_main(args, capsys)[0] == 0
+    py, st = tmp_path / "o" / "small.py", tmp_path / "o" / "small.safetensors"
+    py.write_text(py.read_text() + "\n# my own change\n")
+    code, _, err = _translate_main(args, capsys)
+    assert code == 2 and err == ("dualdl translate: o/small.py exists and was changed since dualdl translate wrote it "
+                                 "(its hash differs from the one in o/small.report.json); pass --force (force=True) "
+                                 "to overwrite it, or choose another --out/--name"), err
+    assert py.read_text().endswith("# my own change\n")
+    py.write_text(py.read_text()[:-len("\n# my own change\n")])        # undone: translate's own file again
+    import torch
+    from safetensors.torch import load_file, save_file
+    trained = {k: v + 1 for k, v in load_file(str(st)).items()}
+    save_file(trained, str(st), metadata={"generated_by": "dualdl translate"})   # even with the metadata
+    code, _, err = _translate_main(args, capsys)
+    assert code == 2 and "o/small.safetensors exists and was changed since" in err, err
+    assert torch.equal(load_file(str(st))["dense.weight"], trained["dense.weight"])
+    code, out, _ = _translate_main(args + ["--force"], capsys)
+    assert code == 0 and "translate small: OK" in out
