@@ -325,8 +325,10 @@ def _mnist_mlp():
 
 @pytest.mark.parametrize("model,size", [("mnist_mlp", 28), ("resnet18_v1", 32), ("resnet18_v2", 32),
                                         ("mobilenet0.25", 32), ("mobilenetv2_1.0", 32), ("squeezenet1.1", 224),
-                                        ("vgg11_bn", 32), ("alexnet", 64),
-                                        pytest.param("densenet121", 64, marks=pytest.mark.slow),
+                                        ("vgg11_bn", 32), ("alexnet", 64), ("mobilenet1.0", 32), ("vgg11", 32),
+                                        pytest.param("resnet50_v1", 64, marks=pytest.mark.slow),
+                                        pytest.param("squeezenet1.0", 224, marks=pytest.mark.slow),
+                                        pytest.param("densenet121", 224, marks=pytest.mark.slow),
                                         pytest.param("inceptionv3", 299, marks=pytest.mark.slow)])
 def test_state_dict_keys_are_gluon_structural_names(model, size, tmp_path):
     """Issue 33: plain convert (Gluon's save_parameters keys, layer-local names aside) loads the
@@ -406,8 +408,9 @@ def test_gluon_batchnorm_running_variance_after_training(mode, tmp_path):
     mx.random.seed(0)
     net = cifar.cifar_resnet20_v1(classes=10)
     net.initialize(mx.init.Xavier())
-    x = rng.standard_normal((8, 3, 16, 16))
-    y = rng.integers(0, 10, 8)
+    data = np.random.default_rng(0)
+    x = data.standard_normal((8, 3, 16, 16))
+    y = data.integers(0, 10, 8)
     net(mx.nd.array(x, dtype="float32"))
     r = port.translate(net, x.astype(np.float32), str(tmp_path), verify=False, batchnorm=mode)
     src = open(r.source_path).read()
@@ -419,7 +422,7 @@ def test_gluon_batchnorm_running_variance_after_training(mode, tmp_path):
     t = m.state_dict()
     run_var = max(np.abs(t[k].numpy() - g[k]).max() / np.abs(g[k]).max() for k in g if k.endswith("running_var"))
     m.eval()
-    xv = rng.standard_normal((4, 3, 16, 16))
+    xv = data.standard_normal((4, 3, 16, 16))
     with torch.no_grad():
         logits = m(torch.from_numpy(xv)).numpy()
     ref = net(mx.nd.array(xv, dtype="float64")).asnumpy()
