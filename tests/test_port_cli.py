@@ -502,3 +502,23 @@ def test_a_generated_file_edited_since_is_kept(tmp_path, monkeypatch, capsys):
     assert torch.equal(load_file(str(st))["dense.weight"], trained["dense.weight"])
     code, out, _ = _translate_main(args + ["--force"], capsys)
     assert code == 0 and "translate small: OK" in out
+
+
+def test_a_module_api_symbol_is_translated_up_to_the_output_named(tmp_path, monkeypatch, capsys):
+    """A Module-API checkpoint ends in SoftmaxOutput (a training head): the CLI says which
+    --output to give, and with it translates the graph before the head."""
+    data = mx.sym.var("data")
+    fc2 = mx.sym.FullyConnected(mx.sym.relu(mx.sym.FullyConnected(data, num_hidden=5, name="fc1")), num_hidden=3,
+                                name="fc2")
+    mod = mx.mod.Module(mx.sym.SoftmaxOutput(fc2, name="softmax"), data_names=["data"], label_names=["softmax_label"])
+    mod.bind(data_shapes=[("data", (2, 4))], label_shapes=[("softmax_label", (2,))])
+    mod.init_params()
+    mod.save_checkpoint(str(tmp_path / "modapi"), 0)
+    monkeypatch.chdir(tmp_path)
+    args = ["modapi-symbol.json", "--params", "modapi-0000.params", "--input-shape", "2,4", "--out", "o"]
+    code, _, err = _translate_main(args, capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "translate the graph before it with --output fc2_output" in err
+    code, out, err = _translate_main(args + ["--output", "fc2_output", "--input-name", "data"], capsys)
+    assert code == 0 and "translate modapi: OK" in out, err
+    code, _, err = _translate_main(["m:f", "--input-shape", "2,4", "--out", "o", "--output", "x"], capsys)
+    assert code == 2 and "--input-name and --output are for an exported SYMBOL.json" in err

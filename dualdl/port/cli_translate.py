@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -35,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="file/module name (default: from the Gluon class)")
     p.add_argument("--params", metavar="FILE.params", help="Gluon save_parameters file to load into the block "
                                                            "(for SYMBOL.json: the exported -0000.params)")
+    p.add_argument("--input-name", action="append", metavar="NAME",
+                   help="SYMBOL.json only: the data input each --input-shape belongs to (repeat; default data, "
+                        "data0, data1, ...)")
+    p.add_argument("--output", action="append", metavar="NAME",
+                   help="SYMBOL.json only: translate up to these internal outputs (repeat), e.g. fc1_output "
+                        "for a Module-API symbol ending in SoftmaxOutput")
     p.add_argument("--no-verify", action="store_true", help="write the files without running the checks")
     p.add_argument("--lr", type=float, default=0.1, help="learning rate of the verified SGD step (> 0)")
     p.add_argument("--seed", type=int, default=0)
@@ -79,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         shapes = [parse_shape(s) for s in args.input_shape]
         if args.factory.endswith(".json") and ":" not in args.factory:
             return _symbol_file(args, shapes)
+        if args.input_name or args.output:
+            raise ValueError("--input-name and --output are for an exported SYMBOL.json; a MODULE:FACTORY "
+                             "block is translated whole")
         factory = load_factory(args.factory)
     except (ValueError, FactoryError) as e:
         return _fail(e)
@@ -116,13 +126,17 @@ def _symbol_file(args: argparse.Namespace, shapes) -> int:
         raise ValueError(f"{args.factory} does not exist (an exported model-symbol.json was expected)")
     if not args.params:
         raise ValueError(f"{args.factory} needs its weights: add --params MODEL-0000.params")
+    if args.input_name and len(args.input_name) != len(shapes):
+        raise ValueError(f"give one --input-name per --input-shape ({len(args.input_name)} names, "
+                         f"{len(shapes)} shapes)")
 
     def go():
         from .translate.symbol_file import translate_symbol_file
         return translate_symbol_file(args.factory, args.params, shapes, args.out, name=args.name,
                                      verify=not args.no_verify, lr=args.lr, seed=args.seed,
                                      input_dtypes=None if args.input_dtype == "float32" else
-                                     [args.input_dtype] * len(shapes), force=args.force)
+                                     [args.input_dtype] * len(shapes), force=args.force,
+                                     input_names=args.input_name, outputs=args.output)
     return _translate(args, go, files=(args.factory, args.params))
 
 
@@ -132,7 +146,10 @@ def _translate(args: argparse.Namespace, go, files=()) -> int:
         report = go()
     except TranslationError as e:   # exit 2 when it blames an input file (unreadable, wrong shapes)
         blamed = any(str(e).rstrip(".").endswith(f"({f})") for f in files)
-        return _fail(e, 2 if blamed else 1)
+        text = re.sub(r"outputs=\[([^\]]*)\]",       # the API's hint in the CLI's words
+                      lambda m: " ".join(f"--output {n.strip(chr(39) + chr(34) + ' ')}" for n in m.group(1).split(",")),
+                      str(e)) if files else str(e)
+        return _fail(text, 2 if blamed else 1)
     except (ValueError, TypeError) as e:
         return _fail(e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
