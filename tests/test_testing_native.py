@@ -378,3 +378,39 @@ def test_float32_conv_net_rounding_is_told_apart(tmp_path):
     print(r.summary())
     assert r.divergence.cause == "float32 rounding" and r.divergence.step == 0
     assert "float64_reference=True" in r.divergence.detail
+
+
+def test_gluon_faithful_batchnorm_is_compared_as_biased(tmp_path):
+    """translate(batchnorm="gluon") writes a BatchNorm keeping Gluon's biased running variance
+    (class attribute running_var_estimate = "biased", momentum 1 - float32(0.9)): the default
+    compares it as such; demanding torch's unbiased estimate names the convention."""
+    from mxnet.gluon import nn as gnn
+    import importlib.util
+    from safetensors.torch import load_file
+
+    def pair(sub):
+        mx.random.seed(0)
+        g = gnn.HybridSequential()
+        g.add(gnn.Conv2D(6, 3, padding=1), gnn.BatchNorm(), gnn.Activation("relu"),
+              gnn.GlobalAvgPool2D(), gnn.Dense(10))
+        g.initialize(mx.init.Xavier())
+        x = np.random.default_rng(0).standard_normal((4, 3, 12, 12)).astype(np.float32)
+        g(mx.nd.array(x))
+        rep = dl.port.translate(g, x, str(tmp_path / sub), "gbn", batchnorm="gluon")
+        spec = importlib.util.spec_from_file_location(f"gbn_{sub}", rep.source_path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        t = getattr(mod, rep.class_name)()
+        t.load_state_dict(load_file(rep.weights_path))
+        tr = gluon.Trainer(g.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9})
+        return g, rep, t, tr, dl.port.translate_trainer(tr, t, rep, gluon_model=g).optimizer
+    g, rep, t, tr, opt = pair("a")
+    assert type(dict(t.named_modules())["1"]).running_var_estimate == "biased"
+    r = assert_native_training(g, t, rep, gluon_loss=_GL, torch_loss=_tl, gluon_trainer=tr,
+                               torch_optimizer=opt, batches=_image_batches(3))
+    assert any("as the biased estimate" in d.note for d in r.diffs)
+    g, rep, t, tr, opt = pair("b")
+    r = check_native_training(g, t, rep, gluon_loss=_GL, torch_loss=_tl, gluon_trainer=tr,
+                              torch_optimizer=opt, batches=_image_batches(3),
+                              batchnorm_variance="unbiased")
+    assert r.divergence.cause == "batchnorm variance" and "biased" in r.divergence.detail

@@ -36,7 +36,7 @@ def momentum_findings(gluon_block: Any, torch_module: Any, mapping: Any) -> List
         s_layer = e.sources[0]["key"].rsplit(".", 1)[0]
         m = t_mods.get(t_layer)
         if isinstance(m, nn.modules.batchnorm._BatchNorm) and s_layer in g_mom and \
-                m.momentum is not None and abs(g_mom[s_layer] - (1 - m.momentum)) > 1e-9:
+                m.momentum is not None and abs(g_mom[s_layer] - (1 - m.momentum)) > 1e-6:
             out.append(f"BatchNorm momentum left unconverted: Gluon {s_layer} has momentum "
                        f"{g_mom[s_layer]:g} (keeps {g_mom[s_layer]:g} of the old running value), "
                        f"torch {t_layer} has {m.momentum:g} (takes {m.momentum:g} of the new one); "
