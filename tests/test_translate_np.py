@@ -359,3 +359,14 @@ def test_sizes_fixed_to_the_sample_are_noted(np_mode):
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
     assert trace_block(block, "", records).notes == []
     assert "size 4 " in trace_block(block.attention, "attention", records).notes[0]
+
+
+def test_masklm_index_tensors(np_mode, tmp_path):
+    """d2l's MaskLM: np.arange(0, X.shape[0]) follows X (size, dtype, device); X[batch_idx, positions]
+    (index tensors, which MXNet 1.9 symbols refuse) is traced as gather_nd."""
+    block, inputs = d2l.MODELS["bert_model"]()
+    report = translate(block, inputs, str(tmp_path), "bert")
+    assert report.ok, report.summary()
+    src = open(report.source_path).read()
+    assert "torch.arange(X.shape[0], dtype=X.dtype, device=X.device)" in src
+    assert "X[tuple(torch.stack([" in src

@@ -76,6 +76,24 @@ def _is_sym(x: Any) -> bool:
 
 
 _CREATE = {"zeros", "ones", "full", "arange", "eye"}
+_SCOPE: "TraceScope | None" = None    # the active trace
+
+
+def _arange_like(args, kwargs):
+    """``np.arange(x.shape[i])`` / ``np.arange(0, x.shape[i])`` (d2l's MaskLM batch index): MXNet's
+    arange_like on x, written ``torch.arange(x.shape[i], dtype=x.dtype, device=x.device)`` (any size,
+    x's device) instead of a fixed ``torch.arange(2)``."""
+    import mxnet as mx
+    if _SCOPE is None or set(kwargs) - {"dtype"} or not 1 <= len(args) <= 3:
+        return None
+    start, stop = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+    step = args[2] if len(args) == 3 else 1
+    if not (isinstance(stop, Dim) and not isinstance(start, Dim) and start == 0 and step == 1):
+        return None
+    src = _SCOPE._shaped.get(stop.src)
+    if src is None:
+        return None
+    return mx.sym.contrib.arange_like(_nd(src), axis=stop.axis).as_np_ndarray()
 
 
 class _Dispatch:
@@ -92,6 +110,10 @@ class _Dispatch:
             return real
 
         def call(*args, **kwargs):
+            if name == "arange":
+                like = _arange_like(args, kwargs)
+                if like is not None:
+                    return like
             if name in _CREATE or _is_sym(args) or _is_sym(list(kwargs.values())):
                 return twin(*args, **kwargs)
             return real(*args, **kwargs)
@@ -144,9 +166,9 @@ class TraceScope:
         return sorted(self._baked)
 
     def __enter__(self) -> "TraceScope":
-        global _BAKED
+        global _BAKED, _SCOPE
         self._baked: set = set()
-        _BAKED = self._baked
+        _BAKED, _SCOPE = self._baked, self
         try:
             return self._enter()
         except BaseException:
@@ -290,8 +312,8 @@ class TraceScope:
         return out
 
     def __exit__(self, *exc) -> None:
-        global _BAKED
-        _BAKED = None
+        global _BAKED, _SCOPE
+        _BAKED, _SCOPE = None, None
         for g, name, value in reversed(self._globals):
             g[name] = value
         for owner, name, old, existed in reversed(self._undo):
