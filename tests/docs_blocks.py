@@ -145,6 +145,14 @@ loader = [(torch.from_numpy(_rng.standard_normal((4, 8)).astype("float32")),
            torch.from_numpy(_rng.integers(0, 3, 4))) for _ in range(3)]
 loss_fn = torch.nn.CrossEntropyLoss(reduction="none")
 ''',
+    ("docs/porting-trainer.md", 1): '''
+from mxnet.gluon.data.vision import transforms as _T
+x = sample_input
+transform_train = _T.Compose([_T.RandomFlipLeftRight(), _T.ToTensor(), _T.Normalize(0.5, 0.25)])
+transform_test = _T.Compose([_T.ToTensor(), _T.Normalize(0.5, 0.25)])
+train_data = mx.gluon.data.DataLoader(mx.gluon.data.ArrayDataset(np.zeros((12, 8), "float32"), np.zeros(12)),
+                                      batch_size=4, shuffle=True)
+''',
     "docs/training.md": _NET + '''
 loader = [(dl.from_numpy(X[i:i + 10]), dl.from_numpy(y[i:i + 10])) for i in range(0, 40, 10)]
 x_val, y_val = X[:10], y[:10]
