@@ -2,6 +2,7 @@
 d2l's own model code (tests/_translate_d2l.py), with the float64 proof; Python forwards that read
 shapes / begin_state / is_training; classes that override ``__call__``."""
 import os
+import re
 import sys
 import warnings
 
@@ -345,20 +346,23 @@ def test_wrong_mode_is_named(tmp_path):
             npx.set_np()
 
 
-def test_sizes_fixed_to_the_sample_are_noted(np_mode):
-    """d2l's masked_softmax repeats valid_lens shape[1] times and the seq2seq decoder broadcasts to
-    (X.shape[0], ...): those become the sample's numbers, and the trace says so (reshapes of the same
-    tensor stay symbolic and are not listed)."""
+def test_sizes_fixed_to_the_sample_are_noted(np_mode, tmp_path):
+    """d2l's masked_softmax repeats valid_lens shape[1] times: that size becomes the sample's number,
+    and the trace says so. Reshapes of the same tensor and the seq2seq decoder's
+    np.broadcast_to(context, (X.shape[0], ...)) stay symbolic and are not listed."""
     from dualdl.port.translate.trace import gluon_inputs, record_calls, trace_block
-    block, inputs = d2l.MODELS["seq2seq"]()
-    records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
-    assert trace_block(block.decoder, "decoder", records).notes == [
-        "sizes 4, 7, 16 that Seq2SeqDecoder's Python code read from x.shape are written as numbers (the sample "
-        "input's): the generated forward expects inputs of those sizes on those axes"]
     block, inputs = d2l.MODELS["multihead_attention"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
     assert trace_block(block, "", records).notes == []
-    assert "size 4 " in trace_block(block.attention, "attention", records).notes[0]
+    assert trace_block(block.attention, "attention", records).notes == [
+        "size 4 that DotProductAttention's Python code read from x.shape is written as a number (the sample "
+        "input's): the generated forward expects inputs of that size on that axis"]
+    block, inputs = d2l.MODELS["seq2seq"]()
+    records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
+    assert trace_block(block.decoder, "decoder", records).notes == []
+    report = translate(block, inputs, str(tmp_path), "s2s")
+    assert report.ok, report.summary()
+    assert re.search(r"\.unsqueeze\(0\)\.expand\(\w+\.shape\[0\], -1, -1\)", open(report.source_path).read())
 
 
 def test_masklm_index_tensors(np_mode, tmp_path):

@@ -262,10 +262,11 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
     out, calls, asked, consts, baked = _run_traced(block, path, records, training=False)
     graph = _graph(block, path, records, args, in_names, out, calls, consts)
     if baked:
-        graph.notes.append(f"{'sizes' if len(baked) > 1 else 'size'} {', '.join(map(str, baked))} that "
-                           f"{type(block).__name__}'s Python code read from "
-                           f"x.shape are written as numbers (the sample input's): the generated forward expects "
-                           f"inputs of those sizes on those axes")
+        many = len(baked) > 1
+        graph.notes.append(f"{'sizes' if many else 'size'} {', '.join(map(str, baked))} that "
+                           f"{type(block).__name__}'s Python code read from x.shape "
+                           f"{'are written as numbers' if many else 'is written as a number'} (the sample input's): "
+                           f"the generated forward expects inputs of {'those sizes on those axes' if many else 'that size on that axis'}")
     if asked:   # the forward branches on autograd.is_training(): one graph must serve both modes
         out_t, calls_t, _, consts_t, _ = _run_traced(block, path, records, training=True)
         if _signature(out, calls) != _signature(out_t, calls_t):

@@ -79,6 +79,39 @@ _CREATE = {"zeros", "ones", "full", "arange", "eye"}
 _SCOPE: "TraceScope | None" = None    # the active trace
 
 
+def _broadcast_like(args, kwargs):
+    """``np.broadcast_to(c, (X.shape[0], c.shape[0], c.shape[1]))`` (d2l's seq2seq decoder): sizes of
+    ``c`` itself stay, sizes of one other tensor ``X`` become MXNet's broadcast_like on ``X``, written
+    ``c.unsqueeze(0).expand(X.shape[0], -1, -1)`` (any length) instead of the sample's numbers."""
+    import mxnet as mx
+    if _SCOPE is None or kwargs or len(args) != 2 or not isinstance(args[0], mx.sym.Symbol):
+        return None
+    x, shape = args
+    if not isinstance(shape, (tuple, list)):
+        return None
+    try:
+        xs = x.shape
+    except ValueDependent:
+        return None
+    pad = len(shape) - len(xs)
+    h, lhs, rhs, other = _handle(x), [], [], None
+    for i, d in enumerate(shape):
+        if i >= pad and isinstance(d, Dim) and d.src == h and d.axis == i - pad:
+            continue                              # x's own size, in place
+        if isinstance(d, Dim) and d.src != h and (other is None or d.src == other) and d.src in _SCOPE._shaped:
+            other = d.src
+            lhs.append(i); rhs.append(d.axis)
+            continue
+        return None
+    if other is None or pad < 0 or any(i >= pad and xs[i - pad] != 1 for i in lhs):
+        return None
+    y = _nd(x)
+    for _ in range(pad):
+        y = mx.sym.expand_dims(y, axis=0)
+    return mx.sym.broadcast_like(y, _nd(_SCOPE._shaped[other]), lhs_axes=tuple(lhs),
+                                 rhs_axes=tuple(rhs)).as_np_ndarray()
+
+
 def _arange_like(args, kwargs):
     """``np.arange(x.shape[i])`` / ``np.arange(0, x.shape[i])`` (d2l's MaskLM batch index): MXNet's
     arange_like on x, written ``torch.arange(x.shape[i], dtype=x.dtype, device=x.device)`` (any size,
@@ -110,8 +143,8 @@ class _Dispatch:
             return real
 
         def call(*args, **kwargs):
-            if name == "arange":
-                like = _arange_like(args, kwargs)
+            if name in ("arange", "broadcast_to"):
+                like = (_arange_like if name == "arange" else _broadcast_like)(args, kwargs)
                 if like is not None:
                     return like
             if name in _CREATE or _is_sym(args) or _is_sym(list(kwargs.values())):
