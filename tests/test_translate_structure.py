@@ -498,3 +498,54 @@ def test_forward_branching_on_training_mode(tmp_path):
     src = open(r.source_path).read()
     assert "        if self.training:  # Gluon's forward branches on autograd.is_training()\n" \
            "            a = self.a(x)\n            return torch.tanh(a) * 2\n" in src
+
+
+# ---------------------------------------------------------------- smaller structures met in real code
+class _Frozen(nn.HybridBlock):
+    """A parameter of its own that Gluon never updates (grad_req='null', as InstanceNorm's gamma)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.g = self.params.get("g", shape=(4,), grad_req="null", init=mx.init.Constant(2.0))
+        self.d = nn.Dense(4, flatten=False, in_units=4)
+
+    def hybrid_forward(self, F, x, g):
+        return F.broadcast_mul(self.d(x), g)
+
+
+class _Split(nn.HybridBlock):
+    """Returns a multi-output symbol as it is."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.d = nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        return F.split(self.d(x), 2, axis=1)
+
+
+def test_frozen_own_parameter_and_multi_output_return(tmp_path):
+    r = port.translate(_init(_Frozen()), rng.standard_normal((2, 3, 4)).astype(np.float32), str(tmp_path / "f"))
+    assert r.ok, r.summary()     # before: torch's SGD moved g (trainable nn.Parameter): weights check failed
+    assert "self.g = nn.Parameter(torch.empty(4,), requires_grad=False)  # grad_req='null' in Gluon" in \
+        open(r.source_path).read()
+    r = port.translate(_init(_Split()), rng.standard_normal((2, 4)).astype(np.float32), str(tmp_path / "s"))
+    assert r.ok, r.summary()     # before: RecursionError (the outputs' second head taken as the call's input)
+    assert "return parts[0], parts[1]" in open(r.source_path).read()
+
+
+def _init(block):
+    block.initialize()
+    return block
+
+
+def test_gluonnlp_transformer_encoder_cell_used_through_its_methods(tmp_path):
+    """MultiHeadAttentionCell calls its DotProductAttentionCell's methods, never the cell itself:
+    its ops are in the parent's graph; the cell is not "untranslated" (was: report NOT OK)."""
+    nlp = pytest.importorskip("gluonnlp")
+    enc = nlp.model.transformer.TransformerEncoder(num_layers=1, units=8, hidden_size=16, max_length=10,
+                                                   num_heads=2, dropout=0.0)
+    enc.initialize()
+    r = port.translate(enc, rng.standard_normal((2, 5, 8)).astype(np.float32), str(tmp_path))
+    assert r.ok, r.summary()
+    assert any("DotProductAttentionCell never ran on the sample input" in n for n in r.notes)

@@ -72,7 +72,8 @@ class Instance:
     path: str
     tpath: str
     init: List[Tuple[Part, Any]] = field(default_factory=list)   # (part, Call or _Alias)
-    own: List[Tuple[Part, Tuple[int, ...]]] = field(default_factory=list)
+    own: List[Tuple[Part, Tuple[int, ...], bool]] = field(default_factory=list)   # (part, shape, trainable)
+    consts: List[Tuple[Part, Tuple[int, ...], str]] = field(default_factory=list)  # buffers: (part, shape, dtype)
     forward: List[str] = field(default_factory=list)
     signature: List[str] = field(default_factory=list)
     untraced: str = ""
@@ -394,13 +395,20 @@ class Generator:
                 inst.init.append((part, self.ctor(child, cpath, ctp, cparts)))
         for local, p in block._reg_params.items():
             part = inst.names[local]
-            inst.own.append((part, tuple(int(s) for s in p.shape)))
+            inst.own.append((part, tuple(int(s) for s in p.shape), p.grad_req != "null"))
             self.entries.append(MapEntry(_join(tpath, _key(part)), _join(path, local), param=p, gluon_path=path))
         if id(block) not in self.records:
-            inst.untraced = "it never ran on the sample input"
+            # never called on the sample input (gluonnlp's attention cells call its methods instead):
+            # nothing of the model's computation is missing, its forward says so if ever called
+            inst.signature = ["*args"]
+            inst.forward = [f"raise NotImplementedError({_never_ran_msg(block, path)!r})"]
+            self.notes.append(f"{path or '(top)'}: {type(block).__name__} never ran on the sample input; its "
+                              f"forward is not translated (its parameters are)")
         else:
             try:
                 graph = _trace(block, path, self.records)
+                self.notes += [f"{path or '(top)'}: {n}" for n in getattr(graph, "notes", [])]
+                self._consts(inst, block, path, tpath, graph)
                 inst.signature, inst.forward = ForwardWriter(self, block, path, graph).write()
                 if getattr(graph, "train", None) is not None:
                     inst.forward = self._two_modes(block, path, graph, inst.signature, inst.forward)
@@ -430,6 +438,29 @@ class Generator:
                                    block=type(block).__name__, path=path)
         return (["if self.training:  # Gluon's forward branches on autograd.is_training()"] +
                 [f"    {ln}" for ln in train_lines] + eval_lines)
+
+    def _consts(self, inst: Instance, block, path, tpath, graph) -> None:
+        """Arrays the block holds as plain attributes and uses in forward (d2l PositionalEncoding.P):
+        torch buffers, their values saved with the weights."""
+        import numpy as np
+        for _, (attr, value) in sorted(getattr(graph, "consts", {}).items(), key=lambda kv: kv[1][0]):
+            if any(c[0][1] == attr or c[0] == inst.names.get(attr) for c in inst.consts):
+                continue
+            taken = {p[1] for p in inst.names.values()}
+            part = inst.names.get(attr)
+            if part is None:
+                part = torch_names([attr]).get(attr)
+                while part[1] in taken:
+                    part = (part[0], part[1] + "_")
+                inst.names[attr] = part
+            value = np.asarray(value)
+            dtype = {"f": "float32" if value.dtype.itemsize <= 4 else "float64",
+                     "i": "int64", "u": "int64", "b": "bool"}.get(value.dtype.kind, "float32")
+            inst.consts.append((part, tuple(int(d) for d in value.shape), dtype))
+            self.entries.append(MapEntry(_join(tpath, _key(part)), None, value=value, gluon_path=path))
+
+    def const_access(self, block: Any, attr: str) -> str:
+        return access([self.instances[id(block)].names[attr]])
 
     # ---- what forward.py asks ----
     def child_access(self, block: Any, child: str) -> Tuple[Any, str]:
@@ -470,7 +501,7 @@ class Generator:
                     ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
         skel = repr([(part, repr(c) if isinstance(c, _Alias) else _render(c, 0, {}, None, skeleton=True))
                      for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
-            repr(inst.signature) + repr(inst.aliases) + type(inst.block).__qualname__ + type(inst.block).__module__
+            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + type(inst.block).__qualname__ + type(inst.block).__module__
         memo[key] = table.setdefault(skel, len(table))
         return memo[key]
 
@@ -549,10 +580,14 @@ class Generator:
                 continue
             text = _render(call, 8, names, counter, seen=seen_comments)
             lines.append(f"        {assign([part], text)}")
-        for part, shape in inst.own:
-            value = f"nn.Parameter(torch.empty{literal(shape)})"
+        for part, shape, trainable in inst.own:
+            value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
+                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)  # grad_req='null' in Gluon"
             lines.append(f"        self.{part[1]} = {value}" if part[0] == "a" else
                          f"        self.register_parameter({ascii(part[1])}, {value})")
+        for part, shape, dtype in inst.consts:
+            lines.append(f"        self.register_buffer({ascii(part[1])}, torch.zeros({literal(shape)}, dtype=torch.{dtype}))"
+                         f"  # an array Gluon's block holds as an attribute (values in the weights file)")
         lines += _alias_lines(inst.aliases)
         if inst is self.instances.get(id(self.root)):
             lines += self._tie_lines()
@@ -632,7 +667,9 @@ class Generator:
         except Exception as e:   # a bug here, not the user's: say so, with the construct
             raise TranslationError(f"the generated module could not be built ({type(e).__name__}: {e}); "
                                    f"please report this model", block=type(self.root).__name__) from None
-        want = {e.torch_key: tuple(e.param.shape) if e.param is not None else () for e in self.entries}
+        import numpy as np
+        want = {e.torch_key: tuple(e.param.shape) if e.param is not None else tuple(np.shape(e.value))
+                for e in self.entries}
         missing = [k for k in want if k not in state]
         extra = [k for k in state if k not in want]
         wrong = [k for k in want if k in state and tuple(state[k].shape) != want[k]]
@@ -676,6 +713,11 @@ def _is_builtin(block) -> bool:
 def _is_hybrid(block) -> bool:
     import mxnet as mx
     return isinstance(block, mx.gluon.HybridBlock)
+
+
+def _never_ran_msg(block, path):
+    return (f"Gluon {type(block).__name__} at {path or 'the top'!r} was never called on the sample input; its "
+            f"forward was not translated")
 
 
 def _untraced_msg(block, path, reason):

@@ -28,6 +28,7 @@ class ForwardWriter:
         self.values: Dict[Tuple[int, int], Expr] = {}
         self.used_names = set(graph.in_names) | {"self", "torch", "nn", "F"}
         self.comments_seen: set = set()
+        self.emitting: set = set()
 
     def write(self) -> Tuple[List[str], List[str]]:
         g = self.g
@@ -54,6 +55,8 @@ class ForwardWriter:
                 self.values[(nid, 0)] = Expr(in_index[name])
             elif name in g.params:
                 self.values[(nid, 0)] = Expr(self.gen.param_access(self.block, g.params[name]))
+            elif name in getattr(g, "consts", {}):    # an array the block holds as a plain attribute
+                self.values[(nid, 0)] = Expr(self.gen.const_access(self.block, g.consts[name][0]))
         # use counts
         self.uses: Dict[Tuple[int, int], int] = {}
         for n in nodes:
@@ -63,7 +66,10 @@ class ForwardWriter:
             self.uses[h] = self.uses.get(h, 0) + 1
         self.call_done: Dict[int, List[str]] = {}
         self.emitted: Dict[int, bool] = {}
-        call_heads = g.heads[g.n_outputs:]
+        n_calls = sum(len([s for s in flatten_struct(c.args) if s is not None]) for c in g.calls)
+        # a multi-output symbol returned as is (``return F.split(x, 2)``) is one symbol, several heads
+        self.n_out = len(g.heads) - n_calls if len(g.heads) - n_calls > g.n_outputs else g.n_outputs
+        call_heads = g.heads[self.n_out:]
         pos = 0
         self.call_args: List[List[Tuple[int, int]]] = []
         for c in g.calls:
@@ -72,7 +78,7 @@ class ForwardWriter:
             pos += k
         for ci in range(len(g.calls)):
             self.emit_call(ci)
-        outs = [self.expr(h) for h in g.heads[:g.n_outputs]]
+        outs = [self.expr(h) for h in g.heads[:self.n_out]]
         self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
         # an argument Gluon received as None (an optional begin state) stays optional and unused
         last = max([i for i, v in enumerate(g.in_struct) if v is not None], default=-1)
@@ -127,7 +133,9 @@ class ForwardWriter:
     def new_name(self, base: str) -> str:
         base = _ident(base)
         name, k = base, 1
-        while name in self.used_names:
+        from .render import defined_names
+        taken = self.used_names | defined_names(self.gen.helpers.values()) | _HELPER_NAMES
+        while name in taken:
             name, k = f"{base}_{k}", k + 1
         self.used_names.add(name)
         return name
@@ -135,6 +143,10 @@ class ForwardWriter:
     def emit_call(self, ci: int) -> None:
         if ci in self.call_done:
             return
+        if ci in self.emitting:
+            raise TranslationError(f"the call of {self.g.calls[ci].child!r} depends on its own output (a traced "
+                                   f"graph this writer cannot order)", block=self.cls, path=self.path)
+        self.emitting.add(ci)
         c = self.g.calls[ci]
         child, attr = self.gen.child_access(self.block, c.child)
         leaf = self.gen.leaves.get(id(child))
@@ -186,6 +198,10 @@ class ForwardWriter:
         target = _pack(c.out_struct, names, top=True)
         self.lines.append(f"{target} = {text}" + _cmt(comment, self.comments_seen))
         self.call_done[ci] = names
+
+
+#: module-level functions ops.py helpers define (a local of the same name would shadow them)
+_HELPER_NAMES = frozenset({"shared_dropout", "Concurrent", "SharedDropout"})
 
 
 def _cmt(comment: str, seen: set) -> str:
