@@ -347,15 +347,18 @@ def test_wrong_mode_is_named(tmp_path):
 
 
 def test_sizes_fixed_to_the_sample_are_noted(np_mode, tmp_path):
-    """d2l's masked_softmax repeats valid_lens shape[1] times: that size becomes the sample's number,
-    and the trace says so. Reshapes of the same tensor and the seq2seq decoder's
-    np.broadcast_to(context, (X.shape[0], ...)) stay symbolic and are not listed."""
+    """Sizes read from x.shape stay symbolic where they feed a reshape of the same tensor
+    (transpose_qkv), x.reshape(y.shape) (masked_softmax), v.repeat(X.shape[1]) (masked_softmax) or
+    np.broadcast_to(c, (X.shape[0], ...)) (the seq2seq decoder); elsewhere (BERTEncoder's
+    pos_embedding[:, :X.shape[1], :]) they are the sample's numbers, and the trace says so."""
     from dualdl.port.translate.trace import gluon_inputs, record_calls, trace_block
     block, inputs = d2l.MODELS["multihead_attention"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
-    assert trace_block(block, "", records).notes == []
-    assert trace_block(block.attention, "attention", records).notes == [
-        "size 4 that DotProductAttention's Python code read from x.shape is written as a number (the sample "
+    assert trace_block(block, "", records).notes == trace_block(block.attention, "attention", records).notes == []
+    block, inputs = d2l.MODELS["bert_encoder"]()
+    records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
+    assert trace_block(block, "", records).notes == [
+        "size 6 that BERTEncoder's Python code read from x.shape is written as a number (the sample "
         "input's): the generated forward expects inputs of that size on that axis"]
     block, inputs = d2l.MODELS["seq2seq"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))

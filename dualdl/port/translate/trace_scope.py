@@ -263,6 +263,18 @@ class TraceScope:
             for name in ("asnumpy", "asscalar", "item", "__float__", "__int__", "__index__"):
                 self._set(cls, name, values)
         self._set(_Symbol, "reshape", reshape)
+        np_repeat = _Symbol.repeat
+
+        def repeat(sym, repeats, axis=None):
+            """v.repeat(X.shape[1]) on a 1-d v (d2l's masked_softmax): each entry X.shape[1] times,
+            traced as broadcast_like + reshape so the count follows X."""
+            other = scope._shaped.get(repeats.src) if isinstance(repeats, Dim) else None
+            if other is not None and repeats.src != _handle(sym) and axis in (None, 0) and len(shape(sym)) == 1:
+                wide = mx.sym.broadcast_like(mx.sym.expand_dims(_nd(sym), axis=1), _nd(other),
+                                             lhs_axes=(1,), rhs_axes=(repeats.axis,))
+                return np_reshape(wide.as_np_ndarray(), -1)
+            return np_repeat(sym, repeats, axis)
+        self._set(_Symbol, "repeat", repeat)
         nd_reshape = mx.sym.Symbol.reshape
 
         def legacy_reshape(sym, *args, **kwargs):
