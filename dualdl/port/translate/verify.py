@@ -101,7 +101,10 @@ def torch_state(entries: List[MapEntry], dtype=None, values: Optional[Dict[int, 
                 copy = values is not None and e.param.grad_req == "null"
                 by_param[id(e.param)] = torch.from_numpy(a.astype(dtype or a.dtype, copy=copy))
             out[e.torch_key] = by_param[id(e.param)]
-        else:
+        elif isinstance(e.value, np.ndarray):   # an array the block holds (a position table) as a buffer
+            a = np.array(e.value)
+            out[e.torch_key] = torch.from_numpy(a.astype(dtype or a.dtype) if a.dtype.kind == "f" else a)
+        else:                                    # num_batches_tracked
             out[e.torch_key] = torch.tensor(e.value, dtype=torch.long)
     return out
 
