@@ -549,3 +549,25 @@ def test_gluonnlp_transformer_encoder_cell_used_through_its_methods(tmp_path):
     r = port.translate(enc, rng.standard_normal((2, 5, 8)).astype(np.float32), str(tmp_path))
     assert r.ok, r.summary()
     assert any("DotProductAttentionCell never ran on the sample input" in n for n in r.notes)
+
+
+def test_plain_convert_loads_the_generated_mnist_mlp(tmp_path):
+    """Issue 33's journey: `dualdl convert` of Gluon's save_parameters file, without a mapping,
+    loads strictly into the generated module (before: keys 0/1/2 against 0/2/4)."""
+    import subprocess
+    from safetensors.torch import load_file
+    net = _mnist_mlp()
+    net.initialize(mx.init.Xavier())
+    x = rng.standard_normal((2, 1, 28, 28)).astype(np.float32)
+    net(mx.nd.array(x))
+    r = port.translate(net, x, str(tmp_path), name="mlp", verify=False)
+    net.save_parameters(str(tmp_path / "mlp.params"))
+    out = subprocess.run([sys.executable, "-m", "dualdl", "convert", str(tmp_path / "mlp.params"),
+                          str(tmp_path / "plain.safetensors")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    m = load_generated(r.source_path, r.class_name)()
+    m.load_state_dict(load_file(str(tmp_path / "plain.safetensors")))     # strict
+    with torch.no_grad():
+        got = m.eval()(torch.from_numpy(x)).numpy()
+    ref = net(mx.nd.array(x)).asnumpy()
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
