@@ -22,13 +22,10 @@ import _translate_d2l as d2l  # noqa: E402
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 # d2l models that translate with the proof; the rest are refused (see test_refused)
-_WAIT = {  # each needs a change requested in another helper's file (/tmp/s26_requests.md)
-    "positional_encoding": "codegen.py/forward.py: Graph.consts (the table d2l keeps in self.P) as a buffer",
-}
-OK = [pytest.param(n, marks=pytest.mark.xfail(reason=_WAIT[n], strict=False)) if n in _WAIT else n for n in [
+OK = [
     "lenet", "alexnet", "vgg", "nin", "googlenet", "bn_lenet", "resnet", "densenet", "rnn_model", "gru_model",
     "rnn_begin_state", "lstm_begin_state", "seq2seq", "additive_attention", "dot_product_attention",
-    "multihead_attention", "transformer_encoder_block", "bert_encoder", "bert_model", "positional_encoding"]]
+    "multihead_attention", "transformer_encoder_block", "bert_encoder", "bert_model", "positional_encoding"]
 
 
 @pytest.fixture
@@ -346,19 +343,34 @@ def test_wrong_mode_is_named(tmp_path):
             npx.set_np()
 
 
+class _Shorter(gluon.nn.Block):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, flatten=False)
+
+    def forward(self, x):
+        from mxnet import np as mnp
+        y = self.dense(x)
+        return mnp.tanh(y[:, :x.shape[1] - 1])     # a size computed from a shape: the sample's number
+
+
 def test_sizes_fixed_to_the_sample_are_noted(np_mode, tmp_path):
     """Sizes read from x.shape stay symbolic where they feed a reshape of the same tensor
-    (transpose_qkv), x.reshape(y.shape) (masked_softmax), v.repeat(X.shape[1]) (masked_softmax) or
-    np.broadcast_to(c, (X.shape[0], ...)) (the seq2seq decoder); elsewhere (BERTEncoder's
-    pos_embedding[:, :X.shape[1], :]) they are the sample's numbers, and the trace says so."""
+    (transpose_qkv), x.reshape(y.shape) / v.repeat(X.shape[1]) (masked_softmax),
+    np.broadcast_to(c, (X.shape[0], ...)) (the seq2seq decoder) or p[:, :X.shape[1], :] (BERT's
+    positions); elsewhere (y[:, :x.shape[1] - 1]) they are the sample's numbers, and the trace says so."""
     from dualdl.port.translate.trace import gluon_inputs, record_calls, trace_block
     block, inputs = d2l.MODELS["multihead_attention"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
     assert trace_block(block, "", records).notes == trace_block(block.attention, "attention", records).notes == []
-    block, inputs = d2l.MODELS["bert_encoder"]()
+    block, inputs = d2l.MODELS["bert_encoder"]()     # pos_embedding[:, :X.shape[1], :]: p[:, :x.shape[1]]
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
-    assert trace_block(block, "", records).notes == [
-        "size 6 that BERTEncoder's Python code read from x.shape is written as a number (the sample "
+    assert trace_block(block, "", records).notes == []
+    net = _Shorter()
+    net.initialize()
+    records = record_calls(net, gluon_inputs(net, [np.ones((2, 5, 4), "float32")]))
+    assert trace_block(net, "", records).notes == [
+        "size 4 that _Shorter's Python code read from x.shape is written as a number (the sample "
         "input's): the generated forward expects inputs of that size on that axis"]
     block, inputs = d2l.MODELS["seq2seq"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))

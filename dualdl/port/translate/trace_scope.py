@@ -49,6 +49,18 @@ class Dim(int):
     __repr__ = __str__
 
 
+def _derived(op):
+    def fn(self, *other):
+        v = op(int(self), *[int(o) if isinstance(o, Dim) else o for o in other])
+        return _dim(v, 0, -1) if isinstance(v, int) and not isinstance(v, bool) else v
+    return fn
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+            "__rfloordiv__", "__mod__", "__neg__"):      # x.shape[1] - 1: still read from a shape
+    setattr(Dim, _op, _derived(getattr(int, _op)))
+
+
 _BAKED: "set | None" = None    # sizes from x.shape written into op attributes during the active trace
 
 
@@ -110,6 +122,28 @@ def _broadcast_like(args, kwargs):
         y = mx.sym.expand_dims(y, axis=0)
     return mx.sym.broadcast_like(y, _nd(_SCOPE._shaped[other]), lhs_axes=tuple(lhs),
                                  rhs_axes=tuple(rhs)).as_np_ndarray()
+
+
+def _slice_like(sym, key):
+    """``p[:, :X.shape[1], :]`` (BERT's learned positions cut to the sequence length): MXNet's
+    slice_like on X, written ``p[:, :X.shape[1]]`` (any length) instead of the sample's number."""
+    import mxnet as mx
+    if _SCOPE is None or not key or not all(isinstance(v, slice) for v in key):
+        return None
+    axes, other = [], None
+    for i, v in enumerate(key):
+        if v == slice(None):
+            continue
+        d = v.stop
+        if (v.start in (None, 0) and v.step in (None, 1) and isinstance(d, Dim) and d.axis == i
+                and (other is None or d.src == other) and d.src in _SCOPE._shaped and d.src != _handle(sym)):
+            other = d.src
+            axes.append(i)
+            continue
+        return None
+    if other is None:
+        return None
+    return mx.sym.slice_like(_nd(sym), _nd(_SCOPE._shaped[other]), axes=tuple(axes)).as_np_ndarray()
 
 
 def _arange_like(args, kwargs):
@@ -291,18 +325,30 @@ class TraceScope:
         self._set(mx.sym.Symbol, "reshape", legacy_reshape)
         np_getitem = _Symbol.__getitem__
 
-        def getitem(sym, key):   # MXNet 1.9 slices x[-1] of a symbol as x[-1:0] (empty): make it x[n-1]
+        def getitem(sym, key):
             k = key if isinstance(key, tuple) else (key,)
+            like = _slice_like(sym, k)
+            if like is not None:
+                return like
             if k and all(isinstance(v, mx.sym.Symbol) for v in k):
                 # x[i, j] with index tensors (d2l's MaskLM): MXNet 1.9 symbols refuse it; gather_nd is it
                 idx = mx.sym.np.stack([_np(v) for v in k], axis=0)
                 return mx.sym.npx.gather_nd(_np(sym), idx)
+            ints = [isinstance(v, int) and not isinstance(v, bool) for v in k]
             if all(v is not Ellipsis and v is not None for v in k) and any(
-                    type(v) is int and v < 0 or isinstance(v, Dim) and v < 0 for v in k):
-                shp = shape(sym)
-                k = tuple(int(v) + shp[i] if isinstance(v, int) and not isinstance(v, bool) and v < 0 else v
-                          for i, v in enumerate(k))
-                key = k if isinstance(key, tuple) else k[0]
+                    i and v < 0 for i, v in zip(ints, k)):
+                # MXNet 1.9 traces x[-1] of a symbol as x[-1:0] (empty): take x[-1:] and drop the axis
+                new, drop, out_axis = [], [], 0
+                for v, is_int in zip(k, ints):
+                    if is_int and v < 0:
+                        new.append(slice(int(v), int(v) + 1 if v < -1 else None))
+                        drop.append(out_axis)
+                        out_axis += 1
+                    else:
+                        new.append(v)
+                        out_axis += 0 if is_int else 1
+                part = np_getitem(sym, new[0] if len(new) == 1 else tuple(new))   # a bare slice: no reshape
+                return mx.sym.np.squeeze(part, axis=drop[0] if len(drop) == 1 else tuple(drop))
             return np_getitem(sym, key)
         self._set(_Symbol, "__getitem__", getitem)
 
