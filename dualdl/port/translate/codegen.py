@@ -209,7 +209,9 @@ class Generator:
         fn = block_translation(block)
         recs = self.records.get(id(block))
         if fn is None and not recs and path is None:
-            return builtin_leaf(block, LeafInfo("", [], [], 1, batchnorm=self.batchnorm)) if _is_builtin(block) else None
+            if not _is_builtin(block):
+                return None
+            return builtin_leaf(block, LeafInfo("", [], [], 1, batchnorm=self.batchnorm))
         info = LeafInfo(path or "", [t.shape for t in flatten_struct(recs[0].args) if isinstance(t, T)] if recs else [],
                         [t.shape for t in flatten_struct(recs[0].out) if isinstance(t, T)] if recs else [],
                         (1 if recs[0].skip_states else len(recs[0].args)) if recs else 1,
@@ -242,8 +244,8 @@ class Generator:
     def _alias_entries(self, first: Tuple[str, str], path: str, tpath: str) -> None:
         """The second name of one Gluon block: the same Gluon tensors under both torch keys."""
         ft, fg = first
-        for e in [e for e in self.entries if e.torch_key.startswith(ft + ".") or not ft]:
-            rest = e.torch_key[len(ft) + 1:] if ft else e.torch_key
+        for e in [e for e in self.entries if e.torch_key.startswith(ft + ".")]:
+            rest = e.torch_key[len(ft) + 1:]
             g = e.gluon_key
             if g is not None and (fg == "" or g.startswith(fg + ".")):
                 g = _join(path, g[len(fg) + 1:] if fg else g)
@@ -306,7 +308,7 @@ class Generator:
                         for cpath, ctp, cparts, child in self._positional(block, path, tpath, parts)]
             self.same_output.setdefault(path, tpath)
             return Call("Concurrent", elements, [("dim", int(block.axis))])
-        return self.traced_ctor(block, path, tpath, mapped=not aliased)
+        return self.traced_ctor(block, path, tpath)
 
     def _sub(self, child, cpath, ctp, cparts, aliased: bool) -> Call:
         """A child inside a container; under an aliased container its entries exist already."""
@@ -349,11 +351,9 @@ class Generator:
         for bname, value in leaf.buffers.items():
             self.entries.append(MapEntry(_join(tpath, bname), None, value=value, gluon_path=path))
 
-    def traced_ctor(self, block: Any, path: str, tpath: str, mapped: bool = True) -> Call:
-        if id(block) not in self.instances:
+    def traced_ctor(self, block: Any, path: str, tpath: str) -> Call:
+        if id(block) not in self.instances:   # met again: its module is aliased (see _alias)
             self._build_instance(block, path, tpath)
-        elif mapped:     # the same block met again (its module is aliased above)
-            pass
         ref = Ref(type(block).__name__)
         ref.block = block
         self.refs.setdefault(id(block), []).append(ref)
@@ -501,7 +501,8 @@ class Generator:
                     ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
         skel = repr([(part, repr(c) if isinstance(c, _Alias) else _render(c, 0, {}, None, skeleton=True))
                      for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
-            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + type(inst.block).__qualname__ + type(inst.block).__module__
+            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + \
+            type(inst.block).__qualname__ + type(inst.block).__module__
         memo[key] = table.setdefault(skel, len(table))
         return memo[key]
 
@@ -586,7 +587,8 @@ class Generator:
             lines.append(f"        self.{part[1]} = {value}" if part[0] == "a" else
                          f"        self.register_parameter({ascii(part[1])}, {value})")
         for part, shape, dtype in inst.consts:
-            lines.append(f"        self.register_buffer({ascii(part[1])}, torch.zeros({literal(shape)}, dtype=torch.{dtype}))"
+            zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
+            lines.append(f"        self.register_buffer({ascii(part[1])}, {zeros})"
                          f"  # an array Gluon's block holds as an attribute (values in the weights file)")
         lines += _alias_lines(inst.aliases)
         if inst is self.instances.get(id(self.root)):

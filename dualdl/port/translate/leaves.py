@@ -6,6 +6,7 @@ Gluon layer that computes what the layer computes (gluoncv's ``BatchNormCudnnOff
 from __future__ import annotations
 
 import json
+import weakref
 
 import numpy as np
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -27,7 +28,7 @@ _IDS = "Gluon's Embedding takes float ids (nd.array's default float32) and casts
 
 #: attributes that choose a kernel, not the numbers (a subclass setting them computes the same)
 _KERNEL_ONLY = frozenset({"cudnn_off", "cudnn_tune", "workspace", "name"})
-_SAME: Dict[int, Optional[type]] = {}
+_SAME: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # block -> its Gluon layer class or None
 
 
 def gluon_base(block: Any) -> Optional[type]:
@@ -39,9 +40,15 @@ def gluon_base(block: Any) -> Optional[type]:
     base = next((c for c in cls.__mro__ if c.__module__.startswith("mxnet.gluon") and c.__name__ in _LEAVES), None)
     if base is None or base is cls:
         return base
-    if id(block) not in _SAME:
-        _SAME[id(block)] = base if _computes_like(block, base) else None
-    return _SAME[id(block)]
+    try:
+        return _SAME[block]
+    except (KeyError, TypeError):
+        same = base if _computes_like(block, base) else None
+    try:
+        _SAME[block] = same
+    except TypeError:      # not weak-referenceable: decided again next time
+        pass
+    return same
 
 
 def _computes_like(block: Any, base: type) -> bool:
