@@ -572,3 +572,22 @@ def test_plain_convert_loads_the_generated_mnist_mlp(tmp_path):
         got = m.eval()(torch.from_numpy(x)).numpy()
     ref = net(mx.nd.array(x)).asnumpy()
     assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+class _Table(nn.HybridBlock):
+    """An array held as a plain attribute and used in forward (d2l PositionalEncoding's P)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.P = mx.nd.array(np.arange(12).reshape(3, 4) / 10.0)
+        self.d = nn.Dense(4, flatten=False, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        return self.d(x) + self.P
+
+
+def test_array_attribute_becomes_a_buffer_saved_with_the_weights(tmp_path):
+    r = port.translate(_init(_Table()), rng.standard_normal((2, 3, 4)).astype(np.float32), str(tmp_path))
+    assert r.ok, r.summary()
+    assert "self.register_buffer('P', torch.zeros((3, 4), dtype=torch.float32))" in open(r.source_path).read()
+    assert np.array_equal(_load(r).P.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) / np.float32(10))
