@@ -369,9 +369,11 @@ def test_sizes_fixed_to_the_sample_are_noted(np_mode, tmp_path):
     net = _Shorter()
     net.initialize()
     records = record_calls(net, gluon_inputs(net, [np.ones((2, 5, 4), "float32")]))
-    assert trace_block(net, "", records).notes == [
-        "size 4 that _Shorter's Python code read from x.shape is written as a number (the sample "
-        "input's): the generated forward expects inputs of that size on that axis"]
+    note = ("size 4 that _Shorter's Python code read from x.shape is written as a number (the sample "
+            "input's): the generated forward expects inputs of that size on that axis")
+    assert trace_block(net, "", records).notes == [note]
+    report = translate(net, np.ones((2, 5, 4), "float32"), str(tmp_path / "short"), "short")
+    assert report.ok and f"(top): {note}" in report.notes
     block, inputs = d2l.MODELS["seq2seq"]()
     records = record_calls(block, gluon_inputs(block, [np.asarray(a) for a in inputs]))
     assert trace_block(block.decoder, "decoder", records).notes == []
