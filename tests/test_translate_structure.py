@@ -591,3 +591,35 @@ def test_array_attribute_becomes_a_buffer_saved_with_the_weights(tmp_path):
     assert r.ok, r.summary()
     assert "self.register_buffer('P', torch.zeros((3, 4), dtype=torch.float32))" in open(r.source_path).read()
     assert np.array_equal(_load(r).P.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) / np.float32(10))
+
+
+class _Arm(nn.HybridBlock):
+    def __init__(self, bn, **kw):
+        super().__init__(**kw)
+        self.conv = nn.Conv2D(4, 3, padding=1, in_channels=4)
+        self.bn = bn
+
+    def hybrid_forward(self, F, x):
+        return self.bn(self.conv(x))
+
+
+class _TwoArms(nn.HybridBlock):
+    """One BatchNorm shared by two instances of a class: aliased from the top class."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        bn = nn.BatchNorm(in_channels=4)
+        self.left, self.right = _Arm(bn), _Arm(bn)
+
+    def hybrid_forward(self, F, x):
+        return self.left(x) + self.right(x)
+
+
+def test_block_shared_by_two_instances_is_one_module(tmp_path):
+    r = port.translate(_init(_TwoArms()), rng.standard_normal((2, 4, 5, 5)).astype(np.float32), str(tmp_path),
+                       batchnorm="gluon")
+    assert r.ok, r.summary()    # running statistics after two updates in one step: 2.8e-17 off
+    assert "        self.right.bn = self.left.bn  # the same Gluon block as left.bn: one module" in \
+        open(r.source_path).read()
+    m = _load(r)
+    assert m.left.bn is m.right.bn
