@@ -296,13 +296,50 @@ def journey(which: str, out: str, n: int, batch: int, epochs: int, seed: int = 0
             "script_weight_diff": w, "script_steps": len(ran["losses"])}
 
 
+def cifar_float_replay(out: str, steps: int = 110, batch: int = 32, seed: int = 0):
+    """The long CIFAR proof of docs/porting-project.md ("Measured"): ``steps`` batches of float
+    images (10 class patterns N(0,1) plus 0.5 N(0,1) noise), ``translate_trainer``'s NAG, the
+    script's lr x0.1 by ``on_step`` on both sides at steps 50 and 80."""
+    import torch
+    import dualdl as dl
+    s = cifar_script(2 * batch, batch, seed)
+    report, tnet, _ = translate_project(s, out, "cifar_resnet20_v1")
+    opt, sched = dl.port.translate_trainer(s["trainer"], tnet, report, gluon_model=s["net"])
+    rng = np.random.default_rng(1)
+    proto = rng.standard_normal((10, 3, 32, 32)).astype(np.float32)
+
+    def one():
+        y = rng.integers(0, 10, batch)
+        return (proto[y] + 0.5 * rng.standard_normal((batch, 3, 32, 32))).astype(np.float32), y
+    batches = [one() for _ in range(steps)]
+
+    def on_step(step, tr, to):
+        if step in (50, 80):
+            tr.set_learning_rate(tr.learning_rate * 0.1)
+            for g in to.param_groups:
+                g["lr"] *= 0.1
+    return dl.testing.check_native_training(
+        s["net"], tnet, report, gluon_loss=s["loss"],
+        torch_loss=lambda o, y: torch.nn.functional.cross_entropy(o, y),
+        gluon_trainer=s["trainer"], torch_optimizer=opt, batches=batches, on_step=on_step,
+        scheduler=sched)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="port_project_out")
-    p.add_argument("--which", choices=("mnist", "cifar", "both"), default="both")
+    p.add_argument("--which", choices=("mnist", "cifar", "both", "cifar-float"), default="both",
+                   help="cifar-float: the 110-step float-data CIFAR proof only")
     p.add_argument("--samples", type=int, default=0, help="images per dataset (default: 12 batches)")
     p.add_argument("--epochs", type=int, default=2)
     args = p.parse_args(argv)
+    if args.which == "cifar-float":
+        r = cifar_float_replay(os.path.join(args.out, "cifar_float"))
+        print(r.summary())
+        print("float64 twins max abs: loss %.3g, gradients %.3g, weights %.3g, buffers %.3g" % (
+            r.max_abs("float64", "loss"), r.max_abs("float64", "grad"),
+            r.max_abs("float64", "param"), r.max_abs("float64", "buffer")))
+        return 0 if r.passed else 1
     for which, batch in (("mnist", 100), ("cifar", 32)):
         if args.which not in (which, "both"):
             continue
