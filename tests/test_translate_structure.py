@@ -326,7 +326,9 @@ def _mnist_mlp():
 
 @pytest.mark.parametrize("model,size", [("mnist_mlp", 28), ("resnet18_v1", 32), ("resnet18_v2", 32),
                                         ("mobilenet0.25", 32), ("mobilenetv2_1.0", 32), ("squeezenet1.1", 224),
-                                        ("vgg11_bn", 32), ("alexnet", 64), ("mobilenet1.0", 32), ("vgg11", 32),
+                                        ("alexnet", 64), ("mobilenet1.0", 32),
+                                        pytest.param("vgg11_bn", 32, marks=pytest.mark.slow),
+                                        pytest.param("vgg11", 32, marks=pytest.mark.slow),
                                         pytest.param("resnet50_v1", 64, marks=pytest.mark.slow),
                                         pytest.param("squeezenet1.0", 224, marks=pytest.mark.slow),
                                         pytest.param("densenet121", 224, marks=pytest.mark.slow),
@@ -400,7 +402,7 @@ def _train(net_g, m, x, y, steps, lr=0.1):
         opt.step()
 
 
-@pytest.mark.parametrize("mode", ["gluon", "torch"])
+@pytest.mark.parametrize("mode", ["gluon", pytest.param("torch", marks=pytest.mark.slow)])
 def test_gluon_batchnorm_running_variance_after_training(mode, tmp_path):
     """gluoncv cifar_resnet20_v1, 20 SGD steps in float64 on both sides, then validation: with
     batchnorm="gluon" the running statistics and logits stay Gluon's; torch's nn.BatchNorm2d
