@@ -422,7 +422,7 @@ class _GluonSide:
             [[_grad(r, e.torch_key, e.param.shape) for e in with_grad] for r in runs], grad_keys,
             "gradients after one backward", tol,
             floor=1e-4 * max((_absmax(_grad(runs[-1], k, by_key[k].shape)) for k in grad_keys), default=0.0)))
-        names, steps, rs_g, rs_names, raw = [], [], [], [], 0.0
+        names, steps, rs_g, rs_names, multi, raw = [], [], [], [], [], 0.0
         for e in owners:
             if e.torch_key.endswith(("running_var", "running_mean")):
                 gv = e.param.data().asnumpy()
@@ -431,8 +431,11 @@ class _GluonSide:
                 bn = self.blocks[e.gluon_path]
                 old = before[id(e.param)]
                 biased = _keeps_biased(runs[-1], e.torch_key)
+                counts = self.counts[e.gluon_path]
+                if len(counts) > 1:
+                    multi.append(f"{e.gluon_path} ({len(counts)} calls)")
                 rs_g.append(gv if biased or np.array_equal(gv, old) else   # not updated by MXNet (momentum=0 in torch)
-                            _unbiased_expected(gv, old, float(bn._kwargs["momentum"]), self.counts[e.gluon_path]))
+                            _unbiased_expected(gv, old, float(bn._kwargs["momentum"]), counts[0]))
                 rs_names.append(e.torch_key)
             elif e.torch_key.endswith("running_mean"):
                 rs_g.append(gv); rs_names.append(e.torch_key)
@@ -453,6 +456,11 @@ class _GluonSide:
                 f"torch's running_var uses the unbiased batch variance, MXNet's the biased one "
                 f"(factor n/(n-1) on the batch term): compared to MXNet's update with that factor "
                 f"applied (not for a module that keeps the biased estimate); raw max difference {raw:.3g}")
+            if multi and not c.passed:
+                c.detail += (f"; BatchNorm called more than once per forward: {', '.join(multi)}. MXNet updates "
+                             f"running statistics in backward, in reverse call order, torch in forward order, "
+                             f"so the statistics differ after training by design: give each call its own "
+                             f"BatchNorm in the Gluon block, or copy Gluon's statistics after training")
             out.append(c)
         return out
 
@@ -606,13 +614,13 @@ def _is_a(b: Any, name: str) -> bool:
     return type(b).__name__ == name or isinstance(b, getattr(nn, name))
 
 
-def _bn_counts(block, records) -> Dict[str, int]:
+def _bn_counts(block, records) -> Dict[str, List[int]]:
+    """Per BatchNorm (Gluon path): the number of values per channel of each call in one forward."""
     out = {}
     for path, b in walk(block):
         recs = records.get(id(b))
         if _is_a(b, "BatchNorm") and recs:
-            shape = recs[0].args[0].shape
-            out[path] = int(np.prod(shape) // shape[1])
+            out[path] = [int(np.prod(r.args[0].shape) // r.args[0].shape[1]) for r in recs]
     return out
 
 
