@@ -391,3 +391,27 @@ def test_masklm_index_tensors(np_mode, tmp_path):
     src = open(report.source_path).read()
     assert "torch.arange(X.shape[0], dtype=X.dtype, device=X.device)" in src
     assert "X[tuple(torch.stack([" in src
+
+
+class _LengthMask(gluon.nn.Block):
+    """gluonnlp's TransformerDecoder.init_state_from_encoder: a mask from x.shape, .dtype, .context."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, flatten=False)
+
+    def forward(self, x, valid_length):
+        length = x.shape[1]
+        mask = mx.nd.broadcast_lesser(
+            mx.nd.arange(length, ctx=valid_length.context, dtype=valid_length.dtype).reshape((1, -1)),
+            valid_length.reshape((-1, 1)))
+        return self.dense(x) * mask.expand_dims(-1)
+
+
+def test_legacy_dtype_context_arange(tmp_path):
+    net = _LengthMask()
+    net.initialize()
+    report = translate(net, [np.ones((2, 5, 4), "float32"), np.array([3, 5], "float32")], str(tmp_path), "lm")
+    assert report.ok, report.summary()
+    src = open(report.source_path).read()
+    assert "torch.arange(x.shape[1], dtype=x.dtype, device=x.device)" in src and not report.notes

@@ -334,13 +334,13 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     as_np = np_mode()
     counter = [0]
 
-    def var(name, shape):
-        v = mx.sym.var(name, shape=shape)
+    def var(name, shape, dtype=None):
+        v = mx.sym.var(name, shape=shape, dtype=dtype)
         return v.as_np_ndarray() if as_np else v
 
     def make_vars(s, base):
         if isinstance(s, T):
-            return var(base, s.shape)
+            return var(base, s.shape, s.dtype)
         if isinstance(s, (list, tuple)):
             return type(s)(make_vars(v, f"{base}__{i}") for i, v in enumerate(s))
         if s is None:
@@ -367,7 +367,7 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
             def ph(s):
                 if isinstance(s, T):
                     counter[0] += 1
-                    return var(f"__call{idx}_{counter[0] - 1}", s.shape)
+                    return var(f"__call{idx}_{counter[0] - 1}", s.shape, s.dtype)
                 if isinstance(s, (list, tuple)):
                     return type(s)(ph(v) for v in s)
                 raise TranslationError(f"child {name!r} returned {type(s).__name__}",

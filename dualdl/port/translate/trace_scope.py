@@ -5,6 +5,7 @@ calls ``np.*`` / ``npx.*`` / ``nd.*`` directly, reads ``x.shape``, asks ``rnn.be
 zero arrays, ``param.data()`` for values and ``autograd.is_training()`` for the mode. While one
 block is traced, :class:`TraceScope` answers each of these from the recorded call:
 
+- ``sym.dtype``: MXNet type inference from the recorded input dtypes;
 - ``sym.shape`` / ``sym.ndim``: MXNet shape inference from the shapes of the recorded inputs; the
   numbers are those of the sample input (``Dim``: an int that remembers which tensor and axis it
   came from, so ``x.reshape(x.shape[0], -1)`` is written as ``x.reshape(x.shape[0], -1)`` and
@@ -124,6 +125,20 @@ def _broadcast_like(args, kwargs):
                                  rhs_axes=tuple(rhs)).as_np_ndarray()
 
 
+def _np_dtype(d):
+    import numpy
+    return numpy.dtype(d)
+
+
+def _dtype_of(sym):
+    import numpy
+    try:
+        _, outs, _ = sym.infer_type_partial()
+    except Exception:   # noqa: BLE001
+        outs = None
+    return numpy.dtype(outs[0]) if outs and outs[0] is not None else numpy.dtype("float32")
+
+
 def _slice_like(sym, key):
     """``p[:, :X.shape[1], :]`` (BERT's learned positions cut to the sequence length): MXNet's
     slice_like on X, written ``p[:, :X.shape[1]]`` (any length) instead of the sample's number."""
@@ -151,7 +166,7 @@ def _arange_like(args, kwargs):
     arange_like on x, written ``torch.arange(x.shape[i], dtype=x.dtype, device=x.device)`` (any size,
     x's device) instead of a fixed ``torch.arange(2)``."""
     import mxnet as mx
-    if _SCOPE is None or set(kwargs) - {"dtype"} or not 1 <= len(args) <= 3:
+    if _SCOPE is None or set(kwargs) - {"dtype", "ctx", "device"} or not 1 <= len(args) <= 3:
         return None
     start, stop = (0, args[0]) if len(args) == 1 else (args[0], args[1])
     step = args[2] if len(args) == 3 else 1
@@ -160,7 +175,11 @@ def _arange_like(args, kwargs):
     src = _SCOPE._shaped.get(stop.src)
     if src is None:
         return None
-    return mx.sym.contrib.arange_like(_nd(src), axis=stop.axis).as_np_ndarray()
+    out = mx.sym.contrib.arange_like(_nd(src), axis=stop.axis)
+    dtype = kwargs.get("dtype")
+    if dtype is not None and _dtype_of(src) != _np_dtype(dtype):
+        out = mx.sym.cast(out, dtype=_np_dtype(dtype).name)
+    return out.as_np_ndarray() if mx.util.is_np_array() else out
 
 
 class _Dispatch:
@@ -182,7 +201,7 @@ class _Dispatch:
                 if like is not None:
                     return like
             if name in _CREATE or _is_sym(args) or _is_sym(list(kwargs.values())):
-                return twin(*args, **kwargs)
+                return twin(*args, **{k: v for k, v in kwargs.items() if k not in ("ctx", "device")})
             return real(*args, **kwargs)
         call.__name__ = name
         return call
@@ -288,6 +307,7 @@ class TraceScope:
             return np_reshape(sym, *args, **kwargs)
 
         for cls in (mx.sym.Symbol, _Symbol):
+            self._set(cls, "dtype", property(_dtype_of))
             self._set(cls, "shape", property(shape))
             self._set(cls, "ndim", property(lambda s: len(shape(s))))
             self._set(cls, "ctx", property(ctx))
@@ -323,6 +343,13 @@ class TraceScope:
                     kwargs = dict(kwargs, shape=codes)
             return nd_reshape(sym, *args, **kwargs)
         self._set(mx.sym.Symbol, "reshape", legacy_reshape)
+        # NDArray arithmetic broadcasts, legacy Symbol's (elemwise_*) does not: trace what the
+        # forward computed on arrays (np symbols already broadcast)
+        for dunder, op, swap in (("__add__", "broadcast_add", False), ("__radd__", "broadcast_add", True),
+                                 ("__sub__", "broadcast_sub", False), ("__rsub__", "broadcast_sub", True),
+                                 ("__mul__", "broadcast_mul", False), ("__rmul__", "broadcast_mul", True),
+                                 ("__truediv__", "broadcast_div", False), ("__rtruediv__", "broadcast_div", True)):
+            self._set(mx.sym.Symbol, dunder, _broadcasting(getattr(mx.sym.Symbol, dunder), getattr(mx.sym, op), swap))
         np_getitem = _Symbol.__getitem__
 
         def getitem(sym, key):
@@ -426,6 +453,16 @@ class TraceScope:
 def _np(s: Any) -> Any:
     from mxnet.symbol.numpy import _Symbol
     return s if isinstance(s, _Symbol) else s.as_np_ndarray()
+
+
+def _broadcasting(original, op, swap):
+    import mxnet as mx
+
+    def fn(self, other):
+        if isinstance(other, mx.sym.Symbol) and type(other) is type(self):
+            return op(other, self) if swap else op(self, other)
+        return original(self, other)
+    return fn
 
 
 def _nd(s: Any) -> Any:
