@@ -50,6 +50,8 @@ def _row(name: str, o, **extra) -> Row:
 def _family_case(family: str):
     def run(cfg: Config) -> Iterator[List[Row]]:
         corpus = _corpus()
+        if family not in {c.family for c in corpus.CASES}:
+            raise ValueError(f"benchmarks/translate.py FAMILIES has {family!r}, which the corpus does not")
         cases = [c for c in corpus.CASES if c.family == family and not (cfg.quick and c.slow)]
         if cfg.quick:
             cases = cases[:2]
@@ -61,9 +63,14 @@ def _family_case(family: str):
     return run
 
 
+#: The corpus families (tests/_translate_corpus.py), one case each. Listed here so that loading the
+#: benchmark cases imports no framework (every case worker loads all case modules).
+FAMILIES = ("model zoo", "gluoncv cifar", "gluoncv classification", "gluoncv segmentation", "gluoncv detection",
+            "gluoncv pose", "gluoncv video", "gluonnlp", "public projects", "d2l (numpy interface)")
+
+
 def _register() -> None:
-    corpus = _corpus()
-    for family in dict.fromkeys(c.family for c in corpus.CASES):
+    for family in FAMILIES:
         slug = re.sub(r"\W+", "_", family).strip("_")
         case("translate", f"corpus_{slug}")(_family_case(family))
 

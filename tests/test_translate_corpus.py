@@ -87,3 +87,10 @@ def test_corpus_covers_every_family_and_the_bar():
         assert c.expect == "ok" or c.note, f"{c.name}: say why it is {c.expect}"
     fast = {c.family for c in corpus.CASES if not c.slow}
     assert families - fast == set(), f"no fast representative: {families - fast}"
+
+
+def test_bench_has_one_case_per_family():
+    """benchmarks/translate.py (make bench) lists the families without importing the corpus."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.translate import FAMILIES
+    assert set(FAMILIES) == {c.family for c in corpus.CASES}
