@@ -50,6 +50,12 @@ VARIABLES: Dict[str, Variable] = {
                                           "else gloo", "setting"),
     "DUALDL_DMLC_CONNECT_TIMEOUT": Variable("60", "seconds an MXNet worker waits for its "
                                             "scheduler before failing", "setting"),
+    "DUALDL_DEBUG": Variable(None, "1: `dualdl translate` prints the full traceback of an internal error "
+                             "(by default one line naming it)", "setting"),
+    "DUALDL_TRANSLATE_PAUSE": Variable(None, "test seam of translate's crash tests: the name of a point "
+                                       "where the run prints it and waits to be killed", "setting"),
+    "DUALDL_TRANSLATE_TRACE": Variable(None, "test seam: 1 prints every point translate's staged write "
+                                       "reaches", "setting"),
     "DUALDL_REQUIRE_GPU": Variable("0", "1 (set by `make gpu-check`): tests marked gpu run even "
                                    "without an NVIDIA driver and fail where they would skip", "setting"),
     # ---- set by `dualdl launch` in every worker --------------------------------------------------

@@ -69,7 +69,9 @@ def small_files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def resnet18_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("r18")
-    return _export(vision.resnet18_v1(pretrained=False), [(1, 3, 32, 32)], folder, "resnet18_v1")
+    # an explicit prefix: Gluon numbers its default prefixes per process (resnetv10_, resnetv11_, ...)
+    return _export(vision.resnet18_v1(pretrained=False, prefix="resnetv10_"), [(1, 3, 32, 32)], folder,
+                   "resnet18_v1")
 
 
 def test_resnet18_v1_from_files_readable_classes_and_proof(resnet18_files, tmp_path):

@@ -16,6 +16,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from .. import config
+
 __all__ = ["add_arguments", "run"]
 
 PROG = "dualdl translate"
@@ -155,7 +157,7 @@ def _translate(args: argparse.Namespace, go, files=()) -> int:
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
         return _fail(_os_message(e, args.out))
     except Exception as e:  # never a raw traceback; DUALDL_DEBUG=1 shows it
-        if os.environ.get("DUALDL_DEBUG"):
+        if config.get("DUALDL_DEBUG"):
             raise
         return _fail(f"internal error {type(e).__name__}: {_first_line(e)} (rerun with DUALDL_DEBUG=1 "
                      f"for the traceback and report it)", 1)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from ... import config
 from ..verify import Check
 
 __all__ = ["Staging", "TranslateReport", "translate"]
@@ -397,9 +398,9 @@ def _hook(point: str) -> None:
     """Test seam for crash tests: ``DUALDL_TRANSLATE_PAUSE=<point>`` makes the process print the
     point and sleep there, so a test can ``kill -9`` it at that exact moment;
     ``DUALDL_TRANSLATE_TRACE=1`` prints every point reached."""
-    if os.environ.get("DUALDL_TRANSLATE_TRACE"):
+    if config.get("DUALDL_TRANSLATE_TRACE"):
         print(f"dualdl-translate-at: {point}", flush=True)
-    if os.environ.get("DUALDL_TRANSLATE_PAUSE") == point:
+    if config.get("DUALDL_TRANSLATE_PAUSE") == point:
         print(f"dualdl-translate-paused: {point}", flush=True)
         time.sleep(600)
 

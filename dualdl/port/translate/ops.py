@@ -484,9 +484,23 @@ def _unsupported(node: OpNode, what: str) -> TranslationError:
                             path=node.path)
 
 
-from .ops_contrib import CONTRIB_TABLE, n_outputs  # noqa: E402  (it uses the helpers above, _unsupported included)
+_LOADED: List[str] = []
 
-_TABLE.update(CONTRIB_TABLE)
+
+def _load_tables() -> None:
+    """Add the contrib and numpy-interface tables on first use (they import this module's helpers,
+    so importing them here at module level would be an import circle)."""
+    if not _LOADED:
+        from . import ops_np    # registers its ops with setdefault
+        from .ops_contrib import CONTRIB_TABLE
+        _TABLE.update(CONTRIB_TABLE)
+        _LOADED.append(ops_np.__name__)
+
+
+def n_outputs(op: str, attrs: Dict[str, str]) -> int:
+    """How many outputs an MXNet op node has (SliceChannel/split, topk ret_typ='both', ...)."""
+    from .ops_contrib import n_outputs as _n
+    return _n(op, attrs)
 
 
 def translate_op(node: OpNode, args: List[Expr]) -> Expr:
@@ -495,6 +509,7 @@ def translate_op(node: OpNode, args: List[Expr]) -> Expr:
     if fn is not None:
         out = fn([a.text for a in args], dict(node.attrs), node)
         return out if isinstance(out, Expr) else Expr(str(out), atomic=False)
+    _load_tables()
     fn = _TABLE.get(node.op)
     if fn is None:
         raise _unsupported(node, repr(node.op))
