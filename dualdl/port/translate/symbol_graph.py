@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import TranslationError
 
-__all__ = ["SymNode", "SymGraph", "load_symbol_graph", "read_params"]
+__all__ = ["BlockDelegate", "SymNode", "SymGraph", "load_symbol_graph", "read_params"]
 
 Value = Tuple[int, int]   # (node id, output index)
 
@@ -256,3 +256,18 @@ def _infer(g: SymGraph, sym, shapes_in, input_names, input_dtypes, params_path) 
             k += 1
         if f"{n.name}_output" in by_name:
             g.shapes[(n.id, 0)] = by_name[f"{n.name}_output"]
+
+
+class BlockDelegate:
+    """What ``verify`` asks of a reference block, passed to the SymbolBlock ``self.block``:
+    its parameters, its cast and its forward hooks."""
+    block: Any
+
+    def collect_params(self, *a):
+        return self.block.collect_params(*a)
+
+    def cast(self, dtype):
+        return self.block.cast(dtype)
+
+    def register_forward_hook(self, hook):
+        return self.block.register_forward_hook(hook)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from .symbol_graph import SymGraph
+from .symbol_graph import BlockDelegate, SymGraph
 
 __all__ = ["ImperativeGraph"]
 
 
-class ImperativeGraph:
+class ImperativeGraph(BlockDelegate):
     """Callable like the SymbolBlock (same parameters, same ``cast``); BatchNorm running statistics
     are updated in place in train mode, as MXNet's imperative BatchNorm does."""
 
@@ -24,14 +24,6 @@ class ImperativeGraph:
         self._reg_params: Dict[str, Any] = {}
         self.params = {p.name: p for p in block.collect_params().values()}
 
-    def collect_params(self, *a):
-        return self.block.collect_params(*a)
-
-    def cast(self, dtype):
-        return self.block.cast(dtype)
-
-    def register_forward_hook(self, hook):
-        return self.block.register_forward_hook(hook)
 
     def __call__(self, *inputs):
         import mxnet as mx

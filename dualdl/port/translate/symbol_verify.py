@@ -10,6 +10,8 @@ import json
 from collections import OrderedDict
 from typing import Any, Dict, List, Sequence, Tuple
 
+from .symbol_graph import BlockDelegate
+
 __all__ = ["reference_block", "SymbolProxy", "bn_records", "first_divergent"]
 
 
@@ -61,7 +63,7 @@ class _BatchNormNode:
 _BatchNormNode.__name__ = "BatchNorm"
 
 
-class SymbolProxy:
+class SymbolProxy(BlockDelegate):
     """The SymbolBlock as ``verify`` walks it: calls, parameters and casts go to the block; its
     children are the BatchNorm stand-ins, named by node."""
 
@@ -72,15 +74,6 @@ class SymbolProxy:
 
     def __call__(self, *args):
         return self.block(*args)
-
-    def collect_params(self, *a):
-        return self.block.collect_params(*a)
-
-    def cast(self, dtype):
-        return self.block.cast(dtype)
-
-    def register_forward_hook(self, hook):
-        return self.block.register_forward_hook(hook)
 
 
 def bn_records(proxy: SymbolProxy, bn: Dict[str, Tuple[float, int]]) -> Dict[int, List[Any]]:
