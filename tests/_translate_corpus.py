@@ -496,8 +496,9 @@ KNOWN: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
                                 "as yolo3_mobilenet0.25_voc"),
     "gcv:ssd_512_mobilenet1.0_voc": ("refused", ("Convolution", "FeatureExpander", "features"),
                                      "its feature extractor is a SymbolBlock built inside the HybridBlock"),
-    "gcv:faster_rcnn_resnet50_v1b_voc": ("refused", ("use_global_stats=True", "BatchNorm", "features.1"),
-                                         "gluoncv's detection backbones freeze BatchNorm (use_global_stats)"),
+    "gcv:faster_rcnn_resnet50_v1b_voc": ("refused", ("_greater_scalar", "MultiPerClassDecoder", "cls_decoder"),
+                                         "its frozen BatchNorm (use_global_stats) translates; its box decoder "
+                                         "uses an MXNet op with no torch translation"),
     "gcv:fastscnn_citys_batch1": ("not-ok", ("train-mode outputs",),
                                   "batch-1 train-mode BatchNorm on a 1x1 map: torch refuses it, Gluon gives beta"),
     "d2l:bn_lenet_scratch": ("not-ok", ("untranslated BatchNorm", "moving_mean"),

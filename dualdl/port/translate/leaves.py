@@ -23,6 +23,8 @@ _ACTS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torc
 _BN_MOMENTUM = "Gluon momentum {g} weights the old running value; torch's {t} weights the new one"
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
+_BN_GLOBAL = ("Gluon BatchNorm(use_global_stats=True): the running statistics in train mode too, "
+              "never updated")
 _FLATTEN = "Gluon Dense(flatten=True) flattens all but the batch axis first"
 _IDS = "Gluon's Embedding takes float ids (nd.array's default float32) and casts them; torch's takes int64"
 
@@ -203,9 +205,7 @@ def _batchnorm(block, info):
     ndim = len(info.in_shapes[0]) if info.in_shapes else 4
     if int(kw["axis"]) != 1:
         raise _err(block, info, f"BatchNorm(axis={kw['axis']}) (torch normalises axis 1)")
-    if kw.get("use_global_stats"):
-        raise _err(block, info, "BatchNorm(use_global_stats=True) (torch has no such flag; freeze with "
-                                "eval())")
+    frozen = bool(kw.get("use_global_stats"))
     fixed_gamma = bool(kw.get("fix_gamma")) or block.gamma.grad_req == "null"
     fixed_beta = block.beta.grad_req == "null"
     affine = not (fixed_gamma or fixed_beta)
@@ -227,7 +227,12 @@ def _batchnorm(block, info):
     if affine:
         params.update(gamma="weight", beta="bias")
     helpers = []
-    if getattr(info, "batchnorm", "torch") == "gluon":
+    if frozen:       # Gluon's use_global_stats: running statistics in train mode too, never updated
+        cls = f"FrozenBatchNorm{cls[-2:]}"
+        helpers = [FROZEN_BATCHNORM.format(d=cls[-2:])]
+        kwargs = [(k, 0.0 if k == "momentum" else v) for k, v in kwargs]
+        comment = _BN_GLOBAL
+    elif getattr(info, "batchnorm", "torch") == "gluon":
         d = cls[-2:]
         cls = f"GluonBatchNorm{d}"
         helpers = [GLUON_BATCHNORM.format(d=d)]
@@ -238,6 +243,16 @@ def _batchnorm(block, info):
     return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
                      comment=comment),
                 params, buffers={"num_batches_tracked": 0}, helpers=helpers)
+
+
+FROZEN_BATCHNORM = '''class FrozenBatchNorm{d}(nn.BatchNorm{d}):
+    """Gluon's BatchNorm(use_global_stats=True): normalises with the running statistics in train
+    mode too and never updates them (nn.BatchNorm{d} in train mode would use the batch statistics).
+    weight and bias still train; the state_dict keys are nn.BatchNorm{d}'s."""
+
+    def forward(self, x):
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
+'''
 
 
 GLUON_BATCHNORM = '''class GluonBatchNorm{d}(nn.BatchNorm{d}):
