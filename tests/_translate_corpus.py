@@ -496,9 +496,11 @@ KNOWN: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
                                 "as yolo3_mobilenet0.25_voc"),
     "gcv:ssd_512_mobilenet1.0_voc": ("refused", ("Convolution", "FeatureExpander", "features"),
                                      "its feature extractor is a SymbolBlock built inside the HybridBlock"),
-    "gcv:faster_rcnn_resnet50_v1b_voc": ("refused", ("_greater_scalar", "MultiPerClassDecoder", "cls_decoder"),
-                                         "its frozen BatchNorm (use_global_stats) translates; its box decoder "
-                                         "uses an MXNet op with no torch translation"),
+    "gcv:faster_rcnn_resnet50_v1b_voc": ("refused", ("_contrib_box_decode", "NormalizedBoxCenterDecoder",
+                                                     "box_decoder"),
+                                         "its frozen BatchNorm (use_global_stats) and the class decoder's "
+                                         "comparisons translate; the box decoder's contrib op has no "
+                                         "translation yet (box_nms, refused, comes after it)"),
     "gcv:fastscnn_citys_batch1": ("not-ok", ("train-mode outputs",),
                                   "batch-1 train-mode BatchNorm on a 1x1 map: torch refuses it, Gluon gives beta"),
     "d2l:bn_lenet_scratch": ("not-ok", ("untranslated BatchNorm", "moving_mean"),

@@ -638,3 +638,27 @@ def test_batchnorm_called_twice_in_one_forward_is_explained(tmp_path):
         failed = [c for c in report.checks if not c.passed]
         assert [c.name for c in failed] == ["running statistics after the step"], report.summary()
         assert "bn (2 calls)" in failed[0].detail and "reverse call order" in failed[0].detail
+
+
+def test_scalar_and_elementwise_comparisons(tmp_path):
+    """MXNet's x > 0.5 (``_greater_scalar``, gluoncv's MultiPerClassDecoder) and the other
+    comparisons return 0/1 in the input's dtype; written as (x > 0.5).to(x.dtype)."""
+    from mxnet.gluon import nn as gnn
+
+    class Compare(gnn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.fc = gnn.Dense(6, in_units=4)
+
+        def hybrid_forward(self, F, x):
+            y = self.fc(x)
+            masks = [y > 0.1, y >= 0.1, y < -0.2, y <= -0.2, y == 0, y != 0, F.broadcast_not_equal(y, y * 2)]
+            return y * sum(masks[1:], masks[0])
+
+    net = Compare()
+    net.initialize(mx.init.Xavier())
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    report = port.translate(net, x, str(tmp_path))
+    assert report.ok, report.summary()
+    src = open(report.source_path).read()
+    assert "> 0.1).to(" in src and "!=" in src

@@ -217,6 +217,12 @@ def _compare_op(sym: str):
     return fn
 
 
+def _compare_scalar(sym: str):
+    def fn(a, attrs, node):   # 0/1 in the input's dtype, as MXNet's *_scalar comparisons return
+        return Expr(f"({a[0].p()} {sym} {_num(attrs['scalar'])}).to({a[0].p()}.dtype)")
+    return fn
+
+
 def _flatten(a, attrs, node):
     return Expr(f"torch.flatten({a[0].text}, 1)")
 
@@ -463,7 +469,13 @@ _TABLE: Dict[str, Callable] = {
     "Embedding": lambda a, at, n: Expr(f"F.embedding({a[0].p()}.long(), {a[1].text})"),
     "broadcast_lesser": _compare_op("<"), "broadcast_greater": _compare_op(">"),
     "broadcast_equal": _compare_op("=="), "broadcast_lesser_equal": _compare_op("<="),
-    "broadcast_greater_equal": _compare_op(">="), "SequenceMask": _sequence_mask,
+    "broadcast_greater_equal": _compare_op(">="), "broadcast_not_equal": _compare_op("!="),
+    "_greater": _compare_op(">"), "_greater_equal": _compare_op(">="), "_lesser": _compare_op("<"),
+    "_lesser_equal": _compare_op("<="), "_equal": _compare_op("=="), "_not_equal": _compare_op("!="),
+    "_greater_scalar": _compare_scalar(">"), "_greater_equal_scalar": _compare_scalar(">="),
+    "_lesser_scalar": _compare_scalar("<"), "_lesser_equal_scalar": _compare_scalar("<="),
+    "_equal_scalar": _compare_scalar("=="), "_not_equal_scalar": _compare_scalar("!="),
+    "SequenceMask": _sequence_mask,
     "where": _func("torch.where({}.bool(), {}, {})"), "_contrib_arange_like": _arange_like, "broadcast_axis": _broadcast_axis, "broadcast_axes": _broadcast_axis,
     "_contrib_interleaved_matmul_selfatt_qk": _interleaved_qk,
     "_contrib_interleaved_matmul_selfatt_valatt": _interleaved_valatt, "Flatten": _flatten,
