@@ -421,6 +421,10 @@ class _GluonDecayTo(GluonLRScheduler):
             if self.max_update < self.warmup_steps:
                 return self.base_lr  # Gluon never updated it
             n = self.max_update
+        return self._at(n)
+
+    def _at(self, n):
+        """The decayed lr at update ``n`` (``warmup_steps <= n <= max_update``)."""
         return self.final_lr + (self.base_lr_orig - self.final_lr) * \
             self._shape(float(n - self.warmup_steps) / float(self.max_steps))
 
@@ -443,11 +447,7 @@ class GluonCosineLR(_GluonDecayTo):
     then ``/ 2``), which is what keeps it equal to the last bit (the algebraically equal
     ``(base - final) * ((1 + cos(pi * progress)) / 2)`` is 1 ulp off at some updates)."""
 
-    def _decayed(self, n):
-        if n > self.max_update:
-            if self.max_update < self.warmup_steps:
-                return self.base_lr  # Gluon never updated it
-            n = self.max_update
+    def _at(self, n):
         return self.final_lr + (self.base_lr_orig - self.final_lr) * \
             (1 + math.cos(math.pi * (n - self.warmup_steps) / self.max_steps)) / 2
 

@@ -18,8 +18,10 @@ torch = pytest.importorskip("torch")
 
 from dualdl.port.recipe import RecipeError, translate_recipe  # noqa: E402
 from dualdl.port.trainer_translate import translate_trainer  # noqa: E402
+from _gluon_twins import gluon_torch_mlp, regression_batches  # noqa: E402
 
 STEPS, BATCH = 20, 4
+_models = gluon_torch_mlp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {"torch", "numpy", "math", "struct", "random", "typing", "__future__"}
 
@@ -46,29 +48,8 @@ def imports_of(src):
     return out
 
 
-def _models(dtype="float64", seed=0):
-    from mxnet import gluon
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(5, in_units=4, activation="tanh", dtype=dtype),
-            gluon.nn.Dense(3, in_units=5, dtype=dtype))
-    net.initialize()
-    tnet = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    tnet = tnet.to(getattr(torch, dtype))
-    rng = np.random.default_rng(seed)
-    for gp, tp in zip(net.collect_params().values(), tnet.parameters()):
-        v = rng.normal(size=tuple(tp.shape)).astype(dtype)
-        gp.set_data(mx.nd.array(v, dtype=dtype))
-        with torch.no_grad():
-            tp.copy_(torch.from_numpy(v))
-    net[1].bias.lr_mult, net[1].bias.wd_mult = 2.0, 0.0
-    net[0].weight.wd_mult = 0.5
-    return net, tnet
-
-
 def _batches(dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    return [(rng.normal(size=(BATCH, 4)).astype(dtype), rng.normal(size=(BATCH, 3)).astype(dtype))
-            for _ in range(STEPS)]
+    return regression_batches(dtype, STEPS, BATCH, seed)
 
 
 def _torch_step(tnet, opt, sched, x, y):

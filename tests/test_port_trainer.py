@@ -13,8 +13,10 @@ torch = pytest.importorskip("torch")
 import dualdl as dl  # noqa: E402
 from dualdl.port import TrainerTranslationError, translate_trainer  # noqa: E402
 from dualdl_torch import gluon_optim as G  # noqa: E402
+from _gluon_twins import gluon_torch_mlp, regression_batches  # noqa: E402
 
 STEPS, BATCH = 5, 4
+_models = gluon_torch_mlp
 #: measured max abs diff over the 5 steps: <= 4.4e-16 in float64 (docs/porting-trainer.md); in
 #: float32 the mean-loss vs sum-loss gradients differ by rounding, which Adam-type updates amplify
 #: (8.3e-6 for bertadam; with identical gradients the float32 updates are bitwise equal, see
@@ -22,32 +24,8 @@ STEPS, BATCH = 5, 4
 TOL = {"float64": 1e-12, "float32": 3e-5}
 
 
-def _models(dtype="float64", seed=0, mults=True):
-    """Gluon Dense-tanh-Dense and its torch twin, same random weights; with ``mults`` the last
-    bias has lr_mult 2 / wd_mult 0 and the first weight wd_mult 0.5 (two extra param groups)."""
-    from mxnet import gluon
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(5, in_units=4, activation="tanh", dtype=dtype),
-            gluon.nn.Dense(3, in_units=5, dtype=dtype))
-    net.initialize()
-    tnet = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    tnet = tnet.to(getattr(torch, dtype))
-    rng = np.random.default_rng(seed)
-    for gp, tp in zip(net.collect_params().values(), tnet.parameters()):
-        v = rng.normal(size=tuple(tp.shape)).astype(dtype)
-        gp.set_data(mx.nd.array(v, dtype=dtype))
-        with torch.no_grad():
-            tp.copy_(torch.from_numpy(v))
-    if mults:
-        net[1].bias.lr_mult, net[1].bias.wd_mult = 2.0, 0.0
-        net[0].weight.wd_mult = 0.5
-    return net, tnet
-
-
 def _batches(dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    return [(rng.normal(size=(BATCH, 4)).astype(dtype), rng.normal(size=(BATCH, 3)).astype(dtype))
-            for _ in range(STEPS)]
+    return regression_batches(dtype, STEPS, BATCH, seed)
 
 
 def _max_diff(net, tnet):
