@@ -84,7 +84,7 @@ def cuda_devices(cfg: Config) -> List[Row]:
         for strat in ("data_parallel", "per_device_loss"):
             with dl.use("torch"):
                 dl.seed(0)
-                net = models.dl_model(kind, s)
+                net = models.dl_model(kind, s).to(torch.device("cuda:0"))   # the Trainer's first device
             trainers[strat] = dl.Trainer(net, dl.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9),
                                          models.dl_loss(kind), devices=devs, strategy=strat, batch_axis=axis)
         tx, ty = torch.from_numpy(x).cuda(0), torch.from_numpy(y).cuda(0)
@@ -113,6 +113,9 @@ def cuda_devices(cfg: Config) -> List[Row]:
 @case("data_parallel", "cuda_mxnet")
 def cuda_mxnet(cfg: Config) -> List[Row]:
     """MXNet split_and_load on all GPU contexts vs one CPU context, LeNet (CUDA builds only)."""
+    if "mxnet" not in dl.available_backends():
+        return [Row(group="data_parallel", name="cuda: mxnet split_and_load on GPUs vs cpu(0)", value=float("nan"),
+                    note="skipped: MXNet is not installed")]
     with dl.use("mxnet"):
         n = dl.get_backend("mxnet").gpu_count()
     if n == 0:

@@ -58,9 +58,19 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction="mean"):
     return F.multilabel_soft_margin_loss(input, target, weight=weight, reduction=reduction)
 
 
+def lce_missing() -> None:
+    """torch < 2.13 has neither ``nn.LinearCrossEntropyLoss`` nor ``F.linear_cross_entropy``."""
+    import torch
+    raise NotImplementedError(
+        f"LinearCrossEntropyLoss needs torch 2.13 or newer (installed: torch {torch.__version__}); upgrade torch, "
+        f"or compute nn.Linear then CrossEntropyLoss (the same numbers, without torch's chunking)")
+
+
 def linear_cross_entropy(input, linear_weight, target, linear_bias=None, weight=None, reduction="mean",
                          ignore_index=None, label_smoothing=0.0, options=None):
     """torch's own ``F.linear_cross_entropy`` (its chunked path with ``options``) after the shared checks."""
+    if not hasattr(F, "linear_cross_entropy"):
+        lce_missing()
     name = "LinearCrossEntropyLoss"
     ck.check_reduction(name, reduction)
     C, out_features, in_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1]), linear_weight.shape[-1]

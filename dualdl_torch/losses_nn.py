@@ -10,6 +10,7 @@ from typing import Any, Dict
 import torch.nn as nn
 
 from . import losses as L
+from .losses_margin import lce_missing
 
 __all__ = ["MODULES"]
 
@@ -133,15 +134,22 @@ class MultiLabelSoftMarginLoss(_DL, nn.MultiLabelSoftMarginLoss):
         return L.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
 
 
-class LinearCrossEntropyLoss(_DL, nn.LinearCrossEntropyLoss):
-    """torch's module (its ``linear`` child holds the (C * prod(out_features), in_features) weight);
-    ``forward`` checks the target as every class-index loss, then runs torch's own function."""
+if hasattr(nn, "LinearCrossEntropyLoss"):
+    class LinearCrossEntropyLoss(_DL, nn.LinearCrossEntropyLoss):
+        """torch's module (its ``linear`` child holds the (C * prod(out_features), in_features) weight);
+        ``forward`` checks the target as every class-index loss, then runs torch's own function."""
 
-    def forward(self, input, target):
-        w = self.linear.weight.reshape((self.num_classes, *self.out_features, self.linear.in_features))
-        b = None if self.linear.bias is None else self.linear.bias.reshape((self.num_classes, *self.out_features))
-        return L.linear_cross_entropy(input, w, target, b, self.weight, self.reduction, self.ignore_index,
-                                      self.label_smoothing, self.options)
+        def forward(self, input, target):
+            w = self.linear.weight.reshape((self.num_classes, *self.out_features, self.linear.in_features))
+            b = None if self.linear.bias is None else self.linear.bias.reshape((self.num_classes, *self.out_features))
+            return L.linear_cross_entropy(input, w, target, b, self.weight, self.reduction, self.ignore_index,
+                                          self.label_smoothing, self.options)
+else:
+    class LinearCrossEntropyLoss(_DL, nn.Module):
+        """torch < 2.13 has no ``LinearCrossEntropyLoss``: building one says so (the other losses work)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            lce_missing()
 
 
 # one class of each loss dualdl.nn declares (dualdl/losses/modules.py), found by its name

@@ -54,12 +54,13 @@ def inference(train: bool) -> contextlib.AbstractContextManager:
 
 
 def backward(outputs: Sequence[Any], grads: Optional[Sequence[np.ndarray]] = None) -> None:
-    """``outputs[0].backward()`` for a scalar loss, else backpropagate ``grads`` into ``outputs``."""
+    """``outputs[0].backward()`` for a scalar loss, else backpropagate ``grads`` into ``outputs``
+    (each gradient on its output's device: a model on a GPU takes them there)."""
     if grads is None:
         outputs[0].backward()
         return
     pairs = [(o, torch.from_numpy(np.ascontiguousarray(g, dtype=np.dtype(str(o.dtype).replace("torch.", ""))))
-              .reshape(o.shape)) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
+              .reshape(o.shape).to(o.device)) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
     if pairs:
         torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
 

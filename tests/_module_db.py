@@ -46,6 +46,9 @@ LIMITS: Dict[Tuple[str, str, str], Tuple[float, str]] = {
 # MXNet 1.x has no 0-d result from a reduction: a reduced loss has shape (1,) where torch's is ()
 # (dualdl's documented convention, docs/losses.md); compared as the same value
 ONE_FOR_SCALAR = ("mxnet", "mxnet:hybridized")
+# where the torch reference and the torch candidate run: "cpu", or "cuda" (``--device cuda``, make
+# gpu-check: every dualdl.nn layer on a GPU against torch.nn on the same GPU; MXNet candidates stay on CPU)
+DEVICE = "cpu"
 _FRAMEWORK_DIRS = tuple(os.sep + p + os.sep for p in ("torch", "mxnet", "numpy"))
 _OURS = tuple(os.sep + p + os.sep for p in ("dualdl", "dualdl_torch", "dualdl_mx"))
 
@@ -166,10 +169,14 @@ def _run(backend: str, model: Any, leaves: List[np.ndarray], want: List[bool], t
     from dualdl.testing.runners import adapter
     impl = adapter(backend)
     is_module = hasattr(model, "named_parameters")      # a loss may be a plain callable
+    on_gpu = backend == "torch" and DEVICE != "cpu"
     if is_module:
+        if on_gpu:
+            model.to(DEVICE)
         impl.zero_grad(model)
         impl.set_mode(model, training)
-    xs = [impl.tensor(a, w) if isinstance(a, np.ndarray) else a for a, w in zip(leaves, want)]
+    xs = [_on_device(impl.tensor(a, w), w) if on_gpu and isinstance(a, np.ndarray) else
+          impl.tensor(a, w) if isinstance(a, np.ndarray) else a for a, w in zip(leaves, want)]
     args, kwargs = _fill(tmpl[0], xs), _fill(tmpl[1], xs)
     if seed and backend == "torch":
         import torch
@@ -186,6 +193,11 @@ def _run(backend: str, model: Any, leaves: List[np.ndarray], want: List[bool], t
             impl.backward(flat, [g if g is not None and impl.is_float(o) else None for o, g in zip(flat, gouts)])
     return outs, [impl.input_grad(x) if w else None for x, w in zip(xs, want)], \
         impl.param_grads(model) if is_module else {}
+
+
+def _on_device(t: Any, grad: bool) -> Any:
+    """A leaf copy of the CPU tensor ``t`` on DEVICE (its .grad is what the comparison reads)."""
+    return t.detach().to(DEVICE).requires_grad_(bool(grad and t.is_floating_point()))
 
 
 def _twin(m: Any) -> Any:
@@ -211,7 +223,8 @@ def _convert_ctor(obj: Any, backend: str, dtype: str) -> Any:
     if isinstance(obj, torch.nn.Module):
         return obj if backend == "torch" else _twin(obj)
     if isinstance(obj, torch.Tensor):
-        return adapter(backend).tensor(obj.detach().cpu().numpy().copy(), False)
+        t = adapter(backend).tensor(obj.detach().cpu().numpy().copy(), False)
+        return t.to(DEVICE) if backend == "torch" else t
     if isinstance(obj, (list, tuple)):
         return type(obj)(_convert_ctor(o, backend, dtype) for o in obj)
     if isinstance(obj, dict):
@@ -417,7 +430,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="the first N inputs of each entry")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--write-docs", action="store_true", help="write the table into docs/parity.md")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda: the torch reference and candidate on a GPU")
     a = p.parse_args(argv)
+    global DEVICE
+    DEVICE = a.device
     import warnings
     warnings.simplefilter("ignore")
     cands = [c for c in a.backends.split(",") if c]

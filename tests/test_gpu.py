@@ -30,10 +30,16 @@ RTOL, ATOL = 1e-4, 1e-5      # GPU vs CPU: other kernels and summation orders; T
 
 
 def gpu_count(backend: str) -> int:
+    """CUDA devices the backend sees; 0 where its framework is not installed (a CUDA image with
+    torch alone: the MXNet rows skip, the torch rows run)."""
+    if backend not in dl.available_backends():
+        return 0
     return dl.get_backend(backend).gpu_count()
 
 
 def need_gpus(backend: str, n: int) -> None:
+    if backend not in dl.available_backends():
+        pytest.skip(f"needs {n} CUDA device(s) visible to {backend}, whose framework is not installed here")
     have = gpu_count(backend)
     if have < n:
         pytest.skip(f"needs {n} CUDA device(s) visible to {backend}, it sees {have}")
@@ -41,13 +47,19 @@ def need_gpus(backend: str, n: int) -> None:
 
 @pytest.fixture(autouse=True)
 def no_tf32():
-    """torch's cuDNN convolutions default to TF32 (10-bit mantissa): compare at float32."""
+    """torch's cuDNN convolutions default to TF32 (10-bit mantissa): compare at float32. Through
+    cudnn.flags() (torch's test harness, imported by the module_db test, forbids setting the flag)."""
     if "torch" in sys.modules:
         import torch
-        old = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-        yield
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
+        cudnn = torch.backends.cudnn
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                             allow_tf32=False):
+                yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
     else:
         yield
 
@@ -184,3 +196,25 @@ def test_demo_on_gpu(tmp_path):
     assert "## torch: data_parallel on gpu:0" in r.stdout and "## mxnet: split_and_load on gpu:0" in r.stdout
     rows = re.findall(r"^\| (\d) \| [0-9.]+ \| [0-9.]+ \| ([0-9.e+-]+) / ([0-9.e+-]+) \| ([0-9.e+-]+) \|", r.stdout, re.M)
     assert len(rows) == 3 and all(float(rel) < 1e-3 for _, _, rel, _ in rows), r.stdout
+
+
+def test_module_db_on_cuda():
+    """torch's own module tests (module_db, tests/_module_db.py) with every dualdl.nn layer on a GPU
+    against torch.nn on the same GPU: forward, input and parameter gradients, float32 and float64.
+    Catches what the CPU suite cannot: a tensor a layer creates on the CPU, a kernel with no CUDA
+    path, a gradient handed over on the wrong device."""
+    need_gpus("torch", 1)
+    pytest.importorskip("expecttest")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _module_db as M
+    old, M.DEVICE = M.DEVICE, "cuda"
+    try:
+        table = M.run(candidates=("torch",))
+    finally:
+        M.DEVICE = old
+    counts = table.counts("torch")
+    print("\nmodule_db on CUDA:\n" + M.report(table, ["torch"]))
+    assert counts["match"] >= 300, counts
+    assert not counts["mismatch"] and not counts["raw"], M.report(table, ["torch"])
+    assert all("got an input with no elements" in o.detail for o in table.outcomes if o.status == "refused"), \
+        M.report(table, ["torch"])

@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-__all__ = ["Declaration", "layer", "refuse"]
+__all__ = ["Declaration", "layer", "refuse", "fit_keywords"]
 
 _P = inspect.Parameter
 
@@ -82,6 +82,47 @@ def layer(signature: str, mxnet: str, dualdl: Optional[Mapping[str, str]] = None
           torch: bool = True, doc: Tuple[str, str] = ("", ""), example: tuple = ()) -> Declaration:
     """Declare a layer (see :class:`Declaration`); the registry is ``dualdl.nn.layers.LAYERS``."""
     return Declaration(signature, mxnet, dict(dualdl or {}), torch, doc, tuple(example))
+
+
+_ACCEPTS: Dict[type, Optional[frozenset]] = {}
+
+
+def _accepted(impl: type) -> Optional[frozenset]:
+    """The keyword names ``impl(...)`` takes (None: it takes any, ``**kwargs``)."""
+    if impl not in _ACCEPTS:
+        try:
+            params = inspect.signature(impl.__init__).parameters.values()
+        except (TypeError, ValueError):
+            params = ()
+        _ACCEPTS[impl] = (None if not params or any(p.kind is _P.VAR_KEYWORD for p in params)
+                          else frozenset(p.name for p in params))
+    return _ACCEPTS[impl]
+
+
+def fit_keywords(name: str, decl: Declaration, impl: type, kw: Dict[str, Any], framework: str) -> Dict[str, Any]:
+    """The keywords ``impl`` is built with. Declarations are torch 2.13's signatures; an older
+    framework's class may lack a keyword (torch < 2.13: ``bias`` of BatchNorm, GroupNorm and
+    InstanceNorm). Left at its declared default, the keyword is dropped (the old class behaves so);
+    any other value is refused with what to do, not torch's ``unexpected keyword argument``."""
+    accepts = _accepted(impl)
+    if accepts is None or all(k in accepts for k in kw):
+        return kw
+    sig = decl.compile(name)[0]
+    out = {}
+    for k, v in kw.items():
+        if k in accepts:
+            out[k] = v
+            continue
+        default = sig.parameters[k].default if k in sig.parameters else _P.empty
+        if default is not _P.empty and type(v) is type(default) and v == default:
+            continue
+        import sys
+        version = getattr(sys.modules.get(framework), "__version__", "?")
+        raise NotImplementedError(
+            f"{name}({k}={v!r}) needs a newer {framework}: the installed {framework} {version} has no {k!r} "
+            f"argument in {name} (dualdl's layers follow torch 2.13's signatures); upgrade {framework}, or "
+            f"leave {k} at its default {default!r}")
+    return out
 
 
 def _matches(value: Any, refused: Any, bound: Mapping[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..backend import _using, get_backend
 from .arguments import check_arguments
-from .declaration import refuse
+from .declaration import fit_keywords, refuse
 
 __all__ = ["Module", "ModuleMeta", "Parameter", "native_class"]
 
@@ -64,6 +64,7 @@ def _build_layer(cls: type, layer: str, be: Any, args: tuple, kwargs: dict) -> A
     pos, kw, bound = decl.bind(layer, args, kwargs)
     check_arguments(layer, bound)
     refuse(layer, impl, bound, be.name)
+    kw = fit_keywords(layer, decl, impl, kw, be.framework)
     if kw.get("device") is not None or kw.get("dtype") is not None:
         kw["device"], kw["dtype"], scope = nn.factory_kwargs(layer, kw.get("device"), kw.get("dtype"))
         with scope:
