@@ -5,7 +5,7 @@ Works on any ``torch.nn.Module`` (dualdl's layers and native ``torch.nn`` refere
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 import torch

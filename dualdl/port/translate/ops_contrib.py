@@ -358,6 +358,8 @@ CONTRIB_TABLE: Dict[str, Callable] = {
     "_foreach": _refuse(_FOREACH), "_while_loop": _refuse(_FOREACH), "_cond": _refuse(_FOREACH),
     "_contrib_box_nms": _refuse(_BOX_NMS), "_contrib_box_non_maximum_suppression": _refuse(_BOX_NMS),
 }
+from .ops_box import BOX_TABLE  # noqa: E402  (gluoncv's box ops: ops_box.py)
+CONTRIB_TABLE.update(BOX_TABLE)
 
 
 def n_outputs(op: str, attrs: Dict[str, str]) -> int:
