@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 mx = pytest.importorskip("mxnet")
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 from mxnet import gluon, npx  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
 
 from dualdl.port.translate import TranslationError  # noqa: E402
 from dualdl.port.translate.api import translate  # noqa: E402
+from dualdl.port.translate.verify import load_generated  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _translate_d2l as d2l  # noqa: E402
@@ -257,6 +259,16 @@ class _TrainMore(_TrainBranch):
         return y
 
 
+class _TrainLoss(_TrainBranch):
+    """gluoncv's detectors: a loss inside autograd.record() (training and recording), outputs otherwise."""
+
+    def hybrid_forward(self, F, x):
+        y = self.dense(x)
+        if mx.autograd.is_training() and mx.autograd.is_recording():
+            return (y * y).sum()
+        return y
+
+
 class _SameBothWays(gluon.nn.HybridBlock):
     """Asks autograd.is_training() but computes the same graph either way."""
 
@@ -271,7 +283,9 @@ class _SameBothWays(gluon.nn.HybridBlock):
 
 def test_is_training_branch(tmp_path):
     """Both graphs are traced: one forward with `if self.training:` (proven in eval and train mode),
-    one plain forward when they agree, a TranslationError when the outputs differ in number."""
+    one plain forward when they agree; outputs that differ in number per mode (YOLOv3's output
+    layer) are written per mode and proven in each; a training forward that asks
+    autograd.is_recording() is refused unless translated for inference (train=False)."""
     net = _TrainBranch()
     net.initialize()
     report = translate(net, np.ones((2, 4), "float32"), str(tmp_path / "tb"), "tb")
@@ -283,9 +297,27 @@ def test_is_training_branch(tmp_path):
     assert report.ok and "if self.training" not in open(report.source_path).read()
     net = _TrainMore()
     net.initialize()
+    report = translate(net, np.ones((2, 4), "float32"), str(tmp_path / "more"), "more")
+    assert report.ok, report.summary()
+    src = open(report.source_path).read()
+    assert "if self.training:" in src and ", dense * 2" in src.replace("(dense * 2)", "dense * 2"), src
+    m = load_generated(report.source_path, report.class_name)()
+    m.load_state_dict(load_file(report.weights_path))
+    x = torch.ones(2, 4)
+    assert isinstance(m.train()(x), tuple) and len(m(x)) == 2 and isinstance(m.eval()(x), torch.Tensor)
+    net = _TrainLoss()
+    net.initialize()
     with pytest.raises(TranslationError) as e:
-        translate(net, np.ones((2, 4), "float32"), str(tmp_path / "more"), "more")
-    assert "_TrainMore" in str(e.value) and "autograd.is_training()" in str(e.value)
+        translate(net, np.ones((2, 4), "float32"), str(tmp_path / "loss"), "loss")
+    assert "_TrainLoss" in str(e.value) and "autograd.is_recording()" in str(e.value) and "train=False" in str(e.value)
+    report = translate(net, np.ones((2, 4), "float32"), str(tmp_path / "loss_inf"), "loss_inf", train=False)
+    assert report.ok, report.summary()
+    m = load_generated(report.source_path, report.class_name)()
+    m.load_state_dict(load_file(report.weights_path))
+    assert torch.equal(m.eval()(x), m.dense(x))
+    with pytest.raises(NotImplementedError, match=r"translated for inference .* call \.eval\(\)"):
+        m.train()(x)
+    assert any("recorded outputs (inference mode" in c.name for c in report.checks)
 
 
 class _DefaultZeros(gluon.nn.Block):

@@ -151,7 +151,7 @@ def test_pad_5d_constant(tmp_path):
 def test_arange(tmp_path):
     x = rng.standard_normal((3, 6)).astype(np.float32)
     _, src, d = measure(lambda F, x: F.broadcast_add(x, F.reshape(F.arange(6), (1, 6))), [x], tmp_path / "int",
-                        "torch.arange(6, dtype=torch.float32)", dtypes=("float32",))
+                        "torch.arange(6, dtype=torch.float32, device=device)", dtypes=("float32",))
     assert d["float32"] == 0.0
     # start + i * step in float32, as MXNet: torch.arange(0.3, ..., 0.1) accumulates in double
     _, src, d = measure(lambda F, x: F.broadcast_add(x, F.reshape(F.slice_axis(F.arange(0.3, 1.5, 0.1, repeat=2), axis=0, begin=0, end=6), (1, 6))),
@@ -662,3 +662,16 @@ def test_scalar_and_elementwise_comparisons(tmp_path):
     assert report.ok, report.summary()
     src = open(report.source_path).read()
     assert "> 0.1).to(" in src and "!=" in src
+
+
+def test_created_tensors_follow_the_input_device(tmp_path):
+    """arange / zeros made inside the forward go to the input's device (MXNet makes them on the graph's
+    context; torch would make them on the CPU and a module moved to a GPU would fail): checked on
+    torch's meta device, which refuses to mix with CPU tensors as a GPU does."""
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    r, src, _ = measure(lambda F, x: F.broadcast_add(x, F.reshape(F.arange(6), (1, 6))) + F.zeros((3, 6)),
+                        [x], tmp_path, "device = x.device", dtypes=("float32",))
+    assert src.count("device=device") == 2, src
+    m = load_generated(r.source_path, r.class_name)().to("meta")
+    out = m(torch.from_numpy(x).to("meta"))
+    assert out.device.type == "meta" and tuple(out.shape) == (3, 6)

@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batchnorm", choices=("torch", "gluon"), default="torch",
                    help="torch: nn.BatchNorm*d (torch's unbiased running variance); gluon: a BatchNorm that "
                         "keeps Gluon's biased running variance, so statistics stay equal over training")
+    p.add_argument("--inference", action="store_true",
+                   help="translate for inference (train=False): blocks that branch on autograd.is_training() get their "
+                        "inference forward only; needed where training asks autograd.is_recording() (detectors)")
     p.add_argument("--force", action="store_true",
                    help="overwrite NAME.py/.safetensors/.report.json even if translate did not write them")
 
@@ -120,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 def _translate_block(block: Any, inputs, args):
     from .translate import translate
     return translate(block, inputs, args.out, name=args.name, verify=not args.no_verify, lr=args.lr,
-                     seed=args.seed, force=args.force, batchnorm=args.batchnorm)
+                     seed=args.seed, force=args.force, batchnorm=args.batchnorm, train=not args.inference)
 
 
 def _symbol_file(args: argparse.Namespace, shapes) -> int:

@@ -104,27 +104,32 @@ def _name_problem(name: str) -> Optional[str]:
     return None
 
 
-def _as_arrays(sample_inputs: Any) -> List[np.ndarray]:
+def _as_arrays(sample_inputs: Any) -> List[Any]:
+    """One numpy array per positional input; an input that is a list or tuple of arrays (begin
+    states: ``[h, c]``, gluonnlp ELMo's list of (h, c) pairs) keeps its nesting, arrays inside."""
     items = sample_inputs if isinstance(sample_inputs, (list, tuple)) else [sample_inputs]
-    out = []
-    for i, x in enumerate(items):
-        if isinstance(x, (list, tuple)) and _holds_arrays(x):
-            raise ValueError(f"translate: sample input {i} is a list of arrays (begin states, a pair of tensors); "
-                             f"translate takes one array per positional input of the block's forward: pass the "
-                             f"states as separate inputs if forward takes them so, or translate a wrapper block "
-                             f"that builds them")
-        if hasattr(x, "asnumpy"):
-            x = x.asnumpy()
-        elif hasattr(x, "detach"):
-            x = x.detach().cpu().numpy()
-        try:
-            a = np.asarray(x)
-        except ValueError as e:
-            raise ValueError(f"translate: sample input {i} is not an array ({e})") from None
-        if a.dtype == object:
-            raise ValueError(f"translate: sample input {i} is not a numeric array (dtype object)")
-        out.append(a)
-    return out
+    return [_as_array(x, str(i)) for i, x in enumerate(items)]
+
+
+def _as_array(x: Any, where: str) -> Any:
+    if isinstance(x, (list, tuple)) and x and _holds_arrays(x):
+        return type(x)(_as_array(v, f"{where}[{j}]") for j, v in enumerate(x))
+    if hasattr(x, "asnumpy"):
+        x = x.asnumpy()
+    elif hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    try:
+        a = np.asarray(x)
+    except ValueError as e:
+        raise ValueError(f"translate: sample input {where} is not an array ({e})") from None
+    if a.dtype == object:
+        raise ValueError(f"translate: sample input {where} is not a numeric array (dtype object)")
+    return a
+
+
+def _shapes(arrays: Any) -> Any:
+    """The shapes of (nested) sample inputs, for messages."""
+    return [_shapes(a) if isinstance(a, (list, tuple)) else tuple(a.shape) for a in arrays]
 
 
 def _holds_arrays(x: Any) -> bool:
@@ -133,7 +138,7 @@ def _holds_arrays(x: Any) -> bool:
 
 def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
               verify: bool = True, lr: float = 0.1, seed: int = 0,
-              batchnorm: str = "torch", force: bool = False) -> TranslateReport:
+              batchnorm: str = "torch", force: bool = False, train: bool = True) -> TranslateReport:
     """Write ``out_dir/<name>.py`` (a torch module mirroring the Gluon block tree),
     ``<name>.safetensors`` (its state_dict, from the block's current weights) and
     ``<name>.report.json``; return the report (``.ok`` only if every check passed).
@@ -141,6 +146,11 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     ``sample_inputs``: one array or a list of arrays (numpy, NDArray) as the block takes them.
     Verification runs both models in float64 (eval with randomised norms/biases, and one SGD step
     at ``lr`` in train mode); the block's weights are restored afterwards.
+
+    ``train=False`` translates for inference: a block whose forward branches on
+    ``autograd.is_training()`` gets its inference forward only (its training mode raises), and the
+    proof's backward and SGD step run in inference mode. Needed where the training forward asks
+    ``autograd.is_recording()`` (gluoncv's detectors compute targets and losses there).
 
     ``batchnorm``: ``"torch"`` writes ``nn.BatchNorm*d`` (running variance updated with torch's
     unbiased batch variance); ``"gluon"`` writes a BatchNorm that keeps Gluon's biased estimate.
@@ -187,14 +197,14 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                          str(e).strip().splitlines()[-1:] or [""])
             first = first if isinstance(first, str) else first[0]
             raise ValueError(f"translate: {type(block).__name__} does not run on sample inputs of shapes "
-                             f"{[tuple(a.shape) for a in arrays]} ({first}); give the shapes it takes") from None
+                             f"{_shapes(arrays)} ({first}); give the shapes it takes") from None
         except TranslationError:
             raise
         except Exception as e:               # the block's own Python code failed on the sample inputs
             raise ValueError(f"translate: {type(block).__name__} failed on sample inputs of shapes "
-                             f"{[tuple(a.shape) for a in arrays]} ({type(e).__name__}: "
+                             f"{_shapes(arrays)} ({type(e).__name__}: "
                              f"{' '.join(str(e).split())}); check the inputs it takes") from e
-        gen = Generator(block, records, name, batchnorm=batchnorm)
+        gen = Generator(block, records, name, batchnorm=batchnorm, train=train)
         source = gen.source()
         _check_generated(source, gen.entries, name)
         t1 = time.perf_counter()
@@ -214,7 +224,7 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                 current = {id(e.param): state[e.torch_key].numpy() for e in gen.entries if e.param is not None}
                 checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
                                                                 records, lr=lr, seed=seed, ops=gen.ops,
-                                                                current=current)
+                                                                current=current, train=train)
                 report.checks, report.first_divergent, report.notes = checks, first, list(notes)
             else:     # not proven, but the file must still import and define its class
                 try:

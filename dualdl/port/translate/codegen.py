@@ -168,10 +168,12 @@ def _key(part: Part) -> str:
 class Generator:
     """Build the source for one Gluon block tree (see the module docstring)."""
 
-    def __init__(self, root: Any, records: Dict[int, list], name: str, batchnorm: str = "torch"):
+    def __init__(self, root: Any, records: Dict[int, list], name: str, batchnorm: str = "torch",
+                 train: bool = True):
         if batchnorm not in ("torch", "gluon"):
             raise ValueError(f"translate: batchnorm must be 'torch' or 'gluon', got {batchnorm!r}")
         self.root, self.records, self.name = root, records, name
+        self.train = train           # False: blocks that branch on the mode get their inference forward only
         self.batchnorm = batchnorm   # "torch" or "gluon" (biased running variance)
         self.entries: List[MapEntry] = []
         self.same_output: Dict[str, str] = {}
@@ -406,12 +408,16 @@ class Generator:
                               f"forward is not translated (its parameters are)")
         else:
             try:
-                graph = _trace(block, path, self.records)
+                graph = _trace(block, path, self.records, inference_only=not self.train)
                 self.notes += [f"{path or '(top)'}: {n}" for n in getattr(graph, "notes", [])]
                 self._consts(inst, block, path, tpath, graph)
                 inst.signature, inst.forward = ForwardWriter(self, block, path, graph).write()
                 if getattr(graph, "train", None) is not None:
                     inst.forward = self._two_modes(block, path, graph, inst.signature, inst.forward)
+                elif getattr(graph, "inference_only", False):
+                    inst.forward = _inference_guard(block, path) + inst.forward
+                    self.notes.append(f"{path or '(top)'}: {type(block).__name__} branches on autograd.is_training(); "
+                                      f"translated for inference only (train=False): its training mode raises")
                 self.same_output.setdefault(path, tpath)
             except TranslationError as e:
                 if _is_hybrid(block):
@@ -699,12 +705,20 @@ def _alias_lines(aliases) -> List[str]:
             for target, source, gluon in aliases]
 
 
-def _trace(block, path, records):
-    """trace_block, with the training-mode graph where the forward branches on the mode."""
+def _trace(block, path, records, inference_only=False):
+    """trace_block, with the training-mode graph where the forward branches on the mode (only the
+    inference graph with ``inference_only``)."""
     import inspect
     if "both_modes" in inspect.signature(trace_block).parameters:
-        return trace_block(block, path, records, both_modes=True)
+        return trace_block(block, path, records, both_modes=True, inference_only=inference_only)
     return trace_block(block, path, records)
+
+
+def _inference_guard(block, path) -> List[str]:
+    msg = (f"{type(block).__name__} ({path or 'the top block'}) was translated for inference "
+           f"(translate(..., train=False)): its Gluon forward computes something else in training "
+           f"(autograd.is_training()), which was not translated; call .eval() before calling it")
+    return ["if self.training:", f"    raise NotImplementedError({msg!r})"]
 
 
 def _is_builtin(block) -> bool:

@@ -4,11 +4,11 @@ values, unpacking multi-output ops and packing the outputs as the Gluon block re
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .safe import comment as safe_comment
 from .errors import TranslationError
-from .ops import Expr, NeedsName, OpNode, translate_op
+from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .render import _ident
 from .trace import Graph, flatten_struct, nested_var_name
 
@@ -80,6 +80,7 @@ class ForwardWriter:
             self.emit_call(ci)
         outs = [self.expr(h) for h in g.heads[:self.n_out]]
         self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
+        self.lines = bind_device(self.lines, list(in_index.values()), self.new_name)
         # an argument Gluon received as None (an optional begin state) stays optional and unused
         last = max([i for i, v in enumerate(g.in_struct) if v is not None], default=-1)
         return [n if i <= last else f"{n}=None" for i, n in enumerate(g.in_names)], self.lines
@@ -97,6 +98,13 @@ class ForwardWriter:
                 ci, j = self.call_of_var[name]
                 self.emit_call(ci)
                 return Expr(self.call_done[ci][j])
+            owner = _descendant_param(self.block, name)
+            if owner:
+                raise TranslationError(f"its forward uses parameter {name!r} of {owner[1]} at {owner[0]!r} directly: "
+                                       f"the descendant runs inside a method its forward calls (an RNN cell's "
+                                       f"unroll(), a container's loop), not as a call of a direct child, so its "
+                                       f"computation cannot be kept apart; register a translation for this block",
+                                       block=self.cls, path=self.path)
             raise TranslationError(f"input {name!r} is neither an argument, a parameter of the block nor a "
                                    f"child's output (a constant created inside hybrid_forward?)",
                                    block=self.cls, path=self.path)
@@ -202,6 +210,15 @@ class ForwardWriter:
 
 #: module-level functions ops.py helpers define (a local of the same name would shadow them)
 _HELPER_NAMES = frozenset({"shared_dropout", "Concurrent", "SharedDropout"})
+
+
+def _descendant_param(block: Any, name: str) -> Optional[Tuple[str, str]]:
+    """(relative path, class) of the descendant block that owns the Gluon parameter ``name``."""
+    from .trace import walk
+    for path, b in walk(block):
+        if path and any(p.name == name for p in b._reg_params.values()):
+            return path, type(b).__name__
+    return None
 
 
 def _cmt(comment: str, seen: set) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import TranslationError
 from .registry import op_translation
@@ -29,6 +29,26 @@ class Expr:
 
     def p(self) -> str:
         return self.text if self.atomic else f"({self.text})"
+
+
+# An op that creates a tensor from nothing (arange, zeros) writes ``device=`` this token; the
+# forward writer replaces it with a variable holding its first input's device (a generated module
+# moved to a GPU then creates them there). NUL bytes: no name or value from a model can contain it.
+DEVICE = "\x00device\x00"
+
+
+def bind_device(lines: List[str], sources: Sequence[str], fresh: Callable[[str], str]) -> List[str]:
+    """``lines`` of a forward with :data:`DEVICE` replaced by a variable holding the device of the
+    first of ``sources`` (the forward's input expressions): MXNet creates such a tensor on the
+    context of the graph; torch needs ``device=`` or creates it on the CPU."""
+    if not any(DEVICE in ln for ln in lines):
+        return lines
+    import re
+    name, text = fresh("device"), "\n".join(lines).replace(DEVICE, "") + " " + " ".join(sources)
+    while re.search(rf"\b{name}\b(?!=)", text):      # a name the forward already uses (not the keyword device=)
+        name += "_"
+    src = f"{sources[0]}.device" if sources else "None"
+    return [f"{name} = {src}"] + [ln.replace(DEVICE, name) for ln in lines]
 
 
 @dataclass

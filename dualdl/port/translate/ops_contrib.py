@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from .errors import TranslationError
-from .ops import Expr, NeedsName, _f32, _ndim, _num, _unsupported, parse_attr
+from .ops import DEVICE, Expr, NeedsName, _f32, _ndim, _num, _unsupported, parse_attr
 
 __all__ = ["CONTRIB_TABLE", "MULTI_OUTPUT"]
 
@@ -166,7 +166,7 @@ def _arange(a, attrs, node):
         raise _unsupported(node, "_arange of unknown length")
     n = out[0] // repeat
     # MXNet: DType(start) + i * DType(step), in the op's dtype (torch.arange accumulates in double)
-    body = f"torch.arange({n}, dtype=torch.{dtype})"
+    body = f"torch.arange({n}, dtype=torch.{dtype}, device={DEVICE})"
     if step != 1.0:
         body = f"{body} * {_num(repr(step))}"
     if start != 0.0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict
 
-from .ops import Expr, NeedsName, _TABLE, _binary, _func, _ndim, _num, _reduce, _scalar, _unsupported, parse_attr
+from .ops import DEVICE, Expr, NeedsName, _TABLE, _binary, _func, _ndim, _num, _reduce, _scalar, _unsupported, parse_attr
 
 __all__ = ["NP_OPS"]
 
@@ -164,8 +164,8 @@ def _filled(value):
         v = value if value is not None else float(parse_attr(attrs.get("value"), 0.0))
         call = {0: "torch.zeros", 1: "torch.ones"}.get(v)
         if call:
-            return Expr(f"{call}({shape!r}, dtype={_dtype(attrs, node=node)})")
-        return Expr(f"torch.full({shape!r}, {v!r}, dtype={_dtype(attrs, node=node)})")
+            return Expr(f"{call}({shape!r}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
+        return Expr(f"torch.full({shape!r}, {v!r}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
     return fn
 
 
@@ -178,7 +178,7 @@ def _arange(a, attrs, node):
     args = [repr(start), repr(stop)] if stop is not None else [repr(start)]
     if step != 1:
         args.append(repr(step))
-    return Expr(f"torch.arange({', '.join(args)}, dtype={_dtype(attrs, node=node)})")
+    return Expr(f"torch.arange({', '.join(args)}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
 
 
 def _broadcast_to(a, attrs, node):

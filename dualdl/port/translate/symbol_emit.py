@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .codegen import MapEntry
 from .errors import TranslationError
-from .ops import Expr, NeedsName, OpNode, translate_op
+from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .registry import Call
 from .render import _camel, _ident, _is_number, _render
 from .safe import comment as safe_comment, docstring_text
@@ -407,7 +407,7 @@ class _Forward:
             self.lines[-1] = f"return {last[len(outs[0]) + 3:]}"     # x = f(x); return x -> return f(x)
         else:
             self.lines.append(f"return {', '.join(outs)}")
-        return sig, self.lines
+        return sig, bind_device(self.lines, sig, lambda base: base)
 
     # helpers
     def _n_out(self, it) -> int:

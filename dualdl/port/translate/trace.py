@@ -90,17 +90,37 @@ def gluon_inputs(block: Any, arrays: List[Any]) -> List[Any]:
 
 class Records(dict):
     """id(block) -> its recorded calls; ``root_args``: the inputs as the top block was called with
-    them (they differ from what its forward got when the class overrides ``__call__``)."""
+    them (they differ from what its forward got when the class overrides ``__call__``).
+    :meth:`for_training` gives the calls of a training-mode run (recorded once, when a forward
+    branches on ``autograd.is_training()``: a child may return other outputs there)."""
     root_args: tuple = ()
+    root: Any = None
+    inputs: Any = None
+    training: bool = False
+    _train: Optional["Records"] = None
+
+    def for_training(self) -> "Records":
+        """The calls of one run in training mode (``autograd.train_mode()``, not recording): what
+        YOLOv3's output layer returns there (7 tensors) differs from inference (1). The model's
+        values (BatchNorm statistics) are restored afterwards; if the run fails, the inference calls."""
+        if self.training or self.root is None:
+            return self
+        if self._train is None:
+            try:
+                self._train = record_calls(self.root, self.inputs, training=True)
+            except Exception:       # the training forward needs more (targets): the caller refuses then
+                self._train = self
+        return self._train
 
 
-def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
+def record_calls(root: Any, inputs: List[Any], training: bool = False) -> Records:
     """Run ``root`` once (not recording gradients) and keep every block's calls, keyed by id(block),
     in the order they started. The arguments are taken when the call starts: a block may append to a
     list it was given (gluoncv DLA's ``Tree`` appends to ``children``)."""
     import mxnet as mx
     records = Records()
     records.root_args = _struct(tuple(inputs))
+    records.root, records.inputs, records.training = root, inputs, training
     handles = []
     trained = [False]   # has a layer with trainable parameters run yet (in execution order)?
     running: Dict[int, List[Record]] = {}
@@ -119,15 +139,24 @@ def record_calls(root: Any, inputs: List[Any]) -> Dict[int, List[Record]]:
             if not block._children and any(p.grad_req != "null" for p in block._reg_params.values()):
                 trained[0] = True
         handles += [b.register_forward_pre_hook(pre), b.register_forward_hook(hook)]
+    saved = {k: [d.copy() for d in p.list_data()] for k, p in root.collect_params().items()} if training else {}
     try:
-        root(*inputs)
+        if training:
+            with mx.autograd.train_mode():
+                root(*inputs)
+        else:
+            root(*inputs)
         mx.nd.waitall()   # MKLDNN reorders weights in place after a forward: let it finish
     except Exception as e:
-        _mode_mismatch(root, e)
+        if not training:
+            _mode_mismatch(root, e)
         raise
     finally:
         for h in handles:
             h.detach()
+        for k, p in root.collect_params().items():
+            for dst, src in zip(p.list_data() if k in saved else [], saved.get(k, [])):
+                src.copyto(dst)
     return records
 
 
@@ -188,6 +217,8 @@ class Graph:
     consts: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
     # the training-mode graph, when the forward branches on autograd.is_training() (trace_block(both_modes=True))
     train: Optional["Graph"] = None
+    # the forward branches on the mode but only its inference graph was traced (translate(train=False))
+    inference_only: bool = False
     # what the report should say about this block's translation (sizes fixed to the sample's)
     notes: List[str] = field(default_factory=list)
 
@@ -249,14 +280,18 @@ def _is_hybrid(block: Any) -> bool:
     return isinstance(block, mx.gluon.HybridBlock)
 
 
-def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_modes: bool = False) -> Graph:
+def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_modes: bool = False,
+                inference_only: bool = False) -> Graph:
     """Trace one block's own computation (see the module docstring). Under MXNet's numpy interface
     the inputs are numpy symbols (``as_np_ndarray``); Python code that reads shapes, asks
     ``begin_state`` or ``autograd.is_training()`` runs inside a :class:`TraceScope`.
 
     The graph is the inference one (``autograd.is_training()`` answers False). A forward that asked
     is traced again in training mode: if that computes something else, ``both_modes=True`` returns
-    it as ``graph.train`` (for a generated ``if self.training:``), otherwise TranslationError."""
+    it as ``graph.train`` (for a generated ``if self.training:``), otherwise TranslationError.
+    A training forward that asks ``autograd.is_recording()`` (gluoncv's detectors: targets and
+    losses inside ``autograd.record()``) is refused: a torch forward cannot tell the two apart.
+    ``inference_only``: the training mode is not traced; ``graph.inference_only`` says the block asked."""
     args, via_call = _traced_args(block, path, records)
     in_names = _input_names(block, len(args), via_call)
     out, calls, asked, consts, baked = _run_traced(block, path, records, training=False)
@@ -267,15 +302,25 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
                            f"{type(block).__name__}'s Python code read from x.shape "
                            f"{'are written as numbers' if many else 'is written as a number'} (the sample input's): "
                            f"the generated forward expects inputs of {'those sizes on those axes' if many else 'that size on that axis'}")
-    if asked:   # the forward branches on autograd.is_training(): one graph must serve both modes
-        out_t, calls_t, _, consts_t, _ = _run_traced(block, path, records, training=True)
+    if asked[0] and inference_only:
+        graph.inference_only = True
+    elif asked[0]:   # the forward branches on autograd.is_training(): one graph must serve both modes
+        train_records = records.for_training() if isinstance(records, Records) else records
+        out_t, calls_t, asked_t, consts_t, _ = _run_traced(block, path, train_records, training=True)
+        if asked_t[1]:
+            raise TranslationError("its training forward asks autograd.is_recording(): inside autograd.record() it "
+                                   "computes something else than outside (gluoncv's detectors compute training "
+                                   "targets and losses from extra inputs there), which one torch forward cannot "
+                                   "tell apart; translate the model for inference: translate(..., train=False) "
+                                   "(CLI --inference), which writes and proves the inference forward",
+                                   block=type(block).__name__, path=path)
         if _signature(out, calls) != _signature(out_t, calls_t):
             if not both_modes:
                 raise TranslationError("forward computes something else in training than in inference "
                                        "(it branches on autograd.is_training()); one generated forward cannot "
                                        "follow both: register a translation for this block or move the branch "
                                        "into a layer", block=type(block).__name__, path=path)
-            graph.train = _graph(block, path, records, args, in_names, out_t, calls_t, consts_t)
+            graph.train = _graph(block, path, train_records, args, in_names, out_t, calls_t, consts_t)
     return graph
 
 
@@ -415,7 +460,7 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     finally:
         for _, child in patched:
             child.__dict__.pop("forward", None)
-    return out, calls, scope.asked_training, scope.consts, scope.baked
+    return out, calls, (scope.asked_training, scope.asked_recording), scope.consts, scope.baked
 
 
 def _patched_children(block: Any, records: Dict[int, List[Record]]) -> List[Tuple[str, Any]]:

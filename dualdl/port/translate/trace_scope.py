@@ -219,6 +219,7 @@ class TraceScope:
     def __init__(self, block: Any, training: bool = False):
         self.block, self.training = block, training
         self.asked_training = False
+        self.asked_recording = False    # autograd.is_recording(): answered False (nothing records a trace)
         self.consts: Dict[str, Tuple[str, Any]] = {}   # var name -> (attribute, numpy value)
         self._shaped: Dict[int, Any] = {}   # handle -> symbol whose shape the code read
         self._undo: List[Tuple[Any, str, Any, bool]] = []   # (owner, name, old value, existed)
@@ -387,6 +388,11 @@ class TraceScope:
             scope.asked_training = True
             return scope.training
         self._set(mx.autograd, "is_training", is_training)
+
+        def is_recording():
+            scope.asked_recording = True
+            return False
+        self._set(mx.autograd, "is_recording", is_recording)
 
         # np / npx / nd as the block's module sees them
         for g in self._module_dicts():

@@ -129,13 +129,20 @@ def _randomise(entries: List[MapEntry], rng) -> Dict[int, np.ndarray]:
 
 
 def _gluon_inputs(inputs, dtype):
-    return [gluon_array(np.asarray(x, dtype=dtype), dtype) for x in inputs]
+    """The sample inputs as Gluon arrays of ``dtype`` (ids too: Gluon feeds them as floats); lists of
+    arrays (begin states) keep their nesting."""
+    return [_gluon_inputs(x, dtype) if isinstance(x, (list, tuple)) else
+            gluon_array(np.asarray(x, dtype=dtype), dtype) for x in inputs]
 
 
 def _torch_inputs(inputs, dtype):
+    """The sample inputs as torch tensors (integer ids int64, the rest ``dtype``), nesting kept."""
     import torch
     out = []
     for x in inputs:
+        if isinstance(x, (list, tuple)):
+            out.append(type(x)(_torch_inputs(x, dtype)))
+            continue
         a = np.asarray(x)
         out.append(torch.from_numpy(a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(dtype)))
     return out
@@ -211,14 +218,14 @@ class _TorchRun:
         with torch.no_grad():
             self.eval_out = _np(self.model(*self.inputs), "torch")
 
-    def train_step(self, proj, n, lr):
+    def train_step(self, proj, n, lr, train=True):
         import torch
         for m in self.model.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
             if isinstance(m, torch.nn.RNNBase):
                 m.dropout = 0.0
-        self.model.train()
+        self.model.train(train)     # train=False: a model translated for inference steps in eval mode
         with _no_functional_dropout():   # dropout set to 0 on both sides (random masks differ)
             outs = _flat(self.model(*self.inputs))
         loss = sum((o * torch.from_numpy(r.astype(self.dtype))).sum() for o, r in zip(outs, proj)) / n
@@ -263,7 +270,8 @@ class _Lazy:
 
 def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence[np.ndarray],
            same_output: Dict[str, str], records: Dict[int, list], *, lr: float = 0.1, seed: int = 0,
-           ops: Sequence[str] = (), current: Optional[Dict[int, np.ndarray]] = None) -> Tuple[List[Check], Optional[str], List[str], str]:
+           ops: Sequence[str] = (), current: Optional[Dict[int, np.ndarray]] = None,
+           train: bool = True) -> Tuple[List[Check], Optional[str], List[str], str]:
     """(checks, first divergent layer or None, notes, dtype checked); the Gluon block is left as
     it was. ``current``: the block's values already read (id(param) -> array), reused as the copy
     the block is restored from. float64 on both sides where MXNet can; otherwise Gluon float32 is judged against the
@@ -283,6 +291,8 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     # gluonnlp's WeightDropParameter drops weights at random in train mode (AWDRNN weight_drop)
     weight_drop = [(p, p._rate) for p in params.values() if type(p).__name__ == "WeightDropParameter"
                    and getattr(p, "_rate", 0)]
+    frozen_bn = [(b, b._kwargs.get("use_global_stats", False)) for _, b in walk(block)
+                 if _is_a(b, "BatchNorm") and isinstance(getattr(b, "_kwargs", None), dict)]
     orig_dtype = next(iter(saved.values()))[1] if saved else np.float32
     notes, checks = [], []
     first, dtype, cast = None, "float64", False
@@ -328,12 +338,16 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         if any(r for _, r in dropouts + rnn_drop + weight_drop):
             notes.append("dropout set to 0 on both sides for the train-mode check (random masks differ)")
         rng = np.random.default_rng(seed + 1)
-        proj = [rng.standard_normal(o.shape) for o in g_out]
         n = int(np.asarray(inputs[0]).shape[0]) if np.asarray(inputs[0]).ndim else 1
         trainable = {k: p for k, p in params.items() if p.grad_req != "null"}
         trainer = gluon.Trainer(trainable, "sgd", {"learning_rate": lr}, kvstore=None) if trainable else None
-        with autograd.record():
+        if not train:   # MXNet's BatchNorm backward in inference mode uses batch statistics (and updates the
+            for b, _ in frozen_bn:   # running ones): use_global_stats is its correct inference backward
+                b._kwargs["use_global_stats"] = True
+        with autograd.record(train_mode=train):
             outs = _flat(block(*gx))
+            # from the train-mode outputs: a forward may return others in training (YOLOv3's output layer)
+            proj = [rng.standard_normal(o.shape) for o in outs]
             loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))   # float32 indices stay float32
         if trainable:             # without parameters nothing was recorded to differentiate
             loss.backward()
@@ -342,6 +356,10 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         if trainer is not None:   # a block without parameters (an attention cell) has no step
             trainer.step(n, ignore_stale_grad=True)
         gluon_side = _GluonSide(block, entries, records, before, g_out, g_train, g_grads, n, lr)
+        gluon_side.train = train
+        if not train:
+            notes.append("translated for inference (train=False): the backward and SGD-step checks ran in inference "
+                         "mode on both sides (Gluon autograd.record(train_mode=False), torch .eval())")
         mults = {e.torch_key: float(e.param.lr_mult) for e in _owners(entries) if float(e.param.lr_mult) != 1.0}
         if mults:   # gluoncv's segmentation heads train at 10x the lr
             notes.append(f"the SGD step uses each Gluon parameter's lr_mult on both sides ({len(mults)} tensors, "
@@ -349,10 +367,10 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                          f"parameter group with that lr")
         for r in runs:
             r.lr_mult = mults
-        raised = _train_steps(runs, proj, n, lr)
+        raised = _train_steps(runs, proj, n, lr, train)
         if raised:
             checks = [judge.outputs(g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"),
-                      Check("train-mode outputs (batch statistics)", np.inf, np.inf, 0.0, False, raised,
+                      Check(_train_label(train), np.inf, np.inf, 0.0, False, raised,
                             evidence=judge.evidence)]
         else:
             checks = gluon_side.checks(judge, runs)
@@ -360,7 +378,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             if failed and dtype == "float64" and not internal:   # by the measured conditioning
                 r32 = _TorchRun(torch_cls, entries, before, inputs, np.float32)
                 r32.lr_mult = mults
-                if not _train_steps([r32], proj, n, lr):
+                if not _train_steps([r32], proj, n, lr, train):
                     again = gluon_side.checks(_Judge(dtype, [r32, *runs], "conditioned"), [r32, *runs])
                     for i in failed:
                         if again[i].passed:
@@ -377,17 +395,23 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             b._dropout = r
         for p, r in weight_drop:
             p._rate = r
+        for b, g in frozen_bn:
+            b._kwargs["use_global_stats"] = g
         if cast:
             block.cast(orig_dtype)
         _restore(params, saved)
     return checks, first, notes, dtype
 
 
-def _train_steps(runs: List["_TorchRun"], proj, n: int, lr: float) -> str:
+def _train_label(train: bool) -> str:
+    return "train-mode outputs (batch statistics)" if train else "recorded outputs (inference mode, train=False)"
+
+
+def _train_steps(runs: List["_TorchRun"], proj, n: int, lr: float, train: bool = True) -> str:
     """Run each torch module's train step; what torch refused, as a check's detail ("" if none)."""
     for r in runs:
         try:
-            r.train_step(proj, n, lr)
+            r.train_step(proj, n, lr, train)
         except ValueError as e:   # nn.BatchNorm in train mode on one value per channel
             msg = str(e).strip().splitlines()[0][:200]
             hint = (" (Gluon's BatchNorm normalises a batch of one value per channel to beta; torch's "
@@ -401,6 +425,8 @@ class _GluonSide:
     """What the Gluon block gave in the train step, compared with torch runs by a judge (can be
     judged again by another judge with more runs)."""
 
+    train = True      # False: the recorded step ran in inference mode (translate(train=False))
+
     def __init__(self, block, entries, records, before, g_out, g_train, g_grads, n, lr):
         self.block, self.before, self.g_out, self.g_train, self.g_grads = block, before, g_out, g_train, g_grads
         self.n, self.lr = n, lr
@@ -412,7 +438,7 @@ class _GluonSide:
         n, lr, before, g_grads = self.n, self.lr, self.before, self.g_grads
         tol = TOLERANCE[judge.dtype]
         out = [judge.outputs(self.g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"),
-               judge.outputs(self.g_train, [r.train_out for r in runs], "train-mode outputs (batch statistics)")]
+               judge.outputs(self.g_train, [r.train_out for r in runs], _train_label(self.train))]
         owners = self.owners
         with_grad = [e for e in owners if e.torch_key in runs[0].grads and id(e.param) in g_grads]
         grad_keys = [e.torch_key for e in with_grad]
