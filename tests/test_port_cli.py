@@ -478,6 +478,22 @@ def test_batchnorm_option_reaches_the_generated_module(tmp_path, monkeypatch, ca
         assert f"self.bn = {expect}" in (tmp_path / choice / "withbn.py").read_text()
 
 
+def test_inference_option_translates_a_forward_with_a_loss_when_recording(tmp_path, monkeypatch, capsys):
+    """gluoncv's detectors compute their loss inside autograd.record(): refused in one line (exit 1)
+    with what to do; --inference translates and proves the inference forward."""
+    text = ("from mxnet import autograd, gluon\n\n\nclass Det(gluon.HybridBlock):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.dense = gluon.nn.Dense(3, in_units=4)\n\n"
+            "    def hybrid_forward(self, F, x):\n        y = self.dense(x)\n"
+            "        if autograd.is_training() and autograd.is_recording():\n            return (y * y).sum()\n"
+            "        return y\n\n\ndef make():\n    return Det()\n")
+    mod = _user_module(tmp_path, monkeypatch, text, name="det_mod")
+    code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "a"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "autograd.is_recording()" in err and "--inference" in err, err
+    code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "b", "--inference"], capsys)
+    assert code == 0 and "translate det: OK" in out and "translated for inference" in out, (out, err)
+    assert "call .eval() before calling it" in (tmp_path / "b" / "det.py").read_text()
+
+
 def test_a_generated_file_edited_since_is_kept(tmp_path, monkeypatch, capsys):
     """The report records the hashes of the source and weights it describes: a forward written by
     hand into the generated .py, or weights trained and saved over the generated ones, are not
