@@ -506,9 +506,6 @@ KNOWN: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
                                   "batch-1 train-mode BatchNorm on a 1x1 map: torch refuses it, Gluon gives beta"),
     "d2l:bn_lenet_scratch": ("not-ok", ("untranslated BatchNorm", "moving_mean"),
                              "d2l's scratch BatchNorm keeps its moving statistics as plain attributes it reassigns"),
-    "nlp:ELMoBiLM": ("refused", ("LSTMPCellWithClip", "forward_layers.0.0", "unroll()", "BiLMEncoder", "_elmo_lstm"),
-                     "its nested begin states are taken; its encoder runs its LSTMP cells through a cell stack's "
-                     "unroll(), a method, not as calls of its children"),
 }
 
 

@@ -668,3 +668,42 @@ def test_batchnorm_use_global_stats_is_a_frozen_batchnorm(tmp_path):
     assert int(after_t["1.num_batches_tracked"]) == 0
     running = [c for c in r.checks if "running" in c.name][0]
     assert running.passed and running.max_abs_diff == 0.0
+
+
+class _CellStacks(gluon.HybridBlock):
+    """gluonnlp BiLMEncoder's shape: contrib.foreach over a cell stack held in another stack,
+    begin states given as a nested list, and the final states written back into that list."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.layers = gluon.rnn.HybridSequentialRNNCell()
+            for i in range(2):
+                stack = gluon.rnn.HybridSequentialRNNCell()
+                cell = gluon.rnn.LSTMCell(5, input_size=4 if i == 0 else 5)
+                stack.add(cell if i == 0 else gluon.rnn.ResidualCell(cell))
+                self.layers.add(stack)
+
+    def hybrid_forward(self, F, x, states):
+        for i in range(2):
+            x, states[i] = F.contrib.foreach(self.layers[i], x, states[i])
+        return x, states
+
+
+def test_contrib_foreach_over_cell_stacks_is_unrolled(tmp_path):
+    net = _CellStacks()
+    net.initialize()
+    x = rng.standard_normal((3, 2, 4)).astype(np.float32)      # (T, N, C)
+    states = [[np.zeros((2, 5), np.float32), np.zeros((2, 5), np.float32)] for _ in range(2)]
+    r = port.translate(net, [x, states], str(tmp_path))
+    assert r.ok and r.dtype == "float64" and r.checks[0].max_rel_diff < 1e-12, r.summary()
+    assert any("size 3" in n and "written as a number" in n for n in r.notes), r.notes
+    src = open(r.source_path).read()
+    assert "(nn.Sequential)" in src and "self.layers[1][0](" in src, src
+    m = load_generated(r.source_path, r.class_name)()
+    from safetensors.torch import load_file
+    m.load_state_dict(load_file(r.weights_path))
+    ts = [[torch.zeros(2, 5), torch.zeros(2, 5)] for _ in range(2)]
+    out, _ = m(torch.from_numpy(x), ts)
+    want, _ = net(mx.nd.array(x), [[mx.nd.zeros((2, 5)), mx.nd.zeros((2, 5))] for _ in range(2)])
+    assert np.abs(out.detach().numpy() - want.asnumpy()).max() < 1e-5

@@ -576,7 +576,10 @@ class Generator:
     def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
         block = inst.block
         gl = f"{type(block).__module__}.{type(block).__qualname__}"
-        lines = [f"class {cname}(nn.Module):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
+        # a cell stack whose layers the parent indexes (ELMo: self.forward_layers[0][1]): nn.Sequential indexes
+        base = "nn.Sequential" if (block._children and not inst.own and not inst.consts and
+                                   all(str(k).isdigit() for k in block._children)) else "nn.Module"
+        lines = [f"class {cname}({base}):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
                  f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
         counter = [0]
         seen_comments: set = set()

@@ -463,6 +463,11 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     return out, calls, (scope.asked_training, scope.asked_recording), scope.consts, scope.baked
 
 
+# containers whose layers a parent's forward may run without calling the container itself
+# (self.encoder[i]; gluonnlp ELMo's foreach over self.forward_layers[i], a cell of a cell stack)
+_CONTAINERS = ("HybridSequential", "Sequential", "HybridSequentialRNNCell", "SequentialRNNCell")
+
+
 def _patched_children(block: Any, records: Dict[int, List[Record]]) -> List[Tuple[str, Any]]:
     """The blocks whose calls the trace records: the direct children and, inside a container that
     never ran as a whole but whose layers did (gluonnlp's AWDRNN calls ``self.encoder[i]``, gluoncv's
@@ -471,7 +476,7 @@ def _patched_children(block: Any, records: Dict[int, List[Record]]) -> List[Tupl
 
     def add(name, child):
         patched.append((name, child))
-        if (type(child).__name__ in ("HybridSequential", "Sequential") and id(child) not in records
+        if (type(child).__name__ in _CONTAINERS and id(child) not in records
                 and _ran_inside(child, records)):
             for gname, g in child._children.items():
                 add(f"{name}.{gname}", g)

@@ -394,6 +394,37 @@ class TraceScope:
             return False
         self._set(mx.autograd, "is_recording", is_recording)
 
+        def foreach(body, data, init_states, name="foreach"):
+            """MXNet's contrib.foreach (gluonnlp's ELMo runs its LSTM cell stacks with it), unrolled
+            over the sample's time steps: ``body`` runs once per step, as it did on the sample input,
+            so a child given as the body is recorded and translated as that many calls. The length
+            is the sample's (reported with the other sizes written as numbers)."""
+            seqs = list(data) if isinstance(data, (list, tuple)) else [data]
+            try:
+                _, outs, _ = _nd(seqs[0]).infer_shape_partial()
+            except Exception as e:   # noqa: BLE001 - MXNet raises MXNetError / ValueError
+                raise ValueDependent(f"contrib.foreach over {seqs[0].name!r}: its length could not be inferred "
+                                     f"({str(e).splitlines()[0]})")
+            if not outs or outs[0] is None or int(outs[0][0]) <= 0:
+                raise ValueDependent(f"contrib.foreach over {seqs[0].name!r}: its length is not known")
+            n = int(outs[0][0])
+            scope._baked.add(n)
+            np_style = [isinstance(s, _Symbol) for s in seqs]
+            steps = [[_back(mx.sym.squeeze(mx.sym.slice_axis(_nd(s), axis=0, begin=t, end=t + 1), axis=0), np_)
+                      for t in range(n)] for s, np_ in zip(seqs, np_style)]
+            states, step_outs = init_states, []
+            for t in range(n):
+                x = [p[t] for p in steps] if isinstance(data, (list, tuple)) else steps[0][t]
+                out, states = body(x, states)
+                step_outs.append(out)
+
+            def stack(items):
+                if isinstance(items[0], (list, tuple)):
+                    return [stack([it[k] for it in items]) for k in range(len(items[0]))]
+                return _back(mx.sym.stack(*[_nd(i) for i in items], axis=0), isinstance(items[0], _Symbol))
+            return stack(step_outs), states
+        self._set(mx.sym.contrib, "foreach", foreach)
+
         # np / npx / nd as the block's module sees them
         for g in self._module_dicts():
             for name, value in list(g.items()):
@@ -474,6 +505,11 @@ def _broadcasting(original, op, swap):
 def _nd(s: Any) -> Any:
     from mxnet.symbol.numpy import _Symbol
     return s.as_nd_ndarray() if isinstance(s, _Symbol) else s
+
+
+def _back(s: Any, as_np: bool) -> Any:
+    """A legacy symbol back as a numpy-interface one where the block works with those."""
+    return s.as_np_ndarray() if as_np else s
 
 
 def _zero_states(layer: Any):

@@ -345,7 +345,9 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             for b, _ in frozen_bn:   # running ones): use_global_stats is its correct inference backward
                 b._kwargs["use_global_stats"] = True
         with autograd.record(train_mode=train):
-            outs = _flat(block(*gx))
+            # fresh inputs: a forward may write into a list it was given (gluonnlp's BiLMEncoder stores its
+            # final states into the begin-state list), which the eval call above already did
+            outs = _flat(block(*_gluon_inputs(inputs, dtype)))
             # from the train-mode outputs: a forward may return others in training (YOLOv3's output layer)
             proj = [rng.standard_normal(o.shape) for o in outs]
             loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))   # float32 indices stay float32
