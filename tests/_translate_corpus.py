@@ -504,8 +504,6 @@ KNOWN: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
                                          "translation yet (box_nms, refused, comes after it)"),
     "gcv:fastscnn_citys_batch1": ("not-ok", ("train-mode outputs",),
                                   "batch-1 train-mode BatchNorm on a 1x1 map: torch refuses it, Gluon gives beta"),
-    "d2l:bn_lenet_scratch": ("not-ok", ("untranslated BatchNorm", "moving_mean"),
-                             "d2l's scratch BatchNorm keeps its moving statistics as plain attributes it reassigns"),
 }
 
 

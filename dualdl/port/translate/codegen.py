@@ -54,6 +54,7 @@ class MapEntry:
     value: Any = None
     gluon_path: str = ""
     tied_to: Optional[str] = None
+    gluon_attr: Optional[str] = None    # a buffer from an array the Gluon block holds as this attribute
 
 
 @dataclass
@@ -463,7 +464,7 @@ class Generator:
             dtype = {"f": "float32" if value.dtype.itemsize <= 4 else "float64",
                      "i": "int64", "u": "int64", "b": "bool"}.get(value.dtype.kind, "float32")
             inst.consts.append((part, tuple(int(d) for d in value.shape), dtype))
-            self.entries.append(MapEntry(_join(tpath, _key(part)), None, value=value, gluon_path=path))
+            self.entries.append(MapEntry(_join(tpath, _key(part)), None, value=value, gluon_path=path, gluon_attr=attr))
 
     def const_access(self, block: Any, attr: str) -> str:
         return access([self.instances[id(block)].names[attr]])

@@ -67,8 +67,10 @@ class ForwardWriter:
         self.call_done: Dict[int, List[str]] = {}
         self.emitted: Dict[int, bool] = {}
         n_calls = sum(len([s for s in flatten_struct(c.args) if s is not None]) for c in g.calls)
+        updates = getattr(g, "updates", [])
+        n_heads = len(g.heads) - len(updates)
         # a multi-output symbol returned as is (``return F.split(x, 2)``) is one symbol, several heads
-        self.n_out = len(g.heads) - n_calls if len(g.heads) - n_calls > g.n_outputs else g.n_outputs
+        self.n_out = n_heads - n_calls if n_heads - n_calls > g.n_outputs else g.n_outputs
         call_heads = g.heads[self.n_out:]
         pos = 0
         self.call_args: List[List[Tuple[int, int]]] = []
@@ -79,11 +81,24 @@ class ForwardWriter:
         for ci in range(len(g.calls)):
             self.emit_call(ci)
         outs = [self.expr(h) for h in g.heads[:self.n_out]]
+        if updates:     # state the forward replaces: outputs first (they may read the old value), then the buffers
+            news = [self.expr(ref) for _, ref in updates]
+            outs = [o if o.text.isidentifier() else self._bind_new("out", o) for o in outs]
+            news = [n if n.text.isidentifier() else self._bind_new("new", n) for n in news]
+            for (attr, _), n in zip(updates, news):
+                target = self.gen.const_access(self.block, attr)
+                self.lines.append(f"{target} = {n.text}.detach()  # Gluon's forward replaces self.{attr}: "
+                                  f"a buffer update, no gradient (none reaches it in MXNet)")
         self.lines.append(f"return {_pack(g.out_struct, [o.text for o in outs])}")
         self.lines = bind_device(self.lines, list(in_index.values()), self.new_name)
         # an argument Gluon received as None (an optional begin state) stays optional and unused
         last = max([i for i, v in enumerate(g.in_struct) if v is not None], default=-1)
         return [n if i <= last else f"{n}=None" for i, n in enumerate(g.in_names)], self.lines
+
+    def _bind_new(self, base: str, e: Expr) -> Expr:
+        var = self.new_name(base)
+        self.lines.append(f"{var} = {e.text}")
+        return Expr(var)
 
     def node_of(self, ref):
         return self.g.nodes[ref[0]]

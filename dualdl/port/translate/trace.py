@@ -140,6 +140,9 @@ def record_calls(root: Any, inputs: List[Any], training: bool = False) -> Record
                 trained[0] = True
         handles += [b.register_forward_pre_hook(pre), b.register_forward_hook(hook)]
     saved = {k: [d.copy() for d in p.list_data()] for k, p in root.collect_params().items()} if training else {}
+    # arrays blocks hold as attributes (d2l's scratch BatchNorm replaces its moving stats in training)
+    attrs = [(b, k, v.copy()) for _, b in walk(root) for k, v in list(vars(b).items())
+             if isinstance(v, mx.nd.NDArray)] if training else []
     try:
         if training:
             with mx.autograd.train_mode():
@@ -157,6 +160,8 @@ def record_calls(root: Any, inputs: List[Any], training: bool = False) -> Record
         for k, p in root.collect_params().items():
             for dst, src in zip(p.list_data() if k in saved else [], saved.get(k, [])):
                 src.copyto(dst)
+        for b, k, v in attrs:
+            b.__dict__[k] = v
     return records
 
 
@@ -219,6 +224,8 @@ class Graph:
     train: Optional["Graph"] = None
     # the forward branches on the mode but only its inference graph was traced (translate(train=False))
     inference_only: bool = False
+    # (attribute, head): arrays the block holds that its forward replaces (d2l's scratch BatchNorm stats)
+    updates: List[Tuple[str, Tuple[int, int]]] = field(default_factory=list)
     # what the report should say about this block's translation (sizes fixed to the sample's)
     notes: List[str] = field(default_factory=list)
 
@@ -294,8 +301,8 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
     ``inference_only``: the training mode is not traced; ``graph.inference_only`` says the block asked."""
     args, via_call = _traced_args(block, path, records)
     in_names = _input_names(block, len(args), via_call)
-    out, calls, asked, consts, baked = _run_traced(block, path, records, training=False)
-    graph = _graph(block, path, records, args, in_names, out, calls, consts)
+    out, calls, asked, consts, baked, updates = _run_traced(block, path, records, training=False)
+    graph = _graph(block, path, records, args, in_names, out, calls, consts, updates)
     if baked:
         many = len(baked) > 1
         graph.notes.append(f"{'sizes' if many else 'size'} {', '.join(map(str, baked))} that "
@@ -306,7 +313,7 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
         graph.inference_only = True
     elif asked[0]:   # the forward branches on autograd.is_training(): one graph must serve both modes
         train_records = records.for_training() if isinstance(records, Records) else records
-        out_t, calls_t, asked_t, consts_t, _ = _run_traced(block, path, train_records, training=True)
+        out_t, calls_t, asked_t, consts_t, _, updates_t = _run_traced(block, path, train_records, training=True)
         if asked_t[1]:
             raise TranslationError("its training forward asks autograd.is_recording(): inside autograd.record() it "
                                    "computes something else than outside (gluoncv's detectors compute training "
@@ -314,26 +321,27 @@ def trace_block(block: Any, path: str, records: Dict[int, List[Record]], both_mo
                                    "tell apart; translate the model for inference: translate(..., train=False) "
                                    "(CLI --inference), which writes and proves the inference forward",
                                    block=type(block).__name__, path=path)
-        if _signature(out, calls) != _signature(out_t, calls_t):
+        if _signature(out, calls) != _signature(out_t, calls_t) or updates_t:
             if not both_modes:
                 raise TranslationError("forward computes something else in training than in inference "
                                        "(it branches on autograd.is_training()); one generated forward cannot "
                                        "follow both: register a translation for this block or move the branch "
                                        "into a layer", block=type(block).__name__, path=path)
-            graph.train = _graph(block, path, train_records, args, in_names, out_t, calls_t, consts_t)
+            graph.train = _graph(block, path, train_records, args, in_names, out_t, calls_t, consts_t, updates_t)
     return graph
 
 
-def _graph(block, path, records, args, in_names, out, calls, consts) -> Graph:
+def _graph(block, path, records, args, in_names, out, calls, consts, updates=None) -> Graph:
     import mxnet as mx
     out_struct = records[id(block)][0].out
     outs = flatten_struct(out)
     call_ins = [s for c in calls for s in flatten_struct(c.args) if s is not None]
+    updates = dict(updates or {})
     for s in outs + call_ins:
         if not isinstance(s, mx.sym.Symbol):
             raise TranslationError(f"a value of type {type(s).__name__} flows between layers (only tensors are "
                                    f"traced{_const_hint(s)})", block=type(block).__name__, path=path)
-    group = mx.sym.Group([_legacy(s) for s in outs + call_ins])
+    group = mx.sym.Group([_legacy(s) for s in outs + call_ins + list(updates.values())])
     data = json.loads(group.tojson())
     heads = [(h[0], h[1]) for h in data["heads"]]
     params = {p.name: local for local, p in block._reg_params.items()}
@@ -341,6 +349,8 @@ def _graph(block, path, records, args, in_names, out, calls, consts) -> Graph:
     graph.shapes = _shapes(group, data["nodes"], block, args, calls)
     used = {n["name"] for n in data["nodes"] if n["op"] == "null"}
     graph.consts = {k: v for k, v in consts.items() if k in used}
+    # the attributes the forward replaces (state): their new values are the last heads
+    graph.updates = [(attr, heads[len(outs) + len(call_ins) + i]) for i, attr in enumerate(updates)]
     return graph
 
 
@@ -432,12 +442,6 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
             # below, the parent's code already went through it and the recorded call is forward's
             out = block(*in_syms) if via_call or _own_call(block) is None else _gluon_call(block)(block, *in_syms)
             replaced = scope.replaced_state()
-        if replaced:
-            raise TranslationError(f"forward replaces {', '.join('self.' + a for a in replaced)} (an array the block "
-                                   f"holds, not a Parameter) with a value it computes: state kept across calls in "
-                                   f"Python attributes is not translated; make it a Parameter (grad_req='null') "
-                                   f"the forward updates, or register a translation for this block",
-                                   block=type(block).__name__, path=path)
     except TranslationError:
         raise
     except (ValueDependent, NotImplementedForSymbol) as e:
@@ -460,7 +464,7 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     finally:
         for _, child in patched:
             child.__dict__.pop("forward", None)
-    return out, calls, (scope.asked_training, scope.asked_recording), scope.consts, scope.baked
+    return out, calls, (scope.asked_training, scope.asked_recording), scope.consts, scope.baked, replaced
 
 
 # containers whose layers a parent's forward may run without calling the container itself

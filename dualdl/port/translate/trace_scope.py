@@ -235,16 +235,17 @@ class TraceScope:
         else:
             owner.__dict__[name] = value
 
-    def replaced_state(self) -> List[str]:
+    def replaced_state(self) -> Dict[str, Any]:
         """Arrays the block holds (not Parameters) that its forward replaced with a value computed from
-        the old one: state kept in Python attributes across calls (d2l's from-scratch BatchNorm moving
-        stats); d2l's attention_weights, overwritten without being read, are not state."""
+        the old one, attribute -> the new value's symbol: state kept across calls in Python attributes
+        (d2l's from-scratch BatchNorm moving stats; written as buffer updates); d2l's
+        attention_weights, overwritten without being read, are not state."""
         import mxnet as mx
-        out = []
+        out = {}
         for var, (attr, _) in self.consts.items():
             new = self.block.__dict__.get(attr)
             if isinstance(new, mx.sym.Symbol) and new.name != var and var in _nd(new).list_inputs():
-                out.append(attr)     # the new value is computed from the old one: a running update
+                out[attr] = new     # the new value is computed from the old one: a running update
         return out
 
     @property

@@ -291,6 +291,8 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     # gluonnlp's WeightDropParameter drops weights at random in train mode (AWDRNN weight_drop)
     weight_drop = [(p, p._rate) for p in params.values() if type(p).__name__ == "WeightDropParameter"
                    and getattr(p, "_rate", 0)]
+    # arrays blocks hold as attributes, which a forward may replace (d2l's scratch BatchNorm): restored after
+    held = [(b, k, v.copy()) for _, b in walk(block) for k, v in list(vars(b).items()) if isinstance(v, mx.nd.NDArray)]
     frozen_bn = [(b, b._kwargs.get("use_global_stats", False)) for _, b in walk(block)
                  if _is_a(b, "BatchNorm") and isinstance(getattr(b, "_kwargs", None), dict)]
     orig_dtype = next(iter(saved.values()))[1] if saved else np.float32
@@ -358,6 +360,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         if trainer is not None:   # a block without parameters (an attention cell) has no step
             trainer.step(n, ignore_stale_grad=True)
         gluon_side = _GluonSide(block, entries, records, before, g_out, g_train, g_grads, n, lr)
+        gluon_side.state = _updated_state(block, entries)
         gluon_side.train = train
         if not train:
             notes.append("translated for inference (train=False): the backward and SGD-step checks ran in inference "
@@ -402,6 +405,8 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         if cast:
             block.cast(orig_dtype)
         _restore(params, saved)
+        for b, k, v in held:
+            b.__dict__[k] = v
     return checks, first, notes, dtype
 
 
@@ -428,6 +433,7 @@ class _GluonSide:
     judged again by another judge with more runs)."""
 
     train = True      # False: the recorded step ran in inference mode (translate(train=False))
+    state: Dict[str, np.ndarray] = {}   # torch key -> a held array the Gluon forward replaced (after it)
 
     def __init__(self, block, entries, records, before, g_out, g_train, g_grads, n, lr):
         self.block, self.before, self.g_out, self.g_train, self.g_grads = block, before, g_out, g_train, g_grads
@@ -477,6 +483,11 @@ class _GluonSide:
         c.detail += (f"; tolerance also allows {UPDATE_TOLERANCE:g} of each tensor's update (MXNet's float32 "
                      f"lr and rescale_grad=1/N attributes)")
         out.append(c)
+        if self.state:      # arrays the forward replaced (d2l's scratch BatchNorm): the torch buffers after it
+            keys = sorted(self.state)
+            out.append(judge.tensors([self.state[k] for k in keys], [[r.state[k].numpy() for k in keys] for r in runs],
+                                     keys, "state the forward replaces (buffers) after the step",
+                                     RUNNING_TOLERANCE[judge.dtype]))
         if rs_names:
             c = judge.tensors(rs_g, [_Lazy(rs_names, r.after) for r in runs], rs_names,
                               "running statistics after the step", RUNNING_TOLERANCE[judge.dtype])
@@ -491,6 +502,21 @@ class _GluonSide:
                              f"BatchNorm in the Gluon block, or copy Gluon's statistics after training")
             out.append(c)
         return out
+
+
+def _updated_state(block, entries) -> Dict[str, np.ndarray]:
+    """Torch key -> the value now held by the Gluon attribute a buffer comes from, where the forward
+    replaced it (a value other than the one written into the weights)."""
+    blocks = dict(walk(block))
+    out = {}
+    for e in entries:
+        b = blocks.get(e.gluon_path) if e.gluon_attr else None
+        v = b.__dict__.get(e.gluon_attr) if b is not None else None
+        if v is not None and hasattr(v, "asnumpy"):
+            now = v.asnumpy()
+            if now.shape != np.shape(e.value) or not np.array_equal(now, e.value):
+                out[e.torch_key] = now
+    return out
 
 
 def _keeps_biased(run: "_TorchRun", key: str) -> bool:
