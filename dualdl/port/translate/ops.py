@@ -525,7 +525,9 @@ def _load_tables() -> None:
     if not _LOADED:
         from . import ops_np    # registers its ops with setdefault
         from .ops_contrib import CONTRIB_TABLE
+        from .ops_roi import ROI_TABLE
         _TABLE.update(CONTRIB_TABLE)
+        _TABLE.update(ROI_TABLE)
         _LOADED.append(ops_np.__name__)
 
 
