@@ -108,6 +108,21 @@ def test_unsupported_op_names_op_block_and_path(tmp_path):
     assert not os.listdir(tmp_path) if os.path.exists(tmp_path) else True
 
 
+def test_generated_code_that_raises_while_proven_is_a_translation_error(tmp_path):
+    """A translation that writes code torch rejects at run time (here a user registration naming a
+    method tensors lack): a TranslationError naming the generated line, no raw traceback, no files."""
+    port.register_translation("log1p", lambda args, attrs, node: f"{args[0]}.log_one_plus()")
+    try:
+        with pytest.raises(TranslationError) as e:
+            _translate(_Erf(), [rng.standard_normal((2, 4))], tmp_path / "bad")
+    finally:
+        from dualdl.port.translate import registry
+        registry._OPS.pop("log1p")
+    msg = str(e.value)
+    assert "the generated module raised AttributeError" in msg and "log_one_plus" in msg and "line" in msg, msg
+    assert not (tmp_path / "bad").exists() or not any(p.suffix == ".py" for p in (tmp_path / "bad").iterdir())
+
+
 def test_register_op_and_block_translation(tmp_path):
     port.register_translation("log1p", lambda args, attrs, node: f"torch.log1p({args[0]})")
     try:

@@ -222,9 +222,13 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
             if verify and not gen.untraced:
                 cls = load_generated(stage.staged(".py"), gen.top_class)
                 current = {id(e.param): state[e.torch_key].numpy() for e in gen.entries if e.param is not None}
-                checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
-                                                                records, lr=lr, seed=seed, ops=gen.ops,
-                                                                current=current, train=train)
+                try:
+                    checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
+                                                                    records, lr=lr, seed=seed, ops=gen.ops,
+                                                                    current=current, train=train)
+                except Exception as e:
+                    _generated_failed(e, stage.staged(".py"), type(block).__name__)
+                    raise
                 report.checks, report.first_divergent, report.notes = checks, first, list(notes)
             else:     # not proven, but the file must still import and define its class
                 try:
@@ -243,6 +247,28 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         for b, flag in active:
             b._active = flag
     return report
+
+
+def _generated_failed(e: BaseException, source_path: str, block: str) -> None:
+    """The generated module itself raised while it was proven (a construct translate wrote wrongly):
+    a TranslationError naming the generated line, not the raw traceback of code the user never saw."""
+    from .errors import TranslationError
+    if isinstance(e, TranslationError):
+        return
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(source_path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if line is None:
+        return
+    try:
+        text = open(source_path, encoding="utf-8").read().splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        text = ""
+    raise TranslationError(f"the generated module raised {type(e).__name__} ({' '.join(str(e).split())[:200]}) at its "
+                           f"line {line}: {text[:160]!r}; this is a bug in dualdl translate: please report it with "
+                           f"the model's class (nothing was written)", block=block) from None
 
 
 def _check_generated(source: str, entries, name: str) -> None:
