@@ -24,6 +24,7 @@ from .leaves import builtin_leaf, fused_helper, weight_drop_note
 from .registry import Call, Leaf, block_translation
 from .safe import comment, docstring_text, literal
 from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args, defined_names, free_name
+from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
 from .trace import T, flatten_struct, trace_block
 
 __all__ = ["Generator", "MapEntry"]
@@ -198,6 +199,8 @@ class Generator:
     def kind(self, block: Any) -> str:
         if block_translation(block) is not None or _is_builtin(block):
             return "leaf"
+        if is_symbol_block(block):   # nested SymbolBlock: the symbol path, as one leaf (symbol_nested.py)
+            return "leaf"
         cname = type(block).__name__
         if type(block).__module__.startswith("mxnet.gluon"):
             if cname in _SEQUENTIAL:
@@ -221,6 +224,8 @@ class Generator:
                         recs[0].after_trainable if recs else True, self.batchnorm)
         if fn is not None:
             leaf = fn(block, info)
+        elif is_symbol_block(block):   # nested SymbolBlock (symbol_nested.py)
+            leaf = nested_leaf(self, block, info)
         elif _is_builtin(block):
             leaf = builtin_leaf(block, info)
         else:
@@ -346,6 +351,8 @@ class Generator:
         return Call(name, list(leaf.ctor.args), list(leaf.ctor.kwargs), list(leaf.ctor.names), leaf.ctor.comment)
 
     def _map_leaf(self, block, leaf: Leaf, path: str, tpath: str) -> None:
+        if getattr(leaf, "nested", None) is not None:   # nested SymbolBlock (symbol_nested.py)
+            return map_nested(self, block, leaf, path, tpath)
         for gname, tname in leaf.params.items():
             p = block._reg_params.get(gname)
             if p is None:

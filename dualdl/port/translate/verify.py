@@ -462,14 +462,16 @@ class _GluonSide:
                 gv = e.param.data().asnumpy()
             if e.torch_key.endswith("running_var"):
                 raw = max(raw, _maxabs(gv, runs[-1].after(e.torch_key)))
-                bn = self.blocks[e.gluon_path]
+                nested = getattr(e, "nested_bn", None)   # a nested SymbolBlock's BatchNorm node (symbol_nested.py)
+                bn = self.blocks[e.gluon_path] if nested is None else None
                 old = before[id(e.param)]
                 biased = _keeps_biased(runs[-1], e.torch_key)
-                counts = self.counts[e.gluon_path]
+                counts = self.counts[e.gluon_path] if nested is None else [nested[1]]
                 if len(counts) > 1:
                     multi.append(f"{e.gluon_path} ({len(counts)} calls)")
                 rs_g.append(gv if biased or np.array_equal(gv, old) else   # not updated by MXNet (momentum=0 in torch)
-                            _unbiased_expected(gv, old, float(bn._kwargs["momentum"]), counts[0]))
+                            _unbiased_expected(gv, old, float(bn._kwargs["momentum"] if bn is not None
+                                                                   else nested[0]), counts[0]))
                 rs_names.append(e.torch_key)
             elif e.torch_key.endswith("running_mean"):
                 rs_g.append(gv); rs_names.append(e.torch_key)

@@ -1,0 +1,127 @@
+"""A ``gluon.SymbolBlock`` inside a translated Gluon tree (gluoncv's ``FeatureExpander``, a
+``SymbolBlock(outputs, inputs)`` feature extractor): translated through the exported-symbol path
+(``SymbolEmitter``) as one leaf of the Gluon tree. Its classes are written into the same file as
+helpers (Gluon class names avoid them), its top class is constructed as the child, its weights map
+to the model's own Gluon Parameters, and each BatchNorm node's momentum and per-channel count ride
+on the running-variance entries for ``verify``'s running-statistics check (``nested_bn``)."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .errors import TranslationError
+from .registry import Call, Leaf
+
+__all__ = ["is_symbol_block", "nested_leaf", "map_nested"]
+
+
+def is_symbol_block(block: Any) -> bool:
+    import mxnet as mx
+    return isinstance(block, mx.gluon.SymbolBlock)
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}.{b}" if a and b else (a or b)
+
+
+def _defined(src: str) -> List[str]:
+    return re.findall(r"^(?:class|def)\s+([A-Za-z_]\w*)", src, flags=re.M)
+
+
+def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
+    """The leaf of a SymbolBlock child: its emitter's classes as helpers of ``gen``'s file."""
+    import mxnet as mx
+    from .codegen import defined_names
+    from .symbol_emit import SymbolEmitter
+    from .symbol_graph import load_symbol_graph
+    from .symbol_tree import build_tree
+    cls = type(block).__name__
+    path = info.path
+    try:
+        inputs, out = block._cached_graph
+    except Exception:
+        raise TranslationError("a SymbolBlock whose graph is not built (call it once on a sample input "
+                               "before translating)", block=cls, path=path) from None
+    input_names = [i.name for i in inputs]
+    if len(info.in_shapes) != len(input_names):
+        raise TranslationError(f"this SymbolBlock takes {len(input_names)} inputs {input_names} but was called "
+                               f"with {len(info.in_shapes)} tensors; call it with one array per input",
+                               block=cls, path=path)
+    aux_names = set(out.list_auxiliary_states())
+    params: Dict[str, Any] = {}
+    save = {}
+    for p in block.collect_params().values():
+        try:
+            value = p.data()
+        except Exception:
+            raise TranslationError(f"its parameter {p.name} has no value; initialise or load the model's "
+                                   f"weights before translating", block=cls, path=path) from None
+        params[p.name] = p
+        save[("aux:" if p.name in aux_names else "arg:") + p.name] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        sym_path = os.path.join(tmp, "nested-symbol.json")
+        out.save(sym_path)
+        par_path = os.path.join(tmp, "nested-0000.params")
+        mx.nd.save(par_path, save)
+        try:
+            g, _, _ = load_symbol_graph(sym_path, par_path, [tuple(s) for s in info.in_shapes], input_names)
+        except TranslationError as e:
+            raise TranslationError(f"its symbol graph could not be read: {e}", block=cls, path=path) from None
+    em = SymbolEmitter(g, build_tree(g), params, cls)
+    try:
+        top = em._inst(em.root, "", "Model")
+        classes = em._resolve(top)
+    except TranslationError as e:
+        raise TranslationError(f"{e} (inside the SymbolBlock {cls} at {path or '(top)'!r})", block=cls,
+                               path=path) from None
+    # names already in the file (helpers of other layers / nested blocks): rename ours that clash
+    taken = set(defined_names(gen.helpers.values())) | {"Concurrent"}
+    helpers = [h for h in em.helpers.values() if h not in gen.helpers]
+    clash = [n for h in helpers for n in _defined(h) if n in taken]
+    if clash:
+        raise TranslationError(f"helper {clash[0]!r} of the SymbolBlock's ops is already defined differently in "
+                               f"this file; please report this model", block=cls, path=path)
+    rename: Dict[str, str] = {}
+    for cname in classes:
+        new, k = cname, 2
+        while new in taken:
+            new, k = f"{cname}_{k}", k + 1
+        taken.add(new)
+        if new != cname:
+            rename[cname] = new
+    sources = list(classes.values())
+    if rename:
+        pat = re.compile(r"\b(" + "|".join(map(re.escape, sorted(rename, key=len, reverse=True))) + r")\b")
+        sources = [pat.sub(lambda m: rename[m.group(1)], s) for s in sources]
+    top_name = rename.get(em.top_class, em.top_class)
+    leaf = Leaf(Call(top_name), helpers=helpers + sources,
+                call_comment=f"the SymbolBlock {cls}, translated from its symbol graph")
+    leaf.nested = em              # read by map_nested (codegen's _map_leaf hook)
+    gen.ops |= set(em.ops)
+    gen.notes.append(f"{path or '(top)'}: SymbolBlock {cls} translated from its symbol graph ({len(g.order)} op "
+                     f"nodes) as {top_name}")
+    return leaf
+
+
+def map_nested(gen: Any, block: Any, leaf: Leaf, path: str, tpath: str) -> None:
+    """The nested block's state_dict entries under ``tpath``, mapped to the model's Parameters."""
+    from .codegen import MapEntry
+    em = leaf.nested
+    ones = set(em.ones)
+    for e in em.entries:
+        real = em.real.get(e.torch_key)
+        param, value = e.param, e.value
+        if real in ones:     # BatchNorm(fix_gamma=True): MXNet uses 1 whatever is stored
+            param, value = None, np.ones(tuple(e.param.shape), dtype=np.float32)
+        m = MapEntry(_join(tpath, e.torch_key), _join(path, real or e.gluon_key or ""), param=param, value=value,
+                     gluon_path=_join(path, e.gluon_path), tied_to=_join(tpath, e.tied_to) if e.tied_to else None)
+        if e.torch_key.endswith("running_var") and e.gluon_path in em.bn:
+            m.nested_bn = em.bn[e.gluon_path]     # (momentum, values per channel): verify's check
+        gen.entries.append(m)
+    if ones:
+        gen.notes.append(f"{path or '(top)'}: {len(ones)} BatchNorm(fix_gamma=True) scales written as 1 and frozen "
+                         f"(MXNet ignores their stored values)")
