@@ -310,7 +310,10 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                 gx = _gluon_inputs(inputs, dtype)
                 g_out = _np(block(*gx), "mx")
             except mx.base.MXNetError as e:   # an MXNet op without float64
-                mx.nd.waitall()
+                try:
+                    mx.nd.waitall()
+                except mx.base.MXNetError:    # the engine raises the same pending error again (gluoncv SSD)
+                    pass
                 block.cast(orig_dtype)        # float32 -> float64 -> float32 is exact
                 cast, why = False, str(e).strip().splitlines()[-1][:160]
         internal = [] if why else float32_internal(block, ops)
