@@ -1,9 +1,118 @@
 """MXNet's box ops (gluoncv's detection heads) -> torch: ``_contrib_box_nms`` and
-``_contrib_box_decode``, each reproducing MXNet's exact semantics, measured against MXNet."""
+``_contrib_box_decode``, each reproducing MXNet's exact semantics, measured against MXNet.
+
+``box_nms`` (MXNet 1.9.1, measured): a row is a candidate when its score is strictly above
+``valid_thresh`` and, with an ``id_index``, its id is not ``background_id`` (-1 by default, so id -1
+rows are dropped); candidates are sorted by score, ties kept in input order, cut to ``topk``; greedy
+suppression drops a later candidate whose IoU with a kept one is strictly above ``overlap_thresh``
+(same id only, unless ``force_suppress``), the area of an inverted box being 0; the output has the
+input's shape: kept rows in score order, then rows of -1. Its gradient goes to the kept rows only.
+``box_decode``: gluoncv's NormalizedBoxCenterDecoder formula with MXNet's float32 std/clip values, and
+MXNet's gradient for it: none (its backward is zero, measured)."""
 from __future__ import annotations
 
 from typing import Callable, Dict
 
+import numpy as np
+
+from .errors import TranslationError
+from .ops import Expr, parse_attr
+
 __all__ = ["BOX_TABLE"]
 
-BOX_TABLE: Dict[str, Callable] = {}
+BOX_NMS = '''def box_nms(x, overlap_thresh, valid_thresh, topk, coord_start, score_index, id_index, background_id,
+            force_suppress, center):
+    """MXNet _contrib_box_nms: the input's shape, kept rows first in score order (ties in input order),
+    then rows of -1; candidates score > valid_thresh and id != background_id; IoU > overlap_thresh
+    suppresses (same id unless force_suppress); the gradient reaches the kept rows only."""
+    rows_all = x.reshape(-1, x.shape[-2], x.shape[-1])
+    out = []
+    for rows in rows_all:
+        score = rows[:, score_index].detach()
+        valid = score > valid_thresh
+        if id_index >= 0:
+            valid = valid & (rows[:, id_index].detach() != background_id)
+        idx = torch.nonzero(valid).flatten()
+        idx = idx[torch.sort(score[idx], descending=True, stable=True).indices]
+        if topk > 0:
+            idx = idx[:topk]
+        box = rows[idx, coord_start:coord_start + 4].detach()
+        if center:
+            w, h = box[:, 2], box[:, 3]
+            x1, y1, x2, y2 = box[:, 0] - w / 2, box[:, 1] - h / 2, box[:, 0] + w / 2, box[:, 1] + h / 2
+        else:
+            x1, y1, x2, y2 = box.unbind(1)
+            w, h = x2 - x1, y2 - y1
+        area = torch.where((w < 0) | (h < 0), torch.zeros_like(w), w * h)
+        iw = (torch.minimum(x2[:, None], x2[None, :]) - torch.maximum(x1[:, None], x1[None, :])).clamp(min=0)
+        ih = (torch.minimum(y2[:, None], y2[None, :]) - torch.maximum(y1[:, None], y1[None, :])).clamp(min=0)
+        inter = iw * ih
+        over = inter / (area[:, None] + area[None, :] - inter) > overlap_thresh
+        if id_index >= 0 and not force_suppress:
+            ids = rows[idx, id_index].detach()
+            over = over & (ids[:, None] == ids[None, :])
+        over = over.cpu().tolist()
+        removed = [False] * len(over)
+        keep = []
+        for i, row in enumerate(over):
+            if removed[i]:
+                continue
+            keep.append(i)
+            for j in range(i + 1, len(row)):
+                if row[j]:
+                    removed[j] = True
+        kept = rows[idx[torch.tensor(keep, dtype=torch.long, device=idx.device)]]
+        pad = rows.new_full((rows.shape[0] - kept.shape[0], rows.shape[1]), -1)
+        out.append(torch.cat([kept, pad], dim=0))
+    return torch.stack(out).reshape(x.shape)
+'''
+
+BOX_DECODE = '''def box_decode(x, anchors, std, clip, corner_anchors):
+    """MXNet _contrib_box_decode (gluoncv NormalizedBoxCenterDecoder): deltas (B, N, 4) on anchors
+    (1, N, 4) to corner boxes; std and clip are MXNet's float32 attribute values. No gradient: MXNet's
+    backward of this op is zero (detectors train on the deltas, decoding only for inference)."""
+    x, anchors = x.detach(), anchors.detach()
+    if corner_anchors:
+        aw, ah = anchors[..., 2] - anchors[..., 0], anchors[..., 3] - anchors[..., 1]
+        ax, ay = anchors[..., 0] + aw * 0.5, anchors[..., 1] + ah * 0.5
+    else:
+        ax, ay, aw, ah = anchors.unbind(-1)
+    ox = x[..., 0] * std[0] * aw + ax
+    oy = x[..., 1] * std[1] * ah + ay
+    dw, dh = x[..., 2] * std[2], x[..., 3] * std[3]
+    if clip > 0:
+        dw, dh = torch.clamp(dw, max=clip), torch.clamp(dh, max=clip)
+    dw, dh = torch.exp(dw) * aw * 0.5, torch.exp(dh) * ah * 0.5
+    return torch.stack([ox - dw, oy - dh, ox + dw, oy + dh], dim=-1)
+'''
+
+
+def _f32(v) -> float:
+    """An attribute MXNet keeps as a C++ float: the float32 value it computes with."""
+    return float(np.float32(v))
+
+
+def _box_nms(a, attrs, node):
+    fin, fout = attrs.get("in_format", "corner"), attrs.get("out_format", "corner")
+    if fin != fout:
+        raise TranslationError(f"MXNet op {node.op}(in_format={fin!r}, out_format={fout!r}) has no translation: "
+                               f"MXNet converts the kept boxes but passes gradients back unconverted; give both "
+                               f"formats the same value, or register a translation", op=node.op, block=node.block,
+                               path=node.path)
+    args = (_f32(parse_attr(attrs.get("overlap_thresh"), 0.5)), _f32(parse_attr(attrs.get("valid_thresh"), 0.0)),
+            int(parse_attr(attrs.get("topk"), -1)), int(parse_attr(attrs.get("coord_start"), 2)),
+            int(parse_attr(attrs.get("score_index"), 1)), int(parse_attr(attrs.get("id_index"), -1)),
+            _f32(parse_attr(attrs.get("background_id"), -1)), bool(parse_attr(attrs.get("force_suppress"), False)),
+            fin == "center")
+    return Expr(f"box_nms({a[0].text}, {', '.join(repr(v) for v in args)})", helpers=(BOX_NMS,))
+
+
+def _box_decode(a, attrs, node):
+    std = tuple(_f32(parse_attr(attrs.get(f"std{i}"), 1.0)) for i in range(4))
+    clip = _f32(parse_attr(attrs.get("clip"), -1.0))
+    corner = attrs.get("format", "center") == "corner"
+    return Expr(f"box_decode({a[0].text}, {a[1].text}, {std!r}, {clip!r}, {corner})", helpers=(BOX_DECODE,))
+
+
+BOX_TABLE: Dict[str, Callable] = {"_contrib_box_nms": _box_nms, "_contrib_box_non_maximum_suppression": _box_nms,
+                                  "_contrib_box_decode": _box_decode}
