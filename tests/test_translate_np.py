@@ -330,7 +330,8 @@ def test_is_training_branch(tmp_path):
     assert torch.equal(m.eval()(x), m.dense(x))
     with pytest.raises(NotImplementedError, match=r"translated for inference .* call \.eval\(\)"):
         m.train()(x)
-    assert any("recorded outputs (inference mode" in c.name for c in report.checks)
+    assert [c.name for c in report.checks] == ["eval outputs (randomised norms/biases)"]
+    assert any("translated for inference (train=False)" in n for n in report.notes), report.notes
 
 
 class _DefaultZeros(gluon.nn.Block):

@@ -474,3 +474,23 @@ def test_adversarial_node_names(small_files, tmp_path, monkeypatch, names):
         for a in attrs:
             assert a.isascii() and a.isidentifier() and not hasattr(torch.nn.Module, a), a
     assert len({r["torch"] for r in report.mapping}) == len(report.mapping)
+
+
+class _ForeachNet(gluon.HybridBlock):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.fc = gnn.Dense(3, in_units=3, flatten=False)
+
+    def hybrid_forward(self, F, x):
+        out, _ = F.contrib.foreach(lambda d, s: (d + s[0], [d + s[0]]), self.fc(x),
+                                   [F.zeros_like(F.slice_axis(x, 0, 0, 1)).reshape((-1, 3))])
+        return out
+
+
+def test_foreach_node_of_an_exported_graph_refused_with_what_to_do(tmp_path):
+    """An exported graph keeps foreach as a _foreach node with a subgraph: refused by name (the
+    Gluon block itself translates: the tracer unrolls foreach, tests/test_translate_ops.py)."""
+    sym, params = _export(_ForeachNet(), [(4, 2, 3)], tmp_path, "fe")
+    with pytest.raises(TranslationError) as e:
+        translate_symbol_file(sym, params, [(4, 2, 3)], str(tmp_path / "out"))
+    assert "_foreach" in str(e.value) and "Python loop" in str(e.value)

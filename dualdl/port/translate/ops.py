@@ -346,6 +346,9 @@ def _slice(a, attrs, node):
 
 def _split(a, attrs, node):
     n, axis = int(attrs["num_outputs"]), int(attrs.get("axis", 1))
+    if n == 1:      # MXNet returns the one part itself, not a list (gluoncv Faster R-CNN at batch 1)
+        squeeze = parse_attr(attrs.get("squeeze_axis"), False)
+        return Expr(f"{a[0].p()}.squeeze({axis})" if squeeze else a[0].text, atomic=not squeeze or a[0].atomic)
     if parse_attr(attrs.get("squeeze_axis"), False):
         return Expr(f"torch.unbind({a[0].text}, dim={axis})")
     return Expr(f"torch.chunk({a[0].text}, {n}, dim={axis})")

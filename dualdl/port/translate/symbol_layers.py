@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
 from .errors import TranslationError
 from .ops import parse_attr
 from .registry import Call
@@ -117,7 +119,9 @@ def _batchnorm(g, node):
         raise _err(node, f"BatchNorm on a {ndim}-d input")
     m = float(_attr(node, "momentum", 0.9))
     mom = round(1.0 - m, 12)
-    eps = float(_attr(node, "eps", 1e-3))
+    # MXNet's eps is a double whose default is the float literal 1e-3f (0.0010000000474974513): a graph
+    # that does not set it (gluoncv's mx.sym.BatchNorm calls) computes with that value
+    eps = float(_attr(node, "eps", float(np.float32(1e-3))))
     fixed = bool(_attr(node, "fix_gamma", True))
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
                           names=["num_features"]),

@@ -218,14 +218,14 @@ class _TorchRun:
         with torch.no_grad():
             self.eval_out = _np(self.model(*self.inputs), "torch")
 
-    def train_step(self, proj, n, lr, train=True):
+    def train_step(self, proj, n, lr):
         import torch
         for m in self.model.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
             if isinstance(m, torch.nn.RNNBase):
                 m.dropout = 0.0
-        self.model.train(train)     # train=False: a model translated for inference steps in eval mode
+        self.model.train()
         with _no_functional_dropout():   # dropout set to 0 on both sides (random masks differ)
             outs = _flat(self.model(*self.inputs))
         loss = sum((o * torch.from_numpy(r.astype(self.dtype))).sum() for o, r in zip(outs, proj)) / n
@@ -293,8 +293,6 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                    and getattr(p, "_rate", 0)]
     # arrays blocks hold as attributes, which a forward may replace (d2l's scratch BatchNorm): restored after
     held = [(b, k, v.copy()) for _, b in walk(block) for k, v in list(vars(b).items()) if isinstance(v, mx.nd.NDArray)]
-    frozen_bn = [(b, b._kwargs.get("use_global_stats", False)) for _, b in walk(block)
-                 if _is_a(b, "BatchNorm") and isinstance(getattr(b, "_kwargs", None), dict)]
     orig_dtype = next(iter(saved.values()))[1] if saved else np.float32
     notes, checks = [], []
     first, dtype, cast = None, "float64", False
@@ -333,6 +331,13 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         judge = _Judge(dtype, runs, "internal" if internal else "")
         if not judge.outputs(g_out, [r.eval_out for r in runs], "").passed:
             first = _first_divergent(block, runs, gx, same_output, judge)
+        if not train:   # translated for inference: the proof is the inference forward
+            notes.append("translated for inference (train=False): the proof compares the inference forward; no "
+                         "backward or SGD step is compared (MXNet's backward in inference mode is not what training "
+                         "computes: its BatchNorm backward uses batch statistics, and it crashes on gluoncv's "
+                         "Faster R-CNN)")
+            return [judge.outputs(g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)")], \
+                first, notes, dtype
         # --- one SGD step in train mode ---
         for b, _ in dropouts:
             b._rate = 0.0
@@ -346,10 +351,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         n = int(np.asarray(inputs[0]).shape[0]) if np.asarray(inputs[0]).ndim else 1
         trainable = {k: p for k, p in params.items() if p.grad_req != "null"}
         trainer = gluon.Trainer(trainable, "sgd", {"learning_rate": lr}, kvstore=None) if trainable else None
-        if not train:   # MXNet's BatchNorm backward in inference mode uses batch statistics (and updates the
-            for b, _ in frozen_bn:   # running ones): use_global_stats is its correct inference backward
-                b._kwargs["use_global_stats"] = True
-        with autograd.record(train_mode=train):
+        with autograd.record():
             # fresh inputs: a forward may write into a list it was given (gluonnlp's BiLMEncoder stores its
             # final states into the begin-state list), which the eval call above already did
             outs = _flat(block(*_gluon_inputs(inputs, dtype)))
@@ -364,10 +366,6 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             trainer.step(n, ignore_stale_grad=True)
         gluon_side = _GluonSide(block, entries, records, before, g_out, g_train, g_grads, n, lr)
         gluon_side.state = _updated_state(block, entries)
-        gluon_side.train = train
-        if not train:
-            notes.append("translated for inference (train=False): the backward and SGD-step checks ran in inference "
-                         "mode on both sides (Gluon autograd.record(train_mode=False), torch .eval())")
         mults = {e.torch_key: float(e.param.lr_mult) for e in _owners(entries) if float(e.param.lr_mult) != 1.0}
         if mults:   # gluoncv's segmentation heads train at 10x the lr
             notes.append(f"the SGD step uses each Gluon parameter's lr_mult on both sides ({len(mults)} tensors, "
@@ -375,10 +373,10 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                          f"parameter group with that lr")
         for r in runs:
             r.lr_mult = mults
-        raised = _train_steps(runs, proj, n, lr, train)
+        raised = _train_steps(runs, proj, n, lr)
         if raised:
             checks = [judge.outputs(g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"),
-                      Check(_train_label(train), np.inf, np.inf, 0.0, False, raised,
+                      Check("train-mode outputs (batch statistics)", np.inf, np.inf, 0.0, False, raised,
                             evidence=judge.evidence)]
         else:
             checks = gluon_side.checks(judge, runs)
@@ -386,7 +384,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             if failed and dtype == "float64" and not internal:   # by the measured conditioning
                 r32 = _TorchRun(torch_cls, entries, before, inputs, np.float32)
                 r32.lr_mult = mults
-                if not _train_steps([r32], proj, n, lr, train):
+                if not _train_steps([r32], proj, n, lr):
                     again = gluon_side.checks(_Judge(dtype, [r32, *runs], "conditioned"), [r32, *runs])
                     for i in failed:
                         if again[i].passed:
@@ -403,8 +401,6 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
             b._dropout = r
         for p, r in weight_drop:
             p._rate = r
-        for b, g in frozen_bn:
-            b._kwargs["use_global_stats"] = g
         if cast:
             block.cast(orig_dtype)
         _restore(params, saved)
@@ -413,15 +409,11 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     return checks, first, notes, dtype
 
 
-def _train_label(train: bool) -> str:
-    return "train-mode outputs (batch statistics)" if train else "recorded outputs (inference mode, train=False)"
-
-
-def _train_steps(runs: List["_TorchRun"], proj, n: int, lr: float, train: bool = True) -> str:
+def _train_steps(runs: List["_TorchRun"], proj, n: int, lr: float) -> str:
     """Run each torch module's train step; what torch refused, as a check's detail ("" if none)."""
     for r in runs:
         try:
-            r.train_step(proj, n, lr, train)
+            r.train_step(proj, n, lr)
         except ValueError as e:   # nn.BatchNorm in train mode on one value per channel
             msg = str(e).strip().splitlines()[0][:200]
             hint = (" (Gluon's BatchNorm normalises a batch of one value per channel to beta; torch's "
@@ -435,7 +427,6 @@ class _GluonSide:
     """What the Gluon block gave in the train step, compared with torch runs by a judge (can be
     judged again by another judge with more runs)."""
 
-    train = True      # False: the recorded step ran in inference mode (translate(train=False))
     state: Dict[str, np.ndarray] = {}   # torch key -> a held array the Gluon forward replaced (after it)
 
     def __init__(self, block, entries, records, before, g_out, g_train, g_grads, n, lr):
@@ -449,7 +440,7 @@ class _GluonSide:
         n, lr, before, g_grads = self.n, self.lr, self.before, self.g_grads
         tol = TOLERANCE[judge.dtype]
         out = [judge.outputs(self.g_out, [r.eval_out for r in runs], "eval outputs (randomised norms/biases)"),
-               judge.outputs(self.g_train, [r.train_out for r in runs], _train_label(self.train))]
+               judge.outputs(self.g_train, [r.train_out for r in runs], "train-mode outputs (batch statistics)")]
         owners = self.owners
         with_grad = [e for e in owners if e.torch_key in runs[0].grads and id(e.param) in g_grads]
         grad_keys = [e.torch_key for e in with_grad]
