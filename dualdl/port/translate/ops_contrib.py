@@ -342,11 +342,6 @@ def _refuse(why: str) -> Callable:
 _FOREACH = ("its body is a subgraph of the symbol (contrib.foreach / while_loop / cond) that the "
             "translator does not unroll; write the loop in the block's forward as a Python loop over "
             "the time axis (it then traces op by op), or register a translation")
-_BOX_NMS = ("its greedy suppression is data-dependent, with MXNet's own sort and tie order, topk, "
-            "id_index/background_id handling and an output the input's shape padded with -1; no torch "
-            "op computes the same (torchvision's batched_nms returns kept indices only). Register a "
-            "translation that reproduces it and let the proof check it on your inputs")
-
 CONTRIB_TABLE: Dict[str, Callable] = {
     "_contrib_AdaptiveAvgPooling2D": _adaptive_avg, "_contrib_BilinearResize2D": _bilinear,
     "_contrib_div_sqrt_dim": _div_sqrt_dim, "reshape_like": _reshape_like, "Pad": _pad, "pad": _pad,
@@ -356,7 +351,6 @@ CONTRIB_TABLE: Dict[str, Callable] = {
     "L2Normalization": _l2_normalization, "SequenceReverse": _sequence_reverse,
     "slice_like": _slice_like, "broadcast_like": _broadcast_like, "UpSampling": _upsampling,
     "_foreach": _refuse(_FOREACH), "_while_loop": _refuse(_FOREACH), "_cond": _refuse(_FOREACH),
-    "_contrib_box_nms": _refuse(_BOX_NMS), "_contrib_box_non_maximum_suppression": _refuse(_BOX_NMS),
 }
 from .ops_box import BOX_TABLE  # noqa: E402  (gluoncv's box ops: ops_box.py)
 CONTRIB_TABLE.update(BOX_TABLE)
