@@ -36,7 +36,9 @@ BOX_NMS = '''def box_nms(x, overlap_thresh, valid_thresh, topk, coord_start, sco
         idx = idx[torch.sort(score[idx], descending=True, stable=True).indices]
         if topk > 0:
             idx = idx[:topk]
-        box = rows[idx, coord_start:coord_start + 4].detach()
+        # the suppression decisions on the CPU, one kept box against the later ones at a time (RPNs sort
+        # 6000 candidates: a 6000 x 6000 IoU matrix would take gigabytes)
+        box = rows[idx, coord_start:coord_start + 4].detach().cpu()
         if center:
             w, h = box[:, 2], box[:, 3]
             x1, y1, x2, y2 = box[:, 0] - w / 2, box[:, 1] - h / 2, box[:, 0] + w / 2, box[:, 1] + h / 2
@@ -44,23 +46,21 @@ BOX_NMS = '''def box_nms(x, overlap_thresh, valid_thresh, topk, coord_start, sco
             x1, y1, x2, y2 = box.unbind(1)
             w, h = x2 - x1, y2 - y1
         area = torch.where((w < 0) | (h < 0), torch.zeros_like(w), w * h)
-        iw = (torch.minimum(x2[:, None], x2[None, :]) - torch.maximum(x1[:, None], x1[None, :])).clamp(min=0)
-        ih = (torch.minimum(y2[:, None], y2[None, :]) - torch.maximum(y1[:, None], y1[None, :])).clamp(min=0)
-        inter = iw * ih
-        over = inter / (area[:, None] + area[None, :] - inter) > overlap_thresh
-        if id_index >= 0 and not force_suppress:
-            ids = rows[idx, id_index].detach()
-            over = over & (ids[:, None] == ids[None, :])
-        over = over.cpu().tolist()
-        removed = [False] * len(over)
+        ids = rows[idx, id_index].detach().cpu() if id_index >= 0 and not force_suppress else None
+        removed = torch.zeros(len(idx), dtype=torch.bool)
         keep = []
-        for i, row in enumerate(over):
+        for i in range(len(idx)):
             if removed[i]:
                 continue
             keep.append(i)
-            for j in range(i + 1, len(row)):
-                if row[j]:
-                    removed[j] = True
+            rest = slice(i + 1, len(idx))
+            iw = (torch.minimum(x2[i], x2[rest]) - torch.maximum(x1[i], x1[rest])).clamp(min=0)
+            ih = (torch.minimum(y2[i], y2[rest]) - torch.maximum(y1[i], y1[rest])).clamp(min=0)
+            inter = iw * ih
+            over = inter / (area[i] + area[rest] - inter) > overlap_thresh
+            if ids is not None:
+                over = over & (ids[rest] == ids[i])
+            removed[rest] |= over
         kept = rows[idx[torch.tensor(keep, dtype=torch.long, device=idx.device)]]
         pad = rows.new_full((rows.shape[0] - kept.shape[0], rows.shape[1]), -1)
         out.append(torch.cat([kept, pad], dim=0))
