@@ -31,8 +31,8 @@ import numpy as np
 CASES = ["zoo:mobilenetv2_0.25", "gcv:cifar_resnet20_v1", "gcv:fastscnn_citys", "gcv:yolo3_mobilenet0.25_voc",
          "nlp:BERTModel", "nlp:NMTModel_transformer", "nlp:StandardRNN_lstm", "nlp:ELMoCharacterEncoder",
          "proj:style_transfer", "proj:mobilefacenet", "d2l:transformer_encoder_block", "d2l:rnn_begin_state",
-         "d2l:seq2seq", "d2l:bert_model"]
-MAX_WEIGHTS_MB = 12
+         "d2l:seq2seq", "d2l:bert_model", "nlp:ELMoBiLM", "d2l:bn_lenet_scratch"]
+MAX_WEIGHTS_MB = 30
 
 
 def _flat(o: Any) -> List[Any]:
