@@ -55,6 +55,7 @@ class Check:
     float32_max_rel_diff: Optional[float] = None
     rounding: Dict[str, float] = field(default_factory=dict)   # side -> fp32 vs fp64 max abs
     padded_max_abs_diff: Optional[float] = None
+    sensitive: bool = False     # the reference's own float32 is far from its float64 (a selection)
 
 
 @dataclass
