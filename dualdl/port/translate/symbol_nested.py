@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -37,6 +37,7 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
     import mxnet as mx
     from .codegen import defined_names
     from .symbol_emit import SymbolEmitter
+    from .symbol_file import symbol_block_arrays
     from .symbol_graph import load_symbol_graph
     from .symbol_tree import build_tree
     cls = type(block).__name__
@@ -51,17 +52,9 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
         raise TranslationError(f"this SymbolBlock takes {len(input_names)} inputs {input_names} but was called "
                                f"with {len(info.in_shapes)} tensors; call it with one array per input",
                                block=cls, path=path)
-    aux_names = set(out.list_auxiliary_states())
-    params: Dict[str, Any] = {}
-    save = {}
-    for p in block.collect_params().values():
-        try:
-            value = p.data()
-        except Exception:
-            raise TranslationError(f"its parameter {p.name} has no value; initialise or load the model's "
-                                   f"weights before translating", block=cls, path=path) from None
-        params[p.name] = p
-        save[("aux:" if p.name in aux_names else "arg:") + p.name] = value
+    params, save = symbol_block_arrays(block, out, lambda name: TranslationError(
+        f"its parameter {name} has no value; initialise or load the model's weights before translating",
+        block=cls, path=path))
     with tempfile.TemporaryDirectory() as tmp:
         sym_path = os.path.join(tmp, "nested-symbol.json")
         out.save(sym_path)
