@@ -65,3 +65,4 @@ def test_wrong_layer_before_the_selection_fails_the_proof(tmp_path):
     c = _eval_check(r)
     assert not r.ok and not c.passed and "layer act differs" in c.detail, r.summary()
     assert r.first_divergent == "act"
+

@@ -30,6 +30,9 @@ TOLERANCE = {"float64": 1e-8, "float32": 2e-4}
 #: are sensitive to rounding (a selection over near-equal values), and the eval check says so
 SENSITIVE_REL = 1e-3
 EVAL_CHECK = "eval outputs (randomised norms/biases)"
+#: float32 runs of the torch module with its weights moved by one ulp, sampled when an eval check
+#: fails on float32 evidence (``_rounding_probe``)
+PROBES = 4
 
 #: Ill-conditioned float64 results (gradients that are sums of large terms cancelling to a small
 #: value: model-zoo resnet34_v1 at 32x32 input, 1.19e-8 relative): first-order rounding error is
@@ -347,9 +350,15 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
                 ((np.float32, np.float64) if dtype == "float32" or internal else (np.float64,))]
         judge = _Judge(dtype, runs, "internal" if internal else "")
         eval_check = judge.outputs(g_out, [r.eval_out for r in runs], EVAL_CHECK)
+        if not eval_check.passed and len(runs) == 2 and np.isfinite(eval_check.max_abs_diff):
+            # one float32 run is one sample of rounding: a selection at a near-tie may agree in it by chance
+            probe = _rounding_probe(torch_cls, entries, before, inputs, runs, g_out, judge, seed)
+            if probe is not None:
+                eval_check, first = _judged_by_layers(probe[0], block, probe[1], gx, same_output, judge)
         if not eval_check.passed:
-            first = _first_divergent(block, runs, gx, same_output, judge)
-        elif eval_check.sensitive:   # before the train step changes the weights
+            first = first or _first_divergent(block, runs, gx, same_output, judge)
+        elif eval_check.sensitive and "layers the module keeps" not in eval_check.detail:
+            # before the train step changes the weights
             eval_check, first = _judged_by_layers(eval_check, block, runs, gx, same_output, judge)
         if not train:   # translated for inference: the proof is the inference forward
             notes.append("translated for inference (train=False): the proof compares the inference forward; no "
@@ -748,6 +757,45 @@ def _first_divergent(block, runs: List[_TorchRun], gx, same_output, judge: _Judg
         if judge.layer_differs(outs, t):
             return path or "(top block)"
     return None
+
+
+def _rounding_probe(torch_cls, entries, values, inputs, runs: List[_TorchRun], g_out, judge: _Judge,
+                    seed: int) -> Optional[Tuple[Check, List[_TorchRun]]]:
+    """For an eval check that failed in float32 evidence: torch's own float32 rounding sampled
+    again, PROBES times, with every weight moved by at most one float32 ulp at random. A selection
+    at a near-tie (an NMS IoU of 0.69999975 against its 0.7 threshold in gluoncv Faster R-CNN's
+    RPN) can agree with float64 in torch's one float32 run and not in Gluon's: if some probe
+    departs from float64 as far as Gluon does, the outputs are sensitive to rounding and the check
+    passes with every layer judged as well (``_judged_by_layers``); else None (it stays failed)."""
+    rng = np.random.default_rng(seed + 7)
+    best = None
+    for _ in range(PROBES):
+        moved = {k: _one_ulp(v, rng) for k, v in values.items()}
+        run = _TorchRun(torch_cls, entries, moved, inputs, np.float32)
+        c = judge.outputs(g_out, [run.eval_out, runs[1].eval_out], EVAL_CHECK)
+        if c.passed and (best is None or c.rounding["torch"] > best[0].rounding["torch"]):
+            best = (c, run)
+    if best is None:
+        return None
+    check, run = best
+    check.sensitive = True
+    first = compare(runs[0].eval_out, runs[1].eval_out).abs
+    check.detail = (f"the outputs are sensitive to rounding: with its weights moved by one float32 ulp, torch's "
+                    f"float32 run departs from its float64 by {check.rounding['torch']:.3g} (its first float32 run: "
+                    f"{first:.3g}), as far as Gluon's does (a selection at a near-tie, such as an NMS IoU at its "
+                    f"threshold); judged against that run")
+    return check, [run, runs[1]]
+
+
+def _one_ulp(v: Any, rng) -> Any:
+    """A float array moved by at most one float32 ulp per element (others unchanged)."""
+    a = np.asarray(v)
+    if a.dtype.kind != "f" or not a.size:
+        return v
+    a32 = a.astype(np.float32)
+    toward = np.where(rng.random(a32.shape) < 0.5, -np.inf, np.inf).astype(np.float32)
+    moved = np.where(rng.random(a32.shape) < 0.5, np.nextafter(a32, toward), a32)
+    return moved.astype(a.dtype)
 
 
 def _judged_by_layers(check: Check, block, runs: List[_TorchRun], gx, same_output,
