@@ -391,7 +391,9 @@ class Module(HybridBlock):
             yield p
 
     def state_dict(self) -> Dict[str, nd.NDArray]:
-        """Parameters then buffers by structural name, as NDArrays (first context's copy)."""
+        """Parameters then buffers by structural name, as NDArrays (first context's copy), once
+        MKLDNN's pending in-place weight reorders are done (see :func:`dualdl_mx.state.state_dict`)."""
+        nd.waitall()
         out = {}
         for name, p in self._collect_params_with_prefix().items():
             out[name] = p.data(p.list_ctx()[0])

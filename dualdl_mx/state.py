@@ -18,7 +18,12 @@ def _items(model: gluon.Block):
 
 
 def state_dict(model: gluon.Block) -> "OrderedDict[str, nd.NDArray]":
-    """Parameters first, then buffers (grad_req 'null'), like torch's ordering by kind per module."""
+    """Parameters first, then buffers (grad_req 'null'), like torch's ordering by kind per module.
+    Waits for MXNet's engine first: after a forward outside ``record()``, MKLDNN reorders a
+    (transposed) convolution's weight in place asynchronously, and reading the weight meanwhile
+    raised "We can't generate TBlob for MKLDNN data" or crashed the process (measured:
+    ConvTranspose2d(dilation=2), within 300 create-forward-read rounds; none after waiting)."""
+    nd.waitall()
     return OrderedDict((k, p.data(p.list_ctx()[0]).detach()) for k, p in _items(model))
 
 
