@@ -140,9 +140,7 @@ def record_calls(root: Any, inputs: List[Any], training: bool = False) -> Record
                 trained[0] = True
         handles += [b.register_forward_pre_hook(pre), b.register_forward_hook(hook)]
     saved = {k: [d.copy() for d in p.list_data()] for k, p in root.collect_params().items()} if training else {}
-    # arrays blocks hold as attributes (d2l's scratch BatchNorm replaces its moving stats in training)
-    attrs = [(b, k, v.copy()) for _, b in walk(root) for k, v in list(vars(b).items())
-             if isinstance(v, mx.nd.NDArray)] if training else []
+    attrs = held_arrays(root) if training else []
     try:
         if training:
             with mx.autograd.train_mode():
@@ -160,9 +158,20 @@ def record_calls(root: Any, inputs: List[Any], training: bool = False) -> Record
         for k, p in root.collect_params().items():
             for dst, src in zip(p.list_data() if k in saved else [], saved.get(k, [])):
                 src.copyto(dst)
-        for b, k, v in attrs:
-            b.__dict__[k] = v
+        put_back(attrs)
     return records
+
+
+def held_arrays(root: Any) -> List[Tuple[Any, str, Any]]:
+    """(block, attribute, copy) of every array a block holds as a plain attribute: a forward may
+    replace them (d2l's from-scratch BatchNorm moving statistics); ``put_back`` restores them."""
+    import mxnet as mx
+    return [(b, k, v.copy()) for _, b in walk(root) for k, v in list(vars(b).items()) if isinstance(v, mx.nd.NDArray)]
+
+
+def put_back(held: List[Tuple[Any, str, Any]]) -> None:
+    for b, k, v in held:
+        b.__dict__[k] = v
 
 
 def np_style(block: Any) -> bool:

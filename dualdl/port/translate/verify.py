@@ -17,7 +17,7 @@ import numpy as np
 from ..verify import RTOL_FLOOR, ROUNDING_FACTOR, Check, check_outputs, compare, rounding_tolerance
 from ..slots import RANDOMISED_ROLES, gluon_role
 from .codegen import MapEntry
-from .trace import gluon_array, walk
+from .trace import gluon_array, held_arrays, put_back, walk
 
 __all__ = ["load_generated", "verify", "torch_state", "TOLERANCE"]
 
@@ -312,7 +312,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
     weight_drop = [(p, p._rate) for p in params.values() if type(p).__name__ == "WeightDropParameter"
                    and getattr(p, "_rate", 0)]
     # arrays blocks hold as attributes, which a forward may replace (d2l's scratch BatchNorm): restored after
-    held = [(b, k, v.copy()) for _, b in walk(block) for k, v in list(vars(b).items()) if isinstance(v, mx.nd.NDArray)]
+    held = held_arrays(block)
     orig_dtype = next(iter(saved.values()))[1] if saved else np.float32
     notes, checks = [], []
     first, dtype, cast = None, "float64", False
@@ -432,8 +432,7 @@ def verify(block: Any, torch_cls: Any, entries: List[MapEntry], inputs: Sequence
         if cast:
             block.cast(orig_dtype)
         _restore(params, saved)
-        for b, k, v in held:
-            b.__dict__[k] = v
+        put_back(held)
     return checks, first, notes, dtype
 
 
