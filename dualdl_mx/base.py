@@ -33,6 +33,7 @@ from dualdl.nn.registry import register
 from .core import native_device
 from .grads import zero_grad as _zero_grads
 from .fast.invoke import PreparedCall, kept
+from .torch_style import run_forward
 
 __all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray", "factory_kwargs"]
 
@@ -82,15 +83,16 @@ def make_parameter(data: Any, requires_grad: bool = True) -> _ParameterSpec:
     return _ParameterSpec(np.array(data, copy=True), requires_grad)
 
 
-def _bind_and_call(block: "Module", fn, args: tuple, params: Dict[str, Any]):
-    """Run ``fn(block, *args)`` with parameter attributes holding their bound NDArray/Symbol."""
+def _bind_and_call(block: "Module", fn, args: tuple, params: Dict[str, Any], symbolic: bool = False):
+    """Run ``fn(block, *args)`` with parameter attributes holding their bound NDArray/Symbol
+    (dualdl_mx/torch_style.py: in-place operators, torch-method errors, made tensors)."""
     d = block.__dict__
     if not params:
-        return fn(block, *args)
+        return run_forward(fn, symbolic, block, *args)
     saved = {k: d[k] for k in params}
     d.update(params)
     try:
-        return fn(block, *args)
+        return run_forward(fn, symbolic, block, *args)
     finally:
         d.update(saved)
 
@@ -259,6 +261,8 @@ class Module(HybridBlock):
     @classmethod
     def _dl_native_namespace(cls, user_cls: type) -> dict:
         user_forward = getattr(user_cls, "forward", None)
+        if user_forward is None and issubclass(cls, Layer):
+            return {}                    # a subclass of a built-in layer that keeps its forward
         if user_forward is None or user_forward is Module.forward or user_forward is HybridBlock.forward:
             raise TypeError(f"{user_cls.__name__} must define forward(self, ...)")
         sig = inspect.signature(user_forward)
@@ -284,7 +288,7 @@ class Module(HybridBlock):
             return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))
 
         def hybrid_forward(self, F, *args, **params):
-            return _bind_and_call(self, user_forward, args, params)
+            return _bind_and_call(self, user_forward, args, params, F is mx.sym)
 
         forward.__doc__ = user_forward.__doc__
         return {"__call__": __call__, "forward": forward, "hybrid_forward": hybrid_forward}
@@ -297,7 +301,24 @@ class Module(HybridBlock):
             return
         if isinstance(value, gluon.Parameter) and self._reg_params.get(name) is value:
             return                       # already registered by _dl_new_param
+        if isinstance(value, gluon.Parameter) and name in self._reg_params:
+            return self._dl_tie(name, value)
+        if isinstance(value, HybridBlock) and isinstance(self._children.get(name), HybridBlock):
+            self.register_child(value, name)      # torch replaces a child by any module (Gluon: same type only)
+            object.__setattr__(self, name, value)
+            return self._clear_cached_op()
         super().__setattr__(name, value)
+
+    def _dl_tie(self, name: str, param: gluon.Parameter) -> None:
+        """``self.decoder.weight = self.encoder.weight`` (weight tying; Gluon asserts "Overriding
+        Parameter attribute"): the attribute becomes the other module's Parameter, one array whose
+        gradient sums both uses, listed under both names in the state dict as torch's is."""
+        old = self._reg_params[name]
+        self._reg_params[name] = param
+        self._params._params.pop(old.name, None)
+        self._params._params[param.name] = param   # so this block alone hybridizes with it too
+        object.__setattr__(self, name, param)
+        self._clear_cached_op()
 
     def _dl_new_param(self, name: str, shape: Tuple[int, ...], dtype: Any = None,
                       init: Optional[mx.init.Initializer] = None, data: Optional[np.ndarray] = None,

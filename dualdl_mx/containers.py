@@ -157,6 +157,13 @@ class ModuleDict(Layer):
     def __getitem__(self, key: str) -> HybridBlock:
         return self._children[key]
 
+    def __getattr__(self, name: str) -> HybridBlock:
+        """``self.transformer.wte`` (nanoGPT): torch's ModuleDict children are attributes too."""
+        children = self.__dict__.get("_children")
+        if children is not None and name in children:
+            return children[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+
     def __setitem__(self, key: str, module: HybridBlock) -> None:
         self.register_child(_check_child("ModuleDict", module, key), key)
 

@@ -10,6 +10,7 @@ import mxnet as mx
 from dualdl.backend import Backend as _Contract
 from dualdl.devices import Device
 from .fast.host import host_array
+from .torch_style import tracing
 
 
 def native_device(device: Device) -> mx.Context:
@@ -53,6 +54,8 @@ class Backend(_Contract):
         return t.reshape(shape)
 
     def device_of(self, t) -> Device:
+        if isinstance(t, mx.sym.Symbol):      # a hybridized forward: the graph runs where its inputs are
+            return self.device_from_native(mx.current_context())
         return self.device_from_native(t.context)
 
     def to_device(self, t, device: Device):
@@ -62,6 +65,8 @@ class Backend(_Contract):
         return t.as_in_context(ctx)
 
     def full(self, shape, value, dtype, device):
+        if tracing():                         # made in a hybridized forward: a graph node
+            return mx.sym.full(shape, value, dtype=np.dtype(dtype).name)
         if _legacy_unshapeable(shape):
             return mx.nd.array(np.full(shape, value, dtype=dtype), ctx=native_device(device), dtype=dtype)
         return mx.nd.full(shape, value, ctx=native_device(device), dtype=dtype)
@@ -77,6 +82,8 @@ class Backend(_Contract):
 
     def arange(self, start, stop, step, dtype, device):
         # nd.arange computes in the requested dtype; build in numpy for torch-identical values.
+        if tracing():                         # made in a hybridized forward: a graph node (float64 steps)
+            return mx.sym.arange(start, stop, step, dtype="float64").astype(np.dtype(dtype).name)
         return host_array(np.arange(start, stop, step, dtype=dtype), native_device(device), dtype)
 
     def gpu_count(self) -> int:

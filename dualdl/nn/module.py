@@ -51,25 +51,38 @@ class ModuleMeta(type):
 
 
 def _build_layer(cls: type, layer: str, be: Any, args: tuple, kwargs: dict) -> Any:
+    """The adapter's ``layer`` built from ``args``/``kwargs`` (see :func:`_bound_init`)."""
+    impl = getattr(be.module("nn"), layer)
+    return _bound_init(layer, cls.__dict__.get("_dl_decl"), impl, be, args, kwargs, impl)
+
+
+def _bound_init(layer: str, decl: Any, impl: type, be: Any, args: tuple, kwargs: dict, make: Any) -> Any:
     """Bind the call against the layer's declaration (same acceptance and TypeError wording on both
     backends), refuse an invalid value as torch does (dualdl/nn/arguments.py, the same error on both
     backends), refuse what the adapter declares it cannot honour, then build the adapter's layer
-    with every declared argument by name; ``device``/``dtype`` are made native by the adapter's
-    ``factory_kwargs`` (MXNet: the parameters' context and dtype)."""
-    nn = be.module("nn")
-    impl = getattr(nn, layer)
-    decl = cls.__dict__.get("_dl_decl")
+    with every declared argument by name (``make``: the class, or a subclass's ``super().__init__``);
+    ``device``/``dtype`` are made native by the adapter's ``factory_kwargs`` (MXNet: the
+    parameters' context and dtype)."""
     if decl is None:                                   # an entry without a declared signature
-        return impl(*args, **kwargs)
+        return make(*args, **kwargs)
     pos, kw, bound = decl.bind(layer, args, kwargs)
     check_arguments(layer, bound)
     refuse(layer, impl, bound, be.name)
     kw = fit_keywords(layer, decl, impl, kw, be.framework)
     if kw.get("device") is not None or kw.get("dtype") is not None:
-        kw["device"], kw["dtype"], scope = nn.factory_kwargs(layer, kw.get("device"), kw.get("dtype"))
+        kw["device"], kw["dtype"], scope = be.module("nn").factory_kwargs(layer, kw.get("device"), kw.get("dtype"))
         with scope:
-            return impl(*pos, **kw)
-    return impl(*pos, **kw)
+            return make(*pos, **kw)
+    return make(*pos, **kw)
+
+
+def declared_layer(cls: type) -> Optional[type]:
+    """The built-in layer class (``nn.Sequential``, ``nn.Transformer``...) a write-once class
+    derives from, if any: ``class Block(nn.Sequential)`` is built on the adapter's Sequential."""
+    for c in cls.__mro__[1:]:
+        if "_dl_layer" in c.__dict__ and isinstance(c, ModuleMeta):
+            return c
+    return None
 
 
 def native_class(cls: type, backend: str) -> type:
@@ -77,10 +90,13 @@ def native_class(cls: type, backend: str) -> type:
     key = (cls, backend)
     native = _NATIVE_CACHE.get(key)
     if native is None:
-        base = get_backend(backend).module("nn").Module
+        nn = get_backend(backend).module("nn")
+        layer = declared_layer(cls)
+        base = nn.Module if layer is None else getattr(nn, layer.__dict__["_dl_layer"])
         ns = {"_dl_native_for": backend, "__module__": cls.__module__,
-              "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
-        ns.update(base._dl_native_namespace(cls))
+              "__qualname__": cls.__qualname__, "__doc__": cls.__doc__, "_dl_layer_base": layer}
+        namespace = getattr(base, "_dl_native_namespace", None)      # torch's layers need none
+        ns.update(namespace(cls) if namespace is not None else {})
         native = ModuleMeta(cls.__name__, (cls, base), ns)
         _NATIVE_CACHE[key] = native
     return native
@@ -96,8 +112,28 @@ class Module(metaclass=ModuleMeta):
     ``.shape``: use ``ops.flatten`` / ``ops.reshape(x, (-1, n))`` instead of reading sizes.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        layer = getattr(type(self), "_dl_layer_base", None)
+        if layer is None:
+            if args or kwargs:          # torch's wording (Gluon's HybridBlock would take prefix, params)
+                raise TypeError(f"Module.__init__() takes 1 positional argument but {len(args) + 1} were "
+                                f"given" if args else f"Module.__init__() got an unexpected keyword "
+                                f"argument {next(iter(kwargs))!r}")
+            super().__init__()
+            return
+        # a subclass of a built-in layer (torchvision's Conv2dNormActivation(nn.Sequential)):
+        # bound against the layer's declaration, then the adapter layer's __init__
+        name = layer.__dict__["_dl_layer"]
+        be = get_backend(_native_for(type(self)))
+        _bound_init(name, layer.__dict__.get("_dl_decl"), getattr(be.module("nn"), name), be, args, kwargs,
+                    super().__init__)
+
+
+def _native_for(cls: type) -> str:
+    for c in cls.__mro__:
+        if "_dl_native_for" in c.__dict__:
+            return c.__dict__["_dl_native_for"]
+    raise TypeError(f"{cls.__name__} is a write-once declaration; instantiate it to build a native module")
 
 
 class Parameter:
