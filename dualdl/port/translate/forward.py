@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .safe import comment as safe_comment
 from .errors import TranslationError
+from .gate import Attrs
 from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .render import _ident
 from .trace import Graph, flatten_struct, nested_var_name
@@ -124,7 +125,7 @@ class ForwardWriter:
                                    f"child's output (a constant created inside hybrid_forward?)",
                                    block=self.cls, path=self.path)
         args = [self.expr((i[0], i[1])) for i in n.get("inputs", [])]
-        node = OpNode(n["op"], n["name"], n.get("attrs", {}),
+        node = OpNode(n["op"], n["name"], Attrs(n.get("attrs", {}), n["op"], n["name"]),
                       [self.g.shapes.get((i[0], i[1])) for i in n.get("inputs", [])],
                       [self.g.shapes.get((ref[0], k)) for k in range(4)], self.cls, self.path)
         try:
@@ -257,7 +258,7 @@ def _pack(struct, names: List[str], top: bool = False) -> str:
 
 def _n_outputs(n) -> int:
     op = n["op"]
-    attrs = n.get("attrs", {})
+    attrs = Attrs(n.get("attrs", {}), op, n.get("name", ""))
     from . import ops
     if hasattr(ops, "n_outputs"):    # ops.py knows every multi-output op it translates
         return int(ops.n_outputs(op, attrs))

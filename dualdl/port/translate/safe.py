@@ -129,3 +129,5 @@ def check_source(source: str, filename: str = "<generated>") -> None:
         both = sorted(local & called & (top_names | _BUILTINS))
         if both:
             raise bad(f"{', '.join(both)} is both a local of {fn.name} (line {fn.lineno}) and a function it calls")
+    from .allowlist import check_tree
+    check_tree(tree, bad)     # every node of every body: only what translate's emitter writes

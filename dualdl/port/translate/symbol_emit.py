@@ -493,7 +493,7 @@ class _Forward:
                     args.append(self.pending[v])
                 else:
                     args.append(Expr(self.var[v]))
-            opn = OpNode(node.op, node.name, dict(node.attrs), [g.shapes.get(v) for v in node.inputs],
+            opn = OpNode(node.op, node.name, node.attrs, [g.shapes.get(v) for v in node.inputs],
                          [g.shapes.get((it, k)) for k in range(self._n_out(it))], block="symbol node",
                          path=node.name)
             try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import TranslationError
+from .gate import Attrs
 
 __all__ = ["BlockDelegate", "SymNode", "SymGraph", "load_symbol_graph", "read_params"]
 
@@ -164,8 +165,9 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
         raise _err(f"not an MXNet symbol JSON file ({type(e).__name__}: {str(e)[:120]}); give the "
                    f"'-symbol.json' file that HybridBlock.export wrote", symbol_path) from None
     try:
-        nodes = [SymNode(i, str(n["op"]), str(n["name"]), {str(k): str(v) for k, v in (n.get("attrs") or
-                                                                                        n.get("param") or {}).items()},
+        nodes = [SymNode(i, str(n["op"]), str(n["name"]), Attrs({str(k): str(v) for k, v in (n.get("attrs") or
+                                                                                              n.get("param") or {}).items()},
+                                                                str(n["op"]), str(n["name"])),
                          [(int(a[0]), int(a[1]) if len(a) > 1 else 0) for a in n.get("inputs", [])])
                  for i, n in enumerate(nodes_json)]
         heads_v = [(int(h[0]), int(h[1]) if len(h) > 1 else 0) for h in heads]
