@@ -301,11 +301,14 @@ def test_factory_in_a_script_that_parses_arguments_at_import(tmp_path, monkeypat
 
 
 def test_argparse_errors_are_one_line_exit_2(capsys):
-    for args in (["m:f", "--input-shape", "2,4", "--out", "o", "--lr", "abc"], ["m:f", "--out", "o"]):
+    for args in (["m:f", "--input-shape", "2,4", "--out", "o", "--lr", "abc"], ["m:f", "--input-shape", "2,4"]):
         with pytest.raises(SystemExit) as e:
             main(["translate", *args])
         err = capsys.readouterr().err.strip()
         assert e.value.code == 2 and len(err.splitlines()) == 1 and err.startswith("dualdl translate: "), err
+    assert main(["translate", "m:f", "--out", "o"]) == 2
+    assert capsys.readouterr().err.strip() == ("dualdl translate: give the sample inputs: --input-shape N,C,H,W "
+                                               "(once per input) or --sample FILE.npz")
 
 
 def test_translate_never_overwrites_a_file_it_did_not_write(tmp_path, monkeypatch, capsys):
@@ -313,26 +316,26 @@ def test_translate_never_overwrites_a_file_it_did_not_write(tmp_path, monkeypatc
     earlier output is replaced; --force replaces the user's file."""
     mod = _user_module(tmp_path, monkeypatch, name="small")
     before = (tmp_path / "small.py").read_bytes()
-    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "."], capsys)
+    code, _, err = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", "."], capsys)
     assert code == 2 and err == ("dualdl translate: ./small.py exists and was not written by dualdl translate; "
                                  "pass --force (force=True) to overwrite it, or choose another --out/--name"), err
     assert (tmp_path / "small.py").read_bytes() == before and sorted(os.listdir(tmp_path)) == ["small.py"]
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "small.report.json").write_text('{"mine": 1}')
-    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    code, _, err = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", "out"], capsys)
     assert code == 2 and "out/small.report.json exists and was not written by dualdl translate" in err
     (tmp_path / "out" / "small.report.json").unlink()
-    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    code, out, _ = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", "out"], capsys)
     assert code == 0 and "translate small: OK" in out
-    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out", "--seed", "3"], capsys)
+    code, out, _ = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", "out", "--seed", "3"], capsys)
     assert code == 0 and '"ok": true' in (tmp_path / "out" / "small.report.json").read_text()   # its own: replaced
     # weights translate did not write (no metadata, no report naming them) are refused too
     (tmp_path / "out" / "small.report.json").unlink()
     from safetensors.numpy import save_file
     save_file({"w": np.ones(2, np.float32)}, str(tmp_path / "out" / "small.safetensors"))
-    code, _, err = _translate_main(["small:make", "--input-shape", "2,4", "--out", "out"], capsys)
+    code, _, err = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", "out"], capsys)
     assert code == 2 and "out/small.safetensors exists and was not written" in err
-    code, out, _ = _translate_main(["small:make", "--input-shape", "2,4", "--out", ".", "--force"], capsys)
+    code, out, _ = _translate_main(["small:make", "--name", "small", "--input-shape", "2,4", "--out", ".", "--force"], capsys)
     assert code == 0 and "translate small: OK" in out
     assert (tmp_path / "small.py").read_bytes() != before
     assert sorted(p for p in os.listdir(tmp_path) if p.startswith("small")) == [
@@ -462,7 +465,7 @@ def test_factory_from_a_script_whose_arguments_all_have_defaults(tmp_path, monke
               "\n\ndef from_opt():\n    return Small(opt.units)\n")
     mod = _user_module(tmp_path, monkeypatch, script, name="mnist_like_script")
     code, out, err = _translate_main([f"{mod}:from_opt", "--input-shape", "2,4", "--out", "o"], capsys)
-    assert code == 0 and "translate small: OK" in out, err
+    assert code == 0 and "translate from_opt: OK" in out, err
 
 
 def test_batchnorm_option_reaches_the_generated_module(tmp_path, monkeypatch, capsys):
@@ -475,7 +478,7 @@ def test_batchnorm_option_reaches_the_generated_module(tmp_path, monkeypatch, ca
         code, out, err = _translate_main([f"{mod}:make", "--input-shape", "4,4", "--out", choice,
                                           "--batchnorm", choice], capsys)
         assert code == 0 and "OK" in out, err
-        assert f"self.bn = {expect}" in (tmp_path / choice / "withbn.py").read_text()
+        assert f"self.bn = {expect}" in (tmp_path / choice / "make.py").read_text()   # named from the factory
 
 
 def test_inference_option_translates_a_forward_with_a_loss_when_recording(tmp_path, monkeypatch, capsys):
@@ -490,8 +493,8 @@ def test_inference_option_translates_a_forward_with_a_loss_when_recording(tmp_pa
     code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "a"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1 and "autograd.is_recording()" in err and "--inference" in err, err
     code, out, err = _translate_main([f"{mod}:make", "--input-shape", "2,4", "--out", "b", "--inference"], capsys)
-    assert code == 0 and "translate det: OK" in out and "translated for inference" in out, (out, err)
-    assert "call .eval() before calling it" in (tmp_path / "b" / "det.py").read_text()
+    assert code == 0 and "translate make: OK" in out and "translated for inference" in out, (out, err)
+    assert "call .eval() before calling it" in (tmp_path / "b" / "make.py").read_text()
 
 
 def test_a_generated_file_edited_since_is_kept(tmp_path, monkeypatch, capsys):
@@ -505,8 +508,8 @@ def test_a_generated_file_edited_since_is_kept(tmp_path, monkeypatch, capsys):
     py.write_text(py.read_text() + "\n# my own change\n")
     code, _, err = _translate_main(args, capsys)
     assert code == 2 and err == ("dualdl translate: o/small.py exists and was changed since dualdl translate wrote it "
-                                 "(its hash differs from the one in o/small.report.json); pass --force (force=True) "
-                                 "to overwrite it, or choose another --out/--name"), err
+                                 "(its content no longer matches the hash translate wrote in it); pass --force "
+                                 "(force=True) to overwrite it, or choose another --out/--name"), err
     assert py.read_text().endswith("# my own change\n")
     py.write_text(py.read_text()[:-len("\n# my own change\n")])        # undone: translate's own file again
     import torch

@@ -72,7 +72,15 @@ def run(args: argparse.Namespace) -> int:
                     args.clip_grad_norm)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for b in backends:
-        dl.get_backend(b)                   # clear error now if a backend is missing
+        try:
+            dl.get_backend(b)               # clear error now if a backend is unknown or missing
+        except (ValueError, ImportError) as e:
+            print(f"dualdl demo: --backends {args.backends}: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
+    if len(backends) not in (1, 2) or len(set(backends)) != len(backends):
+        print(f"dualdl demo: --backends takes one or two different backends (torch,mxnet), got {args.backends!r}",
+              file=sys.stderr)
+        return 2
     devices = {b: default_devices(b, args.devices) for b in backends}
     t0 = time.time()
     by_backend = {b: [] for b in backends}
@@ -89,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         runs = []
         for b in backends:
             print(f"training on {b} ({len(devices[b])} devices)...", flush=True)
-            r = train_backend(b, init, train, test, recipe, seed, devices[b], progress=not args.no_progress)
+            bars = not (args.no_progress or getattr(args, "quiet", False))
+            r = train_backend(b, init, train, test, recipe, seed, devices[b], progress=bars)
             print(f"  {b} seed {seed}: per digit {100 * r.digit_accuracy:.1f}%, whole string "
                   f"{100 * r.string_accuracy:.1f}%, {1000 * r.seconds_per_step:.0f} ms/step", flush=True)
             by_backend[b].append(r)

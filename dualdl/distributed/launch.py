@@ -72,7 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tail", type=int, default=20, help="stderr lines shown for a failed process")
     p.add_argument("--log-dir", default=None,
                    help="also write each process's output to LOG_DIR/<name>.log (appended)")
-    p.add_argument("--python", default=sys.executable, help="interpreter for the processes")
+    p.add_argument("--python", default=sys.executable,
+                   help="interpreter for the processes (default: the Python running dualdl)")
     p.add_argument("script", help="the training script (runs in every process)")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
 
@@ -235,14 +236,26 @@ class _Proc:
     threads: List[threading.Thread] = field(default_factory=list)
     rank_file: Optional[str] = None
 
-    def label(self) -> str:
-        pid = self.popen.pid if self.popen else "-"
-        if self.rank_file and os.path.exists(self.rank_file):   # MXNet: rank from the scheduler
+    def rank(self) -> Optional[int]:
+        """MXNet: the kvstore rank the scheduler gave this worker (None until it is known)."""
+        if self.rank_file and os.path.exists(self.rank_file):
             try:
                 with open(self.rank_file) as f:
-                    return f"rank{int(f.read().strip())} ({self.name}, pid {pid})"
+                    return int(f.read().strip())
             except (OSError, ValueError):
                 pass
+        return None
+
+    def tag(self) -> str:
+        """The ``[tag]`` of its output lines: ``rank{r}`` once the rank is known, so labels equal ranks."""
+        r = self.rank()
+        return f"rank{r}" if r is not None else self.name
+
+    def label(self) -> str:
+        pid = self.popen.pid if self.popen else "-"
+        r = self.rank()
+        if r is not None:   # MXNet: rank from the scheduler
+            return f"rank{r} ({self.name}, pid {pid})"
         return f"{self.name} (pid {pid})"
 
 
@@ -273,7 +286,7 @@ def _specs(cfg: _Config, port: int, tmpdir: str) -> List[_Proc]:
     for local in range(cfg.nproc):
         slot = cfg.node_rank * cfg.nproc + local
         rank_file = os.path.join(tmpdir, f"worker{slot}.rank")
-        procs.append(_Proc(f"worker{slot}", cfg.cmd,
+        procs.append(_Proc(f"worker-slot{slot}", cfg.cmd,     # its rank comes from the scheduler
                            dict(env, DMLC_ROLE="worker", LOCAL_RANK=str(local),
                                 LOCAL_WORLD_SIZE=str(cfg.nproc), **{RANK_FILE: rank_file}),
                            True, rank_file=rank_file))
@@ -305,26 +318,50 @@ class _Output:
                 pass
         self.files.clear()
 
+    #: seconds an MXNet worker's first lines wait for its rank before they are shown under its slot
+    RANK_WAIT = 10.0
+
     def pump(self, proc: _Proc, pipe, to_stderr: bool, tail: int) -> None:
-        prefix = f"[{proc.name}] "
+        """Forward ``pipe``'s lines as ``[tag] line``. An MXNet worker's rank is known only once its
+        kvstore joined: lines before that are held (up to :attr:`RANK_WAIT` s) so that they too carry
+        the rank, not the launch slot (``[worker1] RESULT rank=0`` was the old confusion)."""
         log = self.log_file(proc.name)
+        held: List[str] = []
+        since = None
         for raw in iter(pipe.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if to_stderr and tail:
                 proc.stderr_tail.append(line)
                 while len(proc.stderr_tail) > tail:
                     proc.stderr_tail.popleft()
-            stream = sys.stderr if to_stderr else sys.stdout
-            with self.lock:
-                try:
+            if proc.rank_file and proc.rank() is None:
+                since = since or time.monotonic()
+                held.append(line)
+                if time.monotonic() - since < self.RANK_WAIT and len(held) < 1000:
+                    continue
+                lines = held
+            else:
+                lines = held + [line]
+            self._write(proc, lines, to_stderr, log)
+            held, since = [], None
+        if held:
+            self._write(proc, held, to_stderr, log)
+        pipe.close()
+
+    def _write(self, proc: _Proc, lines: List[str], to_stderr: bool, log) -> None:
+        prefix = f"[{proc.tag()}] "
+        stream = sys.stderr if to_stderr else sys.stdout
+        with self.lock:
+            try:
+                for line in lines:
                     stream.write(prefix + line + "\n")
-                    stream.flush()
                     if log is not None:
                         log.write(line + "\n")
-                        log.flush()
-                except (OSError, ValueError):
-                    pass
-        pipe.close()
+                stream.flush()
+                if log is not None:
+                    log.flush()
+            except (OSError, ValueError):
+                pass
 
 
 def _start(proc: _Proc, out: _Output, tail: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class SameFileError(ValueError):
 def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str] = None,
             names: str = "auto", strip_prefixes: Sequence[str] = ("module.",),
             add_prefix: Optional[str] = None, verify: bool = False,
-            in_place: bool = False) -> Dict[str, Any]:
+            in_place: bool = False, progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """Convert ``src`` to ``dst``; returns a summary dict. ``names``: ``auto`` (translate names
     when going between Gluon and torch files), ``keep``, ``torch`` or ``gluon``.
 
@@ -34,7 +34,12 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
     ``in_place``: the conversion would replace the original. In place, the file that ``dst``
     names (a symbolic link's target) is replaced atomically once the new content is complete.
     """
+    say = progress or (lambda text: None)
+    _readable(src, "the source")
+    if mapping and isinstance(mapping, (str, os.PathLike)):
+        _readable(mapping, "--mapping")
     target = _destination(src, dst, in_place)
+    say(f"reading {src}")
     src_fmt = F.detect_format(src)
     dst_fmt = to or F.format_for_path(dst)
     if dst_fmt not in F.FORMATS:
@@ -72,7 +77,9 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
     if add_prefix:
         tensors = F.add_prefix(tensors, add_prefix)
         actions.append(f"added prefix {add_prefix!r}")
+    say(f"writing {dst} ({len(tensors)} tensors)")
     F.write_tensors(target, tensors, dst_fmt)
+    _usual_mode(target)
     summary: Dict[str, Any] = {
         "source": src, "source_format": src_fmt, "target": dst, "target_format": dst_fmt,
         "tensors_in": n_in, "tensors_out": len(tensors),
@@ -80,6 +87,7 @@ def convert(src: str, dst: str, to: Optional[str] = None, mapping: Optional[str]
         "dtypes": _dtype_counts(tensors), "actions": actions,
     }
     if verify:
+        say(f"reading {dst} back to verify it")
         back = F.read_tensors(target)
         bad = [k for k in tensors if k not in back or back[k].dtype != tensors[k].dtype
                or back[k].shape != tensors[k].shape or not np.array_equal(back[k], tensors[k])]
@@ -103,6 +111,33 @@ def _destination(src: str, dst: str, in_place: bool) -> str:
                             f"original checkpoint. Write to another file, or pass --in-place "
                             f"(convert(..., in_place=True)) to replace it on purpose")
     return os.path.realpath(dst)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _readable(path: str, what: str) -> None:
+    """Refuse, before reading, what would block or never end: a FIFO, a device, a socket."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{what} {path} is a folder; give a file")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{what} {path} is not a regular file (a FIFO, device or socket); give a file")
+
+
+def _usual_mode(path: str) -> None:
+    """0666 less the umask, as ``open(path, "w")`` gives (the temporary file it was renamed from was 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        os.chmod(path, 0o666 & ~mask)
+    except OSError:
+        pass
 
 
 def _dtype_counts(tensors: Dict[str, np.ndarray]) -> Dict[str, int]:
@@ -134,13 +169,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import progress
     try:
         s = convert(args.src, args.dst, to=args.to, mapping=args.mapping, names=args.names,
                     strip_prefixes=() if args.keep_module_prefix else ("module.",),
                     add_prefix=args.add_prefix, verify=args.verify,
-                    in_place=args.in_place)
+                    in_place=args.in_place, progress=progress(args, "dualdl convert"))
+    except RecursionError:
+        print(f"dualdl convert: error: {args.mapping or args.src} is nested too deeply to be a checkpoint or "
+              f"mapping; give the file dualdl wrote", file=sys.stderr)
+        return 2
     except (ValueError, KeyError, TypeError, OSError) as e:
-        print(f"dualdl convert: error: {e}", file=sys.stderr)
+        print(f"dualdl convert: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except (IndexError, ZeroDivisionError) as e:    # a mapping entry that cannot be computed (part [0, 0, 0])
+        print(f"dualdl convert: error: {'--mapping ' + args.mapping if args.mapping else args.src} holds an entry "
+              f"that cannot be computed ({type(e).__name__}: {_one_line(e)}); give the mapping dualdl wrote",
+              file=sys.stderr)
         return 2
     dts = ", ".join(f"{k} x{v}" for k, v in s["dtypes"].items())
     print(f"{s['source']} ({s['source_format']}, {s['tensors_in']} tensors) -> "

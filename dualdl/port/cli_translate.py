@@ -12,7 +12,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, NoReturn
+from typing import Any, Optional
 
 import numpy as np
 
@@ -26,16 +26,23 @@ PROG = "dualdl translate"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("factory", metavar="MODULE:FACTORY|SYMBOL.json",
                    help="importable callable returning the Gluon block, e.g. mypkg.models:make_net or "
-                        "mxnet.gluon.model_zoo.vision:resnet18_v1; or an exported model-symbol.json "
-                        "(with --params model-0000.params)")
-    p.add_argument("--input-shape", action="append", required=True, metavar="N,C,H,W",
-                   help="shape of one sample input (repeat for several inputs)")
-    p.add_argument("--input-dtype", choices=("float32", "int64"), default="float32",
-                   help="int64 draws token ids in [0, --input-high) (for Embedding inputs)")
-    p.add_argument("--input-high", type=int, default=10, help="upper bound of int64 token ids")
+                        "mxnet.gluon.model_zoo.vision:resnet18_v1 (gluoncv.model_zoo:NAME works too); or an "
+                        "exported model-symbol.json (with --params model-0000.params)")
+    p.add_argument("--input-shape", action="append", metavar="N,C,H,W",
+                   help="shape of one sample input (repeat for several inputs; not needed with --sample)")
+    p.add_argument("--input-dtype", action="append", metavar="float32|int64",
+                   help="float32 (default) or int64 (token ids in [0, --input-high), for Embedding inputs): "
+                        "one for all inputs, or one per input, comma-separated or repeated")
+    p.add_argument("--input-high", action="append", metavar="N",
+                   help="upper bound (exclusive) of int64 ids (default 10): one for all inputs, or one per "
+                        "input, e.g. 30522,2,129 for token ids, token types and valid lengths")
+    p.add_argument("--sample", metavar="FILE.npz",
+                   help="the sample inputs themselves (numpy .npz, arrays in order; .npy for one input) "
+                        "instead of random ones")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for NAME.py, NAME.safetensors, "
                                                                 "NAME.report.json")
-    p.add_argument("--name", help="file/module name (default: from the Gluon class)")
+    p.add_argument("--name", help="file/module name (default: the factory's name, e.g. resnet18_v1, or the "
+                                  "symbol file's)")
     p.add_argument("--params", metavar="FILE.params", help="Gluon save_parameters file to load into the block "
                                                            "(for SYMBOL.json: the exported -0000.params)")
     p.add_argument("--input-name", action="append", metavar="NAME",
@@ -46,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for a Module-API symbol ending in SoftmaxOutput")
     p.add_argument("--no-verify", action="store_true", help="write the files without running the checks")
     p.add_argument("--lr", type=float, default=0.1, help="learning rate of the verified SGD step (> 0)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random sample inputs and the proof")
     p.add_argument("--batchnorm", choices=("torch", "gluon"), default="torch",
                    help="torch: nn.BatchNorm*d (torch's unbiased running variance); gluon: a BatchNorm that "
                         "keeps Gluon's biased running variance, so statistics stay equal over training")
@@ -54,12 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="translate for inference (train=False): blocks that branch on autograd.is_training() get their "
                         "inference forward only; needed where training asks autograd.is_recording() (detectors)")
     p.add_argument("--force", action="store_true",
-                   help="overwrite NAME.py/.safetensors/.report.json even if translate did not write them")
-
-    def error(message: str) -> NoReturn:      # one line, exit 2 (argparse prints the usage too)
-        print(f"{PROG}: {message} (see {PROG} --help)", file=sys.stderr)
-        sys.exit(2)
-    p.error = error  # type: ignore[method-assign]
+                   help="overwrite NAME.py/.safetensors/.report.json even if translate did not write them, they "
+                        "were changed since, or they hold another model's translation")
 
 
 def _fail(message: Any, code: int = 2) -> int:
@@ -75,34 +78,100 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise ValueError(f"--lr must be a positive finite number, got {args.lr}")
     if args.seed < 0:
         raise ValueError(f"--seed must be 0 or more, got {args.seed}")
-    if args.input_high < 1:
-        raise ValueError(f"--input-high must be 1 or more, got {args.input_high}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out} is a file; give a folder")
-    if args.params and not os.path.isfile(args.params):
-        raise ValueError(f"--params {args.params} does not exist" if not os.path.exists(args.params)
-                         else f"--params {args.params} is not a file")
+    for flag, path in (("--params", args.params), ("--sample", args.sample)):
+        if path and not os.path.isfile(path):
+            raise ValueError(f"{flag} {path} does not exist" if not os.path.exists(path)
+                             else f"{flag} {path} is not a regular file")
+    if args.name is not None:
+        from .translate.publish import name_problem
+        if name_problem(args.name):
+            raise ValueError(f"cannot use the name {args.name!r}: {name_problem(args.name)}; choose another --name")
+    if not args.input_shape and not args.sample:
+        raise ValueError("give the sample inputs: --input-shape N,C,H,W (once per input) or --sample FILE.npz")
+
+
+def _per_input(values, n: int, flag: str, parse, default):
+    """One value per input from repeated and/or comma-separated flag values (one value: all inputs)."""
+    items = [v.strip() for text in (values or []) for v in str(text).split(",") if v.strip()]
+    if not items:
+        return [default] * n
+    if len(items) not in (1, n):
+        raise ValueError(f"{flag} takes one value for all inputs or one per input ({n} inputs), got {len(items)}: "
+                         f"{','.join(items)}")
+    parsed = [parse(v) for v in items]
+    return parsed * n if len(parsed) == 1 else parsed
+
+
+def _dtype(text: str) -> str:
+    if text not in ("float32", "int64"):
+        raise ValueError(f"--input-dtype must be float32 or int64, got {text!r}")
+    return text
+
+
+def _high(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"--input-high must be an integer, got {text!r}") from None
+    if v < 1:
+        raise ValueError(f"--input-high must be 1 or more, got {v}")
+    if v > 2 ** 24:
+        raise ValueError(f"--input-high {v} is above 2**24, the largest id Gluon's float32 inputs hold exactly")
+    return v
+
+
+def _read_sample(path: str) -> list:
+    """The arrays of a .npz (in the order saved) or .npy file; refuses object arrays (pickles)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = [data[k] for k in data.files]
+    except AttributeError:       # .npy: np.load gives the array itself, not a context manager
+        arrays = [np.load(path, allow_pickle=False)]
+    except (ValueError, OSError, EOFError) as e:
+        raise ValueError(f"--sample {path} is not a numpy .npz/.npy file of arrays ({_first_line(e)})") from None
+    if not arrays:
+        raise ValueError(f"--sample {path} holds no arrays")
+    for i, a in enumerate(arrays):
+        if a.dtype.kind not in "fiub":
+            raise ValueError(f"--sample {path}: input {i} has dtype {a.dtype}; give numeric arrays")
+    return arrays
+
+
+def sample_inputs(args: argparse.Namespace) -> list:
+    """The sample inputs the command line describes: --sample's arrays, or random ones of each
+    --input-shape with its --input-dtype and --input-high."""
+    from ..testing.cli_parity import parse_shape
+    if args.sample:
+        if args.input_shape or args.input_dtype or args.input_high:
+            raise ValueError("--sample gives the inputs themselves: leave out --input-shape, --input-dtype and "
+                             "--input-high")
+        return _read_sample(args.sample)
+    shapes = [parse_shape(s) for s in args.input_shape]
+    dtypes = _per_input(args.input_dtype, len(shapes), "--input-dtype", _dtype, "float32")
+    highs = _per_input(args.input_high, len(shapes), "--input-high", _high, 10)
+    rng = np.random.default_rng(args.seed + 1)
+    return [rng.integers(0, h, s).astype(np.int64) if d == "int64" else rng.standard_normal(s).astype(np.float32)
+            for s, d, h in zip(shapes, dtypes, highs)]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..testing.cli_parity import FactoryError, call_factory, load_factory, parse_shape
+    from ..cli import progress
+    from ..testing.cli_parity import FactoryError, call_factory, load_factory
+    say = progress(args, PROG)
     try:
         _check_numbers(args)
-        shapes = [parse_shape(s) for s in args.input_shape]
+        inputs = sample_inputs(args)
         if args.factory.endswith(".json") and ":" not in args.factory:
-            return _symbol_file(args, shapes)
+            return _symbol_file(args, inputs, say)
         if args.input_name or args.output:
             raise ValueError("--input-name and --output are for an exported SYMBOL.json; a MODULE:FACTORY "
                              "block is translated whole")
+        say(f"importing {args.factory}")
         factory = load_factory(args.factory)
-    except (ValueError, FactoryError) as e:
-        return _fail(e)
-    rng = np.random.default_rng(args.seed + 1)
-    inputs = [rng.integers(0, args.input_high, s).astype(np.int64) if args.input_dtype == "int64"
-              else rng.standard_normal(s).astype(np.float32) for s in shapes]
-    try:
         block = call_factory(factory, args.factory)
-    except FactoryError as e:
+    except (ValueError, FactoryError) as e:
         return _fail(e)
     import mxnet as mx
     if not isinstance(block, mx.gluon.Block):
@@ -113,11 +182,30 @@ def run(args: argparse.Namespace) -> int:
         except Exception as e:  # MXNet's own message names the missing / extra keys
             return _fail(f"cannot load {args.params} into {type(block).__name__}: {_first_line(e)}")
     else:
+        _initialize(block, say)
+    if args.name is None and not isinstance(block, mx.gluon.SymbolBlock):
+        from .translate.publish import name_from
+        args.name = name_from(args.factory.split(":", 1)[1].split(".")[-1])
+    return _translate(args, lambda: _translate_block(block, inputs, args), say, inputs, rows=_embedding_rows(block))
+
+
+def _initialize(block: Any, say) -> None:
+    """Initialise what the factory left uninitialised; parameters it already initialised (a
+    pretrained gluonnlp model) are kept, said in one line instead of one warning each."""
+    import warnings
+    import mxnet as mx
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
         try:
             block.initialize(mx.init.Xavier())
         except Exception:
-            pass   # already initialised by the factory
-    return _translate(args, lambda: _translate_block(block, inputs, args))
+            pass   # initialised by the factory in a way initialize() refuses to repeat
+    kept = [w for w in seen if "already initialized" in str(w.message)]
+    for w in seen:
+        if w not in kept:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if kept:
+        say(f"{len(kept)} parameters were already initialised by the factory: kept as they are")
 
 
 def _translate_block(block: Any, inputs, args):
@@ -126,37 +214,47 @@ def _translate_block(block: Any, inputs, args):
                      seed=args.seed, force=args.force, batchnorm=args.batchnorm, train=not args.inference)
 
 
-def _symbol_file(args: argparse.Namespace, shapes) -> int:
+def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
     if not os.path.isfile(args.factory):
         raise ValueError(f"{args.factory} does not exist (an exported model-symbol.json was expected)")
     if not args.params:
         raise ValueError(f"{args.factory} needs its weights: add --params MODEL-0000.params")
-    if args.input_name and len(args.input_name) != len(shapes):
-        raise ValueError(f"give one --input-name per --input-shape ({len(args.input_name)} names, "
-                         f"{len(shapes)} shapes)")
+    if args.input_name and len(args.input_name) != len(inputs):
+        raise ValueError(f"give one --input-name per input ({len(args.input_name)} names, {len(inputs)} inputs)")
+    shapes = [a.shape for a in inputs]
+    dtypes = ["int64" if a.dtype.kind in "iu" else "float32" for a in inputs]
+    given = bool(args.sample or args.input_high)     # else ids are drawn below each Embedding's size
 
     def go():
         from .translate.symbol_file import translate_symbol_file
         return translate_symbol_file(args.factory, args.params, shapes, args.out, name=args.name,
                                      verify=not args.no_verify, lr=args.lr, seed=args.seed,
-                                     input_dtypes=None if args.input_dtype == "float32" else
-                                     [args.input_dtype] * len(shapes), force=args.force,
-                                     input_names=args.input_name, outputs=args.output)
-    return _translate(args, go, files=(args.factory, args.params))
+                                     input_dtypes=dtypes if "int64" in dtypes else None, force=args.force,
+                                     input_names=args.input_name, outputs=args.output,
+                                     sample_inputs=inputs if given else None)
+    return _translate(args, go, say, inputs, files=(args.factory, args.params))
 
 
-def _translate(args: argparse.Namespace, go, files=()) -> int:
+def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -> int:
     from .translate import TranslationError
+    from .translate.publish import on_step
+    steps = {"staged": "traced and written; proving it (float64: eval, train mode, one SGD step)"
+             if not args.no_verify else "traced and written", "locking": "publishing the files"}
+    say(f"tracing the model on inputs {_describe(inputs)}")
     try:
-        report = go()
+        with on_step(lambda point: say(steps[point]) if point in steps else None):
+            report = go()
     except TranslationError as e:   # exit 2 when it blames an input file (unreadable, wrong shapes)
+        mine = _input_problem(str(e), inputs, args, rows or {})
+        if mine:
+            return _fail(mine, 2)
         blamed = any(str(e).rstrip(".").endswith(f"({f})") for f in files)
         text = re.sub(r"outputs=\[([^\]]*)\]",       # the API's hint in the CLI's words
                       lambda m: " ".join(f"--output {n.strip(chr(39) + chr(34) + ' ')}" for n in m.group(1).split(",")),
                       str(e)) if files else str(e)
         return _fail(text, 2 if blamed else 1)
     except (ValueError, TypeError) as e:
-        return _fail(e)
+        return _fail(_input_problem(str(e), inputs, args, rows or {}) or e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
         return _fail(_os_message(e, args.out))
     except Exception as e:  # never a raw traceback; DUALDL_DEBUG=1 shows it
@@ -164,8 +262,54 @@ def _translate(args: argparse.Namespace, go, files=()) -> int:
             raise
         return _fail(f"internal error {type(e).__name__}: {_first_line(e)} (rerun with DUALDL_DEBUG=1 "
                      f"for the traceback and report it)", 1)
+    say(f"done: {'OK' if report.ok else 'NOT OK'}")
     print(report.summary())
     return 0 if report.ok or (args.no_verify and not report.untranslated) else 1
+
+
+def _describe(inputs) -> str:
+    return ", ".join(f"{a.dtype}{list(a.shape)}" for a in inputs)
+
+
+def _input_problem(text: str, inputs, args: argparse.Namespace, rows: dict) -> Optional[str]:
+    """The user's sample inputs, not translate, are wrong: integer ids beyond an Embedding's rows
+    (torch refuses them where MXNet clips them), or int64 inputs to a model that computes in
+    floating point. The message names the input and the flag; None when the error is another."""
+    ints = [(i, int(a.max()) if a.size else 0) for i, a in enumerate(inputs) if a.dtype.kind in "iu"]
+    if not ints:
+        return None
+    flag = "--sample" if args.sample else "--input-high"
+    if "index out of range" in text:
+        m = re.search(r"'[^']*self\.([A-Za-z_][\w.]*)\(", text)
+        n = rows.get(m.group(1)) if m else None
+        where = f" (at {m.group(1)} in the generated module)" if m and n is None else ""
+        big = [(i, v) for i, v in ints if n is None or v >= n]
+        says = ", ".join(f"input {i} has values up to {v}" for i, v in big or ints)
+        has = f"the embedding {m.group(1)} has {n} rows" if n is not None else "an Embedding has fewer rows"
+        return (f"the sample inputs are out of range: {says} but {has}{where}; torch refuses ids beyond an "
+                f"Embedding where MXNet clips them: pass {flag} with ids the model takes, one per input "
+                f"(e.g. --input-high 30522,2,129)")
+    if re.search(r"\b(Long|Int|int64)\b", text) and re.search(r"dtype|scalar type|Double|Float", text):
+        which = ", ".join(str(i) for i, _ in ints)
+        m = re.search(r"raised (\w+ \(.*?\)) at its line", text)
+        cause = (m.group(1) if m else _first_line(ValueError(text)))[:200]
+        return (f"input {which} is int64 (--input-dtype int64) but the model computes with it in floating point "
+                f"({cause}); give --input-dtype float32 for that input (one value per input, e.g. "
+                f"--input-dtype int64,float32)")
+    return None
+
+
+def _embedding_rows(block: Any, prefix: str = "") -> dict:
+    """Each Gluon Embedding in ``block`` by its child path: its number of rows."""
+    import mxnet as mx
+    out = {}
+    for name, child in getattr(block, "_children", {}).items():
+        child = child() if callable(child) and not isinstance(child, mx.gluon.Block) else child  # weakrefs
+        path = f"{prefix}{name}"
+        if isinstance(child, mx.gluon.nn.Embedding):
+            out[path] = int(child._kwargs.get("input_dim", 0)) or None
+        out.update(_embedding_rows(child, path + "."))
+    return out
 
 
 def _os_message(e: OSError, out: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -50,12 +51,26 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _installed_first() -> None:
+def _installed_first(mod_name: str = "") -> None:
     """Move the current folder to the end of ``sys.path``: a ``./torch.py`` or ``./mxnet.py``
     must not replace the installed package (``python -m`` puts the folder first); the user's
-    own modules in the folder stay importable."""
+    own modules in the folder stay importable. When ``mod_name`` is an installed package (a model
+    zoo), the folder leaves the path altogether: a ``./cv2.py`` is then never imported by the
+    package's optional imports."""
     cwd = os.path.realpath(os.getcwd())
     rest = [p for p in sys.path if os.path.realpath(p or ".") != cwd]
+    top = mod_name.split(".")[0]
+    if top:
+        saved, sys.path[:] = list(sys.path), rest
+        try:
+            installed = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            installed = False
+        finally:
+            sys.path[:] = saved
+        if installed:
+            sys.path[:] = rest
+            return
     sys.path[:] = rest + [cwd]
 
 
@@ -65,7 +80,13 @@ def _import(mod_name: str) -> Any:
     exits, which becomes a FactoryError saying so."""
     import contextlib
     import io
-    _installed_first()
+    _installed_first(mod_name)
+    if mod_name.split(".")[0] == "gluoncv":      # gluoncv refuses torch >= 2 unless imported by dualdl
+        from ..port import import_gluoncv
+        try:
+            import_gluoncv()
+        except ImportError as e:
+            raise FactoryError(f"cannot import module {mod_name!r}: {_one_line(e)}") from None
     argv, out = sys.argv, io.StringIO()
     try:
         spec = importlib.util.find_spec(mod_name.split(".")[0])    # imports nothing
@@ -138,7 +159,15 @@ def parse_shape(text: str) -> Tuple[int, ...]:
         raise ValueError(f"--input-shape must be comma-separated integers like 8,3,32,32, got {text!r}") from None
     if not shape or any(d <= 0 for d in shape):
         raise ValueError(f"--input-shape needs positive dimensions, got {text!r}")
+    size = math.prod(shape)
+    if size > MAX_INPUT_VALUES:
+        raise ValueError(f"--input-shape {text} has {size:.3g} values; a sample input may have at most "
+                         f"{MAX_INPUT_VALUES:,} (512 MiB of float32): a small batch is enough for the check")
     return shape
+
+
+#: the most values one sample input drawn from --input-shape may have
+MAX_INPUT_VALUES = 2 ** 27
 
 
 def make_inputs(args: argparse.Namespace) -> List[np.ndarray]:
@@ -161,24 +190,68 @@ def _write_json(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import progress
     from .parity import check_parity
+    say = progress(args, "dualdl parity")
     try:
         factory = load_factory(args.factory)
         inputs = make_inputs(args)
     except ValueError as e:
-        print(f"dualdl parity: {e}", file=sys.stderr)
+        print(f"dualdl parity: {_one_line(e)}", file=sys.stderr)
         return 2
     kwargs = {k: v for k, v in (("momentum", args.momentum), ("weight_decay", args.weight_decay)) if v is not None}
     steps = 0 if args.forward_only else args.steps
+    say(f"building {args.factory} on torch and mxnet and comparing "
+        f"{'the forward' if args.forward_only else f'{steps} step(s)'}"
+        f"{' with a float64 reference' if args.float64 else ''}")
     try:
         report = check_parity(factory, inputs[0] if len(inputs) == 1 else tuple(inputs), loss=args.loss,
                               optimizer=(args.optimizer, kwargs), lr=args.lr, steps=steps, rtol=args.rtol,
                               atol=args.atol, train=not args.eval, float64_reference=args.float64, seed=args.seed,
                               randomize=not args.no_randomize, backward=not args.forward_only)
-    except (ValueError, TypeError) as e:
-        print(f"dualdl parity: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    print(report)
+    except Exception as e:  # the user's model, or a bad argument: one line, never a traceback
+        from .. import config
+        if config.get("DUALDL_DEBUG"):
+            raise
+        where = _user_frame(e, factory)
+        if where or isinstance(e, (ValueError, TypeError)):
+            said = f" at {where}" if where else ""
+            print(f"dualdl parity: {type(e).__name__}{said}: {_one_line(e)[:500]}", file=sys.stderr)
+            return 2
+        print(f"dualdl parity: internal error {type(e).__name__}: {_one_line(e)[:500]} (rerun with "
+              f"DUALDL_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return 1
+    say("done")
+    print(_in_flags(str(report)))
     if args.json:
         _write_json(args.json, report.to_json())
     return 0 if report.passed else 1
+
+
+#: the Python arguments a parity report's hints name -> the flags of this command
+_FLAGS = {"float64_reference=True": "--float64", "randomize=False": "--no-randomize",
+          "backward=False": "--forward-only"}
+
+
+def _in_flags(text: str) -> str:
+    """The report's advice in this command's words (``--float64``, not ``float64_reference=True``)."""
+    for arg, flag in _FLAGS.items():
+        text = text.replace(arg, flag)
+    return text
+
+
+def _user_frame(e: BaseException, factory: Any) -> str:
+    """``file:line`` of the deepest frame in the user's code (the factory's module or a file outside
+    dualdl, its adapters and installed packages), or "" when the error did not pass through it."""
+    import dualdl
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dualdl.__file__)))
+    ours = tuple(os.path.join(root, d) + os.sep for d in ("dualdl", "dualdl_torch", "dualdl_mx"))
+    mine = getattr(sys.modules.get(getattr(factory, "__module__", "")), "__file__", None)
+    found, tb = "", e.__traceback__
+    while tb is not None:
+        f = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if (mine and f == os.path.abspath(mine)) or not (f.startswith(ours) or "site-packages" in f
+                                                         or f.startswith(sys.prefix) or f.startswith("<")):
+            found = f"{os.path.relpath(f) if not os.path.relpath(f).startswith('..') else f}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found

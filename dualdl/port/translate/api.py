@@ -1,20 +1,17 @@
 """``translate(block, sample_inputs, out_dir)``: Gluon block -> PyTorch source, weights, proof."""
 from __future__ import annotations
 
-import json
-import keyword
 import math
 import os
-import re
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ... import config
 from ..verify import Check
+from .publish import Staging, _hook
+from .publish import default_name as _default_name, name_problem as _name_problem
 
 __all__ = ["Staging", "TranslateReport", "translate"]
 
@@ -78,30 +75,6 @@ class TranslateReport:
 
 def _largest(checks: List[Check], attr: str) -> Optional[float]:
     return max((getattr(c, attr) for c in checks), default=None)
-
-
-# module names a generated NAME.py must not take: importing it from its folder would shadow them
-_TAKEN_MODULES = frozenset({"torch", "safetensors", "numpy", "mxnet", "dualdl", "gluoncv", "gluonnlp"})
-
-
-def _default_name(block: Any) -> str:
-    """The Gluon class name in lower case: ResNetV1 -> resnetv1, _MyNet -> mynet (ASCII; a name
-    that would shadow a module, e.g. a class ``Torch``, gets ``_model``)."""
-    name = re.sub(r"[^0-9a-z_]", "_", type(block).__name__.lower()).strip("_") or "model"
-    if name[0].isdigit():
-        name = "m_" + name
-    return name if _name_problem(name) is None else f"{name}_model"
-
-
-def _name_problem(name: str) -> Optional[str]:
-    """Why ``name`` cannot be the generated module's name (``import NAME`` from its folder), or None."""
-    if not isinstance(name, str) or not name.isascii() or not name.isidentifier():
-        return "it must be a Python identifier of ASCII letters, digits and _ (it is the module name)"
-    if keyword.iskeyword(name) or name == "__debug__":
-        return "it is a Python keyword, so `import NAME` cannot be written"
-    if name in _TAKEN_MODULES or name in sys.stdlib_module_names:
-        return f"a module {name}.py would shadow the installed module {name!r} for code in that folder"
-    return None
 
 
 def _as_arrays(sample_inputs: Any) -> List[Any]:
@@ -214,10 +187,11 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         report.mapping = [{"torch": e.torch_key, "gluon": e.gluon_key,
                            "shape": list(e.param.shape) if e.param is not None else [],
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
+        stage.claim(gen.top_class, report.mapping)     # refuses another model's files
         with stage:
             stage.write_source(source)
             state = torch_state(gen.entries)
-            stage.write_weights(lambda tmp: _save_weights(tmp, state))
+            stage.write_state(state)
             _hook("staged")
             if verify and not gen.untraced:
                 cls = load_generated(stage.staged(".py"), gen.top_class)
@@ -284,219 +258,3 @@ def _check_generated(source: str, entries, name: str) -> None:
             raise TranslationError(f"Gluon tensors {other.gluon_key or other.gluon_path!r} and "
                                    f"{e.gluon_key or e.gluon_path!r} would both become torch key {e.torch_key!r}; "
                                    f"rename one of the children or parameters")
-
-
-def _save_weights(path: str, state: Dict[str, Any]) -> None:
-    """safetensors refuses shared storage: tied weights are written once per key (load_state_dict
-    assigns both keys to the one shared torch Parameter). The metadata marks the file as translate's."""
-    from safetensors.torch import save_file
-    seen: set = set()
-    flat = {}
-    for k, v in state.items():
-        flat[k] = v.clone() if id(v) in seen else v.contiguous()
-        seen.add(id(v))
-    save_file(flat, path, metadata={"generated_by": GENERATED_BY})
-
-
-GENERATED_BY = "dualdl translate"
-_SUFFIXES = (".py", ".safetensors", ".report.json")
-
-
-class Staging:
-    """Write one translation result (``NAME.py``, ``NAME.safetensors``, ``NAME.report.json``) so
-    that a crash or ``kill -9`` at any moment leaves the previous complete result or no report:
-    the source and weights go to temporary files beside their targets (the proof runs on the
-    staged source), then the old report is removed, weights and source are renamed over their
-    targets and the new report is written last. Use as a context manager: leaving it without
-    :meth:`publish` (an exception) removes the temporary files and keeps the previous result.
-
-    On creation it refuses what it must not touch: ``out_dir`` being a file, a target that is a
-    folder, and a target translate did not write (its header, metadata or report say so) unless
-    ``force``; the error names the file."""
-
-    def __init__(self, out_dir: str, name: str, *, force: bool = False):
-        out_dir = os.fspath(out_dir)
-        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-            raise NotADirectoryError(f"translate: the output folder {out_dir} is a file; give a folder")
-        self.out_dir = out_dir
-        self.paths = {k: os.path.join(out_dir, f"{name}{k}") for k in _SUFFIXES}
-        for k, p in self.paths.items():
-            if os.path.isdir(p):
-                raise IsADirectoryError(f"translate: {p} is a folder; remove it or choose another name")
-            why = None if force or not os.path.lexists(p) else _not_ours(p, k, self.paths)
-            if why:
-                raise FileExistsError(f"translate: {p} exists and {why}; pass --force (force=True) to overwrite "
-                                      f"it, or choose another --out/--name")
-        existing = os.path.abspath(out_dir)
-        while not os.path.exists(existing):
-            existing = os.path.dirname(existing)
-        if not os.path.isdir(existing):
-            raise NotADirectoryError(f"translate: cannot create the output folder {out_dir}: {existing} is a file")
-        try:
-            read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
-        except (OSError, AttributeError):
-            read_only = False
-        if read_only or not os.access(existing, os.W_OK | os.X_OK):
-            raise PermissionError(f"translate: cannot write in {existing} "
-                                  f"({'a read-only file system' if read_only else 'permission denied'})")
-        self._tmp: Dict[str, str] = {}
-
-    def staged(self, suffix: str) -> str:
-        return self._tmp[suffix]
-
-    def _write(self, suffix: str, fn) -> None:
-        from ...atomic import temp_path
-        os.makedirs(self.out_dir, exist_ok=True)     # created when the first file is written
-        tmp = self._tmp.setdefault(suffix, temp_path(self.paths[suffix]))
-        try:
-            fn(tmp)
-        except OSError:
-            raise
-        except Exception as e:     # safetensors reports a full disk as "I/O error: ... (os error 28)"
-            code = re.search(r"os error (\d+)", str(e))
-            if code is None:
-                raise
-            raise OSError(int(code.group(1)), f"translate: cannot write {self.paths[suffix]}: "
-                                              f"{os.strerror(int(code.group(1)))}") from None
-        if not os.path.exists(tmp):
-            raise FileNotFoundError(f"translate: the writer of {self.paths[suffix]} created no file")
-
-    def write_source(self, source: str) -> None:
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(source)
-        self._write(".py", write)
-
-    def write_weights(self, fn) -> None:
-        """``fn(tmp_path)`` writes the safetensors file."""
-        self._write(".safetensors", fn)
-
-    def publish(self, report: Dict[str, Any]) -> None:
-        from ...atomic import atomic_write_file, publish
-        report = dict(report)          # what was written, so a later run can tell a file edited since
-        for suffix, key in _HASHES.items():
-            if suffix in self._tmp:
-                report[key] = _sha256(self._tmp[suffix])
-        data = json.dumps(report, indent=1, default=float).encode()
-        _hook("locking")
-        with _folder_lock(self.out_dir):   # two translate runs into one folder publish one after the other
-            _hook("before-publish")
-            try:
-                os.unlink(self.paths[".report.json"])       # from here on nothing claims to be complete
-            except FileNotFoundError:
-                pass
-            for suffix in (".safetensors", ".py"):
-                if suffix in self._tmp:
-                    publish(self._tmp.pop(suffix), self.paths[suffix])
-                    _hook(f"published {suffix}")
-            atomic_write_file(self.paths[".report.json"], lambda f: f.write(data))
-
-    def discard(self) -> None:
-        for tmp in self._tmp.values():
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        self._tmp.clear()
-
-    def __enter__(self) -> "Staging":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.discard()
-
-
-class _folder_lock:
-    """An exclusive ``flock`` on the output folder itself (no lock file left behind; released
-    when the process dies, so a killed run never blocks the next). Where folders cannot be
-    locked (no fcntl, some network filesystems) it does nothing."""
-
-    def __init__(self, folder: str):
-        self.folder, self.fd = folder, None
-
-    def __enter__(self):
-        try:
-            import fcntl
-            self.fd = os.open(self.folder, os.O_RDONLY)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            if self.fd is not None:
-                os.close(self.fd)
-            self.fd = None
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)         # closing the descriptor releases the lock
-
-
-def _hook(point: str) -> None:
-    """Test seam for crash tests: ``DUALDL_TRANSLATE_PAUSE=<point>`` makes the process print the
-    point and sleep there, so a test can ``kill -9`` it at that exact moment;
-    ``DUALDL_TRANSLATE_TRACE=1`` prints every point reached."""
-    if config.get("DUALDL_TRANSLATE_TRACE"):
-        print(f"dualdl-translate-at: {point}", flush=True)
-    if config.get("DUALDL_TRANSLATE_PAUSE") == point:
-        print(f"dualdl-translate-paused: {point}", flush=True)
-        time.sleep(600)
-
-
-_HASHES = {".py": "source_sha256", ".safetensors": "weights_sha256"}
-
-
-def _sha256(path: str) -> str:
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _not_ours(path: str, suffix: str, paths: Dict[str, str]) -> Optional[str]:
-    """Why translate must not replace the existing ``path`` (None: it is translate's own earlier
-    output, unchanged). The report of the earlier run records the hashes of the source and
-    weights it wrote: a file changed since (a forward written by hand, weights trained and saved
-    over it) is kept. Without such a report (a crash between renames, an older dualdl): a .py
-    whose first lines say "generated by `dualdl translate`", weights whose metadata says so."""
-    rep = _translate_report(paths[".report.json"])
-    if suffix == ".report.json":
-        return None if rep is not None else "was not written by dualdl translate"
-    try:
-        if rep is not None and _HASHES[suffix] in rep:
-            return None if _sha256(path) == rep[_HASHES[suffix]] else \
-                f"was changed since dualdl translate wrote it (its hash differs from the one in {paths['.report.json']})"
-        if suffix == ".py":
-            with open(path, "rb") as f:
-                ours = b"generated by `dualdl translate`" in f.read(512)
-        else:
-            ours = _safetensors_metadata(path).get("generated_by") == GENERATED_BY
-    except OSError:
-        ours = False
-    return None if ours else "was not written by dualdl translate"
-
-
-def _translate_report(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(50_000_000))
-    except (OSError, ValueError):
-        return None
-    keys = {"ok", "name", "class", "source", "weights", "checks", "mapping"}
-    return data if isinstance(data, dict) and keys <= set(data) else None
-
-
-def _safetensors_metadata(path: str) -> Dict[str, Any]:
-    import struct
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            return {}
-        n = struct.unpack("<Q", head)[0]
-        if n > 100_000_000:
-            return {}
-        try:
-            meta = json.loads(f.read(n)).get("__metadata__") or {}
-        except (ValueError, AttributeError):
-            return {}
-    return meta if isinstance(meta, dict) else {}

@@ -18,13 +18,10 @@ __all__ = ["translate_symbol_file", "translate_symbol_block"]
 
 
 def _default_name(symbol_path: str) -> str:
-    base = os.path.basename(symbol_path)
-    base = re.sub(r"(-symbol)?\.json$", "", base)
-    from .api import _name_problem
-    s = re.sub(r"[^0-9a-z_]", "_", base.lower()).strip("_")
-    if not s or s[0].isdigit():
-        s = "model_" + s
-    return s if _name_problem(s) is None else f"{s}_model"
+    """The file's name without ``-symbol.json``: resnet18_v1-symbol.json -> resnet18_v1."""
+    from .publish import name_from
+    base = re.sub(r"(-symbol)?\.json$", "", os.path.basename(symbol_path))
+    return name_from(base if base and not base[0].isdigit() else "model_" + base)
 
 
 def _samples(g, input_shapes, input_dtypes, seed: int) -> list:
@@ -59,7 +56,7 @@ def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequ
     the random inputs the proof uses. ``outputs`` picks the model's outputs by internal name
     (``["fc1_output"]``: the graph before a Module-API ``SoftmaxOutput`` head). Malformed files raise
     :class:`TranslationError`."""
-    from .api import _name_problem
+    from .publish import name_problem as _name_problem
     from .symbol_graph import load_symbol_graph
 
     name = name or _default_name(symbol_path)
@@ -87,7 +84,7 @@ def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequ
 
 def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0, c0, force) -> TranslateReport:
     """Emit, stage, prove, publish: the files are written as ``translate`` writes them (``Staging``)."""
-    from .api import Staging, _check_generated, _save_weights
+    from .api import Staging, _check_generated
     from .symbol_emit import SymbolEmitter
     from .symbol_tree import build_tree
     from .symbol_verify import SymbolProxy, bn_records, first_divergent, reference_block
@@ -106,10 +103,11 @@ def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0
     report.mapping = [{"torch": e.torch_key, "gluon": em.real.get(e.torch_key, e.gluon_key),
                        "shape": list(e.param.shape) if e.param is not None else [],
                        **({"tied_to": e.tied_to} if e.tied_to else {})} for e in em.entries]
+    stage.claim(em.top_class, report.mapping)     # refuses another model's files
     with stage:
         stage.write_source(source)
         state = torch_state(em.entries)
-        stage.write_weights(lambda tmp: _save_weights(tmp, state))
+        stage.write_state(state)
         if verify:
             cls = load_generated(stage.staged(".py"), em.top_class)
             proxy = SymbolProxy(block, em.bn)
