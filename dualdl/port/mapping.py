@@ -15,7 +15,9 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-__all__ = ["Mapping", "Entry", "register_transform", "TRANSFORMS", "as_mapping", "MappingError"]
+__all__ = ["Mapping", "Entry", "register_transform", "TRANSFORMS", "as_mapping", "MappingError",
+           "gluon_checkpoint_params", "checkpoint_namer", "gluon_key_resolver", "mapping_from_pairs",
+           "resolve_gluon_keys"]
 
 Tensors = Dict[str, np.ndarray]
 
@@ -174,7 +176,7 @@ class Mapping:
             if r.get("gluon"):
                 entries.append(Entry(r["torch"], shape, r.get("dtype", ""),    # "": the source's
                                      [{"key": r["gluon"], "part": None, "transpose": False}],
-                                     reason="translate: same tensor, structural Gluon name" +
+                                     reason="translate: same tensor, Gluon checkpoint name" +
                                      (f" (tied to {r['tied_to']})" if r.get("tied_to") else "")))
             else:
                 entries.append(Entry(r["torch"], shape, r.get("dtype", "int64"), [], "fill",
@@ -249,3 +251,105 @@ def as_mapping(mapping: Any) -> Mapping:
     raise MappingError(f"expected a port mapping: a dualdl.port Mapping, a PortReport "
                        f"(dl.port.port_gluon_to_torch), a TranslateReport (dl.port.translate), "
                        f"or the path of one saved as JSON - got {type(mapping).__name__}")
+
+
+# ---------------------------------------------------------------- Gluon's checkpoint names
+def gluon_checkpoint_params(block: Any) -> Dict[str, Any]:
+    """``save_parameters`` key -> Parameter: what ``block._collect_params_with_prefix()`` gives,
+    whatever a block overrides it with (gluonnlp's ``DotProductSelfAttentionCell`` saves its
+    ``query_bias`` as ``proj_query.bias``)."""
+    return dict(block._collect_params_with_prefix())
+
+
+def _structural_params(block: Any, prefix: str = "") -> Dict[str, Any]:
+    """``path.local`` -> Parameter over ``_children`` / ``_reg_params``: the names a block's own
+    attributes give, which differ from its checkpoint keys where ``_collect_params_with_prefix``
+    is overridden."""
+    out = {(prefix + "." if prefix else "") + k: v
+           for k, v in getattr(block, "_reg_params", {}).items()}
+    for name, child in getattr(block, "_children", {}).items():
+        out.update(_structural_params(child, (prefix + "." if prefix else "") + name))
+    return out
+
+
+def checkpoint_namer(block: Any) -> Callable[[Any, Any], Any]:
+    """``name(key, param)`` -> the ``save_parameters`` key of ``param`` (``key`` itself when it
+    already is one for that parameter, or when ``param`` has none)."""
+    ck = gluon_checkpoint_params(block)
+    first: Dict[int, str] = {}
+    for k, p in ck.items():
+        first.setdefault(id(p), k)
+
+    def name(key: Any, param: Any) -> Any:
+        if param is None or (key in ck and ck[key] is param):
+            return key
+        return first.get(id(param), key)
+    return name
+
+
+def gluon_key_resolver(block: Any) -> Callable[[Any], Any]:
+    """``resolve(name)`` -> the ``save_parameters`` key for any name a Gluon parameter goes by:
+    that key, ``Parameter.name``, the Parameter itself, or its structural ``path.local`` name (a
+    translate report written before reports carried checkpoint keys); None if it is none of
+    the block's parameters."""
+    ck = gluon_checkpoint_params(block)
+    by_id: Dict[int, str] = {}
+    for k, p in ck.items():
+        by_id.setdefault(id(p), k)
+    alias = {p.name: by_id[id(p)] for p in ck.values()}
+    alias.update({k: by_id[id(p)] for k, p in _structural_params(block).items() if id(p) in by_id})
+
+    def resolve(name: Any) -> Any:
+        if isinstance(name, str):
+            return name if name in ck else alias.get(name)
+        return by_id.get(id(name))
+    return resolve
+
+
+def mapping_from_pairs(pairs: Dict[Any, Any], gluon_block: Any, torch_module: Any) -> Mapping:
+    """A ``Mapping`` from a plain dict ``{Gluon name or Parameter: torch name or Parameter}``
+    (the form ``translate_trainer`` takes): each torch tensor a copy of its Gluon tensor, Gluon
+    names resolved to checkpoint keys (:func:`gluon_key_resolver`)."""
+    resolve = gluon_key_resolver(gluon_block)
+    t_by_id = {id(p): n for n, p in torch_module.named_parameters()}
+    t_state = torch_module.state_dict()
+    ck = gluon_checkpoint_params(gluon_block)
+    entries = []
+    for g, t in pairs.items():
+        key = resolve(g)
+        if key is None:
+            raise MappingError(f"mapping key {getattr(g, 'name', g)!r} is not a parameter of the "
+                               f"Gluon block (give save_parameters keys, Parameter names or "
+                               f"Parameters)")
+        tname = t if isinstance(t, str) else t_by_id.get(id(t))
+        if tname not in t_state:
+            raise MappingError(f"mapping value {t!r} for Gluon {key!r} is not a tensor of the "
+                               f"torch module's state_dict"[:300])
+        shape = list(t_state[tname].shape)
+        if tuple(shape) != tuple(ck[key].shape):
+            raise MappingError(f"Gluon {key!r} has shape {tuple(ck[key].shape)}, torch {tname!r} "
+                               f"{tuple(shape)}: a dict mapping copies tensors, give a Mapping or "
+                               f"a port report for transposed or fused ones")
+        entries.append(Entry(tname, shape, str(t_state[tname].dtype).replace("torch.", ""),
+                             [{"key": key, "part": None, "transpose": False}],
+                             reason="dict: Gluon -> torch name"))
+    return Mapping(entries, "gluon", "torch", [])
+
+
+def resolve_gluon_keys(mapping: Mapping, gluon_block: Any) -> Mapping:
+    """``mapping`` with every Gluon source key that is another name of one of ``gluon_block``'s
+    parameters (its ``Parameter.name``, its structural name) replaced by its ``save_parameters``
+    key; keys that name nothing of the block stay as they are (the caller names them)."""
+    resolve = gluon_key_resolver(gluon_block)
+    entries = []
+    for e in mapping.entries:
+        srcs = [dict(s, key=resolve(s["key"]) or s["key"]) for s in e.sources]
+        entries.append(Entry(e.target, e.shape, e.dtype, srcs, e.transform, dict(e.args),
+                             e.transpose, e.reason))
+    return Mapping(entries, mapping.source_framework, mapping.target_framework, list(mapping.notes))
+
+
+def from_dualdl_report(mapping: Mapping) -> bool:
+    """Whether ``mapping`` is a ``dl.port.translate`` report's: a Gluon key it names that the
+    block lacks is then dualdl's fault, not the user's."""
+    return bool(mapping.entries) and all(e.reason.startswith("translate:") for e in mapping.entries)

@@ -109,6 +109,8 @@ def _gluon_lookup(trainer, report, gluon_model) -> Dict[str, Any]:
     by_id = {id(p): p for p in pool}
     out = {p.name: p for p in pool}
     if gluon_model is not None:
+        from .mapping import _structural_params
+        out.update(_structural_params(gluon_model))    # names a report made by older dualdl used
         out.update(gluon_model._collect_params_with_prefix())
     if report is not None:
         for pair in report.pairs:
@@ -131,8 +133,11 @@ def _pair_by_mapping(mapping, trainer, gparams, tparams, report,
         keys = [s["key"] for s in e.sources]
         missing = [k for k in keys if k not in lookup]
         if missing:
+            from .mapping import from_dualdl_report
+            whose = ("; a bug in dualdl if the translate report was made from this gluon_model "
+                     "(please report it)" if from_dualdl_report(mapping) else "")
             _fail(f"the mapping feeds torch {e.target} from Gluon {missing[0]!r}, which is not a "
-                  f"parameter of this trainer" + ("" if gluon_model is not None else
+                  f"parameter of this trainer" + (whose if gluon_model is not None else
                   " (pass gluon_model= so that save_parameters keys like '0.weight' resolve)"))
         live = [k for k in keys if id(lookup[k]) in trained]
         if live and len(live) != len(keys):

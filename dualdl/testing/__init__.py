@@ -10,9 +10,10 @@ a native torch module paired by a ``dl.port`` mapping, each with its own loss an
 No framework is imported until a check runs.
 """
 from .native import Divergence, NativeTrainingReport, assert_native_training, check_native_training
+from .native_reference import clip_global_norm
 from .parity import LOSSES, OPTIMIZERS, assert_parity, build, check_parity, randomize_state
 from .report import Diff, LayerDiff, ParityError, ParityReport, compare_arrays
 
 __all__ = ["assert_parity", "check_parity", "ParityError", "ParityReport", "Diff", "LayerDiff",
            "compare_arrays", "build", "randomize_state", "LOSSES", "OPTIMIZERS", "check_native_training",
-           "assert_native_training", "NativeTrainingReport", "Divergence"]
+           "assert_native_training", "NativeTrainingReport", "Divergence", "clip_global_norm"]

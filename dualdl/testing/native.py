@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, Iterable, Optional, Union
 import numpy as np
 
 from .native_data import iterate_batches
+from .native_loop import UpdateLoop, clip_view, inner_clip
+from .native_reference import GluonTorchReference, can_reference, reference_row
 from .native_diagnose import (alt_running_var, diagnose, effective_lrs, momentum_findings,
                               running_var_convention, schedule_divergence)
 from .native_report import Divergence, NativeTrainingReport, add_row
@@ -56,10 +58,11 @@ _RTOL64, _ATOL64 = 1e-7, 1e-12
 _WARNED_ENGINE = False
 
 
-def _twins(gluon_block, gluon_trainer, torch_module, torch_optimizer, mode) -> tuple:
-    """(torch twin, Gluon twin, why the Gluon one is missing or "")."""
+def _twins(gluon_block, gluon_trainer, torch_module, torch_optimizer, mode, mapping,
+           gluon_clip) -> tuple:
+    """(torch twin, Gluon twin or reference, why neither is there or "", evidence)."""
     if mode is False:
-        return None, None, "float64_reference=False"
+        return None, None, "float64_reference=False", "float32 only"
     from ..port.sides import GluonSide, _float32_only_blocks
     tw = TorchFloat64Twin(torch_module, torch_optimizer)
     why = ""
@@ -69,12 +72,52 @@ def _twins(gluon_block, gluon_trainer, torch_module, torch_optimizer, mode) -> t
         why = f"{fp32[0]} calls ops MXNet runs in float32 only on CPU"
     elif kinds - {"float32", "float64"}:
         why = f"the Gluon block holds {sorted(kinds)} parameters"
-    if why:
-        if mode is True:
-            raise ValueError(f"check_native_training: float64_reference=True but no float64 copy "
-                             f"of the Gluon block can train: {why}; use float64_reference='auto'")
-        return tw, None, why
-    return tw, GluonFloat64Twin(gluon_block, gluon_trainer), ""
+    elif gluon_clip is not None:
+        why = "the script clips the Gluon gradients"    # a Gluon clip may refuse float64 arrays
+    if not why:
+        return tw, GluonFloat64Twin(gluon_block, gluon_trainer), "", "float64 twins on both sides"
+    from ..port.trainer_translate import TrainerTranslationError
+    no_ref = can_reference(gluon_clip)
+    ref = None
+    if not no_ref:
+        try:
+            ref = GluonTorchReference(torch_module, gluon_trainer, gluon_block, mapping)
+        except TrainerTranslationError as e:
+            no_ref = f"Gluon's optimizer has no torch translation ({e})"
+    if ref is not None:
+        return tw, ref, "", (f"float64 torch reference for the Gluon side ({why}): the torch model "
+                             f"in float64 with Gluon's translated optimizer")
+    if mode is True:
+        raise ValueError(f"check_native_training: float64_reference=True but the Gluon side has "
+                         f"no float64 copy ({why}) nor reference ({no_ref}); use "
+                         f"float64_reference='auto'")
+    return tw, None, why, f"torch float64 twin only (Gluon: {why}; {no_ref})"
+
+
+def _native_mapping(mapping: Any, gluon_block: Any, torch_module: Any) -> Any:
+    """The ``Mapping`` of anything ``as_mapping`` takes or a plain ``{gluon: torch}`` dict, its
+    Gluon keys resolved to the block's ``save_parameters`` keys; a key naming none of the block's
+    tensors is refused, as dualdl's bug when the mapping is dualdl's own translate report."""
+    from ..port.mapping import (MappingError, as_mapping, from_dualdl_report, mapping_from_pairs,
+                                resolve_gluon_keys)
+    if isinstance(mapping, dict) and "format" not in mapping and "mapping" not in mapping:
+        try:
+            return mapping_from_pairs(mapping, gluon_block, torch_module)
+        except MappingError as e:
+            raise ValueError(f"check_native_training: {e}") from None
+    mapping = resolve_gluon_keys(as_mapping(mapping), gluon_block)
+    have = set(gluon_block._collect_params_with_prefix())
+    missing = sorted({s["key"] for e in mapping.entries for s in e.sources} - have)
+    if not missing:
+        return mapping
+    if from_dualdl_report(mapping):
+        raise ValueError(f"check_native_training: the translate report names Gluon tensors this "
+                         f"block does not have under any name: {missing[:5]}; if the report was "
+                         f"made from this block it is a bug in dualdl (please report it), "
+                         f"otherwise pass the report of this model")
+    raise ValueError(f"check_native_training: the mapping reads Gluon tensors the block does not "
+                     f"have under any name (save_parameters key, Parameter name or structural "
+                     f"name): {missing[:5]}; pass the mapping of this model")
 
 
 def _scheduler_rule(scheduler: Any, scheduler_step: Optional[str]) -> Optional[str]:
@@ -102,7 +145,11 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
                           rtol: float = 1e-4, atol: float = 1e-7,
                           float64_reference: Union[bool, str] = "auto",
                           batchnorm_variance: str = "auto",
-                          stop_at_divergence: bool = True) -> NativeTrainingReport:
+                          stop_at_divergence: bool = True, accumulate: int = 1,
+                          gluon_clip: Optional[Callable[[list], Any]] = None,
+                          torch_clip: Optional[Callable[[list], Any]] = None,
+                          gluon_step_size: Optional[int] = None,
+                          torch_step_size: Optional[int] = None) -> NativeTrainingReport:
     """Train both on the same batches and compare every step (see the module docstring).
 
     ``mapping``: anything :func:`dualdl.port.mapping.as_mapping` takes (a ``port`` or
@@ -142,14 +189,9 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
                          f"{batchnorm_variance!r}")
     if float64_reference not in (True, False, "auto"):
         raise ValueError(f"float64_reference must be True, False or 'auto', not {float64_reference!r}")
-    mapping = as_mapping(mapping)
+    mapping = _native_mapping(mapping, gluon_block, torch_module)
     rule = _scheduler_rule(scheduler, scheduler_step)
     g_params = gluon_block._collect_params_with_prefix()
-    missing = sorted({s["key"] for e in mapping.entries for s in e.sources} - set(g_params))
-    if missing:
-        raise ValueError(f"check_native_training: the mapping reads Gluon tensors the block does "
-                         f"not have: {missing[:5]} (a mapping from another model, or Parameter "
-                         f"names instead of structural ones)")
     t_named = dict(torch_module.named_parameters(remove_duplicate=False))
     try:
         total = (len(batches) * int(epochs) if batches is not None else (steps or 3))
@@ -157,30 +199,39 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
     except TypeError:
         total = steps or 0
     report = NativeTrainingReport(total)
+    report.accumulate = int(accumulate)
     report.findings += momentum_findings(gluon_block, torch_module, mapping)
     entries = [e for e in mapping.entries if e.sources]
     grad_entries = [e for e in entries if e.target in t_named and e.transform in _GRAD_TRANSFORMS]
     report.not_compared = [e.target for e in entries if e.target in t_named
                            and e.transform not in _GRAD_TRANSFORMS]
     torch_module.train()
-    tw, gw, no_twin = _twins(gluon_block, gluon_trainer, torch_module, torch_optimizer,
-                             float64_reference)
-    report.evidence = ("float64 twins on both sides" if gw else
-                       f"torch float64 twin only (Gluon: {no_twin})" if tw else "float32 only")
+    tw, gw, no_twin, report.evidence = _twins(gluon_block, gluon_trainer, torch_module,
+                                              torch_optimizer, float64_reference, mapping,
+                                              gluon_clip)
     twins_missing = "" if gw else no_twin
+    is_ref = isinstance(gw, GluonTorchReference)
     t_mods = dict(torch_module.named_modules())
     conventions = {f"{p}.running_var" if p else "running_var":
                    (batchnorm_variance if batchnorm_variance != "auto" else running_var_convention(m))
                    for p, m in t_mods.items() if isinstance(m, nn.modules.batchnorm._BatchNorm)}
     bn_alt: Dict[str, str] = {}
     shapes: set = set()
+    acc = int(accumulate)
+    if acc < 1:
+        raise ValueError(f"check_native_training: accumulate= must be >= 1, not {accumulate!r}")
+    add_req = sorted({p.grad_req for p in g_params.values()} - {"null"}) == ["add"]
+    loop = UpdateLoop(acc, gluon_clip, torch_clip, gluon_step_size, torch_step_size)
+    views = inner_clip(gluon_trainer, torch_optimizer)
+    clip_rows = loop.clipping or views != (None, None)
     for step, epoch, epoch_end, b in iterate_batches(batches, inputs, targets, target_inputs,
                                                      steps, epochs, tw is not None):
         report.steps_run = step + 1
         if on_step is not None:
             on_step(step, gluon_trainer, torch_optimizer)
         shapes.add(b.shapes)
-        bs = int(batch_size or b.size)
+        first, last = loop.micro(step, int(batch_size or b.size))
+        g_scale, t_scale = loop.scales()
         g_prev = {k: p.data().asnumpy() for k, p in g_params.items() if p.grad_req == "null"}
         t_prev = {k: v.detach().numpy().copy() for k, v in torch_module.state_dict().items()
                   if k in conventions}
@@ -191,7 +242,8 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
             g_out = gluon_block(*b.g_args.args, **b.g_args.kwargs)
             g_l = gluon_loss(g_out, b.g_y)
         g_l.backward()
-        torch_optimizer.zero_grad()
+        if first:
+            torch_optimizer.zero_grad()
         box: list = []
         bn_n = _count_batchnorm_inputs(torch_module, lambda: box.append(
             torch_module(*b.t_args.args, **b.t_args.kwargs)))
@@ -199,46 +251,42 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         t_l.backward()
         g_loss = float(g_l.mean().asscalar())
         if tw:
-            tw.backward(b.t_args64, b.t_y64, torch_loss)
-        if gw:
+            tw.backward(b.t_args64, b.t_y64, torch_loss, zero=first)
+        if is_ref:
+            gw.backward(b.t_args64, b.t_y64, torch_loss, zero=first)
+            gw._t_scale = t_scale
+        elif gw:
             gw.backward(b.g_args64, b.g_y64, gluon_loss)
         refs = None
         if gw:
-            d = add_row(report, step, "float64", "loss", gw.loss, float(tw.loss.item()), _RTOL64, _ATOL64)
-            refs = (abs(t_l.item() - tw.loss.item()), abs(g_loss - gw.loss), d.max_abs)
+            g64_loss = float(gw.loss.item()) if is_ref else gw.loss
+            d = add_row(report, step, "float64", "loss", g64_loss, float(tw.loss.item()), _RTOL64, _ATOL64)
+            refs = (abs(t_l.item() - tw.loss.item()), abs(g_loss - g64_loss), d.max_abs)
         elif tw:
             refs = (8.0 * abs(t_l.item() - tw.loss.item()),)
         add_row(report, step, "forward", "loss", g_loss, float(t_l.item()), rtol, atol, refs=refs)
-        g_grads = gluon_grads(g_params, bs)
-        g64_grads = gw.grads(bs) if gw else None
-        for e in grad_entries:
-            g = t_named[e.target].grad
-            tg = np.zeros(e.shape, np.float32) if g is None else g.detach().numpy()
-            a = e.compute(g_grads)
-            refs = None
-            if tw:
-                t64 = tw.value("grad", e.target)
-                t64 = np.zeros(e.shape) if t64 is None else t64
-                if gw:
-                    a64 = e.compute(g64_grads, keep_dtype=True)
-                    d = add_row(report, step, "float64", f"grad {e.target}", a64, t64, _RTOL64, _ATOL64)
-                    refs = (distance(tg, t64), distance(a, a64), d.max_abs)
-                else:
-                    refs = (8.0 * distance(tg, t64),)
-            add_row(report, step, "backward", f"grad {e.target}", a, tg, rtol, atol, refs=refs)
+        if is_ref:
+            reference_row(report, step, "loss", g_loss, g64_loss, refs[0], rtol, atol)
+        _grad_rows(report, step, "backward", "grad", grad_entries, g_params, t_named, gw, tw,
+                   g_scale, t_scale, rtol, atol)
+        if not last:
+            continue
+        if clip_rows:
+            loop.clip(gluon_trainer, g_params, torch_module, gw, tw)
+            _grad_rows(report, step, "clip", "clipped grad", grad_entries, g_params, t_named, gw,
+                       tw, g_scale, t_scale, rtol, atol, views)
         t_lr = effective_lrs(gluon_trainer, torch_optimizer)[1]
-        gluon_trainer.step(bs)
-        torch_optimizer.step()
-        if tw:
-            tw.step(bs)
-        if gw:
-            gw.step(bs)
+        loop.update(gluon_trainer, torch_optimizer, gw, tw, zero_gluon=add_req)
         g_lr = float(gluon_trainer.learning_rate)
         report.learning_rates.append((g_lr, t_lr))
         if scheduler is not None and (rule == "iteration" or (rule == "epoch" and epoch_end)):
             scheduler.step()
         _compare_state(report, step, entries, g_params, g_prev, t_prev, torch_module, t_named,
                        t_mods, bn_n, conventions, bn_alt, gw, tw, g64_prev, t64_prev, rtol, atol)
+        if add_req:
+            for p in g_params.values():
+                if p.grad_req == "add":
+                    p.zero_grad()
         div = schedule_divergence(step, g_lr, t_lr, scheduler, rule)
         if div is not None:
             report.divergence = div
@@ -252,6 +300,34 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         report.divergence = diagnose(report, norms, bn_alt, twins_missing)
     _engine_note(report, gluon_block, shapes)
     return report
+
+
+def _grad_rows(report, step, phase, label, grad_entries, g_params, t_named, gw, tw, g_scale,
+               t_scale, rtol, atol, views=(None, None)) -> None:
+    """Rows for every gradient as the optimizer will see it: Gluon's divided by the size it
+    steps with, torch's by its ``step(batch_size=)`` (1 for torch.optim), float64 twins first;
+    ``views``: the element-wise clip each optimizer applies inside its update (native_loop)."""
+    g_grads = gluon_grads(g_params, g_scale)
+    g64_grads = gw.grads(g_scale) if gw else None
+    gv, tv = views
+    for e in grad_entries:
+        g = t_named[e.target].grad
+        tg = np.zeros(e.shape, np.float32) if g is None else g.detach().numpy() / t_scale
+        tg = clip_view(tg, tv)
+        a = clip_view(e.compute(g_grads), gv)
+        refs = None
+        if tw:
+            t64 = tw.value("grad", e.target)
+            t64 = clip_view(np.zeros(e.shape) if t64 is None else t64 / t_scale, tv)
+            if gw and all(s["key"] in g64_grads for s in e.sources):
+                a64 = clip_view(e.compute(g64_grads, keep_dtype=True), gv)
+                d = add_row(report, step, "float64", f"{label} {e.target}", a64, t64, _RTOL64, _ATOL64)
+                refs = (distance(tg, t64), distance(a, a64), d.max_abs)
+            else:
+                refs = (8.0 * distance(tg, t64),)
+        add_row(report, step, phase, f"{label} {e.target}", a, tg, rtol, atol, refs=refs)
+        if isinstance(gw, GluonTorchReference) and all(s["key"] in g64_grads for s in e.sources):
+            reference_row(report, step, f"{label} {e.target}", a, a64, refs[0], rtol, atol)
 
 
 def _compare_state(report, step, entries, g_params, g_prev, t_prev, torch_module, t_named, t_mods,
@@ -271,21 +347,22 @@ def _compare_state(report, step, entries, g_params, g_prev, t_prev, torch_module
         layer = t_mods.get(e.target.rsplit(".", 1)[0])
         n = bn_n.get(e.target) if e.target in conventions else None
         m = getattr(layer, "momentum", None)
-        raw64 = a64 = e.compute(g64_state, keep_dtype=True) if gw else None
+        has64 = gw is not None and all(s["key"] in g64_state for s in e.sources)
+        raw64 = a64 = e.compute(g64_state, keep_dtype=True) if has64 else None
         if n and n > 1 and m:
             conv = conventions[e.target]
             g_old = e.compute(dict(g_state, **g_prev))
             a = alt_running_var(conv, raw, g_old, t_prev[e.target], m, n)
             note = f"Gluon's biased batch variance compared as the {conv} estimate (n={n})"
             widen = 2.0 * n / (n - 1)       # recovering the batch variance: two roundings, n/(n-1)
-            if gw:
+            if has64:
                 g64_old = e.compute(dict(g64_state, **g64_prev), keep_dtype=True)
                 a64 = alt_running_var(conv, raw64, g64_old, t64_prev[e.target], m, n)
         refs = None
         name = f"{kind} {e.target}"
         if tw:
             t64 = t64_state[e.target]
-            if gw:
+            if has64:
                 d = add_row(report, step, "float64", name, a64, t64, _RTOL64, _ATOL64, note)
                 if not d.passed and n and n > 1 and m:
                     _try_other_convention(report, d, conventions[e.target], raw64, g64_old,

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .native_reference import ROUNDING_RATIO
 from .native_report import Divergence, NativeTrainingReport
 
 __all__ = ["momentum_findings", "running_var_convention", "diagnose", "schedule_divergence"]
@@ -79,7 +80,37 @@ def diagnose(report: NativeTrainingReport, norms: set, bn_alt: Dict[str, str],
     grads_ok = all(d.passed for d in rows if d.name.startswith("grad "))
     failing = [d for d in rows if not d.passed]
     name = f.name
-    if twins and f.phase != "float64":
+    grads_before = all(d.passed for d in rows if d.name.startswith("grad "))
+    if name.startswith("clipped grad ") and grads_before:
+        return Divergence(s, f.phase, name, "clipping",
+                          f"every gradient agrees before clipping at step {s}, and "
+                          f"{name[len('clipped grad '):]} parts after it ({f.max_abs:.3g}, "
+                          f"{f.usage:.3g}x tolerance): the scripts clip differently - gluonnlp's "
+                          f"clip_grad_global_norm scales by max_norm/norm, torch's clip_grad_norm_ "
+                          f"by max_norm/(norm + 1e-6); Gluon's clip_gradient= clips each element "
+                          f"of the rescaled gradient inside the update (torch: clip_grad_value_ or "
+                          f"a Gluon* optimizer's clip_gradient); a clip on one side only parts "
+                          f"whenever it is active")
+    acc = int(getattr(report, "accumulate", 1) or 1)
+    if name.startswith("grad ") and acc > 1 and s % acc:
+        start = s - s % acc
+        if all(d.passed for d in report.diffs if d.step == start and d.name.startswith("grad ")):
+            return Divergence(s, f.phase, name, "accumulation",
+                              f"the gradients agree after micro-batch 1 of the update that starts "
+                              f"at step {start} and part after micro-batch {s % acc + 1} of "
+                              f"{acc} ({f.max_abs:.3g}): the sides accumulate differently - Gluon "
+                              f"sums micro-batches only with grad_req='add' (and zero_grad() after "
+                              f"each update), torch calls backward() {acc} times before step() "
+                              f"with one zero_grad() per update; the loss / {acc} or "
+                              f"step(batch_size={acc}) must match trainer.update's size")
+    if f.phase == "reference" and not name.startswith("param "):
+        return Divergence(s, f.phase, name, "model",
+                          f"Gluon's float32 {name} is {f.max_abs:.3g} from the float64 reference "
+                          f"(the torch model in float64 with Gluon's optimizer), {f.usage:.3g}x "
+                          f"the allowance of {ROUNDING_RATIO:g}x torch's own float32 rounding: "
+                          f"the models or losses compute different things (a layer setting, "
+                          f"dropout left on, a mean vs sum loss, the port mapping)" + _acc_hint(report))
+    if twins and f.phase != "float64" and f.usage <= 100:
         return Divergence(s, f.phase, name, "float32 rounding",
                           f"float32 difference {f.max_abs:.3g} ({f.usage:.3g}x tolerance) with no "
                           f"float64 twin on both sides to measure each side's own rounding "
@@ -122,8 +153,16 @@ def diagnose(report: NativeTrainingReport, norms: set, bn_alt: Dict[str, str],
         return Divergence(s, f.phase, name, "model",
                           f"the forward/backward differs {where}: the models or losses compute "
                           f"different things (a layer setting, dropout left on, a mean vs sum loss, "
-                          f"the port mapping) - check the port report")
+                          f"the port mapping) - check the port report" + _acc_hint(report))
     return Divergence(s, f.phase, name, "unknown", "")
+
+
+def _acc_hint(report: NativeTrainingReport) -> str:
+    acc = int(getattr(report, "accumulate", 1) or 1)
+    return ("" if acc == 1 else
+            f"; or, with accumulate={acc}, the gradient scale of the update: trainer.update(n) "
+            f"divides by n (gluon_step_size=), torch by its loss / {acc} or "
+            f"step(batch_size={acc}) (torch_step_size=)")
 
 
 def _amplified_rounding(report: NativeTrainingReport, f: Any) -> str:

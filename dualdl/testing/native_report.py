@@ -48,6 +48,7 @@ class NativeTrainingReport:
     notes: List[str] = field(default_factory=list)
     evidence: str = "float32 only"
     steps_run: int = 0
+    accumulate: int = 1        # micro-batches per update: steps count micro-batches
 
     @property
     def passed(self) -> bool:

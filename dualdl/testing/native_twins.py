@@ -78,14 +78,20 @@ class TorchFloat64Twin:
                 if k != "params":
                     mine[k] = f32(v) if k in _HYPER or k == "betas" else v
 
-    def backward(self, args: Any, y: Any, torch_loss) -> None:
-        self.opt.zero_grad()
+    def backward(self, args: Any, y: Any, torch_loss, zero: bool = True) -> None:
+        if zero:                                 # not between accumulated micro-batches
+            self.opt.zero_grad()
         out = self.model(*args.args, **args.kwargs)
         self.loss = torch_loss(out, y)
         self.loss.backward()
 
-    def step(self, batch_size: int = 1) -> None:
+    def step(self, batch_size: int = 1, step_size: Optional[int] = None) -> None:
+        """``step_size``: the float32 optimizer is a ``Gluon*`` one stepped with
+        ``step(batch_size=step_size)``: it rescales as Gluon does, the twin too."""
         self.sync()
+        if step_size:
+            self.opt.step(batch_size=step_size)
+            return
         scale = float(np.float32(1.0 / batch_size)) * batch_size
         if scale != 1.0:
             for p in self.model.parameters():
@@ -136,11 +142,18 @@ class GluonFloat64Twin:
     def grads(self, bs: int) -> dict:
         return gluon_grads(self.params, bs)
 
-    def step(self, bs: int) -> None:
+    def step(self, bs: int, plain: bool = True, reduced: bool = False) -> None:
+        """``trainer.step(bs)``, or (``plain=False``: accumulation or clipping between backward
+        and update) ``trainer.update(bs)`` after the script's clip of the twin's gradients."""
         if self.orig.lr_scheduler is None:       # trainer.set_learning_rate on the original
             self.opt.lr = self.orig.lr
         self.opt.wd = self.orig.wd
-        self.trainer.step(bs)
+        if plain:
+            self.trainer.step(bs)
+        else:
+            if not reduced:
+                self.trainer.allreduce_grads()
+            self.trainer.update(bs)
 
     def state(self) -> dict:
         return {k: p.data().asnumpy() for k, p in self.params.items()}

@@ -23,10 +23,11 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
                ) -> List[Tuple[str, str, bool]]:
     """(torch key, Gluon structural key, transposed) for every torch tensor fed by one Gluon
     tensor."""
+    from ..mapping import gluon_key_resolver
     from ..trainer_translate import _as_mapping
     gk = gluon_keys(gluon_model)
     tk = torch_keys(torch_model) if torch_model is not None else None
-    by_name = {p.name: k for k, p in gk.items()}
+    resolve = gluon_key_resolver(gluon_model)    # checkpoint key, Parameter(.name), structural name
     out: List[Tuple[str, str, bool]] = []
     if mapping is None:
         if tk is None:
@@ -41,7 +42,7 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
     if isinstance(mapping, dict):
         items = [(t, g) for g, t in mapping.items()]
         for t, g in items:
-            key = g if g in gk else by_name.get(getattr(g, "name", g))
+            key = resolve(g)
             if key is None:
                 raise RecipeError(f"mapping key {g!r} is not a parameter of the Gluon model")
             out.append((t, key, False))
@@ -59,10 +60,14 @@ def pair_names(gluon_model: Any, torch_model: Any, mapping: Any = None
                 or e.sources[0].get("part"):
             continue
         s = e.sources[0]
-        key = s["key"] if s["key"] in gk else by_name.get(s["key"])
+        key = resolve(s["key"])
         if key is None:
+            from ..mapping import from_dualdl_report
+            whose = ("a bug in dualdl if the translate report was made from this gluon_model "
+                     "(please report it)" if from_dualdl_report(mapping) else
+                     "pass the mapping of this model")
             raise RecipeError(f"the mapping feeds torch {e.target!r} from Gluon {s['key']!r}, "
-                              f"which is not a parameter of gluon_model")
+                              f"which is not a parameter of gluon_model under any name; {whose}")
         out.append((e.target, key, bool(e.transpose or s.get("transpose")
                                          or e.transform == "transpose")))
     return out

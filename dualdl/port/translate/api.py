@@ -184,7 +184,9 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
         paths = stage.paths
         report = TranslateReport(name, gen.top_class, paths[".py"], paths[".safetensors"],
                                  paths[".report.json"], untranslated=list(gen.untraced))
-        report.mapping = [{"torch": e.torch_key, "gluon": e.gluon_key,
+        from ..mapping import checkpoint_namer     # save_parameters keys, whatever a block overrides
+        ckpt_key = checkpoint_namer(block)
+        report.mapping = [{"torch": e.torch_key, "gluon": ckpt_key(e.gluon_key, e.param),
                            "shape": list(e.param.shape) if e.param is not None else [],
                            **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
         stage.claim(gen.top_class, report.mapping)     # refuses another model's files
