@@ -5,7 +5,9 @@ namespace, after a short context that defines what the page assumes the reader h
     python tests/docs_blocks.py BACKEND OUT.json docs/a.md docs/b.md ...
 
 Convention for a block that cannot run (a multi-host sketch, a shell line): the line right before
-its fence is ``<!-- not run: the reason -->``; rendered pages do not show it.
+its fence is ``<!-- not run: the reason -->``; rendered pages do not show it. A python block that is
+output (code that dualdl wrote, shown) says so the same way: ``<!-- output: what wrote it -->``.
+Shell and text blocks are checked by tests/test_docs_fences.py.
 """
 import contextlib
 import io
@@ -19,6 +21,7 @@ import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->\s*$")
+OUTPUT = re.compile(r"<!--\s*output:\s*(.*?)\s*-->\s*$")
 
 # What each page assumes the reader already has. Small shapes: the whole run stays fast.
 _NET = '''
@@ -160,6 +163,17 @@ loss_fn = dl.losses.CrossEntropyLoss()
 per_sample_loss = dl.losses.CrossEntropyLoss(reduction="none")
 ''',
     ("docs/training.md", 1): "_step_loss = loss   # what trainer.train_step returned\n",
+    # the two files HybridBlock.export writes, for the model zoo ResNet-18
+    "docs/translate-exported.md": '''
+import mxnet as mx
+from mxnet.gluon.model_zoo import vision as _vision
+mx.random.seed(0)
+_net = _vision.resnet18_v1()
+_net.initialize()
+_net.hybridize()
+_net(mx.nd.zeros((1, 3, 32, 32)))
+_net.export("resnet18_v1")
+''',
     "docs/transformer.md": '''
 import numpy as np
 import dualdl as dl
@@ -185,20 +199,25 @@ CHECKS = {
     "docs/porting-trainer.md": "assert report.ok and scheduler is not None and optimizer.state\n",
     "docs/training.md": "assert isinstance(_step_loss, float) and np.isfinite(_step_loss + val_loss)\n",
     "docs/transformer.md": "assert tuple(y.shape) == (2, 5, 256)\n",
+    "docs/translate-exported.md": "assert report.ok, report.summary()\n",
 }
 
 # pages that run on one backend only (they use both themselves, or port Gluon -> torch)
 ONE_BACKEND = {"docs/differences.md": "torch", "docs/index.md": "torch", "docs/parity.md": "torch",
                "docs/porting.md": "torch", "docs/porting-trainer.md": "torch",
-               "docs/translate.md": "torch"}
+               "docs/translate.md": "torch", "docs/translate-code.md": "torch",
+               "docs/translate-exported.md": "torch"}
 
 
 def blocks(path):
-    """``[(line, code, reason_not_run_or_None)]`` for every ```python block of ``path``."""
+    """``[(line, code, reason_not_run_or_None)]`` for every ```python block of ``path`` that is not
+    marked as output."""
     text = open(os.path.join(ROOT, path)).read()
     out = []
     for m in re.finditer(r"^```python[^\n]*\n(.*?)^```", text, re.S | re.M):
         before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if OUTPUT.search(before):
+            continue
         skip = NOT_RUN.search(before)
         out.append((text[:m.start()].count("\n") + 2, m.group(1), skip.group(1) if skip else None))
     return out

@@ -42,6 +42,17 @@ def test_demo_runs_on_both_backends_and_reports(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "held-out per-digit accuracy" in report and "loss_curves.png" in report
     assert re.search(r"^\| `cnn\.0\.weight` \| [0-9.e+-]+ / [0-9.e+-]+ \|", report, re.M), report   # per parameter
+    # where the backends part: the loss gap per step, the weights' distance at kept steps, accuracy per epoch
+    import json
+    res = json.load(open(tmp_path / "results.json"))
+    t, m = res["runs"]["torch"][0], res["runs"]["mxnet"][0]
+    assert res["parting"]["loss_gap"] == [abs(a - b) for a, b in zip(t["step_losses"], m["step_losses"])]
+    assert len(t["step_losses"]) == 6 and max(res["parting"]["loss_gap"]) < 1e-2 * t["step_losses"][0]
+    dist = res["parting"]["weight_distance"]
+    assert sorted(int(k) for k in dist) == [1, 2, 3, 5, 6] and all(0 <= v < 1e-2 for v in dist.values()), dist
+    assert len(t["epoch_accuracy"]) == 1 and t["epoch_accuracy"][0] == [t["digit_accuracy"], t["string_accuracy"]]
+    assert len(res["runs"]["torch"]) == 2 and res["machine"]["cores"]
+    assert "held-out accuracy per epoch" in out
 
 
 def test_demo_without_its_extra_names_it_in_one_line(tmp_path):

@@ -109,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(body)
     settings = dict(recipe.settings(), train=args.train_size, test=args.test_size, seed=args.seed, seeds=args.seeds)
-    paths = write(first, table(first, by_backend, steps, cmp, per_parameter=True), args.out, settings)
+    paths = write(first, table(first, by_backend, steps, cmp, per_parameter=True), args.out, settings,
+                  by_backend, steps, time.time() - t0)
     print(f"loss curves: {paths['plot']}")
     print(f"report:      {paths['report']}")
+    print(f"numbers:     {paths['json']}")
     print(f"total time:  {time.time() - t0:.0f} s")
     return 0

@@ -59,6 +59,17 @@ def seeds_table(by_backend: Dict[str, List[RunResult]]) -> str:
     return "\n".join(lines)
 
 
+def epoch_table(first: List[RunResult]) -> str:
+    """Held-out accuracy after each epoch, the backends side by side (the first seed's runs)."""
+    lines = [f"## held-out accuracy per epoch (seed {first[0].seed}), per digit / whole string", "",
+             "| epoch | " + " | ".join(r.backend for r in first) + " |", "|---:|" + "---|" * len(first)]
+    for e in range(max(len(r.epoch_accuracy) for r in first)):
+        cells = [f"{100 * r.epoch_accuracy[e][0]:.1f}% / {100 * r.epoch_accuracy[e][1]:.1f}%"
+                 if e < len(r.epoch_accuracy) else "" for r in first]
+        lines.append(f"| {e + 1} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + [""])
+
+
 def agreement_table(steps: List[StepAgreement], per_parameter: bool = False) -> str:
     """Loss and gradient agreement of the lockstep steps (see ``agreement.first_steps``)."""
     lines = ["## torch vs mxnet where it is measurable: the first steps in lockstep", "",
@@ -96,7 +107,7 @@ def comparison_lines(cmp: Comparison) -> str:
 
 def table(first: List[RunResult], by_backend: Dict[str, List[RunResult]], steps: Optional[List[StepAgreement]],
           cmp: Optional[Comparison], per_parameter: bool = False) -> str:
-    parts = [run_table(first), seeds_table(by_backend)]
+    parts = [run_table(first), seeds_table(by_backend), epoch_table(first)]
     if steps:
         parts.append(agreement_table(steps, per_parameter))
     if cmp is not None:
@@ -105,30 +116,63 @@ def table(first: List[RunResult], by_backend: Dict[str, List[RunResult]], steps:
 
 
 def plot(results: List[RunResult], path: str) -> None:
+    """Three panels: both loss curves; where they part (|loss_torch - loss_mxnet| per step and the
+    weights' max abs distance at the kept steps, log axes); held-out accuracy per epoch."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r, style in zip(results, ("-", "--", ":")):
-        ax.plot(range(1, len(r.step_losses) + 1), r.step_losses, style, label=f"{r.backend} ({r.strategy})",
+    from .results import loss_gaps, weight_distances
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    ax = axes[0]
+    colours = ("tab:blue", "tab:orange", "tab:red")
+    for r, style, c in zip(results, ("-", "--", ":"), colours):
+        ax.plot(range(1, len(r.step_losses) + 1), r.step_losses, style, color=c, label=f"{r.backend} ({r.strategy})",
                 linewidth=1.2)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("CTC loss (batch mean)")
-    ax.set_yscale("log")
-    ax.set_title("dualdl demo: CRNN on handwritten digit strings")
+    ax.set(xlabel="training step", ylabel="CTC loss (batch mean)", yscale="log", title="loss per step")
     ax.legend()
+    ax = axes[1]
+    if len(results) == 2:
+        gaps = loss_gaps(results[0], results[1])
+        # a step where the losses are bit-identical (0) leaves a gap in the log-scale line
+        ax.plot(range(1, len(gaps) + 1), [g if g > 0 else float("nan") for g in gaps], linewidth=0.8,
+                color="tab:green", label=f"|loss {results[0].backend} - loss {results[1].backend}| (0: not drawn)")
+        dist = weight_distances(results[0], results[1])
+        if dist:
+            ax.plot(list(dist), [d if d > 0 else float("nan") for d in dist.values()], "o-", markersize=3,
+                    color="tab:purple", label="weights: max abs distance")
+        ax.set(xscale="log", yscale="log")
+        ax.legend(fontsize=8)
+    ax.set(xlabel="training step", title="where the backends part (same start, same batches)")
+    ax = axes[2]
+    for r, marker, c in zip(results, ("o", "s", "^"), colours):
+        epochs = range(1, len(r.epoch_accuracy) + 1)
+        ax.plot(epochs, [100 * d for d, _ in r.epoch_accuracy], marker + "-", color=c, label=f"{r.backend} per digit")
+        ax.plot(epochs, [100 * w for _, w in r.epoch_accuracy], marker + ":", color=c,
+                label=f"{r.backend} whole string")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set(xlabel="epoch", ylabel="held-out accuracy (%)", title="held-out accuracy per epoch")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"dualdl demo: CRNN on handwritten digit strings (seed {results[0].seed})")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def write(first: List[RunResult], body: str, out_dir: str, settings: dict) -> dict:
+def write(first: List[RunResult], body: str, out_dir: str, settings: dict,
+          by_backend: Optional[Dict[str, List[RunResult]]] = None,
+          steps: Optional[List[StepAgreement]] = None, seconds: Optional[float] = None) -> dict:
+    """The plot, the Markdown report and ``results.json`` (what docs/demo.md's numbers are generated
+    from: ``python -m dualdl.demo.docs_numbers``)."""
+    from .results import write_json
     os.makedirs(out_dir, exist_ok=True)
     png = os.path.join(out_dir, "loss_curves.png")
     md = os.path.join(out_dir, "report.md")
     plot(first, png)
     text = ["# dualdl demo report", "", "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), "",
-            body, f"![loss curves, seed {first[0].seed}](loss_curves.png)", ""]
+            body, f"![loss curves, where the backends part, accuracy per epoch; seed {first[0].seed}]"
+            "(loss_curves.png)", ""]
     with open(md, "w") as f:
         f.write("\n".join(text))
-    return {"plot": png, "report": md}
+    js = write_json(os.path.join(out_dir, "results.json"), first, by_backend or {r.backend: [r] for r in first},
+                    steps or [], settings, seconds)
+    return {"plot": png, "report": md, "json": js}

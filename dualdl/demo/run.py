@@ -27,6 +27,18 @@ class RunResult:
     seconds_per_step: float = 0.0
     weights: Dict[str, np.ndarray] = field(default_factory=dict)
     examples: List[tuple] = field(default_factory=list)
+    epoch_accuracy: List[tuple] = field(default_factory=list)    # held-out (per digit, whole string) per epoch
+    snapshots: Dict[int, Dict[str, np.ndarray]] = field(default_factory=dict)  # step -> weights after it
+
+
+def snapshot_steps(total: int) -> List[int]:
+    """Steps after which the weights are kept (about 1.5x apart, and the last): the report's
+    parameter distance between the backends on a log axis."""
+    out, s = set(), 1.0
+    while s <= total:
+        out.add(int(s))
+        s *= 1.5
+    return sorted(out | {total}) if total else []
 
 
 def initial_weights(seed: int, hidden: int) -> Dict[str, np.ndarray]:
@@ -76,6 +88,7 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
                                     batch_size=recipe.batch_size, shuffle=True, drop_last=True, seed=seed)
         res = RunResult(backend, [str(d) for d in devices], trainer.strategy, seed)
         steps, busy = 0, 0.0
+        keep = set(snapshot_steps(recipe.epochs * steps_per_epoch(len(train), recipe.batch_size)))
         for epoch in tqdm(range(recipe.epochs), desc=f"{backend:6s} epochs", disable=not progress, leave=False):
             total, n = 0.0, 0
             bar = tqdm(loader, desc=f"{backend:6s} epoch {epoch + 1}", disable=not progress, leave=False)
@@ -85,13 +98,19 @@ def train_backend(backend: str, init: Dict[str, np.ndarray], train: DigitStrings
                 busy += time.perf_counter() - t0
                 steps += 1
                 res.step_losses.append(loss)
+                if steps in keep:
+                    res.snapshots[steps] = {k: dl.to_numpy(v) for k, v in dl.state_dict(model).items()}
                 total, n = total + loss, n + 1
                 bar.set_postfix(loss=f"{loss:.3f}")
             res.epoch_losses.append(total / max(1, n))
+            predicted = predict(trainer, test.images, 4 * recipe.batch_size)
+            res.epoch_accuracy.append(accuracy(predicted, test.strings()))
         res.seconds_per_step = busy / max(1, steps)
-        predicted = predict(trainer, test.images, 4 * recipe.batch_size)
         truth = test.strings()
-        res.digit_accuracy, res.string_accuracy = accuracy(predicted, truth)
+        if not res.epoch_accuracy:                   # --epochs 0: the initial weights
+            predicted = predict(trainer, test.images, 4 * recipe.batch_size)
+            res.epoch_accuracy.append(accuracy(predicted, truth))
+        res.digit_accuracy, res.string_accuracy = res.epoch_accuracy[-1]
         res.examples = list(zip(truth[:8], predicted[:8]))
         res.weights = {k: dl.to_numpy(v) for k, v in dl.state_dict(model).items()}
         return res
