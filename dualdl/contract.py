@@ -378,11 +378,17 @@ CORE: Dict[str, Name] = {
     "Backend": cls("()", "the :class:`dualdl.backend.Backend` subclass (the tensor functions)"),
 }
 
+# ops_functional: dualdl.nn.functional's functions. Their names and signatures (torch.nn.functional's) are
+# one table, dualdl/functional_spec.py (this module imports nothing), which dualdl.nn.functional builds its
+# dispatchers from; tests/test_nn_functional_more.py checks both adapters against it as check_adapter does.
+OPS_FUNCTIONAL: Dict[str, Name] = {}
+
 #: module name -> {name: Name}; the module order is ``ADAPTER_MODULES``'s
 CONTRACT: Dict[str, Dict[str, Name]] = {
     "core": CORE, "nn": NN, "ops": OPS, "losses": LOSSES, "optim": OPTIM,
     "optim_adaptive": OPTIM_ADAPTIVE, "optim_lamb": OPTIM_LAMB, "state": STATE,
     "distributed": DISTRIBUTED, **PARALLEL, "testing": TESTING, "init": INIT,
+    "ops_functional": OPS_FUNCTIONAL,
 }
 
 

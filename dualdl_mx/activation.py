@@ -268,14 +268,23 @@ class LogSoftmax(_SoftmaxBase):
         return log_softmax(x, dim)
 
 
+def prelu_formula(F, x, weight):
+    """torch's prelu ``relu(x) - w relu(-x)``, ``w`` (1 or C slopes) taken per element by its channel
+    (dim 1) number; 0-d and 1-d NDArrays have one channel. MXNet's prelu op gives a wrong slope
+    gradient inside a hybridized graph (measured 0.11 off a gradient of 0.15 after Conv2d) and keeps
+    float32 precision in float64 (5e-8 relative on torch's module_db): it only numbers the channels
+    here (``prelu(-1, gamma=0..C-1)``: exact integers, any rank, no shape needed), outside autograd,
+    and the slopes are taken at those numbers (exact, 1e-16 in float64)."""
+    if is_ndarray(x) and x.ndim < 2:
+        return prelu_formula(F, x.reshape((1, -1)), weight).reshape(x.shape)
+    channel = F.BlockGrad(-F.LeakyReLU(-F.ones_like(x), gamma=F.contrib.arange_like(weight), act_type="prelu"))
+    return F.relu(x) - F.take(weight, channel) * F.relu(-x)
+
+
 class PReLU(_Pointwise):
     """``torch.nn.PReLU(num_parameters=1, init=0.25)``: ``weight`` of shape (num_parameters,), one
     slope or one per channel (dim 1). Gluon's PReLU names it ``alpha`` and initialises it lazily.
-
-    Written as ``relu(x) + w * min(x, 0)``, with ``w`` broadcast over the channel dim by MXNet's
-    prelu op applied to a constant -1: the prelu op applied to ``x`` itself gives a wrong slope
-    gradient inside a hybridized graph (measured 0.11 off a gradient of 0.15 after Conv2d, in a
-    bound Symbol too; eager it is right)."""
+    The formula is :func:`prelu_formula` (exact in float64, eager and hybridized)."""
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
         super().__init__()        # device/dtype: applied by dualdl.nn's factory scope (base.factory_kwargs)
@@ -287,21 +296,19 @@ class PReLU(_Pointwise):
         check_prelu_input(self.num_parameters, x.shape)
 
     def hybrid_forward(self, F, x, weight):
-        if is_ndarray(x):
-            if x.ndim < 2:                                   # MXNet's prelu wants a channel axis
-                return self.hybrid_forward(F, x.reshape((1, -1)), weight).reshape(x.shape)
-        minus_w = F.LeakyReLU(-F.ones_like(x), gamma=weight, act_type="prelu")     # -w, x's shape
-        return F.relu(x) + minus_w * F.relu(-x)
+        return prelu_formula(F, x, weight)
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"
 
 
 class ReLU6(_Activation):
-    """``torch.nn.ReLU6``: ``clip(x, 0, 6)`` (Gluon has no ReLU6 block)."""
+    """``torch.nn.ReLU6``: hardtanh(x, 0, 6) (Gluon has no ReLU6 block; MXNet's clip passes a gradient
+    at the bounds, torch does not: at x = 0 a gradient of 1 where torch's is 0)."""
 
     def hybrid_forward(self, F, x):
-        return F.clip(x, 0.0, 6.0)
+        from .activation_more import hardtanh_formula          # activation_more imports this module
+        return hardtanh_formula(F, x, 0.0, 6.0)
 
 
 class Hardswish(_Activation):
@@ -315,7 +322,12 @@ class Hardsigmoid(_Activation):
     """``torch.nn.Hardsigmoid``: ``relu6(x + 3) / 6`` (MXNet's ``hard_sigmoid`` defaults to slope 0.2)."""
 
     def hybrid_forward(self, F, x):
-        return F.clip(x + 3.0, 0.0, 6.0) / 6.0
+        from .activation_more import _full_like, hardtanh_formula     # activation_more imports this module
+        # no gradient at x = +-3, as torch; the value divided by a 6 tensor, the gradient torch's
+        # ``grad * (1.0f / 6.0f)`` (its kernel's float32 constant, also in float64: 1e-8 from 1/6)
+        z = hardtanh_formula(F, x + 3.0, 0.0, 6.0)
+        zc = z * float(np.float32(1.0) / np.float32(6.0))
+        return F.BlockGrad(F.broadcast_div(z, _full_like(F, x, 6.0))) + (zc - F.BlockGrad(zc))
 
 
 def softplus(F, x, beta: float, threshold: float):

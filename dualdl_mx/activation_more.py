@@ -49,6 +49,14 @@ class GLU(_Pointwise):
         return f"dim={self.dim}"
 
 
+def hardtanh_formula(F, x, min_val: float, max_val: float):
+    """torch's hardtanh: clipped, NaN kept, the gradient only strictly inside ``(min_val, max_val)``
+    (also ReLU6 and Hardsigmoid's, whose bounds MXNet's clip would pass a gradient at)."""
+    lo, hi = float(min_val), float(max_val)
+    outside = F.where(x <= lo, _full_like(F, x, lo), F.where(x >= hi, _full_like(F, x, hi), F.BlockGrad(x)))
+    return F.where((x > lo) * (x < hi), x, outside)
+
+
 class Hardtanh(_Pointwise):
     """``torch.nn.Hardtanh``: ``min_val`` where ``x <= min_val``, ``max_val`` where ``x >= max_val``,
     else x (NaN kept), the gradient passed only where ``min_val < x < max_val`` (0 at the bounds and
@@ -69,9 +77,7 @@ class Hardtanh(_Pointwise):
         self.min_val, self.max_val, self.inplace = min_val, max_val, bool(inplace)
 
     def hybrid_forward(self, F, x):
-        lo, hi = float(self.min_val), float(self.max_val)
-        outside = F.where(x <= lo, _full_like(F, x, lo), F.where(x >= hi, _full_like(F, x, hi), F.BlockGrad(x)))
-        return F.where((x > lo) * (x < hi), x, outside)
+        return hardtanh_formula(F, x, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")

@@ -20,6 +20,9 @@ __all__ = ["Module", "Parameter", "native_class", *_layer_names, *LOSSES]
 
 
 def __getattr__(name: str):
+    if name == "functional":    # torch.nn.functional written once (lazily: it imports dualdl.losses)
+        import importlib
+        return importlib.import_module(f"{__name__}.functional")
     if name in LOSSES:          # imported lazily: dualdl.losses imports dualdl.nn's checks
         from ..losses import modules
         value = globals()[name] = modules.LOSSES[name]

@@ -203,7 +203,7 @@ def _applier(spec: Spec, f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _build_reference(spec: Spec) -> Any:
     impl = adapter(REFERENCE)
-    native = spec.ref if spec.ref is not None else impl.native_entry(spec.kind, spec.name)
+    native = spec.ref if spec.ref is not None else impl.native_entry(spec.kind, spec.name.removeprefix("F."))
     if spec.kind == "op":
         return impl.FunctionModule(_applier(spec, native))
     args = spec.args(impl.native_namespace()) if callable(spec.args) else spec.args
@@ -219,7 +219,9 @@ def _build_candidate(spec: Spec, backend: str) -> Any:
             args = spec.args(nn) if callable(spec.args) else spec.args
             return getattr(nn, spec.name)(*args, **spec.kwargs)
         if spec.kind == "op":
-            return _Apply(_applier(spec, getattr(ops, spec.name)))
+            # "F.<name>": dualdl.nn.functional's function (torch.nn.functional's signature), else dualdl.ops's
+            fn = getattr(nn.functional, spec.name[2:]) if spec.name.startswith("F.") else getattr(ops, spec.name)
+            return _Apply(_applier(spec, fn))
         obj = getattr(losses, spec.name)(*(spec.args if not callable(spec.args) else spec.args(nn)),
                                          **spec.kwargs)
         return _Apply(obj)

@@ -7,6 +7,3 @@
 F32_ACT_HYB = dict(known={"float64 mxnet:hybridized": "MXNet's LeakyReLU operator (act_type leaky/gelu), "
                           "which a hybridized graph runs for the ops (a Symbol has no dtype), has float32 "
                           "precision in float64 (measured <= 1.9e-7)"})
-# dualdl's MXNet PReLU broadcasts its slopes with MXNet's prelu operator
-PRELU_OP = dict(tol64=1e-6, reason="MXNet's prelu operator, which dualdl's PReLU uses to broadcast the slopes, "
-                                   "has float32 precision in float64 (measured <= 3.4e-7)")

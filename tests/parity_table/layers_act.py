@@ -2,22 +2,19 @@
 (issue 14): dualdl.nn.<name> on each backend against torch.nn.<name>."""
 from dualdl.testing.spec import layer
 
-from .known import PRELU_OP
-
 NO_TRAIN = ("eval", "float64", "hybridize")        # random in train mode: compared in eval mode only
 BILINEAR64 = dict(tol64=1e-6, reason="MXNet's BilinearResize2D computes its weights in float32, also for "
                                      "float64 data (measured <= 6.7e-7; exact weights such as x2 match)")
 
 ROWS = [
-    layer("PReLU", (4, 30), **PRELU_OP),
-    layer("PReLU", (2, 3, 4, 5), 3, 0.1, id="per channel 4-d", **PRELU_OP),
-    layer("PReLU", (7,), id="1-d", checks=("train", "step", "eval", "float64"), **PRELU_OP),
+    layer("PReLU", (4, 30)),
+    layer("PReLU", (2, 3, 4, 5), 3, 0.1, id="per channel 4-d"),
+    layer("PReLU", (7,), id="1-d", checks=("train", "step", "eval", "float64")),
     layer("Sequential", (2, 3, 8, 8), lambda nn: (nn.Conv2d(3, 4, 3), nn.PReLU(4), nn.Flatten(), nn.Linear(144, 3)),
-          id="conv-prelu-linear: MXNet's prelu op gives a wrong slope gradient here, hybridized", **PRELU_OP),
+          id="conv-prelu-linear: MXNet's prelu op gives a wrong slope gradient here, hybridized"),
     layer("ReLU6", (4, 30) , id="wide"),
     layer("Hardswish", (4, 30)),
-    layer("Hardsigmoid", (4, 30), tol64=1e-7, reason="torch's float64 hardsigmoid backward multiplies by 1/6 "
-          "rounded to float32 (5e-9 off the exact gradient; dualdl's MXNet side is exact)"),
+    layer("Hardsigmoid", (4, 30)),           # MXNet's gradient takes torch's float32 1/6 (exact to torch)
     layer("Softplus", (4, 30)),
     layer("Softplus", (4, 30), 2.0, 1.5, id="beta 2 threshold 1.5"),
     layer("Mish", (4, 30)),
