@@ -154,8 +154,6 @@ def markdown(rows: List[Row], machine: Dict[str, Any], config: Dict[str, Any], e
         f"{config.get('repeats')} rounds, {config.get('clock', 'wall')} clock, {elapsed_s:.0f} s in all",
         "",
     ]
-    if findings:
-        lines += ["## Findings", "", findings.strip(), ""]
     for group in _groups(rows):
         lines += [f"## {GROUP_TITLES.get(group, group)}", ""]
         if group == "peer":
@@ -167,6 +165,8 @@ def markdown(rows: List[Row], machine: Dict[str, Any], config: Dict[str, Any], e
             if r.group == group:
                 lines.append("| " + " | ".join(_md_escape(c) for c in columns(r)) + " |")
         lines.append("")
+    if findings:     # the tables first (docs: how-to, then measurements), what each run found after them
+        lines += ["## Findings", "", findings.strip(), ""]
     return "\n".join(lines)
 
 
