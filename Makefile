@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 # pip prints what it collects and installs (no -q): a fresh install takes minutes, most of it downloads
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.dualdl-installed
+# mkdocs-material prints a notice about its successor on every build; the site does not depend on it
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 ARGS ?=
 # pytest workers for `make test` (pytest-xdist); TEST_WORKERS=0 runs in this process
 TEST_WORKERS ?= 2
@@ -33,7 +35,7 @@ demo: $(STAMP)
 	$(VENV)/bin/dualdl demo $(ARGS)
 
 test: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict -q -d $(CURDIR)/build/site
+	$(MKDOCS) build --strict -q -d $(CURDIR)/build/site
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
 # On a CUDA machine (under 6 minutes): the tests marked gpu (each CUDA path against the CPU path)
@@ -51,7 +53,7 @@ bench: $(STAMP)
 # the site into site/, then headless Chromium screenshots of the home, a porting and the API page, and
 # a search, into build/docs-screenshots/ (skipped with a line when there is no chromium)
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict -q
+	$(MKDOCS) build --strict -q
 	$(PY) tests/docs_browser.py site build/docs-screenshots
 
 clean:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-PAGES = {"home": "", "porting": "porting-project/", "api": "api-nn/"}
+PAGES = {"home": "", "porting": "porting-project/", "api": "api-nn/#dualdl.nn.layers.Conv2d"}
 
 
 def chromium() -> Optional[str]:
