@@ -162,3 +162,128 @@ def test_the_allow_list_accepts_the_constructs_translate_writes():
                  "        return torch.stack(z, 1) * float('inf') + y.reshape(-1)[..., 0] + self.lin(x)\n")
     tree = ast.parse(_CLASS + "return x\n")
     assert isinstance(tree.body[-1], ast.ClassDef)
+
+
+# ---- names that are no identifier, with a comment ------------------------------------------------
+def _gluonts_head():
+    """GluonTS registers its distribution heads' projections as children '0', '1' (Dense(flatten=False))."""
+    from mxnet import gluon
+
+    class ArgProj(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                for i in range(2):
+                    self.register_child(gluon.nn.Dense(1, flatten=False, in_units=8), str(i))
+
+        def hybrid_forward(self, F, x):
+            return F.concat(*[c(x) for c in self._children.values()], dim=-1)
+    return ArgProj(), (2, 3, 8)
+
+
+def _frozen_param_named_a_b():
+    """An own parameter named 'w-1' (no identifier) with grad_req='null': its comment once ended inside
+    register_parameter(...)."""
+    from mxnet import gluon
+
+    class Scaled(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.dense = gluon.nn.Dense(3, in_units=4)
+            self._reg_params["w-1"] = self.params.get("w1", shape=(3,), grad_req="null")
+
+        def hybrid_forward(self, F, x, **params):
+            return F.broadcast_mul(self.dense(x), params["w-1"].reshape((1, 3)))
+    return Scaled(), (2, 4)
+
+
+@pytest.mark.parametrize("make", [_gluonts_head, _frozen_param_named_a_b], ids=["gluonts-heads-0-1", "frozen-w-1"])
+def test_a_child_or_parameter_whose_name_is_no_identifier_translates_with_its_comment(tmp_path, make):
+    from dualdl import port
+    block, shape = make()
+    block.initialize(mx.init.Uniform(0.5))
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    r = port.translate(block, [x], str(tmp_path), name="m")
+    assert r.ok, r.summary()
+    src = open(r.source_path).read()
+    if make is _gluonts_head:
+        assert "self.add_module('0', nn.Linear(8, 1))  # Gluon Dense(flatten=False)" in src
+        assert "getattr(self, '1')(x)" in src
+    else:
+        assert "self.register_parameter('w-1', nn.Parameter(torch.empty(3,), requires_grad=False))  " \
+               "# grad_req='null' in Gluon" in src
+
+
+class _EvilName(str):
+    """A child name whose repr() would be code: the file must be written by str's own repr."""
+
+    def __repr__(self):
+        return "'x', None)\nimport sys; sys.modules['pwned'] = 1\n(None"
+
+    __str__ = __repr__
+
+
+def test_a_str_subclass_child_name_cannot_choose_its_text(tmp_path):
+    import sys
+    from mxnet import gluon
+    from dualdl import port
+
+    class Net(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.register_child(gluon.nn.Dense(3, flatten=False, in_units=4), _EvilName("0-a"))
+
+        def hybrid_forward(self, F, x):
+            return F.relu(list(self._children.values())[0](x))
+    net = Net()
+    net.initialize()
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    sys.modules.pop("pwned", None)
+    try:
+        r = port.translate(net, [x], str(tmp_path), name="m")
+    except TranslationError as e:
+        assert len(str(e).splitlines()) == 1, str(e)
+    else:
+        assert r.ok, r.summary()
+        src = open(r.source_path).read()
+        assert "import sys" not in src and "'0-a'" in src, src
+    assert "pwned" not in sys.modules
+
+
+# ---- the recipe writer goes through the same literal gate and last check ------------------------
+PWN = "import sys; sys.modules['pwned'] = 1"
+
+
+class _EvilRepr(str):
+    def __repr__(self):
+        return f"1)\n{PWN}\n("
+
+
+def test_recipe_str_subclass_values_are_written_by_the_gate():
+    """``mx.metric.Accuracy(axis=...)`` keeps whatever it is given: a str subclass's repr() was
+    written into the recipe (code at its import); now str's own repr is."""
+    import sys
+    from dualdl.port.recipe import translate_recipe
+    sys.modules.pop("pwned", None)
+    recipe = translate_recipe(metrics=mx.metric.Accuracy(axis=_EvilRepr("1"), name=_EvilRepr("acc")))
+    assert PWN not in recipe.source and "Accuracy(axis='1', name='acc')" in recipe.source
+    ast.parse(recipe.source)
+    assert "pwned" not in sys.modules
+
+
+@pytest.mark.parametrize("body, says", [
+    ("def make_metric():\n    return __import__('os')\n", "name __import__"),
+    ("TABLE = [open('x')]\n", "TABLE at line 3 is not a literal"),
+    ("def f(m):\n    return m.__class__\n", "attribute __class__"),
+    ("import os\n", "would import 'os'"),
+])
+def test_recipe_last_check_is_the_same_allow_list(body, says):
+    from dualdl.port.recipe.emit import RecipeError, check_recipe_source
+    with pytest.raises(RecipeError, match="refuses to save|would import") as e:
+        check_recipe_source('"""doc"""\nimport torch\n' + body)
+    assert says in str(e.value) and len(str(e.value).splitlines()) == 1, str(e.value)
+    check_recipe_source('"""doc"""\nimport torch\nRULES = [("w", -1.5, float("inf"), None)]\n'
+                        'def f(model: torch.nn.Module) -> torch.optim.Optimizer:\n'
+                        '    named = dict(model.named_parameters())\n'
+                        '    if not named:\n        raise KeyError(f"no parameter {len(named)!r}")\n'
+                        '    return torch.optim.SGD(named.values(), lr=RULES[0][1])\n')

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import math
 from typing import Any, Dict, List, Sequence, Tuple
 
 #: what a generated file may import: torch, numpy and these standard modules
@@ -19,27 +18,23 @@ class RecipeError(ValueError):
 
 
 def lit(v: Any) -> str:
-    """A Python literal for ``v`` that evaluates to an equal value (floats bit for bit)."""
-    if v is None or isinstance(v, (bool, str)):
-        return repr(v)
-    if isinstance(v, int) or type(v).__name__ in ("int32", "int64"):
-        return repr(int(v))
-    if isinstance(v, float) or type(v).__name__ in ("float32", "float64"):
-        v = float(v)
-        if math.isnan(v):
-            return 'float("nan")'
-        if math.isinf(v):
-            return 'float("inf")' if v > 0 else '-float("inf")'
-        return repr(v)
-    if isinstance(v, tuple):
-        return "(" + ", ".join(lit(x) for x in v) + ("," if len(v) == 1 else "") + ")"
-    if isinstance(v, list):
-        return "[" + ", ".join(lit(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{lit(k)}: {lit(x)}" for k, x in v.items()) + "}"
-    if hasattr(v, "tolist"):
-        return lit(v.tolist())
-    raise RecipeError(f"cannot write a {type(v).__name__} value ({v!r}) into the generated file")
+    """A Python literal for ``v`` that evaluates to an equal value (floats bit for bit), written by
+    translate's one literal gate (``safe.literal``: the built-in types' own ``repr``, so a ``str``
+    subclass from the user's objects, an ``mx.metric.Accuracy(axis=...)`` or a scheduler's
+    ``warmup_mode``, cannot choose its text); an array is written as its ``tolist()``."""
+    from ..translate.errors import TranslationError
+    from ..translate.safe import literal
+    try:
+        return literal(v)
+    except TranslationError:
+        pass
+    if hasattr(type(v), "tolist") and hasattr(v, "shape"):
+        try:
+            return literal(v.tolist())
+        except TranslationError:
+            pass
+    raise RecipeError(f"cannot write a {type(v).__name__} value into the generated file (only numbers, "
+                      f"strings, None, bools and tuples/lists/dicts of them)")
 
 
 def pretty(v: Any, indent: int = 0, width: int = 99) -> str:
@@ -145,9 +140,9 @@ class SourceFile:
         out += ["\n" + src + "\n" for _, src in self.defs]
         out += ["\n# " + "-" * 75 + " the recipe"]
         out += ["\n" + b + "\n" for b in self.body]
-        out.append(f"\n__all__ = {self.exports!r}\n")
+        out.append(f"\n__all__ = {lit(list(self.exports))}\n")
         src = "\n".join(out).replace("\n\n\n\n", "\n\n\n")
-        check_imports(src)
+        check_recipe_source(src, [n for n, _ in self.defs])
         return src
 
 
@@ -178,3 +173,20 @@ def check_imports(src: str) -> None:
             if n.split(".")[0] not in ALLOWED_IMPORTS:
                 raise RecipeError(f"generated recipe would import {n!r}; only "
                                   f"{sorted(ALLOWED_IMPORTS)} are allowed")
+
+
+def check_recipe_source(src: str, copied: Sequence[str] = ()) -> None:
+    """The last check of a generated recipe (translate's allow-list, ``allowlist.check_recipe_tree``):
+    ``copied`` definitions are dualdl's own torch-only source; the recipe's own functions use only
+    what the recipe writer writes, and its tables are literals."""
+    from ..translate.allowlist import check_recipe_tree
+
+    def bad(what: str) -> RecipeError:
+        return RecipeError(f"dualdl wrote a recipe that it refuses to save ({what}); this is a bug in dualdl: "
+                           f"please report it with the training script")
+    try:
+        tree = ast.parse(src)
+    except SyntaxError as e:
+        raise bad(f"SyntaxError: {e.msg} at line {e.lineno}") from None
+    check_imports(src)
+    check_recipe_tree(tree, set(copied), bad)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import ast
 from typing import Callable, Dict, FrozenSet, List, Optional, Set
 
-__all__ = ["check_tree"]
+__all__ = ["check_tree", "check_recipe_tree"]
 
 BUILTINS = frozenset({"super", "float", "int", "bool", "len", "range", "enumerate", "list", "tuple", "zip", "min",
                       "max", "abs", "isinstance", "getattr", "sum", "any", "all", "reversed", "round", "slice",
                       "sorted", "divmod", "dict", "str", "hasattr", "staticmethod",
                       "NotImplementedError", "ValueError", "RuntimeError", "TypeError", "IndexError"})
+#: what a recipe's own functions use beyond that (its literal tables go through the same literal gate)
+_RECIPE_BUILTINS = BUILTINS | {"KeyError", "UserWarning", "print"}
+_RECIPE_TORCH = frozenset({"optim", "Generator", "nn"})
 _STMTS = (ast.Return, ast.Assign, ast.AugAssign, ast.If, ast.For, ast.With, ast.Raise, ast.Expr, ast.Pass,
           ast.Assert, ast.Continue, ast.Break, ast.FunctionDef)     # a FunctionDef: a closure of a helper
 _EXPRS = (ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.Constant, ast.Attribute,
@@ -83,13 +86,15 @@ def _framework_path(chain: List[str]) -> Optional[str]:
     return ".".join(chain)
 
 
-def _judge_framework(chain: List[str], bad) -> None:
+def _judge_framework(chain: List[str], bad, recipe: bool = False) -> None:
     path = _framework_path(chain)
     if path is None:
         return
     parts = path.split(".")
     vocab = _vocab()
     if len(parts) < 2:
+        return
+    if recipe and parts[0] == "torch" and parts[1] in _RECIPE_TORCH:     # annotations, optimizers
         return
     if parts[1] not in vocab[parts[0]]:
         raise bad(f"{'.'.join(chain)} is not a function translate writes")
@@ -121,11 +126,12 @@ def _locals(fn: ast.FunctionDef) -> Set[str]:
     return out
 
 
-def _check_function(fn: ast.FunctionDef, module: Set[str], registered: Set[str], bad) -> None:
+def _check_function(fn: ast.FunctionDef, module: Set[str], registered: Set[str], bad, recipe: bool = False) -> None:
     for d in fn.decorator_list:
         if not (isinstance(d, ast.Name) and d.id == "staticmethod"):
             raise bad(f"decorator {ast.unparse(d)[:40]} on {fn.name}")
-    known = _locals(fn) | module | BUILTINS
+    known = _locals(fn) | module | (_RECIPE_BUILTINS if recipe else BUILTINS)
+    extra = (ast.JoinedStr, ast.FormattedValue) if recipe else ()
     for node in ast.walk(fn):
         if node is fn:
             continue
@@ -134,7 +140,7 @@ def _check_function(fn: ast.FunctionDef, module: Set[str], registered: Set[str],
         where = f"line {getattr(node, 'lineno', fn.lineno)}"
         if isinstance(node, ast.stmt) and not isinstance(node, _STMTS):
             raise bad(f"a {type(node).__name__} statement in {fn.name}, {where}")
-        if isinstance(node, ast.expr) and not isinstance(node, _EXPRS):
+        if isinstance(node, ast.expr) and not isinstance(node, _EXPRS + extra):
             raise bad(f"a {type(node).__name__} expression in {fn.name}, {where}")
         if not isinstance(node, (ast.stmt, ast.expr, *_EXPRS)):
             raise bad(f"a {type(node).__name__} in {fn.name}, {where}")
@@ -148,7 +154,7 @@ def _check_function(fn: ast.FunctionDef, module: Set[str], registered: Set[str],
                 raise bad(f"attribute {node.attr} in {fn.name}, {where}")
             chain = _chain(node)
             if chain is not None:
-                _judge_framework(chain, bad)
+                _judge_framework(chain, bad, recipe)
         if isinstance(node, ast.Constant) and not isinstance(node.value, (str, int, float, bool, type(None))) \
                 and node.value is not Ellipsis:
             raise bad(f"a constant of type {type(node.value).__name__} in {fn.name}, {where}")
@@ -194,3 +200,51 @@ def check_tree(tree: ast.Module, bad) -> None:
                     raise bad(f"a {type(item).__name__} in the body of class {node.name}, line {item.lineno}")
         elif isinstance(node, ast.FunctionDef):
             _check_function(node, module, registered, bad)
+
+
+def _pure_literal(node: ast.AST) -> bool:
+    """A value the literal gate writes: constants, tuples/lists/dicts of them, ``-x``, ``float("inf")``."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (str, int, float, bool, type(None)))
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_pure_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _pure_literal(k) for k in node.keys) and all(_pure_literal(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _pure_literal(node.operand)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in ("inf", "-inf", "nan"))
+
+
+def check_recipe_tree(tree: ast.Module, copied: Set[str], bad) -> None:
+    """The same allow-list for a generated training recipe: definitions named in ``copied`` are
+    dualdl's own torch-only source, copied verbatim; every other function is judged as a
+    translated module's (plus f-strings, ``KeyError``/``UserWarning`` and torch.optim), and every
+    module-level value must be a literal the gate wrote."""
+    module: Set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            module.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            module |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            module |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                       if isinstance(t, ast.Name)}
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (i == 0 and isinstance(node, ast.Expr)
+                                                               and isinstance(node.value, ast.Constant)):
+            continue
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in copied:
+            continue
+        if isinstance(node, ast.FunctionDef):
+            _check_function(node, module, set(), bad, recipe=True)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if len(names) != len(targets):
+                raise bad(f"an assignment to something other than a name at line {node.lineno}")
+            if not (set(names) <= copied) and not (node.value is not None and _pure_literal(node.value)):
+                raise bad(f"{names[0]} at line {node.lineno} is not a literal")
+        else:
+            raise bad(f"a {type(node).__name__} statement at module level, line {node.lineno}")

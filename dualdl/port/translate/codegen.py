@@ -23,7 +23,8 @@ from .forward import ForwardWriter
 from .leaves import builtin_leaf, fused_helper, weight_drop_note
 from .registry import Call, Leaf, block_translation
 from .safe import comment, docstring_text, literal
-from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args, defined_names, free_name
+from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args, defined_names, free_name, \
+    statement
 from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
 from .trace import T, flatten_struct, trace_block
 
@@ -99,7 +100,7 @@ def access(parts, base: str = "self") -> str:
         elif kind == "a":
             out += f".{name}"
         else:
-            out = f"getattr({out}, {ascii(name)})"
+            out = f"getattr({out}, {literal(name)})"
     return out
 
 
@@ -110,7 +111,7 @@ def assign(parts, value: str, base: str = "self") -> str:
         return f"{parent}[{name}] = {value}"
     if kind == "a":
         return f"{parent}.{name} = {value}"
-    return f"{parent}.add_module({ascii(name)}, {value})"
+    return f"{parent}.add_module({literal(name)}, {value})"
 
 
 _MODULE_ATTRS: Optional[frozenset] = None
@@ -596,16 +597,18 @@ class Generator:
                 lines.append(f"        {assign([part], access(call.source))}"
                              f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
                 continue
-            text = _render(call, 8, names, counter, seen=seen_comments)
-            lines.append(f"        {assign([part], text)}")
+            notes: list = []
+            text = _render(call, 8, names, counter, seen=seen_comments, notes=notes)
+            lines.append(f"        {statement(assign([part], text), notes)}")
         for part, shape, trainable in inst.own:
             value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
-                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)  # grad_req='null' in Gluon"
-            lines.append(f"        self.{part[1]} = {value}" if part[0] == "a" else
-                         f"        self.register_parameter({ascii(part[1])}, {value})")
+                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)"
+            lines.append(statement(f"        self.{part[1]} = {value}" if part[0] == "a" else
+                                   f"        self.register_parameter({literal(part[1])}, {value})",
+                                   [] if trainable else ["grad_req='null' in Gluon"]))
         for part, shape, dtype in inst.consts:
             zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
-            lines.append(f"        self.register_buffer({ascii(part[1])}, {zeros})"
+            lines.append(f"        self.register_buffer({literal(part[1])}, {zeros})"
                          f"  # an array Gluon's block holds as an attribute (values in the weights file)")
         lines += _alias_lines(inst.aliases)
         if inst is self.instances.get(id(self.root)):
@@ -635,7 +638,7 @@ class Generator:
 
     def _param_access(self, mod: str, local: str) -> str:
         base = access(self.parts.get(mod, tuple(("a", p) for p in mod.split(".") if p)))
-        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {ascii(local)})"
+        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {literal(local)})"
 
     # ---- the whole file ----
     def source(self) -> str:

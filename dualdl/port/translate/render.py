@@ -148,8 +148,12 @@ def _is_number(v) -> bool:
 
 
 
-def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=False, seen=None) -> str:
-    """Source of a constructor call; numeric literal number i becomes names[i] where given."""
+def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=False, seen=None,
+            notes=None) -> str:
+    """Source of a constructor call; numeric literal number i becomes names[i] where given. The
+    call's own comment is appended to ``notes`` where given (the caller writes it after the whole
+    statement: a value may land inside another call, ``self.add_module('0', <value>)``), else
+    after the text."""
     state = {"i": 0} if counter is None else None
 
     def lit(v):
@@ -190,10 +194,22 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
     text = one(call, indent)
     if call.comment and seen is not None and call.comment not in seen and "\n" not in text:
         seen.add(call.comment)
-        text += f"  # {safe_comment(call.comment)}"
+        if notes is not None:
+            notes.append(call.comment)
+        else:
+            text += f"  # {safe_comment(call.comment)}"
     return text
 
 
+def statement(code: str, notes=()) -> str:
+    """A complete statement with its comments after it (one line; a multi-line statement keeps
+    its comments inside, on the lines of its arguments)."""
+    notes = [n for n in notes if n]
+    if not notes or "\n" in code:
+        return code
+    return f"{code}  # {safe_comment('; '.join(notes))}"
+
+
 def _render_args(call: Call, indent: int) -> str:
-    text = _render(call, indent, {}, None, seen=set())
+    text = _render(call, indent, {}, None, seen=set(), notes=[])    # no comment inside the parentheses
     return text[len(call.fn) + 1:-1]

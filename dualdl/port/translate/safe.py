@@ -17,8 +17,9 @@ __all__ = ["check_source", "comment", "docstring_text", "literal"]
 
 
 def comment(text: str) -> str:
-    """``text`` for after a ``#``: a single line of printable ASCII."""
-    return ascii(str(text))[1:-1]
+    """``text`` for after a ``#``: a single line of printable ASCII (written by ``str``'s own
+    ``repr``: a ``str`` subclass from the model cannot choose its text)."""
+    return str.__repr__(str.__str__(str(text))).encode("ascii", "backslashreplace").decode("ascii")[1:-1]
 
 
 def docstring_text(text: str) -> str:
@@ -44,8 +45,8 @@ def literal(v: Any) -> str:
         if not math.isfinite(f):
             return 'float("nan")' if math.isnan(f) else ('float("inf")' if f > 0 else 'float("-inf")')
         return float.__repr__(f)
-    if isinstance(v, str):
-        return str.__repr__(str.__str__(v))
+    if isinstance(v, str):     # str's own repr, non-ASCII escaped (as ascii() would, without a subclass's say)
+        return str.__repr__(str.__str__(v)).encode("ascii", "backslashreplace").decode("ascii")
     if isinstance(v, bytes):
         return bytes.__repr__(bytes(v))
     if isinstance(v, tuple):
