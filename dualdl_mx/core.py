@@ -59,6 +59,8 @@ class Backend(_Contract):
         return self.device_from_native(t.context)
 
     def to_device(self, t, device: Device):
+        if isinstance(t, mx.sym.Symbol):      # a hybridized forward: the graph runs where its inputs are
+            return t
         ctx = native_device(device)
         if t.context != ctx and _legacy_unshapeable(t.shape):     # _copyto cannot infer it either
             return mx.nd.array(t.asnumpy(), ctx=ctx, dtype=t.dtype)

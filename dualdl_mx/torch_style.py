@@ -145,6 +145,11 @@ def explain_torch_method(err: BaseException) -> Optional[BaseException]:
     line = _user_line(err.__traceback__)
     if isinstance(err, AttributeError):
         m = _NO_ATTR.search(msg)
+        if m and m.group(2) == "shape" and "Symbol" in m.group(1):
+            return AttributeError("x.shape: under hybridize() an MXNet Symbol has no shape"
+                                  + (f" (in `{line}`)" if line else "") + "; this forward reads sizes from its "
+                                  "tensors: call the model without hybridize(), or write the sizes from the "
+                                  "model's arguments and shape-free dualdl.ops (ops.flatten, ops.reshape with -1)")
         if m and m.group(2) in TORCH_METHODS:
             return AttributeError(_hint(m.group(2), line))
         return None
