@@ -11,7 +11,8 @@ import importlib as _importlib
 from .backend import (BackendNotInstalledError, available_backends, backend, backend_for,
                       devices, get_backend, use, visible_gpus)
 from .devices import Device, cpu, device, gpu
-from .random import seed
+from .random import (bernoulli, multinomial, normal, rand, rand_like, randint, randint_like, randn, randn_like,
+                     seed)
 from .tensor import (arange, device_of, from_numpy, full, full_like, is_tensor, item, ones,
                      ones_like, reshape, to_device, to_numpy, zeros, zeros_like)
 
@@ -33,6 +34,7 @@ _LAZY_NAMES = {
 __all__ = [
     "use", "backend", "get_backend", "backend_for", "available_backends", "BackendNotInstalledError",
     "Device", "cpu", "gpu", "device", "devices", "visible_gpus", "seed",
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "multinomial", "bernoulli", "normal",
     "from_numpy", "to_numpy", "item", "reshape", "to_device", "device_of", "is_tensor",
     "zeros", "ones", "full", "arange", "zeros_like", "ones_like", "full_like",
     *sorted(_LAZY_NAMES), *sorted(_LAZY_SUBMODULES),

@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib.abc
 import random as _pyrandom
 import sys
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 
 from .backend import KNOWN_BACKENDS, _instances, get_backend, on_backend_created
 
-__all__ = ["seed", "initial_seed"]
+__all__ = ["seed", "initial_seed", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
+           "multinomial", "bernoulli", "normal", "normal_", "uniform_"]
 
 _SEED: Optional[int] = None
 _DETERMINISTIC = False
@@ -106,3 +107,127 @@ def _apply_pending(be) -> None:
 
 
 on_backend_created(_apply_pending)
+
+
+# ---- random tensors (torch's names), drawn from the generator ``seed`` seeds -----------------------
+_NOTE = ("Drawn from the backend's own generator, which :func:`seed` seeds: the same seed gives the same "
+         "numbers on each backend, but torch and MXNet draw other numbers (their generators differ).")
+Size = Union[int, Sequence[int]]
+
+
+def _size(size: tuple) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in size):
+        raise ValueError(f"size must be non-negative ints, got {size!r}")
+    return tuple(int(s) for s in size)
+
+
+def _make(dtype: Any, device: Any, backend: Optional[str], default: str = "float32"):
+    from .ops import _creation
+    be, dt, dev = _creation(dtype, device, backend)
+    if dtype is None:
+        dt = np.dtype(default)
+    return be, dt, dev
+
+
+def rand(*size: Size, dtype: Any = None, device: Any = None, backend: Optional[str] = None):
+    """``torch.rand``: uniform on [0, 1), ``rand(2, 3)`` or ``rand((2, 3))``, on the active backend
+    (inside an MXNet forward: MXNet; hybridized: a graph node drawn at each call). """ + _NOTE
+    be, dt, dev = _make(dtype, device, backend)
+    return be.module("ops").rand(_size(size), dt, dev)
+
+
+def randn(*size: Size, dtype: Any = None, device: Any = None, backend: Optional[str] = None):
+    """``torch.randn``: standard normal, sizes as :func:`rand`. """ + _NOTE
+    be, dt, dev = _make(dtype, device, backend)
+    return be.module("ops").randn(_size(size), dt, dev)
+
+
+def randint(*args: Any, dtype: Any = None, device: Any = None, backend: Optional[str] = None):
+    """``torch.randint(high, size)`` or ``randint(low, high, size)``: integers uniform in [low, high),
+    int64 by default. """ + _NOTE
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError("randint() takes (high, size) or (low, high, size)")
+    if int(high) <= int(low):
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    be, dt, dev = _make(dtype, device, backend, default="int64")
+    return be.module("ops").randint(int(low), int(high), _size((size,)), dt, dev)
+
+
+def _like(x: Any):
+    from .ops_dispatch import _ops
+    return _ops(x)
+
+
+def _dt(dtype: Any):
+    from .tensor import _dtype
+    return None if dtype is None else _dtype(dtype)
+
+
+def rand_like(input: Any, *, dtype: Any = None):
+    """``torch.rand_like``: input's shape, dtype (unless ``dtype``) and device; works on MXNet Symbols
+    (hybridized). """ + _NOTE
+    return _like(input).rand_like(input, _dt(dtype))
+
+
+def randn_like(input: Any, *, dtype: Any = None):
+    """``torch.randn_like`` (a VAE's noise: ``mu + eps * std`` with ``eps = randn_like(std)``); works on
+    MXNet Symbols (hybridized). """ + _NOTE
+    return _like(input).randn_like(input, _dt(dtype))
+
+
+def randint_like(input: Any, low: int = 0, high: Optional[int] = None, *, dtype: Any = None):
+    """``torch.randint_like(input, high)`` or ``(input, low, high)``: integers in [low, high) in the
+    input's shape (and dtype unless ``dtype``). """ + _NOTE
+    if high is None:
+        low, high = 0, low
+    return _like(input).randint_like(input, int(low), int(high), _dt(dtype))
+
+
+def multinomial(input: Any, num_samples: int, replacement: bool = False):
+    """``torch.multinomial``: int64 indices of ``num_samples`` draws per row of the non-negative
+    weights ``input`` (1-D or 2-D, need not sum to 1); without replacement no index repeats in a row.
+    MXNet: its multinomial op with replacement, the Gumbel top-k without. """ + _NOTE
+    if int(num_samples) <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    return _like(input).multinomial(input, int(num_samples), bool(replacement))
+
+
+def bernoulli(input: Any, p: Optional[float] = None):
+    """``torch.bernoulli``: 1 with probability ``input`` elementwise (or the float ``p``), in the input's
+    dtype; no gradient. """ + _NOTE
+    if p is not None and not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+    return _like(input).bernoulli(input, p)
+
+
+def normal(mean: Any, std: Any = 1.0, size: Optional[Size] = None, *, dtype: Any = None, device: Any = None,
+           backend: Optional[str] = None):
+    """``torch.normal``: ``mean + std * randn``; ``mean``/``std`` tensors (broadcast) or floats with
+    ``size``. """ + _NOTE
+    from . import ops
+    tensors = [t for t in (mean, std) if not isinstance(t, (int, float))]
+    if tensors:                          # the noise takes the broadcast shape of mean and std
+        like = ops.mul(tensors[0], 0.0) if len(tensors) == 1 else ops.add(ops.mul(mean, 0.0), ops.mul(std, 0.0))
+        return ops.add(ops.mul(randn_like(like), std), mean)
+    if size is None:
+        raise ValueError("normal: with a float mean and std, pass size=")
+    return ops.add(ops.mul(randn(size, dtype=dtype, device=device, backend=backend), float(std)), float(mean))
+
+
+def normal_(tensor: Any, mean: float = 0.0, std: float = 1.0):
+    """``Tensor.normal_(mean, std)``: fill ``tensor`` (a torch tensor, an MXNet NDArray or a Gluon
+    Parameter, every context) in place, outside autograd; returns it. """ + _NOTE
+    from .backend import backend_of
+    return backend_of(tensor).module("ops").normal_(tensor, float(mean), float(std))
+
+
+def uniform_(tensor: Any, a: float = 0.0, b: float = 1.0):
+    """``Tensor.uniform_(a, b)``: as :func:`normal_`, uniform on [a, b). """ + _NOTE
+    from .backend import backend_of
+    return backend_of(tensor).module("ops").uniform_(tensor, float(a), float(b))
