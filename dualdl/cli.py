@@ -127,6 +127,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"dualdl {name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:             # never a raw traceback; DUALDL_DEBUG=1 shows it
+        from . import config
+        if config.get("DUALDL_DEBUG"):
+            raise
+        text = " ".join(str(e).split())[:500] or type(e).__name__
+        print(f"dualdl {name}: internal error {type(e).__name__}: {text} (rerun with DUALDL_DEBUG=1 for the "
+              f"traceback and report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -24,8 +24,12 @@ def run(args: argparse.Namespace) -> int:
         if args.no_import:
             print(f"  {name:6s} installed")
             continue
-        version = importlib.import_module(framework).__version__
-        devs = ", ".join(str(d) for d in dualdl.devices(name))
+        try:
+            version = importlib.import_module(framework).__version__
+            devs = ", ".join(str(d) for d in dualdl.devices(name))
+        except Exception as e:     # installed but broken (a missing shared library, a version clash)
+            print(f"  {name:6s} installed but cannot be used: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            continue
         print(f"  {name:6s} {framework} {version}; devices: {devs}")
     print(f"active backend: {dualdl.backend()}")
     return 0

@@ -9,21 +9,7 @@ import pytest
 
 from dualdl.cli import SUBCOMMANDS, _shows, main, subcommand_parser
 
-SMALL = '''from mxnet import gluon
-
-
-class Small(gluon.HybridBlock):
-    def __init__(self, units=3):
-        super().__init__()
-        self.dense = gluon.nn.Dense(units, in_units=4)
-
-    def hybrid_forward(self, F, x):
-        return F.relu(self.dense(x))
-
-
-def make():
-    return Small()
-'''
+from test_port_cli import SMALL  # noqa: E402  (the same small Gluon model)
 
 PARITY = '''import dualdl as dl
 

@@ -236,3 +236,31 @@ def test_a_gluoncv_factory_from_the_command_line_beside_a_cv2_py(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "translate cifar_resnet20_v1: NOT VERIFIED" in proc.stdout
     assert not (tmp_path / "MARK").exists()
+
+
+def test_outputs_never_replace_a_special_file(tmp_path, models, capsys, no_hang):
+    """A FIFO (as /dev/full would be) named as convert's destination or parity's --json is refused:
+    renaming a finished file over it replaced the node itself (as root, /dev/full became a file)."""
+    import stat
+    fifo = tmp_path / "pipe.pt"
+    os.mkfifo(fifo)
+    mx.nd.save(str(tmp_path / "a.params"), {"w": mx.nd.ones((2, 3))})
+    code, _, err = _run(["convert", "a.params", "pipe.pt"], capsys)
+    _one_line(code, err)
+    assert "pipe.pt is not a regular file" in err
+    code, _, err = _run(["parity", f"{models}:net3", "--input-shape", "2,4", "--json", "pipe.pt"], capsys)
+    _one_line(code, err)
+    assert err == "dualdl parity: --json pipe.pt is not a regular file; give a file to write the report to"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_an_exported_symbol_file_that_is_special_or_too_deep_is_one_line(tmp_path, capsys, no_hang):
+    mx.nd.save(str(tmp_path / "m-0000.params"), {})
+    (tmp_path / "deep-symbol.json").write_text('{"nodes": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    os.mkfifo(tmp_path / "fifo-symbol.json")
+    for sym, says in (("deep-symbol.json", "is nested too deeply to translate"),
+                      ("fifo-symbol.json", "fifo-symbol.json is not a regular file")):
+        code, _, err = _run(["translate", str(tmp_path / sym), "--params", str(tmp_path / "m-0000.params"),
+                             "--input-shape", "1,3", "--out", str(tmp_path / "o")], capsys)
+        _one_line(code, err)
+        assert says in err, err

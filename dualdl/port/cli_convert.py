@@ -101,6 +101,8 @@ def _destination(src: str, dst: str, in_place: bool) -> str:
     """The path to write, after refusing what would destroy ``src`` or cannot be written."""
     src, dst = os.fspath(src), os.fspath(dst)
     check_destination(dst)
+    if os.path.exists(dst) and not os.path.isfile(dst):      # renaming over it would replace the device node
+        raise ValueError(f"{dst} is not a regular file (a FIFO, device or socket); give a file to write")
     same = os.path.abspath(src) == os.path.abspath(dst)
     if not same and os.path.exists(src) and os.path.exists(dst):
         same = os.path.samefile(src, dst)

@@ -216,7 +216,9 @@ def _translate_block(block: Any, inputs, args):
 
 def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
     if not os.path.isfile(args.factory):
-        raise ValueError(f"{args.factory} does not exist (an exported model-symbol.json was expected)")
+        raise ValueError(f"{args.factory} is not a regular file (an exported model-symbol.json was expected)"
+                         if os.path.exists(args.factory) else
+                         f"{args.factory} does not exist (an exported model-symbol.json was expected)")
     if not args.params:
         raise ValueError(f"{args.factory} needs its weights: add --params MODEL-0000.params")
     if args.input_name and len(args.input_name) != len(inputs):
@@ -257,6 +259,10 @@ def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -
         return _fail(_input_problem(str(e), inputs, args, rows or {}) or e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
         return _fail(_os_message(e, args.out))
+    except RecursionError:
+        return _fail(f"{' or '.join(files) or 'the model'} is nested too deeply to translate (Python's recursion "
+                     f"limit); give the file MXNet exported" if files else "the model is nested too deeply to "
+                     f"translate (Python's recursion limit)", 2 if files else 1)
     except Exception as e:  # never a raw traceback; DUALDL_DEBUG=1 shows it
         if config.get("DUALDL_DEBUG"):
             raise

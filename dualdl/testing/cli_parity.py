@@ -182,11 +182,25 @@ def make_inputs(args: argparse.Namespace) -> List[np.ndarray]:
     return out
 
 
+def _write_json_check(path: str) -> None:
+    """Refuse a --json path that is not a regular file (``/dev/full``, a FIFO, a folder): renaming
+    the report over it would replace the device node itself."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"--json {path} is {'a folder' if stat.S_ISDIR(mode) else 'not a regular file'}; "
+                         f"give a file to write the report to")
+
+
 def _write_json(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Write the report atomically (after :func:`_write_json_check`)."""
+    from ..atomic import atomic_write_file
+    _write_json_check(path)
+    data = text.encode()
+    atomic_write_file(os.path.realpath(path), lambda f: f.write(data))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     from .parity import check_parity
     say = progress(args, "dualdl parity")
     try:
+        if args.input_high < 1:
+            raise ValueError(f"--input-high must be 1 or more, got {args.input_high}")
+        if args.json:
+            _write_json_check(args.json)
         factory = load_factory(args.factory)
         inputs = make_inputs(args)
     except ValueError as e:
@@ -224,7 +242,11 @@ def run(args: argparse.Namespace) -> int:
     say("done")
     print(_in_flags(str(report)))
     if args.json:
-        _write_json(args.json, report.to_json())
+        try:
+            _write_json(args.json, report.to_json())
+        except (OSError, ValueError) as e:
+            print(f"dualdl parity: cannot write --json {args.json}: {_one_line(e)}", file=sys.stderr)
+            return 2
     return 0 if report.passed else 1
 
 
