@@ -29,6 +29,8 @@ _LAZY_NAMES = {
     "save": "checkpoint", "load": "checkpoint",
     "Trainer": "trainer",
     "record": "autograd", "backward": "autograd", "no_grad": "autograd",
+    **dict.fromkeys(["to_dtype", "numel", "dim", "requires_grad", "requires_grad_", "grad", "add_"], "params"),
+    "backend_of": "backend",
 }
 
 __all__ = [

@@ -141,6 +141,13 @@ OPS: Dict[str, Name] = {
     "eye": fn("(n, m, dtype, device)", "``dl.ops.eye`` (torch's semantics) on native tensors"),
     "linspace": fn("(start, end, steps, dtype, device)",
         "``dl.ops.linspace`` (torch's semantics) on native tensors"),
+    # parameters and models (dualdl.params): torch's methods that Gluon's classes lack
+    "model_to_dtype": fn("(model, dtype)", "cast a model's floating parameters and buffers in place; the model"),
+    "numel": fn("(p)", "number of elements of a parameter or tensor"),
+    "requires_grad": fn("(p)", "whether a parameter takes a gradient"),
+    "requires_grad_": fn("(p, flag=...)", "freeze/unfreeze a parameter in place"),
+    "grad": fn("(p)", "a parameter's gradient (MXNet: summed over its contexts) or None"),
+    "add_": fn("(p, other, alpha=...)", "``p += alpha * other`` in place outside autograd (every context)"),
     # random tensors (dualdl.random): drawn from the backend's generator, which dualdl.seed seeds
     "rand": fn("(size, dtype, device)", "uniform [0, 1) tensor of ``size`` (a graph node while MXNet traces)"),
     "randn": fn("(size, dtype, device)", "standard normal tensor of ``size`` (a graph node while MXNet traces)"),

@@ -252,6 +252,7 @@ from .ops_math import (bmm, baddbmm, cumprod, cumsum, einsum, erf, eye, isfinite
 from .ops_nn import (avg_pool2d, batch_norm, conv2d, group_norm, interpolate, layer_norm,  # noqa: E402
                      max_pool2d, scaled_dot_product_attention)
 from .ops_shape import expand, flip, pad, repeat, roll, tile, tril, triu  # noqa: E402
+from .ops_params import add_, grad, model_to_dtype, numel, requires_grad, requires_grad_  # noqa: E402,F401
 from .ops_random import (bernoulli, multinomial, normal_, rand, rand_like, randint,  # noqa: E402,F401
                          randint_like, randn, randn_like, uniform_)
 
