@@ -35,7 +35,8 @@ demo: $(STAMP)
 	$(VENV)/bin/dualdl demo $(ARGS)
 
 test: $(STAMP)
-	$(MKDOCS) build --strict -q -d $(CURDIR)/build/site
+	# no -q: with -q mkdocs drops its warnings before --strict counts them
+	$(MKDOCS) build --strict -d $(CURDIR)/build/site
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
 # On a CUDA machine (under 6 minutes): the tests marked gpu (each CUDA path against the CPU path)
@@ -53,7 +54,7 @@ bench: $(STAMP)
 # the site into site/, then headless Chromium screenshots of the home, a porting and the API page, and
 # a search, into build/docs-screenshots/ (skipped with a line when there is no chromium)
 docs: $(STAMP)
-	$(MKDOCS) build --strict -q
+	$(MKDOCS) build --strict
 	$(PY) tests/docs_browser.py site build/docs-screenshots
 
 clean:

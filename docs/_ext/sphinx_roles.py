@@ -33,10 +33,14 @@ def _math_block(m: re.Match) -> str:
     return f"{indent}```text\n{code}\n{indent}```\n\n"
 
 
+# an argument's continuation indented 6 (torch's LeakyReLU) instead of the Google style's 8
+CONTINUATION = re.compile(r"^(    \w[^\n]*:[^\n]*\n)      (?=\S)", re.M)
+
+
 def convert(text: str) -> str:
-    """``text`` with every Sphinx role written as Markdown inline code and every ``.. math::``
-    directive as a code block."""
-    return ROLE.sub(_replace, MATH.sub(_math_block, text))
+    """``text`` with every Sphinx role written as Markdown inline code, every ``.. math::``
+    directive as a code block, argument continuations indented as Google style reads them."""
+    return ROLE.sub(_replace, MATH.sub(_math_block, CONTINUATION.sub(r"\1        ", text)))
 
 
 class SphinxRoles(Extension):
