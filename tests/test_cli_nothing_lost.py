@@ -264,3 +264,22 @@ def test_an_exported_symbol_file_that_is_special_or_too_deep_is_one_line(tmp_pat
                              "--input-shape", "1,3", "--out", str(tmp_path / "o")], capsys)
         _one_line(code, err)
         assert says in err, err
+
+
+def test_an_exported_model_takes_per_input_samples(tmp_path, models, capsys):
+    """The exported graph's proof: ids beyond an Embedding are the user's error (exit 2, the flag named),
+    per-input --input-high or --sample translate it."""
+    ns = {}
+    exec(MODELS, ns)
+    net = ns["Ids"]()
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((2, 5)), mx.nd.ones((2, 5)))
+    net.export(str(tmp_path / "ids"))
+    base = ["translate", "ids-symbol.json", "--params", "ids-0000.params", "--input-shape", "2,5", "--input-shape",
+            "2,5", "--input-dtype", "int64"]
+    code, _, err = _run(base + ["--input-high", "7", "--out", "a"], capsys)
+    _one_line(code, err)
+    assert "the sample inputs are out of range" in err and "pass --input-high" in err, err
+    code, out, err = _run(base + ["--input-high", "7,2", "--out", "b"], capsys)
+    assert code == 0 and "translate ids: OK" in out, err

@@ -264,6 +264,9 @@ def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -
                      f"limit); give the file MXNet exported" if files else "the model is nested too deeply to "
                      f"translate (Python's recursion limit)", 2 if files else 1)
     except Exception as e:  # never a raw traceback; DUALDL_DEBUG=1 shows it
+        mine = _input_problem(f"{type(e).__name__} ({e})", inputs, args, rows or {})
+        if mine:                # torch refused the user's ids in the proof of an exported graph
+            return _fail(mine, 2)
         if config.get("DUALDL_DEBUG"):
             raise
         return _fail(f"internal error {type(e).__name__}: {_first_line(e)} (rerun with DUALDL_DEBUG=1 "

@@ -179,7 +179,9 @@ def save_weights(path: str, state: Dict[str, Any], model: str = "0" * 16) -> Non
     digest = _tensors_sha256(path, header, offset)
     with open(path, "r+b") as f:          # same length: the header and the offsets stay as they are
         raw = f.read(offset)
-        at = raw.index(placeholder.encode(), 8)
+        key = b'"sha256":"' + placeholder.encode()
+        at = raw.find(key, 8)
+        at = at + len(key) - len(placeholder) if at >= 0 else raw.index(placeholder.encode(), 8)
         f.seek(at)
         f.write(digest.encode())
 
