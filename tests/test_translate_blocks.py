@@ -97,40 +97,45 @@ class _Erf(nn.HybridBlock):
         return F.log1p(F.sigmoid(self.fc(x)))
 
 
+class _Refused(nn.HybridBlock):
+    def hybrid_forward(self, F, x):
+        return F.make_loss(F.sigmoid(x))    # refused: its backward is not its forward's gradient
+
+
 def test_unsupported_op_names_op_block_and_path(tmp_path):
     outer = nn.HybridSequential()
-    outer.add(nn.Dense(4, in_units=4), _Erf())
+    outer.add(nn.Dense(4, in_units=4), _Refused())
     outer.initialize()
     with pytest.raises(TranslationError) as e:
         port.translate(outer, np.ones((2, 4), np.float32), str(tmp_path))
     msg = str(e.value)
-    assert "'log1p'" in msg and "_Erf" in msg and "'1'" in msg and "register_translation" in msg
+    assert "'make_loss'" in msg and "_Refused" in msg and "'1'" in msg and "register_translation" in msg
     assert not os.listdir(tmp_path) if os.path.exists(tmp_path) else True
 
 
 def test_generated_code_that_raises_while_proven_is_a_translation_error(tmp_path):
     """A translation that writes code torch rejects at run time (here a user registration naming a
     method tensors lack): a TranslationError naming the generated line, no raw traceback, no files."""
-    port.register_translation("log1p", lambda args, attrs, node: f"{args[0]}.log_one_plus()")
+    port.register_translation("log1p", lambda args, attrs, node: f"{args[0]}.log_one_plus()", replace=True)
     try:
         with pytest.raises(TranslationError) as e:
             _translate(_Erf(), [rng.standard_normal((2, 4))], tmp_path / "bad")
     finally:
         from dualdl.port.translate import registry
-        registry._OPS.pop("log1p")
+        registry.unregister_translation("log1p")
     msg = str(e.value)
     assert "the generated module raised AttributeError" in msg and "log_one_plus" in msg and "line" in msg, msg
     assert not (tmp_path / "bad").exists() or not any(p.suffix == ".py" for p in (tmp_path / "bad").iterdir())
 
 
 def test_register_op_and_block_translation(tmp_path):
-    port.register_translation("log1p", lambda args, attrs, node: f"torch.log1p({args[0]})")
+    port.register_translation("log1p", lambda args, attrs, node: f"torch.log1p({args[0]}) * 1.0", replace=True)
     try:
         r = _translate(_Erf(), [rng.standard_normal((2, 4))], tmp_path / "op")
-        assert r.ok and "torch.log1p(" in open(r.source_path).read()
+        assert r.ok and "torch.log1p(" in open(r.source_path).read() and " * 1.0" in open(r.source_path).read()
     finally:
         from dualdl.port.translate import registry
-        registry._OPS.pop("log1p")
+        registry.unregister_translation("log1p")
 
     class Scale(nn.HybridBlock):      # a custom leaf with its own parameter
         def __init__(self, **kw):

@@ -413,11 +413,11 @@ def test_wrong_translation_is_not_ok_and_names_first_divergent_layer(small_files
     from dualdl.port.translate import register_translation
     from dualdl.port.translate import registry
     sym, params = small_files
-    register_translation("Activation", lambda args, attrs, node: f"torch.sigmoid({args[0]})")
+    register_translation("Activation", lambda args, attrs, node: f"torch.sigmoid({args[0]})", replace=True)
     try:
         report = translate_symbol_file(sym, params, [(2, 2, 6, 6)], str(tmp_path / "out"))
     finally:
-        registry._OPS.pop("Activation", None)
+        registry.unregister_translation("Activation")
     assert not report.ok and not report.checks[0].passed
     assert report.first_divergent == "small_dense0_fwd (torch dense0)"
     assert json.load(open(report.report_path))["ok"] is False

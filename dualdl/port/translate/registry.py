@@ -1,8 +1,10 @@
 """The extension point: user translations for an MXNet op name or a whole Gluon block class.
 
-An op translation is ``fn(args, attrs, node) -> str``: the torch expression for the op given the
-torch expressions of its inputs (``args``), its MXNet attributes (strings, as the symbol stores
-them) and the :class:`~dualdl.port.translate.ops.OpNode` (``node.in_shapes``, ``node.out_shapes``).
+An op translation is ``fn(args, attrs, node) -> str``, the signature of the built-in ones (the
+op registry, :mod:`dualdl.port.translate.oplib`): the torch expression for the op given the
+torch expressions of its inputs (``args``, strings), its MXNet attributes (strings, as the symbol
+stores them) and the :class:`~dualdl.port.translate.ops.OpNode` (``node.in_shapes``,
+``node.out_shapes``). Replacing a built-in translation takes ``replace=True``.
 A block translation is ``fn(block, info) -> Leaf``: the torch layer that replaces the Gluon block
 (``info.in_shapes`` / ``info.out_shapes`` are the shapes seen on the sample input).
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-__all__ = ["Call", "Step", "Leaf", "register_translation", "op_translation", "block_translation"]
+from .oplib import register_user, unregister_user
+
+__all__ = ["Call", "Step", "Leaf", "register_translation", "unregister_translation", "block_translation"]
 
 
 @dataclass
@@ -64,17 +68,21 @@ class Leaf:
         return not self.pre and not self.post and self.call == "{m}({args})"
 
 
-_OPS: Dict[str, Callable] = {}
 _BLOCKS: Dict[Any, Callable] = {}
 
 
-def register_translation(target: Union[str, type], fn: Optional[Callable] = None):
+def register_translation(target: Union[str, type], fn: Optional[Callable] = None, *, replace: bool = False):
     """Register ``fn`` as the translation of an MXNet op (``target`` a str such as ``"erf"``) or of
     a Gluon block class (``target`` the class: its instances become leaf layers). Usable as a
-    decorator: ``@register_translation("erf")``. A registration replaces a built-in one."""
+    decorator: ``@register_translation("erf")``. An op that already has a translation (built in or
+    registered before) is only replaced with ``replace=True``; an op the registry refuses takes it
+    as it is."""
     def deco(f):
         if isinstance(target, str):
-            _OPS[target] = f
+            try:
+                register_user(target, f, replace=replace)
+            except ValueError as e:
+                raise ValueError(f"register_translation: {e}") from None
         elif isinstance(target, type):
             _BLOCKS[target] = f
         else:
@@ -84,8 +92,16 @@ def register_translation(target: Union[str, type], fn: Optional[Callable] = None
     return deco(fn) if fn is not None else deco
 
 
-def op_translation(name: str) -> Optional[Callable]:
-    return _OPS.get(name)
+def unregister_translation(target: Union[str, type]) -> None:
+    """Remove a translation registered with :func:`register_translation` (the built-in one it
+    replaced, if any, is back)."""
+    if isinstance(target, str):
+        try:
+            unregister_user(target)
+        except ValueError as e:
+            raise ValueError(f"unregister_translation: {e}") from None
+    else:
+        _BLOCKS.pop(target, None)
 
 
 def block_translation(block: Any) -> Optional[Callable]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
-from . import ops_np  # noqa: F401  (registers the numpy-interface ops into ops.py's table)
 
 __all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]

@@ -11,12 +11,10 @@ float32 by default. Ops that cannot be written exactly are refused with what to 
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from ..errors import TranslationError
+from .base import DEVICE, Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsupported
 
-from .errors import TranslationError
-from .ops import DEVICE, Expr, NeedsName, _f32, _ndim, _num, _unsupported, parse_attr
-
-__all__ = ["CONTRIB_TABLE", "MULTI_OUTPUT"]
+__all__ = ["BILINEAR", "SPACE_DEPTH"]
 
 
 def _adaptive_avg(a, attrs, node):
@@ -84,7 +82,7 @@ def _bilinear(a, attrs, node):
     elif mode == "size":
         if sh is not None:     # MXNet 1.9.1 tests scale_height for both axes
             if sw is None:
-                raise _unsupported(node, "_contrib_BilinearResize2D(scale_height=..., no scale_width)")
+                raise unsupported(node, "_contrib_BilinearResize2D(scale_height=..., no scale_width)")
             if not x.isidentifier():
                 raise NeedsName()
             size = f"resize_scaled({x}.shape[2], {float(sh)!r}), resize_scaled({x}.shape[3], {float(sw)!r})"
@@ -92,7 +90,7 @@ def _bilinear(a, attrs, node):
             size = f"{int(attrs.get('height', 1))}, {int(attrs.get('width', 1))}"
     elif mode == "odd_scale":
         if sh is None or sw is None:
-            raise _unsupported(node, "_contrib_BilinearResize2D(mode='odd_scale') without both scales")
+            raise unsupported(node, "_contrib_BilinearResize2D(mode='odd_scale') without both scales")
         if not x.isidentifier():
             raise NeedsName()
         size = f"resize_odd_scaled({x}.shape[2], {float(sh)!r}), resize_odd_scaled({x}.shape[3], {float(sw)!r})"
@@ -104,7 +102,7 @@ def _bilinear(a, attrs, node):
         keep = "== 0" if even else "== 1"
         size = ", ".join(f"{x}.shape[{i}] if {x}.shape[{i}] % 2 {keep} else {x}.shape[{i}] {delta}" for i in (2, 3))
     else:
-        raise _unsupported(node, f"_contrib_BilinearResize2D(mode={mode!r})")
+        raise unsupported(node, f"_contrib_BilinearResize2D(mode={mode!r})")
     return Expr(f"bilinear_resize({a[0].text}, {size}, align_corners={align})", helpers=(BILINEAR,))
 
 
@@ -140,22 +138,22 @@ def _pad(a, attrs, node):
     mode = attrs.get("mode", "constant")
     pw = [int(v) for v in parse_attr(attrs.get("pad_width"), ())]
     if len(pw) < 4 or any(pw[:4]):
-        raise _unsupported(node, f"Pad(pad_width={tuple(pw)}) padding the batch or channel axis")
+        raise unsupported(node, f"Pad(pad_width={tuple(pw)}) padding the batch or channel axis")
     # MXNet: (before, after) per axis from the first; torch: from the last axis backwards
     pairs = [(pw[i], pw[i + 1]) for i in range(4, len(pw), 2)]
     order = tuple(v for b, e in reversed(pairs) for v in (b, e))
     if mode == "constant":
         value = float(parse_attr(attrs.get("constant_value"), 0.0))
-        return Expr(f"F.pad({a[0].text}, {order}" + (f", value={_num(repr(value))})" if value else ")"))
+        return Expr(f"F.pad({a[0].text}, {order}" + (f", value={num(repr(value))})" if value else ")"))
     torch_mode = {"edge": "replicate", "reflect": "reflect"}.get(mode)
     if torch_mode is None:
-        raise _unsupported(node, f"Pad(mode={mode!r})")
+        raise unsupported(node, f"Pad(mode={mode!r})")
     return Expr(f"F.pad({a[0].text}, {order}, mode={torch_mode!r})")
 
 
 def _arange(a, attrs, node):
     if parse_attr(attrs.get("infer_range"), False):
-        raise _unsupported(node, "_arange(infer_range=True)")
+        raise unsupported(node, "_arange(infer_range=True)")
     start, step = float(parse_attr(attrs.get("start"), 0.0)), float(parse_attr(attrs.get("step"), 1.0))
     if parse_attr(attrs.get("stop")) is None:     # arange(6): MXNet's start is then the stop
         start = 0.0
@@ -163,21 +161,21 @@ def _arange(a, attrs, node):
     dtype = attrs.get("dtype", "float32")
     out = node.out_shapes[0] if node.out_shapes else None
     if not out:
-        raise _unsupported(node, "_arange of unknown length")
+        raise unsupported(node, "_arange of unknown length")
     n = out[0] // repeat
     # MXNet: DType(start) + i * DType(step), in the op's dtype (torch.arange accumulates in double)
     body = f"torch.arange({n}, dtype=torch.{dtype}, device={DEVICE})"
     if step != 1.0:
-        body = f"{body} * {_num(repr(step))}"
+        body = f"{body} * {num(repr(step))}"
     if start != 0.0:
-        body = f"{body} + {_num(repr(start))}"
+        body = f"{body} + {num(repr(start))}"
     if repeat != 1:
         body = f"({body}).repeat_interleave({repeat})"
     return Expr(body, atomic=step == 1.0 and start == 0.0)
 
 
 def _instance_norm(a, attrs, node):
-    eps = _f32(attrs.get("eps", "0.001"))     # a float32 attribute in MXNet
+    eps = f32(attrs.get("eps", "0.001"))     # a float32 attribute in MXNet
     return Expr(f"F.instance_norm({a[0].text}, weight={a[1].text}, bias={a[2].text}, eps={eps})")
 
 
@@ -231,7 +229,7 @@ def _topk(a, attrs, node):
     if k < 1:     # MXNet: k < 1 sorts the whole axis
         shape = node.in_shapes[0] if node.in_shapes else None
         if not shape:
-            raise _unsupported(node, "topk(k < 1) on an input of unknown shape")
+            raise unsupported(node, "topk(k < 1) on an input of unknown shape")
         k = _prod(shape) if axis is None else shape[int(axis)]
     if axis is None:
         x, axis = f"{a[0].p()}.reshape(-1)", 0
@@ -241,18 +239,15 @@ def _topk(a, attrs, node):
     if ret == "indices":   # MXNet returns indices in `dtype`, float32 unless asked otherwise
         return Expr(f"{call}[1].to(torch.{dtype})")
     if ret == "both":
-        from .forward import _n_outputs
-        if _n_outputs({"op": "topk", "attrs": {"ret_typ": "both"}}) != 2:
-            raise _unsupported(node, "topk(ret_typ='both') (two outputs: not unpacked by this version)")
         return Expr(f"topk_both({x}, {k}, {int(axis)}, {not asc}, torch.{dtype})", helpers=(TOPK_BOTH,))
     if ret == "mask":
         if parse_attr(attrs.get("axis"), -1) is None:
-            raise _unsupported(node, "topk(ret_typ='mask', axis=None)")
+            raise unsupported(node, "topk(ret_typ='mask', axis=None)")
         src = a[0].p()
         if not src.isidentifier():
             raise NeedsName()
         return Expr(f"torch.zeros_like({src}).scatter({int(axis)}, {call}[1], 1.0)")
-    raise _unsupported(node, f"topk(ret_typ={ret!r})")
+    raise unsupported(node, f"topk(ret_typ={ret!r})")
 
 
 def _prod(shape) -> int:
@@ -264,14 +259,14 @@ def _prod(shape) -> int:
 
 def _l2_normalization(a, attrs, node):
     mode = attrs.get("mode", "instance")
-    eps = _f32(attrs.get("eps", "1e-10"))     # a float32 attribute in MXNet: 1e-3 -> 0.0010000000474974513
+    eps = f32(attrs.get("eps", "1e-10"))     # a float32 attribute in MXNet: 1e-3 -> 0.0010000000474974513
     x = a[0].p()
     if not x.isidentifier():
         raise NeedsName()
-    nd = _ndim(node)
+    nd = ndim(node)
     dims = {"instance": tuple(range(1, nd)), "channel": (1,), "spatial": tuple(range(2, nd))}.get(mode)
     if dims is None:
-        raise _unsupported(node, f"L2Normalization(mode={mode!r})")
+        raise unsupported(node, f"L2Normalization(mode={mode!r})")
     # MXNet: x / sqrt(sum(x^2) + eps), eps inside the root (F.normalize clamps the norm at eps)
     return Expr(f"{x} / torch.sqrt(({x} * {x}).sum(dim={dims}, keepdim=True) + {eps})", atomic=False)
 
@@ -289,7 +284,7 @@ SEQUENCE_REVERSE = '''def sequence_reverse(x, length):
 
 def _sequence_reverse(a, attrs, node):
     if int(parse_attr(attrs.get("axis"), 0)) != 0:
-        raise _unsupported(node, "SequenceReverse(axis != 0)")
+        raise unsupported(node, "SequenceReverse(axis != 0)")
     if not parse_attr(attrs.get("use_sequence_length"), False):
         return Expr(f"torch.flip({a[0].text}, [0])")
     return Expr(f"sequence_reverse({a[0].text}, {a[1].text})", helpers=(SEQUENCE_REVERSE,))
@@ -301,7 +296,7 @@ def _slice_like(a, attrs, node):
     y = a[1].p()
     if not y.isidentifier():
         raise NeedsName()
-    nd = _ndim(node)
+    nd = ndim(node)
     axes = sorted({ax % nd for ax in axes}) if axes else list(range(nd))
     parts = [f":{y}.shape[{i}]" if i in axes else ":" for i in range(max(axes) + 1)]
     return Expr(f"{a[0].p()}[{', '.join(parts)}]")
@@ -315,10 +310,10 @@ def _broadcast_like(a, attrs, node):
     la = [la] if isinstance(la, int) else list(la or ())
     ra = [ra] if isinstance(ra, int) else list(ra or ())
     if len(la) != len(ra):
-        raise _unsupported(node, f"broadcast_like(lhs_axes={tuple(la)}, rhs_axes={tuple(ra)})")
+        raise unsupported(node, f"broadcast_like(lhs_axes={tuple(la)}, rhs_axes={tuple(ra)})")
     if not y.isidentifier():
         raise NeedsName()
-    nd = _ndim(node)
+    nd = ndim(node)
     target = {l % nd: f"{y}.shape[{r}]" for l, r in zip(la, ra)}
     return Expr(f"{x}.expand({', '.join(target.get(i, '-1') for i in range(nd))})")
 
@@ -326,43 +321,32 @@ def _broadcast_like(a, attrs, node):
 def _upsampling(a, attrs, node):
     kind, n = attrs.get("sample_type", "nearest"), int(parse_attr(attrs.get("num_args"), 1))
     if kind != "nearest" or n != 1 or len(a) != 1:
-        raise _unsupported(node, f"UpSampling(sample_type={kind!r}, num_args={n})")
+        raise unsupported(node, f"UpSampling(sample_type={kind!r}, num_args={n})")
     s = int(attrs["scale"])
     # MXNet repeats each pixel s x s times: the same as torch's nearest for an integer scale, written exactly
     return Expr(f"{a[0].p()}.repeat_interleave({s}, dim=2).repeat_interleave({s}, dim=3)")
 
 
-def _refuse(why: str) -> Callable:
-    def fn(a, attrs, node):
-        raise TranslationError(f"MXNet op {node.op} cannot be translated: {why}", op=node.op,
-                               block=node.block, path=node.path)
-    return fn
-
-
 _FOREACH = ("its body is a subgraph of the symbol (contrib.foreach / while_loop / cond) that the "
             "translator does not unroll; write the loop in the block's forward as a Python loop over "
             "the time axis (it then traces op by op), or register a translation")
-CONTRIB_TABLE: Dict[str, Callable] = {
-    "_contrib_AdaptiveAvgPooling2D": _adaptive_avg, "_contrib_BilinearResize2D": _bilinear,
-    "_contrib_div_sqrt_dim": _div_sqrt_dim, "reshape_like": _reshape_like, "Pad": _pad, "pad": _pad,
-    "_arange": _arange, "arange": _arange, "InstanceNorm": _instance_norm,
-    "depth_to_space": _space_depth("depth_to_space"), "space_to_depth": _space_depth("space_to_depth"),
-    "shape_array": _shape_array, "size_array": _size_array, "topk": _topk,
-    "L2Normalization": _l2_normalization, "SequenceReverse": _sequence_reverse,
-    "slice_like": _slice_like, "broadcast_like": _broadcast_like, "UpSampling": _upsampling,
-    "_foreach": _refuse(_FOREACH), "_while_loop": _refuse(_FOREACH), "_cond": _refuse(_FOREACH),
-}
-from .ops_box import BOX_TABLE  # noqa: E402  (gluoncv's box ops: ops_box.py)
-CONTRIB_TABLE.update(BOX_TABLE)
+refuse(_FOREACH, "_foreach", "_while_loop", "_cond")
 
-
-def n_outputs(op: str, attrs: Dict[str, str]) -> int:
-    """How many outputs an MXNet op node has (forward.py unpacks the multi-output ones)."""
-    if op in ("SliceChannel", "split"):
-        return int(attrs["num_outputs"])
-    if op == "topk" and attrs.get("ret_typ") == "both":
-        return 2
-    return 1
-
-
-MULTI_OUTPUT = ("SliceChannel", "split", "topk")
+op("_contrib_AdaptiveAvgPooling2D", torch="F.adaptive_avg_pool2d(x, output_size)")(_adaptive_avg)
+op("_contrib_BilinearResize2D", torch="bilinear_resize(x, h, w, align_corners) (MXNet's float32 coordinates)")(_bilinear)
+op("_contrib_div_sqrt_dim", torch="x / x.shape[-1] ** 0.5")(_div_sqrt_dim)
+op("reshape_like", "_npx_reshape_like", torch="x.reshape(y.shape[...])")(_reshape_like)
+op("Pad", "pad", torch="F.pad(x, pads, mode) (constant, replicate, reflect)")(_pad)
+op("_arange", torch="torch.arange(n, dtype) * step + start")(_arange)
+op("InstanceNorm", float32_only=True, torch="F.instance_norm(x, weight, bias, eps)")(_instance_norm)
+op("depth_to_space", torch="depth_to_space(x, b) (MXNet's (b, b, C) channel order)")(_space_depth("depth_to_space"))
+op("space_to_depth", torch="space_to_depth(x, b) (MXNet's (b, b, C) channel order)")(_space_depth("space_to_depth"))
+op("shape_array", "_npx_shape_array", torch="torch.tensor(x.shape, dtype=torch.int64)")(_shape_array)
+op("size_array", torch="torch.tensor([x.numel()], dtype=torch.int64)")(_size_array)
+op("topk", "_npx_topk", torch="torch.topk(x, k, dim, largest) (indices in dtype, float32 by default)",
+   n_outputs=lambda attrs: 2 if attrs.get("ret_typ") == "both" else 1)(_topk)
+op("L2Normalization", torch="x / torch.sqrt(sum(x * x) + eps)")(_l2_normalization)
+op("SequenceReverse", torch="torch.flip(x, [0]) / sequence_reverse(x, length)")(_sequence_reverse)
+op("slice_like", torch="x[:y.shape[0], ...]")(_slice_like)
+op("broadcast_like", torch="x.expand_as(y) / x.expand(sizes of y)")(_broadcast_like)
+op("UpSampling", torch="x.repeat_interleave(s, 2).repeat_interleave(s, 3) (nearest)")(_upsampling)

@@ -1,5 +1,5 @@
 """MXNet numpy-interface ops (``_npi_*``, ``_np_*``, ``_npx_*``: what ``mx.np`` / ``mx.npx`` code
-traces to) -> torch expressions, registered into ops.py's table.
+traces to) -> torch expressions, registered into the op registry.
 
 Differences spelled out: ``np.reshape`` takes -1 only, while ``npx.reshape`` has its own codes
 (-2 copy, -3 drop a size-1 axis, -4 copy the rest, -5 merge two, -6 split one) that differ from
@@ -13,19 +13,19 @@ Sizes the Python code read from ``x.shape`` and passed back to ``reshape`` of th
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict
 
-from .ops import DEVICE, Expr, NeedsName, _TABLE, _binary, _func, _ndim, _num, _reduce, _scalar, _unsupported, parse_attr
+from .base import DEVICE, Expr, NeedsName, ndim, num, op, parse_attr, refuse, unsupported
+from .reduce import reduce
 
-__all__ = ["NP_OPS"]
+__all__: list = []
 
 
 def _np_reshape(a, attrs, node):
     shape = parse_attr(attrs.get("newshape"), ())
     shape = [shape] if isinstance(shape, int) else list(shape)
     if any(c < -1 for c in shape):
-        raise _unsupported(node, f"np.reshape(newshape={tuple(shape)}) (only -1 is special)")
-    refs = _dims(attrs, len(shape))
+        raise unsupported(node, f"np.reshape(newshape={tuple(shape)}) (only -1 is special)")
+    refs = _dims(attrs, len(shape), node)
     x = a[0].p()
     if any(refs) and not x.isidentifier():
         raise NeedsName()
@@ -33,11 +33,20 @@ def _np_reshape(a, attrs, node):
     return Expr(f"{x}.reshape({', '.join(out) or '()'})")
 
 
-def _dims(attrs, n):
+def _dims(attrs, n, node=None):
+    """The tracer's ``__dualdl_dims__``: per size None, or ('d', i) for ``x.shape[i]`` (anything else
+    is refused: the attribute comes from the model file)."""
     raw = attrs.get("__dualdl_dims__")
     if not raw:
         return [None] * n
-    refs = ast.literal_eval(raw)
+    try:
+        refs = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        refs = None
+    ok = isinstance(refs, (list, tuple)) and all(
+        r is None or (isinstance(r, tuple) and len(r) == 2 and r[0] == "d" and type(r[1]) is int) for r in refs)
+    if not ok:
+        raise unsupported(node, f"np.reshape with a malformed __dualdl_dims__ attribute {str(raw)[:60]!r}")
     return list(refs) + [None] * (n - len(refs))
 
 
@@ -45,9 +54,9 @@ def _npx_reshape(a, attrs, node):
     codes = parse_attr(attrs.get("newshape"), ())
     codes = [codes] if isinstance(codes, int) else list(codes)
     if parse_attr(attrs.get("reverse"), False):
-        raise _unsupported(node, "npx.reshape(reverse=True)")
+        raise unsupported(node, "npx.reshape(reverse=True)")
     x = a[0].p()
-    nd = _ndim(node)
+    nd = ndim(node)
     if any(c <= -2 for c in codes) and not x.isidentifier():
         raise NeedsName()
     out, i, j = [], 0, 0
@@ -69,7 +78,7 @@ def _npx_reshape(a, attrs, node):
                     str(d2) if d2 != -1 else f"{x}.shape[{i}] // {d1}"]
             i += 1; j += 2
         else:
-            raise _unsupported(node, f"npx.reshape code {c}")
+            raise unsupported(node, f"npx.reshape code {c}")
         j += 1
     return Expr(f"{x}.reshape({', '.join(out) or '()'})")
 
@@ -77,7 +86,7 @@ def _npx_reshape(a, attrs, node):
 def _np_transpose(a, attrs, node):
     axes = parse_attr(attrs.get("axes"))
     if axes is None or axes == ():
-        axes = tuple(reversed(range(_ndim(node))))
+        axes = tuple(reversed(range(ndim(node))))
     return Expr(f"{a[0].p()}.permute({', '.join(str(int(v)) for v in axes)})")
 
 
@@ -102,27 +111,13 @@ def _np_squeeze(a, attrs, node):
 def _np_dot(a, attrs, node):
     s0, s1 = node.in_shapes[0] if node.in_shapes else None, node.in_shapes[1] if len(node.in_shapes) > 1 else None
     if s0 is None or s1 is None:
-        raise _unsupported(node, "np.dot on inputs of unknown rank")
+        raise unsupported(node, "np.dot on inputs of unknown rank")
     if len(s0) == 0 or len(s1) == 0:
         return Expr(f"{a[0].p()} * {a[1].p()}", atomic=False)
     if len(s0) <= 2 and len(s1) <= 2:
         return Expr(f"torch.matmul({a[0].text}, {a[1].text})")
     # N-d: the last axis of a with the second-to-last of b (the last if b is 1-d)
     return Expr(f"torch.tensordot({a[0].text}, {a[1].text}, dims=([{len(s0) - 1}], [{max(len(s1) - 2, 0)}]))")
-
-
-def _repeat(a, attrs, node):
-    r = int(parse_attr(attrs.get("repeats")))
-    axis = parse_attr(attrs.get("axis"))
-    if axis is None:       # flattened first
-        return Expr(f"torch.repeat_interleave({a[0].p()}.flatten(), {r})")
-    return Expr(f"torch.repeat_interleave({a[0].text}, {r}, dim={int(axis)})")
-
-
-def _tile(a, attrs, node):
-    reps = parse_attr(attrs.get("reps"), ())
-    reps = (reps,) if isinstance(reps, int) else tuple(reps)
-    return Expr(f"{a[0].p()}.tile({reps!r})")
 
 
 def _dtype(attrs, default="float32", node=None):
@@ -133,7 +128,7 @@ def _dtype(attrs, default="float32", node=None):
     if d == "float32":
         return "torch.get_default_dtype()"
     if d not in ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"):
-        raise _unsupported(node, f"{node.op}(dtype={d!r})")
+        raise unsupported(node, f"{node.op}(dtype={d!r})")
     return f"torch.{d}"
 
 
@@ -174,7 +169,7 @@ def _arange(a, attrs, node):
     stop = parse_attr(attrs.get("stop"))
     step = parse_attr(attrs.get("step"), 1)
     if parse_attr(attrs.get("repeat"), 1) not in (1, None):
-        raise _unsupported(node, "arange(repeat=...)")
+        raise unsupported(node, "arange(repeat=...)")
     args = [repr(start), repr(stop)] if stop is not None else [repr(start)]
     if step != 1:
         args.append(repr(step))
@@ -187,48 +182,22 @@ def _broadcast_to(a, attrs, node):
     return Expr(f"{a[0].p()}.expand({', '.join(str(int(s)) for s in shape)})")
 
 
-def _compare(sym: str):
-    def fn(a, attrs, node):   # numpy comparisons give bool, as torch's do
-        return Expr(f"{a[0].p()} {sym} {a[1].p()}", atomic=False)
-    return fn
-
-
-def _compare_scalar(sym: str):
-    def fn(a, attrs, node):
-        return Expr(f"{a[0].p()} {sym} {_num(attrs['scalar'])}", atomic=False)
-    return fn
-
-
-def _clamp(kind: str):
-    def fn(a, attrs, node):
-        return Expr(f"torch.clamp({a[0].text}, {kind}={_num(attrs['scalar'])})")
-    return fn
-
-
 def _where(a, attrs, node):
     return Expr(f"torch.where({a[0].p()}.bool(), {a[1].text}, {a[2].text})")
 
 
 def _mean(a, attrs, node):
     if attrs.get("dtype") not in (None, "None"):
-        raise _unsupported(node, "np.mean(dtype=...)")
-    return _reduce("mean")(a, attrs, node)
-
-
-def _moment(kind: str):
-    def fn(a, attrs, node):   # measured on MXNet 1.9.1: x.std(axis=1) / x.var(axis=1) backward gives 0.0
-        raise _unsupported(node, f"np.{kind} (MXNet 1.9.1 computes no gradient through np.{kind}: all zeros, "
-                                 f"where torch.{kind}'s is the true one, so training would differ; write it as "
-                                 f"((x - x.mean(axis, keepdims=True)) ** 2).mean(axis) in the Gluon code)")
-    return fn
+        raise unsupported(node, "np.mean(dtype=...)")
+    return reduce("mean")(a, attrs, node)
 
 
 def _layer_norm(a, attrs, node):
     """``npx.layer_norm(x, gamma, beta)`` as an op (a LayerNorm layer is translated as a layer)."""
-    nd = _ndim(node)
+    nd = ndim(node)
     axis = int(parse_attr(attrs.get("axis"), -1))
     if axis % nd != nd - 1 or parse_attr(attrs.get("output_mean_var"), False):
-        raise _unsupported(node, f"LayerNorm(axis={axis}) over an axis other than the last, or with output_mean_var")
+        raise unsupported(node, f"LayerNorm(axis={axis}) over an axis other than the last, or with output_mean_var")
     import numpy as np
     eps = float(np.float32(float(parse_attr(attrs.get("eps"), 1e-5))))   # a float32 attribute in MXNet
     return Expr(f"F.layer_norm({a[0].text}, ({node.in_shapes[0][-1]},), {a[1].text}, {a[2].text}, {eps!r})")
@@ -239,39 +208,25 @@ def _gather_nd(a, attrs, node):
     return Expr(f"{a[0].p()}[tuple({a[1].p()}.long())]")
 
 
-NP_OPS: Dict[str, Callable] = {
-    "_npi_add": _binary("+"), "_npi_subtract": _binary("-"), "_npi_multiply": _binary("*"),
-    "_npi_true_divide": _binary("/"), "_npi_power": _binary("**"), "_npi_mod": _binary("%"),
-    "_npi_add_scalar": _scalar("+"), "_npi_subtract_scalar": _scalar("-"), "_npi_rsubtract_scalar": _scalar("-", True),
-    "_npi_multiply_scalar": _scalar("*"), "_npi_true_divide_scalar": _scalar("/"),
-    "_npi_rtrue_divide_scalar": _scalar("/", True), "_npi_power_scalar": _scalar("**"),
-    "_npi_rpower_scalar": _scalar("**", True), "_npi_mod_scalar": _scalar("%"),
-    "_npi_maximum": _func("torch.maximum({}, {})"), "_npi_minimum": _func("torch.minimum({}, {})"),
-    "_npi_maximum_scalar": _clamp("min"), "_npi_minimum_scalar": _clamp("max"),
-    "_maximum_scalar": _clamp("min"), "_minimum_scalar": _clamp("max"),
-    "_npx_relu": _func("torch.relu({})"), "_npx_sigmoid": _func("torch.sigmoid({})"),
-    "_npi_tanh": _func("torch.tanh({})"), "_npi_exp": _func("torch.exp({})"), "_npi_log": _func("torch.log({})"),
-    "_npi_sqrt": _func("torch.sqrt({})"), "_npi_absolute": _func("torch.abs({})"), "_npi_abs": _func("torch.abs({})"),
-    "_npi_square": _func("torch.square({})"), "_npi_sin": _func("torch.sin({})"), "_npi_cos": _func("torch.cos({})"),
-    "_npi_negative": lambda a, at, n: Expr(f"-{a[0].p()}"), "_npi_reciprocal": _func("torch.reciprocal({})"),
-    "_npi_log1p": _func("torch.log1p({})"), "_npi_expm1": _func("torch.expm1({})"),
-    "_np_reshape": _np_reshape, "_npx_reshape": _npx_reshape, "_np_transpose": _np_transpose,
-    "_npi_concatenate": _concatenate, "_npi_stack": _np_stack, "_np_squeeze": _np_squeeze,
-    "_npi_mean": _mean, "_np_sum": _reduce("sum"), "_np_max": _reduce("amax"), "_np_min": _reduce("amin"),
-    "_np_prod": _reduce("prod"), "_npi_std": _moment("std"), "_npi_var": _moment("var"),
-    "_npi_matmul": _func("torch.matmul({}, {})"), "_np_dot": _np_dot,
-    "repeat": _repeat, "_np_repeat": _repeat, "tile": _tile, "_np_tile": _tile, "one_hot": _one_hot,
-    "_npi_zeros": _filled(0), "_npi_ones": _filled(1), "_zeros": _filled(0), "_ones": _filled(1),
-    "_npi_full": _filled(None), "_npi_arange": _arange, "_npi_broadcast_to": _broadcast_to,
-    "_npi_equal": _compare("=="), "_npi_not_equal": _compare("!="), "_npi_less": _compare("<"),
-    "_npi_greater": _compare(">"), "_npi_less_equal": _compare("<="), "_npi_greater_equal": _compare(">="),
-    "_npi_equal_scalar": _compare_scalar("=="), "_npi_not_equal_scalar": _compare_scalar("!="),
-    "_npi_less_scalar": _compare_scalar("<"), "_npi_greater_scalar": _compare_scalar(">"),
-    "_npi_less_equal_scalar": _compare_scalar("<="), "_npi_greater_equal_scalar": _compare_scalar(">="),
-    "_npi_where": _where, "_np_copy": _func("{}"), "_npi_copy": _func("{}"),
-    "LayerNorm": _layer_norm, "gather_nd": _gather_nd, "batch_flatten": _func("torch.flatten({}, 1)"),
-}
-NP_OPS = {k: v for k, v in NP_OPS.items() if v is not None}
-
-for _name, _fn in NP_OPS.items():     # ops.py's own entries (and H-ops' additions) win
-    _TABLE.setdefault(_name, _fn)
+op("_np_reshape", torch="x.reshape(newshape) (-1 only)")(_np_reshape)
+op("_npx_reshape", "_npi_reshape", torch="x.reshape(npx codes -2..-6 resolved)")(_npx_reshape)
+op("_np_transpose", torch="x.permute(axes)")(_np_transpose)
+op("_npi_concatenate", torch="torch.cat(xs, dim) (flattened for axis=None)")(_concatenate)
+op("_npi_stack", torch="torch.stack(xs, dim)")(_np_stack)
+op("_np_squeeze", torch="x.squeeze(axis)")(_np_squeeze)
+op("_npi_mean", torch="x.mean(dim, keepdim)")(_mean)
+# measured on MXNet 1.9.1: x.std(axis=1) / x.var(axis=1) backward gives 0.0
+refuse("MXNet 1.9.1 computes no gradient through np.std / np.var (all zeros) where torch's is the true one, so "
+       "training would differ; write it as ((x - x.mean(axis, keepdims=True)) ** 2).mean(axis) in the Gluon code",
+       "_npi_std", "_npi_var")
+op("_npi_matmul", torch="torch.matmul(a, b)")(lambda a, attrs, node: Expr(f"torch.matmul({a[0].text}, {a[1].text})"))
+op("_np_dot", torch="torch.matmul / torch.tensordot (numpy's dot)")(_np_dot)
+op("one_hot", "_npx_one_hot", torch="F.one_hot(ids.long(), depth).to(float dtype)")(_one_hot)
+op("_npi_zeros", "_zeros", torch="torch.zeros(shape, dtype)")(_filled(0))
+op("_npi_ones", "_ones", torch="torch.ones(shape, dtype)")(_filled(1))
+op("_npi_full", "_full", torch="torch.full(shape, value, dtype)")(_filled(None))
+op("_npi_arange", torch="torch.arange(start, stop, step, dtype)")(_arange)
+op("_npi_broadcast_to", torch="x.expand(shape)")(_broadcast_to)
+op("_npi_where", torch="torch.where(cond, x, y)")(_where)
+op("LayerNorm", "_npx_layer_norm", torch="F.layer_norm(x, (C,), gamma, beta, eps) (last axis)")(_layer_norm)
+op("gather_nd", "_npi_gather_nd", "_npx_gather_nd", torch="x[tuple(idx.long())]")(_gather_nd)

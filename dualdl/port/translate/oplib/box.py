@@ -11,14 +11,12 @@ input's shape: kept rows in score order, then rows of -1. Its gradient goes to t
 MXNet's gradient for it: none (its backward is zero, measured)."""
 from __future__ import annotations
 
-from typing import Callable, Dict
-
 import numpy as np
 
-from .errors import TranslationError
-from .ops import Expr, parse_attr
+from ..errors import TranslationError
+from .base import Expr, op, parse_attr
 
-__all__ = ["BOX_TABLE"]
+__all__ = ["BOX_NMS", "BOX_DECODE"]
 
 BOX_NMS = '''def box_nms(x, overlap_thresh, valid_thresh, topk, coord_start, score_index, id_index, background_id,
             force_suppress, center):
@@ -114,5 +112,6 @@ def _box_decode(a, attrs, node):
     return Expr(f"box_decode({a[0].text}, {a[1].text}, {std!r}, {clip!r}, {corner})", helpers=(BOX_DECODE,))
 
 
-BOX_TABLE: Dict[str, Callable] = {"_contrib_box_nms": _box_nms, "_contrib_box_non_maximum_suppression": _box_nms,
-                                  "_contrib_box_decode": _box_decode}
+op("_contrib_box_nms", "_contrib_box_non_maximum_suppression",
+   torch="box_nms(x, ...) (MXNet's candidate order, ties and -1 padding)")(_box_nms)
+op("_contrib_box_decode", torch="box_decode(x, anchors, std, clip, corner) (no gradient, as MXNet)")(_box_decode)

@@ -1,5 +1,5 @@
 """MXNet's region ops (gluoncv's Faster R-CNN) -> torch: ``_contrib_ROIAlign`` written out in torch
-(no torchvision: the generated file depends on torch alone) with MXNet's semantics, and ``reverse``.
+(no torchvision: the generated file depends on torch alone) with MXNet's semantics.
 
 ``ROIAlign`` is Detectron's: each bin averages ``sample_ratio`` x ``sample_ratio`` bilinear samples
 (``ceil(roi size / pooled size)`` per ROI when ``sample_ratio <= 0``), samples outside
@@ -8,14 +8,12 @@ zeros (MXNet's result is undefined there: it reads outside the data), and no gra
 differentiate the sample positions)."""
 from __future__ import annotations
 
-from typing import Callable, Dict
-
 import numpy as np
 
-from .errors import TranslationError
-from .ops import Expr, parse_attr
+from ..errors import TranslationError
+from .base import Expr, op, parse_attr
 
-__all__ = ["ROI_TABLE"]
+__all__ = ["ROI_ALIGN"]
 
 ROI_ALIGN = '''def roi_align(x, rois, pooled, spatial_scale, sample_ratio, aligned):
     """MXNet _contrib_ROIAlign (Detectron's ROIAlign): (R, C, ph, pw) from x (N, C, H, W) and rois
@@ -78,10 +76,4 @@ def _roi_align(a, attrs, node):
     return Expr(f"roi_align({a[0].text}, {a[1].text}, {pooled!r}, {scale!r}, {ratio}, {aligned})", helpers=(ROI_ALIGN,))
 
 
-def _reverse(a, attrs, node):
-    axis = parse_attr(attrs.get("axis"), 0)
-    axes = [axis] if isinstance(axis, int) else list(axis)
-    return Expr(f"torch.flip({a[0].text}, {axes})")
-
-
-ROI_TABLE: Dict[str, Callable] = {"_contrib_ROIAlign": _roi_align, "reverse": _reverse, "flip": _reverse}
+op("_contrib_ROIAlign", torch="roi_align(x, rois, pooled, spatial_scale, sample_ratio, aligned)")(_roi_align)

@@ -1,0 +1,102 @@
+"""Small contrib ops -> torch: ``quadratic``, ``gradientmultiplier`` (identity forward, scaled
+gradient), the straight-through estimators ``round_ste``/``sign_ste`` (forward round/sign,
+gradient passed through unchanged), ``index_array`` and ``box_iou``."""
+from __future__ import annotations
+
+from .base import Expr, NeedsName, f32, ndim, op, parse_attr, unsupported
+from .unary import ROUND
+
+__all__ = ["GRAD_MULT", "BOX_IOU", "INDEX_ARRAY"]
+
+GRAD_MULT = '''class GradMultiplier(torch.autograd.Function):
+    """MXNet _contrib_gradientmultiplier: the identity forward, the gradient times `scalar`."""
+
+    @staticmethod
+    def forward(ctx, x, scalar):
+        ctx.scalar = scalar
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scalar, None
+'''
+
+BOX_IOU = '''def box_iou(a, b, center):
+    """MXNet _contrib_box_iou: IoU of every box of a (..., 4) with every box of b (..., 4), shape
+    a.shape[:-1] + b.shape[:-1]; corner (x1, y1, x2, y2) or center (x, y, w, h) boxes. No gradient:
+    MXNet's backward of this op is zero (measured)."""
+    a, b = a.detach(), b.detach()
+    if center:
+        a = torch.cat([a[..., :2] - a[..., 2:] / 2, a[..., :2] + a[..., 2:] / 2], dim=-1)
+        b = torch.cat([b[..., :2] - b[..., 2:] / 2, b[..., :2] + b[..., 2:] / 2], dim=-1)
+    sa, sb = a.shape[:-1], b.shape[:-1]
+    a, b = a.reshape(-1, 1, 4), b.reshape(1, -1, 4)
+    iw = (torch.minimum(a[..., 2], b[..., 2]) - torch.maximum(a[..., 0], b[..., 0])).clamp(min=0)
+    ih = (torch.minimum(a[..., 3], b[..., 3]) - torch.maximum(a[..., 1], b[..., 1])).clamp(min=0)
+    inter = iw * ih
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = area_a + area_b - inter
+    return torch.where(union > 0, inter / union, torch.zeros_like(inter)).reshape(sa + sb)
+'''
+
+INDEX_ARRAY = '''def index_array(x, axes):
+    """MXNet _contrib_index_array: each element's index along `axes` (all axes for None),
+    int64, shape x.shape + (len(axes),)."""
+    axes = tuple(range(x.dim())) if axes is None else axes
+    grids = torch.meshgrid(*[torch.arange(n, device=x.device) for n in x.shape], indexing="ij")
+    return torch.stack([grids[a] for a in axes], dim=-1)
+'''
+
+
+@op("_contrib_quadratic")
+def _quadratic(a, attrs, node):
+    """a * x ** 2 + b * x + c"""
+    qa, qb, qc = (float(parse_attr(attrs.get(k), 0.0)) for k in ("a", "b", "c"))
+    x = a[0].p()
+    if not x.isidentifier():
+        raise NeedsName()
+    return Expr(f"{qa!r} * {x} * {x} + {qb!r} * {x} + {qc!r}", atomic=False)
+
+
+@op("_contrib_gradientmultiplier")
+def _grad_mult(a, attrs, node):
+    """GradMultiplier.apply(x, scalar) (identity, gradient times scalar)"""
+    return Expr(f"GradMultiplier.apply({a[0].text}, {float(parse_attr(attrs.get('scalar'), 1.0))!r})",
+                helpers=(GRAD_MULT,))
+
+
+@op("_contrib_round_ste", "_sparse__contrib_round_ste")
+def _round_ste(a, attrs, node):
+    """x + (round_half_away(x) - x).detach() (straight-through)"""
+    x = a[0].p()
+    if not x.isidentifier():
+        raise NeedsName()
+    return Expr(f"{x} + (round_half_away({x}) - {x}).detach()", atomic=False, helpers=(ROUND,))
+
+
+@op("_contrib_sign_ste", "_sparse__contrib_sign_ste")
+def _sign_ste(a, attrs, node):
+    """x + (torch.sign(x) - x).detach() (straight-through)"""
+    x = a[0].p()
+    if not x.isidentifier():
+        raise NeedsName()
+    return Expr(f"{x} + (torch.sign({x}) - {x}).detach()", atomic=False)
+
+
+@op("_contrib_index_array")
+def _index_array(a, attrs, node):
+    """index_array(x, axes) (int64 indices)"""
+    axes = parse_attr(attrs.get("axes"))
+    if axes is not None:
+        axes = (int(axes),) if isinstance(axes, int) else tuple(int(v) % ndim(node) for v in axes)
+    return Expr(f"index_array({a[0].text}, {axes!r})", helpers=(INDEX_ARRAY,))
+
+
+@op("_contrib_box_iou")
+def _box_iou(a, attrs, node):
+    """box_iou(a, b, center) (pairwise IoU, no gradient as MXNet)"""
+    fmt = attrs.get("format", "corner")
+    if fmt not in ("corner", "center"):
+        raise unsupported(node, f"box_iou(format={fmt!r})")
+    return Expr(f"box_iou({a[0].text}, {a[1].text}, {fmt == 'center'})", helpers=(BOX_IOU,))
