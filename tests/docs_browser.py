@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -41,10 +42,9 @@ class Browser:
         def fds():        # in the child, before the fds other than pass_fds are closed
             os.dup2(r_in, 3)
             os.dup2(w_out, 4)
+        self.profile = tempfile.mkdtemp(prefix="docs-chromium-")
         self.proc = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                      "--remote-debugging-pipe", "--user-data-dir=" + os.path.join(
-                                          os.environ.get("TMPDIR", "/tmp"), f"docs-chromium-{os.getpid()}"),
-                                      "about:blank"],
+                                      "--remote-debugging-pipe", "--user-data-dir=" + self.profile, "about:blank"],
                                      preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         os.close(r_in)
@@ -114,6 +114,8 @@ class Browser:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 def serve(site: str):
