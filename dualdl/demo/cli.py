@@ -10,7 +10,7 @@ import time
 from .recipe import SCHEDULES, Recipe
 
 # the demo extra's modules -> the package that provides them
-EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
+EXTRA = {"sklearn": "scikit-learn", "matplotlib": "matplotlib", "tqdm": "tqdm"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
