@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import re
+import threading
 import traceback
 from typing import Any, Iterator, Optional
 
@@ -31,27 +32,31 @@ from dualdl.backend import _using
 
 __all__ = ["in_forward", "tracing", "run_forward", "explain_torch_method", "TORCH_METHODS"]
 
-_DEPTH = [0]
-_SYMBOLIC: list = []        # one flag per running write-once forward: True while a graph is traced
+class _Forwards(threading.local):
+    """The write-once forwards running in this thread: one flag each, True while a graph is traced."""
+    def __init__(self) -> None:
+        self.symbolic: list = []
+
+
+_RUNNING = _Forwards()
 
 
 @contextlib.contextmanager
 def in_forward(symbolic: bool = False) -> Iterator[None]:
     """Marks a write-once module's forward as running (nested calls count); ``symbolic``: its
     arguments are Symbols (``hybridize()`` tracing the graph)."""
-    _DEPTH[0] += 1
-    _SYMBOLIC.append(symbolic)
+    _RUNNING.symbolic.append(symbolic)
     try:
         yield
     finally:
-        _DEPTH[0] -= 1
-        _SYMBOLIC.pop()
+        _RUNNING.symbolic.pop()
 
 
 def tracing() -> bool:
     """True while a hybridized write-once forward is traced: a tensor made from nothing in it
     (``dl.zeros``, ``dl.arange``, noise) must be a Symbol node, not an NDArray."""
-    return bool(_SYMBOLIC) and _SYMBOLIC[-1]
+    flags = _RUNNING.symbolic
+    return bool(flags) and flags[-1]
 
 
 def _out_of_place(op: str, name: str, cls: type):
@@ -59,7 +64,7 @@ def _out_of_place(op: str, name: str, cls: type):
     symbolic = cls is mx.sym.Symbol
 
     def inplace(self, other):
-        if _DEPTH[0] and (symbolic or autograd.is_recording()):
+        if _RUNNING.symbolic and (symbolic or autograd.is_recording()):
             return getattr(self, op)(other)
         return native(self, other)
     inplace.__doc__ = native.__doc__
@@ -78,7 +83,7 @@ def _broadcasting(name: str, op: str):
     fn = getattr(mx.sym, op)
 
     def binary(self, other):
-        if _DEPTH[0] and isinstance(other, mx.sym.Symbol):
+        if _RUNNING.symbolic and isinstance(other, mx.sym.Symbol):
             return fn(self, other)
         return native(self, other)
     binary.__doc__ = native.__doc__
@@ -97,7 +102,7 @@ for _name, _op in (("__add__", "broadcast_add"), ("__sub__", "broadcast_sub"), (
 TORCH_METHODS = {
     "view": "ops.reshape(x, shape)", "view_as": "ops.reshape(x, other.shape)",
     "reshape": "ops.reshape(x, shape)", "size": "x.shape (NDArray.size is the element count)",
-    "dim": "len(x.shape)", "numel": "math.prod(x.shape)", "contiguous": "x itself (MXNet arrays are contiguous)",
+    "dim": "len(x.shape)", "numel": "dl.numel(x)", "contiguous": "x itself (MXNet arrays are contiguous)",
     "transpose": "ops.transpose(x, dim0, dim1)", "permute": "ops.permute(x, dims)",
     "split": "ops.split(x, split_size, dim)", "chunk": "ops.chunk(x, chunks, dim)",
     "masked_fill": "ops.masked_fill(x, mask, value)", "pow": "ops.pow(x, exponent)",

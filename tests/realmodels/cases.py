@@ -52,6 +52,13 @@ def _gpt_loss(F, out, xs):
     return out[1]
 
 
+def _vae_loss(F, out, xs):
+    """The script's own loss_function (BCE + KL), of the file whose F this is."""
+    import sys
+    kind = "originals" if F.__name__.startswith("torch") else "twins"
+    return sys.modules[f"realmodels_{kind}_vae"].loss_function(out[0], xs[0], out[1], out[2])
+
+
 def _gpt(mod):
     cfg = mod.GPTConfig(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=True)
     return mod.GPT(cfg)
@@ -59,6 +66,8 @@ def _gpt(mod):
 
 CASES: Dict[str, Case] = {
     "mnist_net": Case("mnist_net", lambda m: m.Net(), _image((2, 1, 28, 28), 10), _nll, ("Adadelta", {"lr": 1.0})),
+    "vae": Case("vae", lambda m: m.VAE(), lambda rng: (rng.rand(2, 1, 28, 28),), _vae_loss,
+                ("Adam", {"lr": 1e-3}), noise=True),
     "dcgan_discriminator": Case(
         "dcgan", lambda m: m.Discriminator(1), lambda rng: (rng.rand(2, 3, 64, 64) * 2 - 1, rng.rand(2)),
         lambda F, out, xs: F.binary_cross_entropy(out, xs[1]), ("Adam", {"lr": 2e-4, "betas": (0.5, 0.999)})),

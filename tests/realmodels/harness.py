@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -28,7 +29,24 @@ def load(kind: str, name: str):
     spec = importlib.util.spec_from_file_location(f"realmodels_{kind}_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    sys.modules[spec.name] = mod         # the last one loaded (a case's loss may call the file's own)
     return mod
+
+
+class FixedNoise:
+    """Stands in for a model file's ``torch`` (original) or ``dl`` (twin) namespace: ``randn_like``
+    returns the next of one numpy sequence of standard normal draws, the same on both frameworks
+    (each framework's own generator draws other numbers); every other name is the namespace's."""
+
+    def __init__(self, namespace: Any, backend: str, seed: int = 7) -> None:
+        self._ns, self._backend, self._rng = namespace, backend, np.random.RandomState(seed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ns, name)
+
+    def randn_like(self, t: Any) -> Any:
+        like = dl.to_numpy(t)
+        return dl.from_numpy(self._rng.randn(*like.shape).astype(like.dtype), backend=self._backend)
 
 
 @dataclass
@@ -43,6 +61,7 @@ class Case:
     loss: Callable[[Any, Any, tuple], Any]
     optimizer: Tuple[str, Dict[str, Any]]
     hybridizable: bool = True
+    noise: bool = False          # the forward draws noise (randn_like): fixed draws, see FixedNoise
     steps: int = 3
     clip: Optional[float] = None
     call: Callable[[Any, tuple], Any] = field(default=lambda net, xs: net(xs[0]))
@@ -99,15 +118,20 @@ def _state(net: Any) -> Dict[str, np.ndarray]:
     return {k: dl.to_numpy(v).astype("float64") for k, v in dl.state_dict(net).items()}
 
 
-def run(case: Case, candidate: str, dtype: str, seed: int = 0) -> Dict[str, Any]:
+def run(case: Case, candidate: str, dtype: str, seed: int = 0, fixed_noise: bool = True) -> Dict[str, Any]:
     """Everything compared, as float64 numpy arrays: ``out``, ``xgrad``, ``grad`` (by name),
     ``step`` (state after one step) and ``train`` (state and losses after ``case.steps`` steps).
-    ``candidate``: "original" (torch), "torch", "mxnet" or "mxnet-hybridized" (the twin)."""
+    ``candidate``: "original" (torch), "torch", "mxnet" or "mxnet-hybridized" (the twin). A case
+    with ``noise`` draws from :class:`FixedNoise` (``fixed_noise``) or the framework's generator,
+    seeded with ``dl.seed(seed)``."""
     import torch
     backend = "torch" if candidate in ("original", "torch") else "mxnet"
-    mod = load("originals" if candidate == "original" else "twins", case.file)
     torch.manual_seed(seed)
     reference = case.build(load("originals", case.file))        # the weights every run starts from
+    mod = sys.modules[f"realmodels_originals_{case.file}"] if candidate == "original" else load("twins", case.file)
+    if case.noise and fixed_noise:
+        name = "torch" if candidate == "original" else "dl"
+        setattr(mod, name, FixedNoise(getattr(mod, name), backend))
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     with dl.use(backend):
         net = reference if candidate == "original" else case.build(mod)
@@ -126,6 +150,7 @@ def run(case: Case, candidate: str, dtype: str, seed: int = 0) -> Dict[str, Any]
         else:
             opt = getattr(dl.optim, case.optimizer[0])(net.parameters(), **case.optimizer[1])
         rng = np.random.RandomState(seed + 1)
+        dl.seed(seed)
         result: Dict[str, Any] = {"losses": []}
         for step in range(1 + case.steps):
             xs = _native_inputs(case.inputs(rng), backend, dtype)

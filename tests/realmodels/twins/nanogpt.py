@@ -157,9 +157,9 @@ class GPT(nn.Module):
         The token embeddings would too, except due to the parameter sharing these
         params are actually used as weights in the final layer, so we include them.
         """
-        n_params = sum(p.numel() for p in self.parameters())
+        n_params = sum(dl.numel(p) for p in self.parameters())
         if non_embedding:
-            n_params -= self.transformer.wpe.weight.numel()
+            n_params -= dl.numel(self.transformer.wpe.weight)
         return n_params
 
     def _init_weights(self, module):

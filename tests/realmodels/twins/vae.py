@@ -24,7 +24,7 @@ class VAE(nn.Module):
 
     def reparameterize(self, mu, logvar):
         std = ops.exp(0.5*logvar)
-        eps = dl.random.randn_like(std)
+        eps = dl.randn_like(std)
         return mu + eps*std
 
     def decode(self, z):
