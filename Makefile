@@ -16,6 +16,10 @@ TEST_WORKERS ?= 2
 
 install: $(STAMP)
 
+# Four stages, each announced by one line; pip shows what it collects and installs. The last one,
+# pip check, is expected clean: gluoncv's own dependencies (opencv-python, pandas, yacs, autocfg, ...)
+# come with the gluoncv extra, pinned beside mxnet's numpy<1.24 in constraints.txt. A failure is
+# reported, not fatal; what it means and what to do: docs/index.md, "Installed packages and pip check".
 $(STAMP): setup.cfg constraints.txt pyproject.toml
 	@echo "== dualdl install 1/4: virtual environment $(VENV), pip, setuptools, wheel"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,17 +29,14 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 	@echo "== dualdl install 3/4: dualdl with torch, mxnet, gluonnlp, gluoncv and its dependencies, the test and docs tools (a few minutes)"
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[all,gluoncv,demo,dev]"
 	@echo "== dualdl install 4/4: pip check (every installed package has what it declares)"
-	# Expected clean: gluoncv's undeclared-looking needs (opencv-python, pandas, yacs, autocfg) come with the
-	# gluoncv extra, pinned beside numpy<1.24 in constraints.txt. A failure is reported, not fatal: what
-	# it means and what to do is in docs/index.md ("Installed packages and pip check").
 	$(PIP) check || echo "pip check found the problems above: see docs/index.md, 'Installed packages and pip check'"
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/dualdl demo $(ARGS)
 
+# the docs site first (mkdocs without -q: with -q it drops its warnings before --strict counts them)
 test: $(STAMP)
-	# no -q: with -q mkdocs drops its warnings before --strict counts them
 	$(MKDOCS) build --strict -d $(CURDIR)/build/site
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
