@@ -103,6 +103,8 @@ def load_state_dict(model: Any, state: Mapping[str, Any], strict: bool = True) -
         shape, dtype = targets[name]
         if arr.shape == () and tuple(shape) == (1,):
             arr = arr.reshape(1)     # a 0-d tensor of torch's (a BCELoss's weight) where MXNet 1.x keeps (1,)
+        elif arr.shape == (1,) and tuple(shape) == ():
+            arr = arr.reshape(())    # and back: MXNet's (1,) for such a buffer into torch's 0-d one
         if tuple(arr.shape) != tuple(shape):
             bad.append(f"{k}: shape {tuple(arr.shape)} in the state dict, {tuple(shape)} in the model")
             continue

@@ -207,11 +207,10 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
 # ---- Poisson and Gaussian NLL ---------------------------------------------------------------------
 def _poisson_formula(F, x, t, *, log_input: bool, full: bool, eps: float, reduction: str):
     el = F.exp(x) - t * x if log_input else x - t * F.log(x + eps)
-    if full:                               # Stirling's term where t > 1, from a safe t elsewhere
-        big = t > 1
-        ts = F.where(big, t, F.ones_like(t))
-        stirling = ts * F.log(ts) - ts + 0.5 * F.log(2 * math.pi * ts)
-        el = el + F.where(big, stirling, F.zeros_like(t))
+    if full:                               # Stirling's term where t > 1, computed at t everywhere as torch
+        # does (masked after): the target's gradient is then NaN where t <= 0 (0 * log'(0)), as torch's
+        stirling = t * F.log(t) - t + 0.5 * F.log(2 * math.pi * t)
+        el = el + F.where(t > 1, stirling, F.zeros_like(t))
     return _reduce(F, el, reduction)
 
 

@@ -286,13 +286,17 @@ def _gemm_affine(F, y, weight=None, bias=None):
 
 def _running_update_tie(F, mean, var, running_mean, running_var, momentum: float):
     """A zero (1, 1, 1) that ties MXNet's fused BatchNorm op into a graph so that it updates
-    ``running_*`` to torch's ``(1 - m) * running + m * (mean, var)`` (``var`` unbiased): the op
-    is fed the 2 rows ``mean -/+ sqrt(var)``, whose mean and biased variance are these, and
-    updates its moving statistics when backward runs inside ``autograd.record()``."""
-    std = F.sqrt(var)
-    rows = F.stack(mean - std, mean + std, axis=0)                            # (2, C)
+    ``running_*`` to torch's ``(1 - m) * running + m * (mean, var)`` (``var`` unbiased): those new
+    values are computed in the graph and the op is fed the 2 rows ``new_mean -/+ sqrt(new_var)``,
+    whose mean and biased variance they are, with momentum 0 (it assigns them) when backward runs
+    inside ``autograd.record()``. The op's own momentum would be a float32 (float64 statistics
+    3.5e-8 off torch's, torch's module_db)."""
+    m = float(momentum)
+    new_mean = (1 - m) * running_mean + m * mean
+    std = F.sqrt((1 - m) * running_var + m * var)
+    rows = F.stack(new_mean - std, new_mean + std, axis=0)                    # (2, C)
     row = F.slice_axis(rows, axis=0, begin=0, end=1)
     fused = F.BatchNorm(rows, F.ones_like(F.reshape(row, shape=(-1,))), F.zeros_like(F.reshape(row, shape=(-1,))),
-                        running_mean, running_var, momentum=1.0 - momentum, fix_gamma=False,
+                        running_mean, running_var, momentum=0.0, fix_gamma=False,
                         use_global_stats=False, axis=1)
     return F.reshape(F.sum(fused), shape=(1, 1, 1)) * 0.0

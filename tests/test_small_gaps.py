@@ -109,3 +109,88 @@ def test_backend_of_as_the_docs_write_it():
     t, m = _pair()
     assert dl.backend_of(t).name == "torch" and dl.backend_of(m).name == "mxnet"
     assert dl.backend_of(dl.from_numpy(np.zeros(2), backend="mxnet")).name == "mxnet"
+
+
+# ---- torch's module_db precision items (issue 43) ----------------------------------------------
+def _mx_run(model, x, hybridize):
+    from mxnet import autograd
+    if hybridize:
+        model.hybridize()
+    xm = dl.from_numpy(x, backend="mxnet")
+    xm.attach_grad()
+    with autograd.record():
+        y = model(xm)
+    y.backward(dl.from_numpy(np.linspace(-1, 1, y.size).reshape(y.shape), backend="mxnet"))
+    return dl.to_numpy(y), dl.to_numpy(xm.grad)
+
+
+def _torch_run(model, x):
+    xt = torch.from_numpy(x).requires_grad_()
+    y = model(xt)
+    y.backward(torch.from_numpy(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape))))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_prelu_is_float64_precise(hybridize):
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 5))
+    with dl.use("torch"):
+        t = nn.PReLU(3, 0.1)
+    with dl.use("mxnet"):
+        m = nn.PReLU(3, 0.1)
+    with torch.no_grad():
+        t.weight.copy_(torch.tensor([0.1, -0.3, 0.7]))
+    dl.to_dtype(t, "float64")
+    dl.to_dtype(m, "float64")
+    dl.load_state_dict(m, dl.state_dict(t))
+    for a, b in zip(_torch_run(t, x), _mx_run(m, x, hybridize)):
+        assert np.abs(a - b).max() <= 1e-15 * np.abs(a).max()          # was 3.4e-7 (MXNet's prelu op)
+
+
+def test_hybridized_instance_norm_running_stats_are_float64_precise():
+    x = np.random.default_rng(6).standard_normal((3, 4, 5)) * 3 + 1
+    with dl.use("torch"):
+        t = nn.InstanceNorm1d(4, affine=True, track_running_stats=True)
+    with dl.use("mxnet"):
+        m = nn.InstanceNorm1d(4, affine=True, track_running_stats=True)
+    dl.to_dtype(t, "float64")
+    dl.to_dtype(m, "float64")
+    dl.load_state_dict(m, dl.state_dict(t))
+    for _ in range(2):
+        _torch_run(t, x)
+        _mx_run(m, x, True)
+    st, sm = dl.state_dict(t), dl.state_dict(m)
+    for k in ("running_mean", "running_var"):
+        assert np.abs(dl.to_numpy(st[k]) - dl.to_numpy(sm[k])).max() < 1e-15, k     # was 1e-8
+
+
+def test_a_0d_loss_weight_goes_back_to_torch():
+    with dl.use("torch"):
+        t = nn.BCEWithLogitsLoss(weight=torch.tensor(0.5))
+    with dl.use("mxnet"):
+        m = nn.BCEWithLogitsLoss(weight=np.array(0.7, "float32"))
+    dl.load_state_dict(t, dl.state_dict(m))          # MXNet 1.x keeps the 0-d buffer as (1,)
+    assert tuple(t.weight.shape) == () and abs(float(t.weight) - 0.7) < 1e-7
+
+
+@pytest.mark.parametrize("log_input", [True, False])
+def test_poisson_nll_full_target_gradient_is_torch_s(log_input):
+    from mxnet import autograd
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4))
+    x = x if log_input else np.abs(x)
+    t = np.abs(rng.standard_normal((3, 4))) * 2
+    t[0, 0], t[0, 1], t[1, 1] = 0.0, 1.0, 0.5
+    xt, tt = torch.from_numpy(x).requires_grad_(), torch.from_numpy(t).requires_grad_()
+    torch.nn.functional.poisson_nll_loss(xt, tt, log_input=log_input, full=True).backward()
+    xm, tm = dl.from_numpy(x, backend="mxnet"), dl.from_numpy(t, backend="mxnet")
+    xm.attach_grad()
+    tm.attach_grad()
+    with autograd.record():
+        loss = F.poisson_nll_loss(xm, tm, log_input=log_input, full=True)
+    loss.backward()
+    want, got = tt.grad.numpy(), dl.to_numpy(tm.grad)
+    assert np.array_equal(np.isnan(want), np.isnan(got)) and np.isnan(got[0, 0])     # t = 0: NaN, as torch
+    fin = ~np.isnan(want)
+    assert np.abs(want[fin] - got[fin]).max() < 1e-15
+    assert np.abs(xt.grad.numpy() - dl.to_numpy(xm.grad)).max() < 1e-15
