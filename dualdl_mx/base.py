@@ -426,13 +426,29 @@ class Module(HybridBlock):
 
     def to(self, device: Any) -> "Module":
         """Move every parameter to a device (``reset_ctx``); a list of devices replicates them
-        (MXNet data parallelism: one copy per context)."""
+        (MXNet data parallelism: one copy per context). A dtype (``"float64"``, a numpy or torch
+        dtype) casts the floating parameters and buffers instead, as torch's ``model.to(dtype)``."""
+        if _is_dtype(device):
+            from dualdl.params import to_dtype
+            return to_dtype(self, device)
         devs = device if isinstance(device, (list, tuple)) else [device]
         ctxs = [d if isinstance(d, mx.Context) else native_device(_parse_device(d)) for d in devs]
         for m in self.modules():
             object.__setattr__(m, "_dl_ctx", ctxs)
         self.collect_params().reset_ctx(ctxs)
         return self
+
+    def double(self) -> "Module":
+        """torch's ``model.double()`` (Gluon: ``cast('float64')``, buffers too)."""
+        return self.to("float64")
+
+    def float(self) -> "Module":
+        """torch's ``model.float()``."""
+        return self.to("float32")
+
+    def half(self) -> "Module":
+        """torch's ``model.half()``."""
+        return self.to("float16")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero the gradients and mark them stale (torch's ``None``): an optimizer step skips a
@@ -481,6 +497,17 @@ class Layer(Module):
     @staticmethod
     def _uniform(bound: float) -> mx.init.Initializer:
         return mx.init.Uniform(scale=bound)
+
+
+def _is_dtype(obj: Any) -> bool:
+    """A dtype spelling (``"float64"``, ``np.float64``, ``torch.float64``), not a device."""
+    if isinstance(obj, (list, tuple, mx.Context)):
+        return False
+    if isinstance(obj, str):
+        return obj in ("float16", "float32", "float64", "half", "float", "double")
+    if isinstance(obj, (np.dtype, type)):
+        return True
+    return type(obj).__module__ == "torch" and type(obj).__name__ == "dtype"
 
 
 def _unbatch(out: Any) -> Any:

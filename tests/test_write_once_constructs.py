@@ -184,3 +184,16 @@ def test_init_arguments_refused_as_torch_does(backend):
         _Plain(backend=backend)
     with pytest.raises(TypeError, match="Linear.__init__\\(\\) missing 1 required positional argument: 'out_features'"):
         _HalfLinear(backend=backend)
+
+
+@pytest.mark.parametrize("spelling", ["double", "to-torch-dtype"])
+def test_model_dtype_cast_spelled_as_torch(spelling):
+    """torch's model.double() / model.to(torch.float64) cast an MXNet model too (buffers included)."""
+    cast = {"double": lambda m: m.double(), "to-torch-dtype": lambda m: m.to(torch.float64)}[spelling]
+    for backend in ("torch", "mxnet"):
+        with dl.use(backend):
+            net = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+        assert cast(net) is net
+        assert {str(np.dtype(dl.to_numpy(v).dtype)) for v in dl.state_dict(net).values()} == {"float64"}
+        net.float()
+        assert {str(np.dtype(dl.to_numpy(v).dtype)) for v in dl.state_dict(net).values()} == {"float32"}
