@@ -24,3 +24,11 @@ def test_python_blocks_run(path, tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_readme_links_name_files_of_the_repository():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    links = re.findall(r"\]\(((?:docs|examples)/[^)#]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 20, links
+    missing = [p for p in links if not os.path.exists(os.path.join(ROOT, p))]
+    assert not missing, missing
