@@ -186,7 +186,9 @@ def run(args: argparse.Namespace) -> int:
     if args.name is None and not isinstance(block, mx.gluon.SymbolBlock):
         from .translate.publish import name_from
         args.name = name_from(args.factory.split(":", 1)[1].split(".")[-1])
-    return _translate(args, lambda: _translate_block(block, inputs, args), say, inputs, rows=_embedding_rows(block))
+    rows = _embedding_rows(block)
+    with _ids_guard(block, inputs):
+        return _translate(args, lambda: _translate_block(block, inputs, args), say, inputs, rows=rows)
 
 
 def _initialize(block: Any, say) -> None:
@@ -256,6 +258,9 @@ def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -
                       str(e)) if files else str(e)
         return _fail(text, 2 if blamed else 1)
     except (ValueError, TypeError) as e:
+        cause = e if isinstance(e, IdsOutOfRange) else e.__cause__
+        if isinstance(cause, IdsOutOfRange):
+            return _fail(cause)
         return _fail(_input_problem(str(e), inputs, args, rows or {}) or e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
         return _fail(_os_message(e, args.out))
@@ -308,17 +313,60 @@ def _input_problem(text: str, inputs, args: argparse.Namespace, rows: dict) -> O
     return None
 
 
-def _embedding_rows(block: Any, prefix: str = "") -> dict:
-    """Each Gluon Embedding in ``block`` by its child path: its number of rows."""
+def _embeddings(block: Any, prefix: str = ""):
+    """(child path, Gluon Embedding) for each Embedding in ``block``."""
     import mxnet as mx
-    out = {}
     for name, child in getattr(block, "_children", {}).items():
         child = child() if callable(child) and not isinstance(child, mx.gluon.Block) else child  # weakrefs
         path = f"{prefix}{name}"
         if isinstance(child, mx.gluon.nn.Embedding):
-            out[path] = int(child._kwargs.get("input_dim", 0)) or None
-        out.update(_embedding_rows(child, path + "."))
-    return out
+            yield path, child
+        yield from _embeddings(child, path + ".")
+
+
+def _embedding_rows(block: Any) -> dict:
+    """Each Gluon Embedding in ``block`` by its child path: its number of rows."""
+    return {path: int(e._kwargs.get("input_dim", 0)) or None for path, e in _embeddings(block)}
+
+
+class IdsOutOfRange(ValueError):
+    """A sample input holds ids an Embedding does not have (the user's input, not translate's error)."""
+
+
+class _ids_guard:
+    """Check the ids reaching each Gluon Embedding before MXNet's kernel reads them: MXNet's CPU
+    Embedding reads out of bounds on ids >= its rows (a BERT token-type embedding of 2 rows fed
+    ids up to 99 ended the process with "malloc(): corrupted top size"). The check raises
+    :class:`IdsOutOfRange` naming the input, the embedding and the flag instead."""
+
+    def __init__(self, block: Any, inputs):
+        self.block, self.inputs, self.handles = block, inputs, []
+
+    def __enter__(self):
+        for path, emb in _embeddings(self.block):
+            rows = int(emb._kwargs.get("input_dim", 0))
+            if rows:
+                self.handles.append(emb.register_forward_pre_hook(self._check(path, rows)))
+        return self
+
+    def _check(self, path: str, rows: int):
+        def pre(_block, args):
+            x = args[0] if args else None
+            if not hasattr(x, "asnumpy") or not getattr(x, "size", 0):
+                return
+            ids = x.asnumpy()
+            if ids.max() < rows and ids.min() >= 0:
+                return
+            which = [i for i, a in enumerate(self.inputs) if a.shape == ids.shape and np.array_equal(a, ids)]
+            name = f"input {which[0]}" if which else "an input"
+            raise IdsOutOfRange(f"{name} has values up to {int(ids.max())} but the embedding {path} has {rows} rows; "
+                                f"MXNet reads out of bounds there and torch refuses them: pass --input-high with one "
+                                f"value per input (e.g. --input-high 30522,2,129) or --sample with ids the model takes")
+        return pre
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.detach()
 
 
 def _os_message(e: OSError, out: str) -> str:
