@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Dict, Iterator
 
-__all__ = ["Attrs", "attr_text", "attr_value"]
+__all__ = ["Attrs", "attr_text", "attr_value", "probability"]
 
 #: an option name: letters, digits and ``_ . , : - >`` only (no quote, bracket, space, ``=`` or ``#``)
 _WORD = re.compile(r"[A-Za-z0-9_.,:>\-]*\Z")
@@ -110,3 +110,17 @@ class Attrs(Mapping):
     def raw(self) -> Dict[str, str]:
         """The attribute texts as the file holds them (for MXNet itself, never for the source)."""
         return dict(self._raw)
+
+
+def probability(value, what: str) -> float:
+    """A dropout rate as a float in [0, 1]: MXNet's own range check lets ``nan`` through (every
+    comparison with it is false), and torch's layer then raises at construction."""
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        p = float("nan")
+    if not 0.0 <= p <= 1.0:
+        from .errors import TranslationError
+        raise TranslationError(f"{what}: dropout rate {ascii(str(value))[1:-1][:40]} is not a probability in "
+                               f"[0, 1]; set a rate in the model (or export it again) before translating")
+    return p

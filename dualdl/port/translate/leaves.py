@@ -371,10 +371,12 @@ SHARED_DROPOUT = '''class SharedDropout(nn.Dropout):
 
 
 def _dropout(block, info):
+    from .gate import probability
+    rate = probability(block._rate, f"Gluon {type(block).__name__}")
     if block._axes:
-        return Leaf(Call("SharedDropout", [float(block._rate), tuple(int(a) for a in block._axes)],
+        return Leaf(Call("SharedDropout", [rate, tuple(int(a) for a in block._axes)],
                          names=["p", "axes"]), helpers=[SHARED_DROPOUT])
-    return Leaf(Call("nn.Dropout", [float(block._rate)], names=["p"]))
+    return Leaf(Call("nn.Dropout", [rate], names=["p"]))
 
 
 def _embedding(block, info):

@@ -376,7 +376,8 @@ class _Forward:
             nxt = items[i + 1] if i + 1 < len(items) else None
             single = len(made) == 1 and self._n_out(it) == 1
             if single and self.uses[made[0]] == 1 and nxt is not None and self._functional(nxt) and \
-                    made[0] in info[i + 1][0] and self._positions(nxt, made[0]) == 1 and made[0] not in inst.outputs:
+                    made[0] in info[i + 1][0] and self._positions(nxt, made[0]) == 1 and made[0] not in inst.outputs \
+                    and expr.text.count("(") < 50:     # a long chain of ops: a variable, not 200 nested parentheses
                 self.pending[made[0]] = expr
                 continue
             if not made:

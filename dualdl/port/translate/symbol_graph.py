@@ -161,6 +161,9 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
     try:
         data = json.loads(raw.decode("utf-8"))
         nodes_json, heads = data["nodes"], data["heads"]
+    except RecursionError:
+        raise _err("the symbol file nests its JSON too deeply to be an MXNet symbol (HybridBlock.export writes a "
+                   "flat node list); give the '-symbol.json' file that export wrote", symbol_path) from None
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         raise _err(f"not an MXNet symbol JSON file ({type(e).__name__}: {str(e)[:120]}); give the "
                    f"'-symbol.json' file that HybridBlock.export wrote", symbol_path) from None
@@ -171,13 +174,16 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
                          [(int(a[0]), int(a[1]) if len(a) > 1 else 0) for a in n.get("inputs", [])])
                  for i, n in enumerate(nodes_json)]
         heads_v = [(int(h[0]), int(h[1]) if len(h) > 1 else 0) for h in heads]
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise _err(f"a node of the symbol file is malformed ({type(e).__name__}: {str(e)[:120]})",
                    symbol_path) from None
     for n in nodes:
         if any(not 0 <= s < n.id for s, _ in n.inputs):
             raise _err(f"node {n.name!r} refers to a node that does not come before it", symbol_path)
-    if not heads_v or any(not 0 <= h < len(nodes) for h, _ in heads_v):
+        if any(not 0 <= k < 1 << 16 for _, k in n.inputs):
+            raise _err(f"node {n.name!r} takes an output number out of range ({[k for _, k in n.inputs]})",
+                       symbol_path)
+    if not heads_v or any(not 0 <= h < len(nodes) or not 0 <= k < 1 << 16 for h, k in heads_v):
         raise _err("the symbol file has no valid output ('heads')", symbol_path)
     if outputs:
         heads_v = _pick_outputs(nodes, outputs, symbol_path)
@@ -197,6 +203,7 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
         raise _err(f"MXNet cannot load the symbol file ({last})", symbol_path) from None
     arg, aux = read_params(params_path)
     variables = [n for n in nodes if n.op == "null" and n.id in keep]
+    _refuse_nan({n.name for n in variables}, arg, aux, params_path)
     if input_names is None:
         weights = _weight_like(nodes)
         input_names = _data_order([n.name for n in variables if n.name not in arg and n.name not in aux
@@ -229,6 +236,18 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
     g.absorbed |= {n.id for n in nodes if n.op != "null" and n.id not in keep}   # computed for nothing
     _infer(g, sym, shapes_in, input_names, input_dtypes, params_path)
     return g, arg, aux
+
+
+def _refuse_nan(names, arg, aux, params_path: str) -> None:
+    """A weight holding NaN cannot be proven (NaN equals nothing, itself included): say which."""
+    import numpy as np
+    for nm, v in list(arg.items()) + list(aux.items()):
+        if nm in names and np.dtype(v.dtype).kind == "f":
+            bad = int(np.isnan(v.asnumpy()).sum())
+            if bad:
+                raise _err(f"weight {nm!r} holds {bad} NaN value(s) of {int(np.prod(v.shape))}: a model with NaN "
+                           f"weights computes NaN and cannot be proven equal to anything; give the .params file "
+                           f"of a trained model (or re-initialise those weights)", params_path)
 
 
 def _infer(g: SymGraph, sym, shapes_in, input_names, input_dtypes, params_path) -> None:

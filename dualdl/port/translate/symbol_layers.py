@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .errors import TranslationError
+from .gate import probability
+from .safe import comment
 from .ops import parse_attr
 from .registry import Call
 from .symbol_graph import SymGraph, SymNode
@@ -175,7 +177,8 @@ def _dropout(g, node):
         raise _err(node, f"Dropout(mode={node.attrs['mode']!r})")
     if _attr(node, "axes", ()):
         raise _err(node, f"Dropout(axes={node.attrs['axes']})")
-    return LayerSpec(Call("nn.Dropout", [float(_attr(node, "p", 0.5))], names=["p"]))
+    p = probability(_attr(node, "p", 0.5), f"MXNet Dropout node {comment(node.name)!r}")
+    return LayerSpec(Call("nn.Dropout", [p], names=["p"]))
 
 
 def _embedding(g, node):

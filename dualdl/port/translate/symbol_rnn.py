@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import List
 
 from .errors import TranslationError
+from .gate import probability
+from .safe import comment
 from .ops import parse_attr
 from .registry import Call
 from .symbol_graph import SymGraph, SymNode
@@ -104,7 +106,7 @@ def rnn_spec(g: SymGraph, node: SymNode, spec_cls):
     kwargs += extra
     if parse_attr(node.attrs.get("bidirectional"), False):
         kwargs.append(("bidirectional", True))
-    p = float(parse_attr(node.attrs.get("p"), 0.0) or 0.0)
+    p = probability(parse_attr(node.attrs.get("p"), 0.0) or 0.0, f"MXNet RNN node {comment(node.name)!r}")
     if p:
         kwargs.append(("dropout", p))
     kwargs.append(("batch_first", False))
