@@ -73,6 +73,9 @@ FUNCTIONAL: Dict[str, Tuple[str, str]] = {
                "NDArrays only (MXNet's Convolution needs the kernel size): hybridized, use nn.Conv2d"),
     "conv3d": ("(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)",
                "NDArrays only (MXNet's Convolution needs the kernel size): hybridized, use nn.Conv3d"),
+    **{f"conv_transpose{n}d": ("(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1)",
+                               f"NDArrays only (MXNet's Deconvolution needs the kernel size): hybridized, use "
+                               f"nn.ConvTranspose{n}d") for n in (1, 2, 3)},
     "avg_pool1d": ("(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True)", ""),
     "avg_pool2d": ("(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, "
                    "divisor_override=None)", ""),
@@ -112,8 +115,6 @@ FUNCTIONAL: Dict[str, Tuple[str, str]] = {
 
 #: torch.nn.functional names not written once yet, and what to use instead
 NOT_WRITTEN: Dict[str, str] = {
-    **dict.fromkeys(["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
-                    "use dualdl.nn.ConvTranspose1d/2d/3d"),
     **dict.fromkeys(["fractional_max_pool2d", "fractional_max_pool3d"], "use dualdl.nn.FractionalMaxPool2d/3d"),
     "embedding_bag": "use dualdl.nn.EmbeddingBag",
     **dict.fromkeys(["unfold", "fold", "grid_sample", "affine_grid", "pixel_unshuffle", "channel_shuffle",

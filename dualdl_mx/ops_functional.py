@@ -22,7 +22,8 @@ from .dropout import dropout as _dropout
 from .ops_base import _F, _is_nd, symbol_error
 from .ops_functional_conv import (  # noqa: F401  (this module is the contract's: re-exported)
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d,
-    adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, embedding, interpolate,
+    adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d,
+    conv_transpose2d, conv_transpose3d, embedding, interpolate,
     lp_pool1d, lp_pool2d, lp_pool3d, max_pool1d, max_pool2d, max_pool3d, pad, pixel_shuffle)
 from .ops_functional_conv import layer_call as _run
 

@@ -93,6 +93,40 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(3, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _conv_transpose(n: int, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    """The ``nn.ConvTranspose{n}d`` layer's deconvolution (its fixes of MXNet's Deconvolution: adj >=
+    stride, float64 with stride and dilation > 1) with the given weight: a layer built once per
+    shape and argument set for its settings, its forward run on these tensors."""
+    op = f"conv_transpose{n}d"
+    if not (_is_nd(input) and _is_nd(weight)):
+        raise symbol_error(op, "MXNet's Deconvolution takes the kernel size and filter count from the weight's "
+                           "shape", f"use dualdl.nn.ConvTranspose{n}d in hybridized blocks")
+    unbatched = input.ndim == n + 1
+    x = input.expand_dims(0) if unbatched else input
+    if x.ndim != n + 2 or weight.ndim != n + 2:
+        raise ValueError(f"{op}: expected input of {n + 1} or {n + 2} dims and a weight of {n + 2} dims "
+                         f"(in, out/groups, *kernel), got {tuple(input.shape)} and {tuple(weight.shape)}")
+    g = int(groups)
+    layer = _layer(f"ConvTranspose{n}d", (int(weight.shape[0]), int(weight.shape[1]) * g, tuple(weight.shape[2:])),
+                   tuple(sorted(dict(stride=_frozen(stride), padding=_frozen(padding), groups=g, bias=bias is not None,
+                                     output_padding=_frozen(output_padding), dilation=_frozen(dilation)).items())),
+                   None)
+    y = layer._deconv(nd, x, weight, bias, layer.output_padding)
+    return y[0] if unbatched else y
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
 # ---- pooling: the layers -----------------------------------------------------------------------
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     return layer_call("AvgPool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad)

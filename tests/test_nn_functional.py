@@ -79,6 +79,9 @@ ROWS = [
     F("conv2d", [IMG, (4, 3, 3, 2), (4,)], 2, 1, id="stride pad", checks=EAGER),
     F("conv2d", [IMG, (4, 3, 2, 2)], padding="same", dilation=2, id="same even kernel", checks=EAGER),
     F("conv3d", [VOL, (3, 2, 2, 3, 2)], id="", checks=EAGER),
+    F("conv_transpose1d", [(2, 4, 6), (4, 3, 3), (3,)], 2, 1, 1, id="stride output_padding", checks=EAGER),
+    F("conv_transpose2d", [(2, 4, 5, 6), (4, 2, 3, 2), (4,)], 2, 1, 1, 2, 2, id="groups dilation", checks=EAGER),
+    F("conv_transpose3d", [VOL, (2, 3, 2, 2, 3)], id="", checks=EAGER),
     # pooling
     F("avg_pool1d", X, 2), F("avg_pool2d", IMG, 3, 2, 1, id="pad"),
     F("avg_pool2d", IMG, 3, 2, 1, True, False, id="ceil no-pad-count"),
