@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "launch": ("dualdl.distributed.launch", "start a multi-process training run on this host or across hosts"),
     "convert": ("dualdl.port.cli_convert", "convert checkpoints between Gluon, torch and safetensors"),
     "translate": ("dualdl.port.cli_translate", "translate a Gluon model into PyTorch source + weights, with proof"),
+    "convert-project": ("dualdl.port.cli_project", "convert a Gluon project's source to PyTorch source, with a proof over its run"),
     "parity": ("dualdl.testing.cli_parity", "run a parity check of a model factory on both backends"),
     "info": ("dualdl.info", "show installed backends, versions and devices"),
 }

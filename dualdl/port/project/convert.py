@@ -1,0 +1,390 @@
+"""One Gluon source file to PyTorch source, on libcst's concrete syntax tree (comments, blank
+lines and layout kept; only the Gluon spellings change).
+
+What it rewrites: names the file imports from mxnet/gluonnlp/gluoncv, resolved to qualified
+names and looked up in :mod:`dualdl.port.project.table`; ``mx.nd.<op>`` / ``F.<op>`` calls
+through the translator's op registry (``oplib.lookup``); Gluon-only methods (``asnumpy``,
+``as_in_context``, ``backward`` of a per-sample loss, ``collect_params``, ``initialize``,
+``save_parameters``, ...); ``hybrid_forward(self, F, x)`` -> ``forward(self, x)``;
+``with self.name_scope():`` unwrapped; ``super().__init__(**kwargs)`` of a Gluon block without
+Gluon's ``prefix``/``params``; the mxnet imports -> ``import torch`` + ``import gluon2torch as
+g2t``. What it cannot convert stays as it is, with a ``# dualdl: TODO`` line above the
+statement naming the API and why.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+__all__ = ["FileResult", "convert_source"]
+
+
+@dataclass
+class FileResult:
+    source: str
+    lines: int                        # non-blank lines of the original
+    api_lines: Set[int] = field(default_factory=set)     # lines naming a Gluon API
+    converted: Set[int] = field(default_factory=set)
+    todos: List[Tuple[int, str, str]] = field(default_factory=list)   # (line, api, why)
+
+    @property
+    def todo_lines(self) -> Set[int]:
+        return {t[0] for t in self.todos}
+
+
+def convert_source(text: str) -> FileResult:
+    """Convert one file's text (see the module docstring)."""
+    import libcst as cst
+    lines = sum(1 for ln in text.splitlines() if ln.strip())
+    module = cst.parse_module(text)
+    aliases = _imports(module)
+    if not aliases:
+        return FileResult(text, lines)
+    conv = _make_converter(aliases)
+    out = module.visit(conv).code
+    return _account(text, out, lines, conv.todos)
+
+
+def _account(text: str, out: str, lines: int, todos: List[Tuple[str, str]]) -> FileResult:
+    """Which lines changed (original line numbers: converted automatically) and where each TODO
+    sits (converted-file line numbers of the statements under a ``# dualdl: TODO`` line), from
+    the two texts: libcst's position metadata cost 2/3 of the conversion time."""
+    import difflib
+    a = text.splitlines()
+    b_all = out.splitlines()
+    keep = [i for i, ln in enumerate(b_all) if not ln.lstrip().startswith("# dualdl: TODO")]
+    b = [b_all[i] for i in keep]
+    changed: Set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            changed.update(i + 1 for i in range(i1, i2) if a[i].strip())
+    res = FileResult(out, lines, set(changed), set(changed))
+    seen = iter(todos)
+    for i, ln in enumerate(b_all):
+        if ln.lstrip().startswith("# dualdl: TODO"):
+            api, why = next(seen, ("?", ln.split(":", 2)[-1].strip()))
+            res.todos.append((i + 2, api, why))
+            res.api_lines.add(-(i + 2))          # a TODO line (converted-file numbering)
+    return res
+
+
+def _imports(module) -> Dict[str, str]:
+    """local name -> qualified name, for what the file imports from the converted packages."""
+    import libcst as cst
+    from .table import ROOTS
+    out: Dict[str, str] = {}
+
+    def dotted(n) -> str:
+        return n.value if isinstance(n, cst.Name) else f"{dotted(n.value)}.{n.attr.value}"
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for s in stmt.body:
+            if isinstance(s, cst.Import):
+                for a in s.names:
+                    full = dotted(a.name)
+                    if full.split(".")[0] in ROOTS:
+                        local = a.asname.name.value if a.asname else full.split(".")[0]
+                        out[local] = full if a.asname else full.split(".")[0]
+            elif isinstance(s, cst.ImportFrom) and s.module is not None:
+                mod = dotted(s.module)
+                if mod.split(".")[0] in ROOTS and not isinstance(s.names, cst.ImportStar):
+                    for a in s.names:
+                        local = a.asname.name.value if a.asname else a.name.value
+                        out[local] = f"{mod}.{a.name.value}"
+    return out
+
+
+def _make_converter(aliases: Dict[str, str]):
+    import libcst as cst
+    from .table import METHODS, ROOTS, lookup_api, normalize
+
+    class Converter(cst.CSTTransformer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.aliases = dict(aliases)
+            self.todos: List[Tuple[str, str]] = []
+            self._stack: list = []
+            self._pending: List[List[str]] = []
+            self._block_class: List[bool] = []
+            self._imports_placed = False
+            self._dropped: set = set()
+            self._in_import = 0
+
+        # ---- the parents of the node being visited (libcst's ParentNodeProvider, cheaper)
+        def on_visit(self, node) -> bool:
+            self._stack.append(node)
+            return super().on_visit(node)
+
+        def on_leave(self, original, updated):
+            out = super().on_leave(original, updated)
+            self._stack.pop()
+            return out
+
+        def parent(self, node):
+            i = len(self._stack) - 1
+            while i >= 0 and self._stack[i] is not node:
+                i -= 1
+            return self._stack[i - 1] if i > 0 else None
+
+        def qual(self, node) -> Optional[str]:
+            if isinstance(node, cst.Name):
+                return self.aliases.get(node.value)
+            if isinstance(node, cst.Attribute):
+                base = self.qual(node.value)
+                return f"{base}.{node.attr.value}" if base else None
+            return None
+
+        def todo(self, node, api: str, why: str) -> None:
+            if self._pending:
+                note = f"# dualdl: TODO {api}: {why}"
+                if note not in self._pending[-1]:
+                    self._pending[-1].append(note)
+                    self.todos.append((api, why))
+
+        def done(self, node) -> None:
+            """Counted from the text afterwards (_account)."""
+
+        def _outermost(self, node) -> bool:
+            parent = self.parent(node)
+            return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+        # ---- statements: where TODO lines go
+        def _push(self, _node) -> None:
+            self._pending.append([])
+
+        def _pop(self, updated):
+            notes = self._pending.pop()
+            if not notes or not hasattr(updated, "leading_lines"):
+                return updated
+            extra = [cst.EmptyLine(comment=cst.Comment(n)) for n in dict.fromkeys(notes)]
+            return updated.with_changes(leading_lines=list(updated.leading_lines) + extra)
+
+        def visit_SimpleStatementLine(self, node) -> None:
+            self._push(node)
+
+        def leave_SimpleStatementLine(self, original, updated):
+            if len(original.body) == 1 and isinstance(original.body[0], cst.Expr) and \
+                    id(original.body[0].value) in self._dropped:
+                call = original.body[0].value
+                note = (f"  # dualdl: {cst.Module([]).code_for_node(call)} dropped (Gluon-only: "
+                        f"torch runs eagerly, tensors are ready)")
+                self._pending.pop()
+                return updated.with_changes(body=[cst.Pass()], trailing_whitespace=cst.TrailingWhitespace(
+                    whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(note.strip())))
+            if all(isinstance(s, (cst.Import, cst.ImportFrom)) and self._is_ours(s)
+                   for s in original.body):
+                self._pending.pop()
+                for s in original.body:
+                    self.done(s)
+                if self._imports_placed:
+                    return cst.RemovalSentinel.REMOVE
+                self._imports_placed = True
+                first = cst.parse_statement("import torch\n").with_changes(
+                    leading_lines=updated.leading_lines)
+                return cst.FlattenSentinel([first, cst.parse_statement("import gluon2torch as g2t\n")])
+            return self._pop(updated)
+
+        def _is_ours(self, s) -> bool:
+            if isinstance(s, cst.Import):
+                return all(_dotted(a.name).split(".")[0] in ROOTS for a in s.names)
+            return s.module is not None and _dotted(s.module).split(".")[0] in ROOTS
+
+        def visit_For(self, node) -> None:
+            self._push(node)
+
+        def visit_While(self, node) -> None:
+            self._push(node)
+
+        def visit_If(self, node) -> None:
+            self._push(node)
+
+        def visit_With(self, node) -> None:
+            self._push(node)
+
+        def visit_Try(self, node) -> None:
+            self._push(node)
+
+        def leave_For(self, o, u):
+            return self._pop(u)
+
+        def leave_While(self, o, u):
+            return self._pop(u)
+
+        def leave_If(self, o, u):
+            return self._pop(u)
+
+        def leave_Try(self, o, u):
+            return self._pop(u)
+
+        def leave_With(self, original, updated):
+            items = original.items
+            if len(items) == 1 and isinstance(items[0].item, cst.Call) and \
+                    isinstance(items[0].item.func, cst.Attribute) and \
+                    items[0].item.func.attr.value == "name_scope":
+                self._pending.pop()
+                self.done(original)
+                body = list(updated.body.body)
+                if body and hasattr(body[0], "leading_lines"):
+                    body[0] = body[0].with_changes(
+                        leading_lines=list(updated.leading_lines) + list(body[0].leading_lines))
+                return cst.FlattenSentinel(body)
+            return self._pop(updated)
+
+        # ---- classes and hybrid_forward
+        def visit_ClassDef(self, node) -> None:
+            self._push(node)
+            gluon = any((self.qual(b.value) or "").startswith(ROOTS) for b in node.bases)
+            self._block_class.append(gluon)
+
+        def leave_ClassDef(self, original, updated):
+            self._block_class.pop()
+            return self._pop(updated)
+
+        def visit_FunctionDef(self, node) -> None:
+            self._push(node)
+            if node.name.value == "hybrid_forward" and len(node.params.params) >= 2:
+                self.aliases = dict(self.aliases, **{node.params.params[1].name.value: "mxnet.nd"})
+
+        def leave_FunctionDef(self, original, updated):
+            if original.name.value == "hybrid_forward" and len(original.params.params) >= 2:
+                f = original.params.params[1].name.value
+                self.aliases = {k: v for k, v in self.aliases.items()
+                                if not (k == f and v == "mxnet.nd")} | {
+                    k: v for k, v in aliases.items() if k == f}
+                params = list(updated.params.params)
+                del params[1]
+                updated = updated.with_changes(name=cst.Name("forward"),
+                                               params=updated.params.with_changes(params=params))
+                self.done(original)
+            return self._pop(updated)
+
+        # ---- names
+        def leave_Name(self, original, updated):
+            return self._replace(original, updated)
+
+        def leave_Attribute(self, original, updated):
+            return self._replace(original, updated)
+
+        def visit_Import(self, node) -> None:
+            self._in_import += 1
+
+        def leave_Import(self, original, updated):
+            self._in_import -= 1
+            return updated
+
+        def visit_ImportFrom(self, node) -> None:
+            self._in_import += 1
+
+        def leave_ImportFrom(self, original, updated):
+            self._in_import -= 1
+            return updated
+
+        def _replace(self, original, updated):
+            q = self.qual(original)
+            if q is None or self._in_import or not self._outermost(original):
+                return updated
+            parent = self.parent(original)
+            if isinstance(parent, (cst.ImportAlias, cst.ImportFrom, cst.Import, cst.Param)) or \
+                    isinstance(parent, cst.Attribute) and parent.attr is original:
+                return updated
+            target, why = lookup_api(q)
+            if target is not None:
+                self.done(original)
+                return cst.parse_expression(target)
+            if isinstance(parent, cst.Call) and parent.func is original and _op_name(normalize(q)):
+                return updated                       # an operator call: leave_Call
+            self.todo(original, _short(q), why)
+            return updated
+
+        # ---- calls
+        def leave_Call(self, original, updated):
+            q = self.qual(original.func)
+            if q is not None:
+                op = _op_name(normalize(q))
+                if op and lookup_api(q)[0] is None:
+                    return self._op_call(original, updated, op, q)
+            func = original.func
+            if isinstance(func, cst.Attribute) and func.attr.value in METHODS and \
+                    self.qual(func.value) is None:
+                return self._method(original, updated)
+            if isinstance(func, cst.Attribute) and func.attr.value == "__init__" and \
+                    isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and \
+                    func.value.func.value == "super" and self._block_class and \
+                    self._block_class[-1] and updated.args:
+                self.done(original)                   # Gluon's prefix=/params= kwargs
+                return updated.with_changes(args=[])
+            return updated
+
+        def _op_call(self, original, updated, op: str, q: str):
+            from ..translate.oplib import Expr, OpNode, lookup
+            entry = lookup(op)
+            if entry is None or entry.translate is None:
+                why = entry.reason if entry is not None else "not an MXNet operator"
+                self.todo(original, _short(q), why or "no torch translation")
+                return updated
+            code = cst.Module([]).code_for_node
+            args, attrs = [], {}
+            for a in updated.args:
+                if a.star:
+                    self.todo(original, _short(q), "*args of an operator call")
+                    return updated
+                text = code(a.value)
+                if a.keyword is None:
+                    args.append(Expr(text, atomic=isinstance(a.value, (cst.Name, cst.Attribute,
+                                                                        cst.Call, cst.Subscript))))
+                else:
+                    attrs[a.keyword.value] = _attr_text(text)
+            try:
+                node = OpNode(op, "src", attrs, [None] * len(args), [None])
+                expr = str(entry.translate(args, attrs, node))
+                new = cst.parse_expression(expr)
+            except Exception as e:                        # the registry needs what source lacks
+                self.todo(original, _short(q), f"{' '.join(str(e).split())[:160]}")
+                return updated
+            self.done(original)
+            return new
+
+        def _method(self, original, updated):
+            kind, target = METHODS[original.func.attr.value]
+            receiver = updated.func.value
+            self.done(original)
+            if kind == "fn":
+                return cst.Call(cst.parse_expression(target),
+                                [cst.Arg(receiver)] + list(updated.args))
+            if kind == ".name":
+                return updated.with_changes(func=updated.func.with_changes(attr=cst.Name(target)))
+            self._dropped.add(id(original))  # the statement becomes `pass` (leave_SimpleStatementLine)
+            return updated
+
+    return Converter()
+
+
+def _dotted(n) -> str:
+    import libcst as cst
+    return n.value if isinstance(n, cst.Name) else f"{_dotted(n.value)}.{n.attr.value}"
+
+
+def _op_name(q: str) -> Optional[str]:
+    """The operator an ``mx.nd.<op>`` / ``mx.nd.contrib.<op>`` name calls, or None."""
+    for prefix in ("mxnet.nd.contrib.", "mxnet.nd."):
+        if q.startswith(prefix):
+            rest = q[len(prefix):]
+            if "." not in rest:
+                return ("_contrib_" if "contrib" in prefix else "") + rest
+    return None
+
+
+def _short(q: str) -> str:
+    return q.replace("mxnet.", "mx.", 1) if q.startswith("mxnet.") else q
+
+
+def _attr_text(text: str) -> str:
+    """An MXNet attribute string from a keyword's source: a string literal's value, else the
+    source text (``(-1, 784)``, ``1``, ``True``)."""
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return v if isinstance(v, str) else text

@@ -1,0 +1,105 @@
+"""Runs a Gluon training script unmodified and records its first updates, for
+:func:`dualdl.port.project.proof.prove_scripts` (``python -m dualdl.port.project.gluon_driver
+SCRIPT ARGS...`` with ``DUALDL_PROOF_RECORD=path.npz``, ``DUALDL_PROOF_STEPS=N``,
+``DUALDL_PROOF_SEED=s``).
+
+Hides where a Gluon script's run can be observed without editing it: ``DataLoader`` iteration
+(the batches), ``NDArray.backward`` (the loss), ``Trainer.step``/``update`` (the learning rate,
+each gradient as the update uses it, ``grad / batch_size``, and each weight after it, under the
+block's ``save_parameters`` keys); the dataset downloads are served from the local files
+(``download`` returns the file when it is there: the proof's synthetic MNIST has no sha1 of the
+real one). ``<record>.init.npz`` gets the weights before the first update: the converted script
+starts from them (``GLUON2TORCH_LOAD``).
+"""
+from __future__ import annotations
+
+import gc
+import os
+import runpy
+import sys
+
+import numpy as np
+
+
+def main() -> None:
+    path = os.environ["DUALDL_PROOF_RECORD"]
+    limit = int(os.environ.get("DUALDL_PROOF_STEPS", "4"))
+    import mxnet as mx
+    from mxnet import gluon
+    from mxnet.gluon.data import dataloader
+    from mxnet.gluon.data.vision import datasets
+
+    real_download = datasets.download
+
+    def local_download(url, path=None, overwrite=False, sha1_hash=None, **kw):
+        fname = os.path.join(path or ".", url.split("/")[-1])
+        return fname if os.path.exists(fname) else real_download(url, path, overwrite, sha1_hash, **kw)
+    datasets.download = local_download
+
+    rec: dict = {}
+    state = {"n": 0, "batch": None, "names": None}
+    real_iter = dataloader.DataLoader.__iter__
+
+    def recorded_iter(self):
+        for b in real_iter(self):
+            state["batch"] = b
+            yield b
+    dataloader.DataLoader.__iter__ = recorded_iter
+    real_backward = mx.nd.NDArray.backward
+
+    def recorded_backward(self, *a, **kw):
+        rec[f"{state['n']}/loss"] = np.float64(self.asnumpy().astype(np.float64).mean())
+        return real_backward(self, *a, **kw)
+    mx.nd.NDArray.backward = recorded_backward
+
+    def names(trainer) -> dict:
+        if state["names"] is None:
+            ids = {id(p) for p in trainer._params}
+            best: dict = {}
+            for obj in gc.get_objects():
+                if isinstance(obj, gluon.Block):
+                    keys = obj._collect_params_with_prefix()
+                    if {id(p) for p in keys.values()} == ids and len(keys) >= len(best):
+                        best = keys
+            state["names"] = best or {p.name: p for p in trainer._params}
+        return state["names"]
+
+    def wrap(real):
+        def step(self, batch_size, ignore_stale_grad=False):
+            s, named = state["n"], names(self)
+            if s == 0:
+                np.savez(path + ".init.npz", **{k: p.data().asnumpy() for k, p in named.items()})
+            b = state["batch"]
+            for i, a in enumerate(b if isinstance(b, (list, tuple)) else [b]):
+                rec[f"{s}/batch/{i}"] = a.asnumpy() if hasattr(a, "asnumpy") else np.asarray(a)
+            rec[f"{s}/lr"] = np.float64(self.learning_rate)
+            for k, p in named.items():
+                if p.grad_req != "null":
+                    rec[f"{s}/grad/{k}"] = p.grad().asnumpy() / batch_size
+            real(self, batch_size, ignore_stale_grad)
+            for k, p in named.items():
+                rec[f"{s}/param/{k}"] = p.data().asnumpy()
+            state["n"] += 1
+            if state["n"] >= limit:
+                np.savez(path, **rec)
+                raise SystemExit(0)
+        return step
+    gluon.Trainer.step = wrap(gluon.Trainer.step)
+    gluon.Trainer.update = wrap(gluon.Trainer.update)
+    if os.environ.get("DUALDL_PROOF_SEED"):
+        np.random.seed(int(os.environ["DUALDL_PROOF_SEED"]))
+        mx.random.seed(int(os.environ["DUALDL_PROOF_SEED"]))
+    script = sys.argv[1]
+    sys.argv = [script] + sys.argv[2:]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+        return
+    np.savez(path, **rec)           # the script ended before the limit
+
+
+if __name__ == "__main__":
+    main()
