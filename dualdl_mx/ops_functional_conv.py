@@ -51,16 +51,23 @@ def _ntuple(v: Any, n: int, what: str) -> Tuple[int, ...]:
     return (int(v),) * n
 
 
-def _conv(n: int, input, weight, bias, stride, padding, dilation, groups):
-    op = f"conv{n}d"
+def _batched(op: str, n: int, input, weight, mx_op: str, layer: str, layout: str):
+    """The input as a batch (an unbatched one as a batch of one) and whether it was unbatched;
+    NDArrays only: MXNet's op takes the kernel size and filter count from the weight's shape."""
     if not (_is_nd(input) and _is_nd(weight)):
-        raise symbol_error(op, "MXNet's Convolution takes the kernel size and filter count from the weight's "
-                           "shape", f"use dualdl.nn.Conv{n}d in hybridized blocks")
+        raise symbol_error(op, f"MXNet's {mx_op} takes the kernel size and filter count from the weight's shape",
+                           f"use dualdl.nn.{layer} in hybridized blocks")
     unbatched = input.ndim == n + 1
     x = input.expand_dims(0) if unbatched else input
     if x.ndim != n + 2 or weight.ndim != n + 2:
         raise ValueError(f"{op}: expected input of {n + 1} or {n + 2} dims and a weight of {n + 2} dims "
-                         f"(out, in/groups, *kernel), got {tuple(input.shape)} and {tuple(weight.shape)}")
+                         f"({layout}, *kernel), got {tuple(input.shape)} and {tuple(weight.shape)}")
+    return x, unbatched
+
+
+def _conv(n: int, input, weight, bias, stride, padding, dilation, groups):
+    op = f"conv{n}d"
+    x, unbatched = _batched(op, n, input, weight, "Convolution", f"Conv{n}d", "out, in/groups")
     k, s, d = tuple(weight.shape[2:]), _ntuple(stride, n, f"{op} stride"), _ntuple(dilation, n, f"{op} dilation")
     if isinstance(padding, str):
         if padding not in ("valid", "same"):
@@ -97,15 +104,8 @@ def _conv_transpose(n: int, input, weight, bias, stride, padding, output_padding
     """The ``nn.ConvTranspose{n}d`` layer's deconvolution (its fixes of MXNet's Deconvolution: adj >=
     stride, float64 with stride and dilation > 1) with the given weight: a layer built once per
     shape and argument set for its settings, its forward run on these tensors."""
-    op = f"conv_transpose{n}d"
-    if not (_is_nd(input) and _is_nd(weight)):
-        raise symbol_error(op, "MXNet's Deconvolution takes the kernel size and filter count from the weight's "
-                           "shape", f"use dualdl.nn.ConvTranspose{n}d in hybridized blocks")
-    unbatched = input.ndim == n + 1
-    x = input.expand_dims(0) if unbatched else input
-    if x.ndim != n + 2 or weight.ndim != n + 2:
-        raise ValueError(f"{op}: expected input of {n + 1} or {n + 2} dims and a weight of {n + 2} dims "
-                         f"(in, out/groups, *kernel), got {tuple(input.shape)} and {tuple(weight.shape)}")
+    x, unbatched = _batched(f"conv_transpose{n}d", n, input, weight, "Deconvolution", f"ConvTranspose{n}d",
+                            "in, out/groups")
     g = int(groups)
     layer = _layer(f"ConvTranspose{n}d", (int(weight.shape[0]), int(weight.shape[1]) * g, tuple(weight.shape[2:])),
                    tuple(sorted(dict(stride=_frozen(stride), padding=_frozen(padding), groups=g, bias=bias is not None,

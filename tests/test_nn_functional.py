@@ -14,7 +14,7 @@ import pytest
 from dualdl.backend import _using
 from dualdl.testing import spec as S
 from dualdl.testing.runners import Runner
-from dualdl.testing.spec import In, idx, mask, op, pos
+from dualdl.testing.spec import In, idx, mask, op, pos, unit
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mxnet")
@@ -113,6 +113,14 @@ ROWS = [
     F("scaled_dot_product_attention", [(2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8), mask(4, 5)], id="bool mask",
       checks=EAGER),
     F("scaled_dot_product_attention", [(2, 4, 8), (2, 5, 8), (2, 5, 8)], scale=0.3, id="3-d scale"),
+    # losses: dualdl.losses.functional's, under torch's names (NDArrays: the functional losses refuse Symbols)
+    F("cross_entropy", [(4, 5), idx((4,), 5)], checks=EAGER), F("nll_loss", [(4, 5), idx((4,), 5)], checks=EAGER),
+    F("cross_entropy", [(4, 5), idx((4,), 5)], label_smoothing=0.1, reduction="sum", id="smoothing sum", checks=EAGER),
+    F("mse_loss", [(3, 4), In((3, 4), grad=False)], checks=EAGER),
+    F("binary_cross_entropy", [unit(3, 4), In((3, 4), "unit", grad=False)], checks=EAGER),
+    F("binary_cross_entropy_with_logits", [(3, 4), In((3, 4), "unit", grad=False)], checks=EAGER),
+    F("kl_div", [(3, 4), In((3, 4), "unit", grad=False)], reduction="batchmean", checks=EAGER),
+    F("smooth_l1_loss", [(3, 4), In((3, 4), grad=False)], beta=0.5, checks=EAGER),
 ]
 
 RESULTS = {}
