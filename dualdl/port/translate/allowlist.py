@@ -169,14 +169,23 @@ def _check_function(fn: ast.FunctionDef, module: Set[str], registered: Set[str],
                     raise bad(f"a with statement other than torch.no_grad() in {fn.name}, {where}")
 
 
-def check_tree(tree: ast.Module, bad) -> None:
-    """Refuse (``raise bad(what)``) any construct of ``tree`` that translate does not write."""
+def _module_names(tree: ast.Module) -> Set[str]:
+    """The names the module level defines: classes, functions, imports, assigned names."""
     module: Set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
             module.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             module |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            module |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                       if isinstance(t, ast.Name)}
+    return module
+
+
+def check_tree(tree: ast.Module, bad) -> None:
+    """Refuse (``raise bad(what)``) any construct of ``tree`` that translate does not write."""
+    module = _module_names(tree)
     registered = _registered(tree)
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -222,15 +231,7 @@ def check_recipe_tree(tree: ast.Module, copied: Set[str], bad) -> None:
     dualdl's own torch-only source, copied verbatim; every other function is judged as a
     translated module's (plus f-strings, ``KeyError``/``UserWarning`` and torch.optim), and every
     module-level value must be a literal the gate wrote."""
-    module: Set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-            module.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            module |= {a.asname or a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            module |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                       if isinstance(t, ast.Name)}
+    module = _module_names(tree)
     for i, node in enumerate(tree.body):
         if isinstance(node, (ast.Import, ast.ImportFrom)) or (i == 0 and isinstance(node, ast.Expr)
                                                                and isinstance(node.value, ast.Constant)):

@@ -412,7 +412,7 @@ class Generator:
             # never called on the sample input (gluonnlp's attention cells call its methods instead):
             # nothing of the model's computation is missing, its forward says so if ever called
             inst.signature = ["*args"]
-            inst.forward = [f"raise NotImplementedError({_never_ran_msg(block, path)!r})"]
+            inst.forward = [f"raise NotImplementedError({literal(_never_ran_msg(block, path))})"]
             self.notes.append(f"{path or '(top)'}: {type(block).__name__} never ran on the sample input; its "
                               f"forward is not translated (its parameters are)")
         else:
@@ -435,7 +435,7 @@ class Generator:
         if inst.untraced:
             recs = self.records.get(id(block))
             inst.signature = [f"x{i}" for i in range(len(recs[0].args))] if recs else ["*args"]
-            inst.forward = [f"raise NotImplementedError({_untraced_msg(block, path, inst.untraced)!r})"]
+            inst.forward = [f"raise NotImplementedError({literal(_untraced_msg(block, path, inst.untraced))})"]
             self.untraced.append({"path": path, "block": type(block).__name__, "reason": inst.untraced})
 
     def _two_modes(self, block, path, graph, signature, eval_lines) -> List[str]:
@@ -732,7 +732,7 @@ def _inference_guard(block, path) -> List[str]:
     msg = (f"{type(block).__name__} ({path or 'the top block'}) was translated for inference "
            f"(translate(..., train=False)): its Gluon forward computes something else in training "
            f"(autograd.is_training()), which was not translated; call .eval() before calling it")
-    return ["if self.training:", f"    raise NotImplementedError({msg!r})"]
+    return ["if self.training:", f"    raise NotImplementedError({literal(msg)})"]
 
 
 def _is_builtin(block) -> bool:
