@@ -141,3 +141,21 @@ def test_dropout_keeps_torch_s_scale_and_rejects_bad_p():
         z = dl.to_numpy(F.dropout2d(dl.from_numpy(np.ones((4, 50, 3, 3), "float32"), backend=be), 0.5, True))
         per_channel = z.reshape(4, 50, 9)
         assert (per_channel.min(axis=2) == per_channel.max(axis=2)).all()   # one mask value per channel
+
+
+@pytest.mark.parametrize("backend", ["torch", "mxnet"])
+def test_training_mode_randomness_keeps_torch_s_law(backend):
+    dl.seed(11)
+    z = np.random.default_rng(12).standard_normal((400, 100)).astype("float32")
+    x = dl.from_numpy(z, backend=backend)
+    y = dl.to_numpy(F.rrelu(x, 0.1, 0.3, training=True))
+    neg = z < 0
+    slope = y[neg] / z[neg]
+    assert np.array_equal(y[~neg], z[~neg]) and slope.min() >= 0.1 - 1e-6 and slope.max() <= 0.3 + 1e-6
+    assert abs(slope.mean() - 0.2) < 0.005                                   # 20,000 slopes: sd 0.0004
+    a = dl.to_numpy(F.alpha_dropout(x, 0.2, training=True))                 # keeps mean 0, variance 1
+    assert abs(a.mean()) < 0.03 and abs(a.std() - 1.0) < 0.03              # sds 0.005 and 0.004
+    alpha, p = 1.7580993408473766, 0.2
+    scale = 1 / np.sqrt((alpha ** 2 * p + 1) * (1 - p))
+    dropped = np.isclose(a, alpha * scale * (p - 1), atol=1e-5)             # a dropped element's value, torch's
+    assert abs(dropped.mean() - p) < 0.01                                    # 40,000 draws: sd 0.002
