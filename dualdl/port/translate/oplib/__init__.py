@@ -1,8 +1,8 @@
 """The op registry, complete on import: one module per op family, each registering its ops with
 :func:`~dualdl.port.translate.oplib.base.op` (a translation), ``refuse`` (a reason) or
 ``inapplicable`` (not part of a forward). ``lookup(name)`` gives an op's entry."""
-from . import (arith, unary, shape, reduce, nn, numpy, numpy_more, contrib, contrib_more, box, roi, linalg,  # noqa: F401
-               classified)  # noqa: F401
+from . import (arith, unary, shape, reduce, nn, norm, numpy, numpy_more, contrib, contrib_more, box, roi, linalg,  # noqa: F401
+               index, spatial, pdf, classified)
 from .base import (DEVICE, Expr, NeedsName, OpEntry, OpNode, bind_device, entries, family, lookup, n_outputs_of,
                    parse_attr, register_user, translate_op, unregister_user)
 

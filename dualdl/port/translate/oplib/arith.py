@@ -96,29 +96,17 @@ def _clamp(kind: str):
     return fn
 
 
-def _hypot_scalar(a, attrs, node):
-    """torch.hypot(x, scalar)"""
-    return Expr(f"torch.hypot({a[0].text}, torch.full_like({a[0].text}, {num(attrs['scalar'])}))")
-
-
 def _rpower(a, attrs, node):
     """scalar ** x"""
     return Expr(f"{num(attrs['scalar'])} ** {a[0].p()}", atomic=False)
 
 
-def _arctan2_scalar(reverse: bool):
+def _with_scalar(fn_name: str, reverse: bool):
+    """``torch.<fn_name>(x, scalar)`` (or ``(scalar, x)``) with the scalar as a tensor like x."""
     def fn(a, attrs, node):
         s = f"torch.full_like({a[0].text}, {num(attrs['scalar'])})"
-        return Expr(f"torch.atan2({s}, {a[0].text})" if reverse else f"torch.atan2({a[0].text}, {s})")
-    fn.torch_form = "torch.atan2(scalar, x)" if reverse else "torch.atan2(x, scalar)"
-    return fn
-
-
-def _copysign_scalar(reverse: bool):
-    def fn(a, attrs, node):
-        s = f"torch.full_like({a[0].text}, {num(attrs['scalar'])})"
-        return Expr(f"torch.copysign({s}, {a[0].text})" if reverse else f"torch.copysign({a[0].text}, {s})")
-    fn.torch_form = "torch.copysign(scalar, x)" if reverse else "torch.copysign(x, scalar)"
+        return Expr(f"torch.{fn_name}({s}, {a[0].text})" if reverse else f"torch.{fn_name}({a[0].text}, {s})")
+    fn.torch_form = f"torch.{fn_name}(scalar, x)" if reverse else f"torch.{fn_name}(x, scalar)"
     return fn
 
 
@@ -153,18 +141,18 @@ op("broadcast_minimum", "_minimum", "_Minimum", "_npi_minimum")(func("torch.mini
 op("_maximum_scalar", "_MaximumScalar", "_npi_maximum_scalar")(_clamp("min"))
 op("_minimum_scalar", "_MinimumScalar", "_npi_minimum_scalar")(_clamp("max"))
 op("broadcast_hypot", "_hypot", "_Hypot", "_npi_hypot")(func("torch.hypot({}, {})"))
-op("_hypot_scalar", "_HypotScalar", "_npi_hypot_scalar")(_hypot_scalar)
+op("_hypot_scalar", "_HypotScalar", "_npi_hypot_scalar")(_with_scalar("hypot", False))
 op("broadcast_mod", "_mod", "_Mod", "_npi_mod")(_mod)
 op("_mod_scalar", "_ModScalar", "_npi_mod_scalar")(_mod_scalar(False))
 op("_rmod_scalar", "_RModScalar", "_npi_rmod_scalar")(_mod_scalar(True))
 op("_npi_arctan2")(func("torch.atan2({}, {})"))
-op("_npi_arctan2_scalar")(_arctan2_scalar(False))
+op("_npi_arctan2_scalar")(_with_scalar("atan2", False))
 refuse("MXNet 1.9.1's gradient of np.arctan2(scalar, x) is wrong (measured 2.2 off the true "
        "-s / (s^2 + x^2)), so a torch translation would train differently; write np.arctan2(np.full_like(x, s), x)",
        "_npi_rarctan2_scalar")
 op("_npi_copysign")(func("torch.copysign({}, {})"))
-op("_npi_copysign_scalar")(_copysign_scalar(False))
-op("_npi_rcopysign_scalar")(_copysign_scalar(True))
+op("_npi_copysign_scalar")(_with_scalar("copysign", False))
+op("_npi_rcopysign_scalar")(_with_scalar("copysign", True))
 
 _CMP = {"==": ("equal", "Equal", "equal", "Equal"), "!=": ("not_equal", "Not_Equal", "not_equal", "NotEqual"),
         ">": ("greater", "Greater", "greater", "Greater"), ">=": ("greater_equal", "Greater_Equal", "greater_equal",
@@ -180,3 +168,20 @@ for _sym, (_lo, _up, _np, _sc) in _CMP.items():
 for _n, _up in (("and", "And"), ("or", "Or"), ("xor", "Xor")):
     op(f"broadcast_logical_{_n}", f"_logical_{_n}", f"_Logical_{_up}")(_logical(_n, False))
     op(f"_logical_{_n}_scalar", f"_Logical{_up}Scalar")(_logical_scalar(_n, False))
+
+
+def _bitwise(name: str, with_scalar: bool = False):
+    def fn(a, attrs, node):
+        if with_scalar:
+            return Expr(f"torch.{name}({a[0].text}, torch.full_like({a[0].text}, {int(float(attrs['scalar']))}))")
+        return Expr(f"torch.{name}({', '.join(e.text for e in a)})")
+    fn.torch_form = f"torch.{name}(a, {'scalar' if with_scalar else 'b'})" if name != "bitwise_not" else "torch.bitwise_not(x)"
+    return fn
+
+
+for _n in ("and", "or", "xor"):
+    op(f"_npi_bitwise_{_n}")(_bitwise(f"bitwise_{_n}"))
+    op(f"_npi_bitwise_{_n}_scalar")(_bitwise(f"bitwise_{_n}", True))
+op("_npi_bitwise_not")(_bitwise("bitwise_not"))
+op("_npi_lcm")(_bitwise("lcm"))
+op("_npi_lcm_scalar")(_bitwise("lcm", True))

@@ -63,11 +63,6 @@ refuse(_RANDOM, *[p + n for p in ("_random_", "random_") for n in (
        "_sample_unique_zipfian", "normal", "uniform", "shuffle", "_shuffle", "_npi_shuffle", "_npi_random_randint",
        *[f"_npi_{n}" for n in ("bernoulli", "choice", "exponential", "gamma", "gumbel", "logistic", "multinomial",
                                "normal", "normal_n", "pareto", "rayleigh", "uniform", "uniform_n", "weibull")])
-_PDF = ("a probability density of mx.random (rarely in a model's forward); not yet translated: write the density "
-        "with torch.distributions in a registered translation")
-refuse(_PDF, *[p + n for p in ("_random_pdf_", "random_pdf_") for n in (
-    "dirichlet", "exponential", "gamma", "generalized_negative_binomial", "negative_binomial", "normal", "poisson",
-    "uniform")])
 _LOSS = ("a loss output layer whose backward is the loss gradient itself, not the gradient of its forward "
          "(autograd of the torch form would differ); compute the loss with a gluon.loss / torch loss instead")
 refuse(_LOSS, "LinearRegressionOutput", "LogisticRegressionOutput", "MAERegressionOutput", "SVMOutput", "Softmax",
@@ -76,9 +71,8 @@ refuse(_LOSS, "LinearRegressionOutput", "LogisticRegressionOutput", "MAERegressi
 refuse("a Python custom op (mx.operator.CustomOp / autograd.Function): its code is not in the graph; register a "
        "translation for it", "Custom", "_npi_Custom", "_CustomFunction")
 refuse("translated as a layer (the Gluon block or the symbol node with its parameters: leaves.py, "
-       "symbol_layers.py), not as an op inside a block's own forward; call the Gluon layer instead of F.BatchNorm / "
-       "F.RNN", "BatchNorm", "BatchNorm_v1", "_npx_batch_norm", "GroupNorm", "RNN", "_npx_rnn",
-       "_contrib_SyncBatchNorm", "_contrib_BatchNormWithReLU")
+       "symbol_layers.py), not as an op inside a block's own forward; call the Gluon layer instead of F.RNN / "
+       "F.GroupNorm", "GroupNorm", "RNN", "_npx_rnn", "_contrib_BatchNormWithReLU")
 refuse("a deprecated MXNet 0.x op (Convolution_v1, Pooling_v1, Crop, _onehot_encode, fill_element_0index): use its "
        "successor (Convolution, Pooling, slice_like, one_hot)", "Convolution_v1", "Pooling_v1", "Crop",
        "_onehot_encode", "fill_element_0index")
@@ -92,26 +86,17 @@ refuse("a detection-target or anchor op (gluoncv SSD/Faster R-CNN training targe
        "_contrib_DeformablePSROIPooling", "_contrib_RROIAlign")
 refuse("deformable convolution: torch has no such op without torchvision (the generated file imports torch only)",
        "_contrib_DeformableConvolution", "_contrib_ModulatedDeformableConvolution")
-refuse("a spatial sampler (GridGenerator / BilinearSampler / SpatialTransformer / Correlation) not yet translated: "
-       "MXNet's grid is normalised differently from F.affine_grid / F.grid_sample; register a translation",
-       "GridGenerator", "BilinearSampler", "SpatialTransformer", "Correlation")
+refuse("Correlation (FlowNet's correlation layer): torch has no such op; register a translation", "Correlation")
 refuse("an output whose shape depends on the values (boolean_mask, nonzero, unique, bincount, histogram): the "
        "generated forward has static shapes; mask with torch.where instead", "_contrib_boolean_mask",
        "_npi_boolean_mask", "_npi_nonzero", "_npx_nonzero", "_npi_unique", "_npi_bincount", "_histogram",
        "_npi_histogram", "_npi_delete", "_npi_insert_scalar", "_npi_insert_slice", "_npi_insert_tensor")
-refuse("integer bit operations (no float model's forward uses them); not yet translated", "_npi_bitwise_and",
-       "_npi_bitwise_and_scalar", "_npi_bitwise_not", "_npi_bitwise_or", "_npi_bitwise_or_scalar", "_npi_bitwise_xor",
-       "_npi_bitwise_xor_scalar", "_npi_lcm", "_npi_lcm_scalar")
 refuse("a decomposition whose gradient or sign convention MXNet defines differently from torch.linalg (eig*, svd, "
-       "gelqf, syevd, pinv, tensorinv/solve, potri): not yet measured, so not translated", "_npi_eig", "_npi_eigh",
+       "gelqf, syevd, pinv, tensorinv/solve): not yet measured, so not translated", "_npi_eig", "_npi_eigh",
        "_npi_eigvals", "_npi_eigvalsh", "_npi_svd", "_npi_pinv", "_npi_pinv_scalar_rcond", "_npi_tensorinv",
-       "_npi_tensorsolve", "linalg_gelqf", "_linalg_gelqf", "_linalg_syevd", "linalg_potri", "_linalg_potri",
-       "linalg_trmm", "_linalg_trmm", "linalg_trsm", "_linalg_trsm", "linalg_extracttrian", "_linalg_extracttrian",
-       "linalg_maketrian", "_linalg_maketrian")
+       "_npi_tensorsolve", "linalg_gelqf", "_linalg_gelqf", "_linalg_syevd")
 _LATER = "not yet translated (no model in the corpus uses it); register a translation"
 refuse(_LATER, "_contrib_allclose", "_contrib_count_sketch", "_contrib_fft", "_contrib_ifft", "_contrib_hawkesll",
-       "_contrib_index_copy", "_eye", "_np_diagflat", "_npi_diag_indices_from",
-       "_npi_dsplit", "_npi_hsplit", "_npi_norm", "_npi_percentile",
-       "_npi_powerd", "_npx_constraint_check", "_ravel_multi_index", "ravel_multi_index",
-       "_unravel_index", "unravel_index", "scatter_nd", "amp_multicast", "col2im", "im2col", "khatri_rao",
-       "softmax_cross_entropy")
+       "_npi_diag_indices_from",
+       "_npi_norm", "_npi_percentile",
+       "_npi_powerd", "_npx_constraint_check", "amp_multicast")

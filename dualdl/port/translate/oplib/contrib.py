@@ -11,7 +11,6 @@ float32 by default. Ops that cannot be written exactly are refused with what to 
 """
 from __future__ import annotations
 
-from ..errors import TranslationError
 from .base import DEVICE, Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsupported
 
 __all__ = ["BILINEAR", "SPACE_DEPTH"]

@@ -3,7 +3,7 @@ gradient), the straight-through estimators ``round_ste``/``sign_ste`` (forward r
 gradient passed through unchanged), ``index_array`` and ``box_iou``."""
 from __future__ import annotations
 
-from .base import Expr, NeedsName, f32, ndim, op, parse_attr, unsupported
+from .base import Expr, NeedsName, ndim, op, parse_attr, unsupported
 from .unary import ROUND
 
 __all__ = ["GRAD_MULT", "BOX_IOU", "INDEX_ARRAY"]
@@ -66,22 +66,19 @@ def _grad_mult(a, attrs, node):
                 helpers=(GRAD_MULT,))
 
 
-@op("_contrib_round_ste", "_sparse__contrib_round_ste")
-def _round_ste(a, attrs, node):
-    """x + (round_half_away(x) - x).detach() (straight-through)"""
-    x = a[0].p()
-    if not x.isidentifier():
-        raise NeedsName()
-    return Expr(f"{x} + (round_half_away({x}) - {x}).detach()", atomic=False, helpers=(ROUND,))
+def _ste(fn: str, helpers=()):
+    """x + (fn(x) - x).detach(): the forward fn(x), the gradient passed straight through"""
+    def f(a, attrs, node):
+        x = a[0].p()
+        if not x.isidentifier():
+            raise NeedsName()
+        return Expr(f"{x} + ({fn}({x}) - {x}).detach()", atomic=False, helpers=helpers)
+    f.torch_form = f"x + ({fn}(x) - x).detach() (straight-through)"
+    return f
 
 
-@op("_contrib_sign_ste", "_sparse__contrib_sign_ste")
-def _sign_ste(a, attrs, node):
-    """x + (torch.sign(x) - x).detach() (straight-through)"""
-    x = a[0].p()
-    if not x.isidentifier():
-        raise NeedsName()
-    return Expr(f"{x} + (torch.sign({x}) - {x}).detach()", atomic=False)
+op("_contrib_round_ste", "_sparse__contrib_round_ste")(_ste("round_half_away", (ROUND,)))
+op("_contrib_sign_ste", "_sparse__contrib_sign_ste")(_ste("torch.sign"))
 
 
 @op("_contrib_index_array")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..safe import literal
 from .arith import func
-from .base import Expr, op, parse_attr, unsupported
+from .base import Expr, NeedsName, op, parse_attr, unsupported
 
 __all__: list = []
 
@@ -35,7 +35,6 @@ def _syrk(a, attrs, node):
     """alpha * A @ A^T (A^T @ A with transpose)"""
     x = a[0].p()
     if not x.isidentifier():
-        from .base import NeedsName
         raise NeedsName()
     alpha = float(parse_attr(attrs.get("alpha"), 1.0))
     t = parse_attr(attrs.get("transpose"), False)
@@ -83,6 +82,81 @@ def _einsum(a, attrs, node):
     return Expr(f"torch.einsum({literal(sub)}, {', '.join(e.text for e in a)})")
 
 
+def _trmm(a, attrs, node):
+    """alpha * op(tril(A)) @ B (B @ op(tril(A)) with rightside)"""
+    lower = bool(parse_attr(attrs.get("lower"), True))
+    t = "tril" if lower else "triu"
+    A = _t(f"torch.{t}({a[0].text})", attrs.get("transpose"))
+    alpha = float(parse_attr(attrs.get("alpha"), 1.0))
+    prod = f"torch.matmul({a[1].p()}, {A})" if parse_attr(attrs.get("rightside"), False) else f"torch.matmul({A}, {a[1].p()})"
+    return Expr(prod if alpha == 1.0 else f"{alpha!r} * {prod}", atomic=alpha == 1.0)
+
+
+def _trsm(a, attrs, node):
+    """alpha * op(A)^-1 @ B (B @ op(A)^-1 with rightside), A triangular"""
+    lower = bool(parse_attr(attrs.get("lower"), True))
+    t = "tril" if lower else "triu"
+    trans = bool(parse_attr(attrs.get("transpose"), False))
+    A = f"torch.{t}({a[0].text})"
+    A = f"{A}.transpose(-1, -2)" if trans else A
+    up = (not lower) != trans      # op(A) is upper triangular
+    alpha = float(parse_attr(attrs.get("alpha"), 1.0))
+    left = not parse_attr(attrs.get("rightside"), False)
+    b = a[1].p() if alpha == 1.0 else f"({alpha!r} * {a[1].p()})"
+    return Expr(f"torch.linalg.solve_triangular({A}, {b}, upper={up}, left={left})")
+
+
+def _potri(a, attrs, node):
+    """torch.cholesky_inverse(L) (lower L)"""
+    return Expr(f"torch.cholesky_inverse(torch.tril({a[0].text}))")
+
+
+TRIAN = '''def trian_index(n, offset, lower, device):
+    """MXNet's packing of a triangle: the lower one row by row; the upper one as the lower triangle
+    of the transpose (column by column)."""
+    r, c = torch.tril_indices(n, n, offset if lower else -offset, device=device)
+    return (r, c) if lower else (c, r)
+
+
+def extract_trian(x, offset, lower):
+    """MXNet extracttrian: the triangle of the last two axes packed into one axis."""
+    r, c = trian_index(x.shape[-1], offset, lower, x.device)
+    return x[..., r, c]
+
+
+def make_trian(x, n, offset, lower):
+    """MXNet maketrian: the packed triangle x (..., m) written into an n x n matrix, zeros elsewhere."""
+    r, c = trian_index(n, offset, lower, x.device)
+    out = x.new_zeros(x.shape[:-1] + (n, n))
+    out[..., r, c] = x
+    return out
+'''
+
+
+def _trian_args(attrs):
+    return int(parse_attr(attrs.get("offset"), 0)), bool(parse_attr(attrs.get("lower"), True))
+
+
+def _extracttrian(a, attrs, node):
+    """extract_trian(A, offset, lower) (MXNet's packing order)"""
+    k, lower = _trian_args(attrs)
+    return Expr(f"extract_trian({a[0].text}, {k}, {lower})", helpers=(TRIAN,))
+
+
+def _maketrian(a, attrs, node):
+    """make_trian(x, n, offset, lower) (the packed triangle back into a matrix)"""
+    out = node.out_shapes[0][-1] if node.out_shapes and node.out_shapes[0] else None
+    if out is None:
+        raise unsupported(node, "maketrian of unknown output shape")
+    k, lower = _trian_args(attrs)
+    return Expr(f"make_trian({a[0].text}, {out}, {k}, {lower})", helpers=(TRIAN,))
+
+
+op("linalg_extracttrian", "_linalg_extracttrian")(_extracttrian)
+op("linalg_maketrian", "_linalg_maketrian")(_maketrian)
+op("linalg_trmm", "_linalg_trmm")(_trmm)
+op("linalg_trsm", "_linalg_trsm")(_trsm)
+op("linalg_potri", "_linalg_potri")(_potri)
 op("linalg_gemm", "_linalg_gemm")(_gemm(True))
 op("linalg_gemm2", "_linalg_gemm2")(_gemm(False))
 op("linalg_syrk", "_linalg_syrk")(_syrk)

@@ -7,7 +7,8 @@ float32 value it computes with; ``softmax(use_length=True)`` leaves out position
 float32 even on float64 data (``float32_internal``: the proof judges it by float32 rounding)."""
 from __future__ import annotations
 
-from .arith import func
+from ..gate import probability
+from ..safe import literal
 from .base import Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsupported
 
 __all__ = ["INTERLEAVED"]
@@ -218,7 +219,7 @@ SHARED_DROPOUT_FN = '''def shared_dropout(x, p, axes, training):
 
 def _dropout(a, attrs, node):
     axes = parse_attr(attrs.get("axes"), ()) or ()
-    p = num(attrs.get("p", "0.5"))
+    p = literal(probability(attrs.get("p", "0.5"), f"MXNet Dropout node {node.name!r}"))
     if attrs.get("mode", "training") == "always":
         raise unsupported(node, "Dropout(mode='always') as an op")
     if axes:
@@ -341,3 +342,10 @@ op("Convolution", "_npx_convolution")(_convolution)
 op("Deconvolution", "_npx_deconvolution")(_deconvolution)
 refuse("deprecated (use softmax), and MXNet 1.9.1's backward of it is not the gradient of its forward (measured "
        "0.43 off on a (2, 3, 4) input), so a torch translation would train differently", "SoftmaxActivation")
+
+
+@op("softmax_cross_entropy")
+def _softmax_ce(a, attrs, node):
+    """-(log_softmax(x, 1) picked at label).sum() (shape (1,))"""
+    return Expr(f"-torch.gather(torch.log_softmax({a[0].text}, dim=1), 1, {a[1].p()}.long().reshape(-1, 1)).sum()"
+                f".reshape(1)", atomic=False)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ast
 
-from .base import DEVICE, Expr, NeedsName, ndim, num, op, parse_attr, refuse, unsupported
+from .base import DEVICE, Expr, NeedsName, ndim, op, parse_attr, refuse, unsupported
 from .reduce import reduce
+from .shape import NPX_CODES, reshape_codes
 
-__all__: list = []
+__all__ = ["dtype_of"]
 
 
 def _np_reshape(a, attrs, node):
@@ -59,35 +60,7 @@ def _npx_reshape(a, attrs, node):
     nd = ndim(node)
     if any(c <= -2 for c in codes) and not x.isidentifier():
         raise NeedsName()
-    out, i, j = [], 0, 0
-    while j < len(codes):
-        c = codes[j]
-        if c >= 0 or c == -1:
-            out.append(str(c)); i += 1
-        elif c == -2:
-            out.append(f"{x}.shape[{i}]"); i += 1
-        elif c == -3:      # drop a size-1 axis
-            i += 1
-        elif c == -4:
-            out.append(f"*{x}.shape[{i}:]"); i = nd
-        elif c == -5:
-            out.append(f"{x}.shape[{i}] * {x}.shape[{i + 1}]"); i += 2
-        elif c == -6:
-            d1, d2 = codes[j + 1], codes[j + 2]
-            out += [str(d1) if d1 != -1 else f"{x}.shape[{i}] // {d2}",
-                    str(d2) if d2 != -1 else f"{x}.shape[{i}] // {d1}"]
-            i += 1; j += 2
-        else:
-            raise unsupported(node, f"npx.reshape code {c}")
-        j += 1
-    return Expr(f"{x}.reshape({', '.join(out) or '()'})")
-
-
-def _np_transpose(a, attrs, node):
-    axes = parse_attr(attrs.get("axes"))
-    if axes is None or axes == ():
-        axes = tuple(reversed(range(ndim(node))))
-    return Expr(f"{a[0].p()}.permute({', '.join(str(int(v)) for v in axes)})")
+    return Expr(f"{x}.reshape({', '.join(reshape_codes(x, codes, nd, NPX_CODES, node)) or '()'})")
 
 
 def _concatenate(a, attrs, node):
@@ -95,17 +68,6 @@ def _concatenate(a, attrs, node):
     if axis is None:       # np.concatenate(axis=None) flattens first
         return Expr(f"torch.cat([{', '.join(e.p() + '.flatten()' for e in a)}])")
     return Expr(f"torch.cat([{', '.join(e.text for e in a)}], dim={int(axis)})")
-
-
-def _np_stack(a, attrs, node):
-    return Expr(f"torch.stack([{', '.join(e.text for e in a)}], dim={int(parse_attr(attrs.get('axis'), 0))})")
-
-
-def _np_squeeze(a, attrs, node):
-    axis = parse_attr(attrs.get("axis"))
-    if axis is None:
-        return Expr(f"{a[0].p()}.squeeze()")
-    return Expr(f"{a[0].p()}.squeeze({axis})")
 
 
 def _np_dot(a, attrs, node):
@@ -120,7 +82,7 @@ def _np_dot(a, attrs, node):
     return Expr(f"torch.tensordot({a[0].text}, {a[1].text}, dims=([{len(s0) - 1}], [{max(len(s1) - 2, 0)}]))")
 
 
-def _dtype(attrs, default="float32", node=None):
+def dtype_of(attrs, default="float32", node=None):
     """MXNet's default float (float32) is written as torch's default dtype, so the generated module
     also runs after ``.double()`` (with ``torch.set_default_dtype``); other dtypes as they are."""
     d = attrs.get("dtype", default)
@@ -146,7 +108,7 @@ def _one_hot(a, attrs, node):
         dtype = f"{x}.dtype if {x}.is_floating_point() else torch.get_default_dtype()"
         body = f"F.one_hot({x}.long(), {depth}).to({dtype})"
     else:
-        body = f"F.one_hot({x}.long(), {depth}).to({_dtype(attrs, node=node)})"
+        body = f"F.one_hot({x}.long(), {depth}).to({dtype_of(attrs, node=node)})"
     if (on, off) != (1.0, 0.0):
         body = f"{body} * {on - off!r} + {off!r}"
     return Expr(body, atomic=(on, off) == (1.0, 0.0))
@@ -159,8 +121,8 @@ def _filled(value):
         v = value if value is not None else float(parse_attr(attrs.get("value"), 0.0))
         call = {0: "torch.zeros", 1: "torch.ones"}.get(v)
         if call:
-            return Expr(f"{call}({shape!r}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
-        return Expr(f"torch.full({shape!r}, {v!r}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
+            return Expr(f"{call}({shape!r}, dtype={dtype_of(attrs, node=node)}, device={DEVICE})")
+        return Expr(f"torch.full({shape!r}, {v!r}, dtype={dtype_of(attrs, node=node)}, device={DEVICE})")
     return fn
 
 
@@ -173,7 +135,7 @@ def _arange(a, attrs, node):
     args = [repr(start), repr(stop)] if stop is not None else [repr(start)]
     if step != 1:
         args.append(repr(step))
-    return Expr(f"torch.arange({', '.join(args)}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
+    return Expr(f"torch.arange({', '.join(args)}, dtype={dtype_of(attrs, node=node)}, device={DEVICE})")
 
 
 def _broadcast_to(a, attrs, node):
@@ -210,10 +172,7 @@ def _gather_nd(a, attrs, node):
 
 op("_np_reshape", torch="x.reshape(newshape) (-1 only)")(_np_reshape)
 op("_npx_reshape", "_npi_reshape", torch="x.reshape(npx codes -2..-6 resolved)")(_npx_reshape)
-op("_np_transpose", torch="x.permute(axes)")(_np_transpose)
 op("_npi_concatenate", torch="torch.cat(xs, dim) (flattened for axis=None)")(_concatenate)
-op("_npi_stack", torch="torch.stack(xs, dim)")(_np_stack)
-op("_np_squeeze", torch="x.squeeze(axis)")(_np_squeeze)
 op("_npi_mean", torch="x.mean(dim, keepdim)")(_mean)
 # measured on MXNet 1.9.1: x.std(axis=1) / x.var(axis=1) backward gives 0.0
 refuse("MXNet 1.9.1 computes no gradient through np.std / np.var (all zeros) where torch's is the true one, so "

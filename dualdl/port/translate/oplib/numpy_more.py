@@ -5,7 +5,7 @@ unless asked (written as torch's default dtype, so a model cast to float64 follo
 from __future__ import annotations
 
 from .base import DEVICE, Expr, NeedsName, ndim, num, op, parse_attr, refuse, unsupported
-from .numpy import _dtype
+from .numpy import dtype_of
 
 __all__: list = []
 
@@ -19,10 +19,10 @@ def _split_outputs(attrs) -> int:
     return sections if sections > 0 else len(_ints(parse_attr(attrs.get("indices"), ())))
 
 
-@op("_split_v2", "_npi_split", n_outputs=_split_outputs)
+@op("_split_v2", "_npi_split", "_npi_hsplit", "_npi_dsplit", n_outputs=_split_outputs)
 def _split_v2(a, attrs, node):
     """torch.tensor_split(x, sections or indices, dim) (torch.unbind with squeeze_axis)"""
-    axis = int(parse_attr(attrs.get("axis"), 0))
+    axis = 0 if node.op == "_npi_hsplit" and ndim(node) == 1 else int(parse_attr(attrs.get("axis"), 0))
     sections = int(parse_attr(attrs.get("sections"), 0) or 0)
     where = str(sections) if sections > 0 else str(_ints(parse_attr(attrs.get("indices"), ()))[1:])
     if parse_attr(attrs.get("squeeze_axis"), False):
@@ -115,7 +115,7 @@ def _eye(a, attrs, node):
     m = parse_attr(attrs.get("M"))
     m = n if m in (None, 0) else int(m)
     k = int(parse_attr(attrs.get("k"), 0))
-    dt = _dtype(attrs, node=node)
+    dt = dtype_of(attrs, node=node)
     if k == 0:
         return Expr(f"torch.eye({n}, {m}, dtype={dt}, device={DEVICE})")
     return Expr(f"torch.ones({n}, {m}, dtype={dt}, device={DEVICE}).tril({k}).triu({k})")
@@ -125,7 +125,7 @@ def _eye(a, attrs, node):
 def _identity(a, attrs, node):
     """torch.eye(n, dtype)"""
     shape = _ints(parse_attr(attrs.get("shape")))
-    return Expr(f"torch.eye({shape[0]}, dtype={_dtype(attrs, node=node)}, device={DEVICE})")
+    return Expr(f"torch.eye({shape[0]}, dtype={dtype_of(attrs, node=node)}, device={DEVICE})")
 
 
 @op("_npi_full_like")
@@ -133,7 +133,7 @@ def _full_like(a, attrs, node):
     """torch.full_like(x, fill_value, dtype)"""
     v = float(parse_attr(attrs.get("fill_value"), 0.0))
     d = attrs.get("dtype")
-    dt = "" if d in (None, "None") else f", dtype={_dtype(attrs, node=node)}"
+    dt = "" if d in (None, "None") else f", dtype={dtype_of(attrs, node=node)}"
     return Expr(f"torch.full_like({a[0].text}, {v!r}{dt})")
 
 
@@ -142,7 +142,7 @@ def _linspace(a, attrs, node):
     """torch.linspace(start, stop, num) (endpoint=False: num + 1 points, the last dropped)"""
     start, stop = float(parse_attr(attrs.get("start"))), float(parse_attr(attrs.get("stop")))
     n = int(parse_attr(attrs.get("num"), 50))
-    dt = _dtype(attrs, node=node)
+    dt = dtype_of(attrs, node=node)
     if parse_attr(attrs.get("endpoint"), True):
         return Expr(f"torch.linspace({start!r}, {stop!r}, {n}, dtype=torch.float64, device={DEVICE}).to({dt})")
     return Expr(f"torch.linspace({start!r}, {stop!r}, {n + 1}, dtype=torch.float64, device={DEVICE})[:-1].to({dt})")
@@ -156,13 +156,13 @@ def _logspace(a, attrs, node):
     if not parse_attr(attrs.get("endpoint"), True):
         raise unsupported(node, "np.logspace(endpoint=False)")
     return Expr(f"({base!r} ** torch.linspace({start!r}, {stop!r}, {n}, dtype=torch.float64, device={DEVICE}))"
-                f".to({_dtype(attrs, node=node)})")
+                f".to({dtype_of(attrs, node=node)})")
 
 
 def _window(kind: str):
     def fn(a, attrs, node):
         return Expr(f"torch.{kind}_window({int(parse_attr(attrs.get('M')))}, periodic=False, dtype=torch.float64, "
-                    f"device={DEVICE}).to({_dtype(attrs, node=node)})")
+                    f"device={DEVICE}).to({dtype_of(attrs, node=node)})")
     fn.torch_form = f"torch.{kind}_window(M, periodic=False)"
     return fn
 

@@ -7,9 +7,9 @@ one output returns the part itself, ``SliceChannel(squeeze_axis=True)`` drops th
 from __future__ import annotations
 
 from .arith import func
-from .base import Expr, NeedsName, ndim, num, op, parse_attr, unsupported
+from .base import Expr, NeedsName, ndim, op, parse_attr, unsupported
 
-__all__ = ["reshape_codes", "seq"]
+__all__ = ["reshape_codes", "LEGACY_CODES", "NPX_CODES"]
 
 
 def _concat(a, attrs, node):
@@ -34,6 +34,39 @@ def _flatten(a, attrs, node):
     return Expr(f"torch.flatten({a[0].text}, 1)")
 
 
+#: MXNet's reshape codes by meaning: legacy Reshape, and npx.reshape (whose codes differ)
+LEGACY_CODES = {0: "copy", -2: "rest", -3: "merge", -4: "split"}
+NPX_CODES = {-2: "copy", -3: "drop", -4: "rest", -5: "merge", -6: "split"}
+
+
+def reshape_codes(x: str, codes, nd: int, meaning, node) -> list:
+    """The torch sizes of an MXNet reshape of ``x`` (rank ``nd``): ``codes`` resolved by ``meaning``
+    (copy a dimension, the rest, merge two, split one, drop a size-1 axis); -1 and sizes as they are."""
+    out, i, j = [], 0, 0
+    while j < len(codes):
+        c = codes[j]
+        what = "size" if c > 0 or c == -1 or (c == 0 and 0 not in meaning) else meaning.get(c)
+        if what == "size":
+            out.append(str(c)); i += 1
+        elif what == "copy":
+            out.append(f"{x}.shape[{i}]"); i += 1
+        elif what == "drop":
+            i += 1
+        elif what == "rest":
+            out.append(f"*{x}.shape[{i}:]"); i = nd
+        elif what == "merge":
+            out.append(f"{x}.shape[{i}] * {x}.shape[{i + 1}]"); i += 2
+        elif what == "split":
+            d1, d2 = codes[j + 1], codes[j + 2]
+            out += [str(d1) if d1 != -1 else f"{x}.shape[{i}] // {d2}",
+                    str(d2) if d2 != -1 else f"{x}.shape[{i}] // {d1}"]
+            i += 1; j += 2
+        else:
+            raise unsupported(node, f"{node.op} code {c}")
+        j += 1
+    return out
+
+
 def _reshape(a, attrs, node):
     codes = parse_attr(attrs.get("shape"), ())
     codes = [codes] if isinstance(codes, int) else list(codes)
@@ -53,26 +86,7 @@ def _reshape(a, attrs, node):
     in_ndim = ndim(node)
     if any(c in (0, -2, -3, -4) for c in codes) and not x.isidentifier():
         raise NeedsName()
-    out, i, j = [], 0, 0
-    while j < len(codes):
-        c = codes[j]
-        if c == 0:
-            out.append(f"{x}.shape[{i}]"); i += 1
-        elif c == -1 or c > 0:
-            out.append(str(c)); i += 1
-        elif c == -2:
-            out.append(f"*{x}.shape[{i}:]"); i = in_ndim
-        elif c == -3:
-            out.append(f"{x}.shape[{i}] * {x}.shape[{i + 1}]"); i += 2
-        elif c == -4:
-            a1, a2 = codes[j + 1], codes[j + 2]
-            out += [str(a1) if a1 != -1 else f"{x}.shape[{i}] // {a2}",
-                    str(a2) if a2 != -1 else f"{x}.shape[{i}] // {a1}"]
-            i += 1; j += 2
-        else:
-            raise unsupported(node, f"Reshape code {c}")
-        j += 1
-    return Expr(f"{x}.reshape({', '.join(out)})")
+    return Expr(f"{x}.reshape({', '.join(reshape_codes(x, codes, in_ndim, LEGACY_CODES, node))})")
 
 
 def _transpose(a, attrs, node):
@@ -251,15 +265,15 @@ def _like(fill: str):
 
 
 op("Concat", "concat", "_sparse_concat", torch="torch.cat(xs, dim)")(_concat)
-op("stack", torch="torch.stack(xs, dim)")(_stack)
+op("stack", "_npi_stack", torch="torch.stack(xs, dim)")(_stack)
 op("broadcast_axis", "broadcast_axes", torch="x.expand(sizes)")(_broadcast_axis)
 op("broadcast_to")(_broadcast_to)
 op("Flatten", "flatten", "_npx_batch_flatten", torch="torch.flatten(x, 1)")(_flatten)
 op("Reshape", "reshape", torch="x.reshape(MXNet's codes resolved)")(_reshape)
-op("transpose", torch="x.permute(axes)")(_transpose)
+op("transpose", "_np_transpose", torch="x.permute(axes)")(_transpose)
 op("SwapAxis", "swapaxes", "_npi_swapaxes", torch="x.transpose(dim1, dim2)")(_swap)
 op("expand_dims", "_npi_expand_dims", torch="x.unsqueeze(axis)")(_expand)
-op("squeeze", torch="x.squeeze(axis)")(_squeeze)
+op("squeeze", "_np_squeeze", torch="x.squeeze(axis)")(_squeeze)
 op("slice_axis", torch="x[..., begin:end]")(_slice_axis)
 op("slice", "crop", "_npi_slice", "_npx_slice", "_sparse_slice", torch="x[begin:end:step, ...]")(_slice)
 op("SliceChannel", "split", torch="torch.chunk(x, n, dim) / torch.unbind",
