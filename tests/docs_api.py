@@ -32,6 +32,7 @@ PAGES: Dict[str, Tuple[str, str, List[Tuple[str, str, object]]]] = {
                                        "full_like"]),
                 ("Random numbers", "dualdl", ["seed", "rand", "randn", "randint", "rand_like", "randn_like",
                                               "randint_like", "multinomial", "bernoulli", "normal"]),
+                ("Random state and in-place fills (`dualdl.random`)", "dualdl.random", None),
                 ("Parameters and models", "dualdl", ["numel", "dim", "requires_grad", "requires_grad_", "grad",
                                                      "add_", "to_dtype"]),
                 ("Autograd", "dualdl", ["record", "backward", "no_grad"]),
@@ -46,6 +47,7 @@ PAGES: Dict[str, Tuple[str, str, List[Tuple[str, str, object]]]] = {
                   [("Modules", "dualdl.nn", ["Module", "Parameter", "native_class"]),
                    ("Layers", "dualdl.nn", "layers"),
                    ("Losses as modules", "dualdl.nn", "losses"),
+                   ("Functional (`dualdl.nn.functional`)", "dualdl.nn.functional", "functional"),
                    ("Initialisation (`dualdl.nn.init`)", "dualdl.nn.init", None)]),
     "api-ops.md": ("API reference: `dualdl.ops`", "Functions on native tensors with torch's semantics on both backends.",
                    [("Operations", "dualdl.ops", None)]),
@@ -85,7 +87,7 @@ PAGES: Dict[str, Tuple[str, str, List[Tuple[str, str, object]]]] = {
                           ("The adapter contract (`dualdl.contract`)", "dualdl.contract", None)]),
 }
 # the modules whose every public name must have an entry (tests/test_docs_api.py)
-MODULES = ("dualdl", "dualdl.nn", "dualdl.ops", "dualdl.losses", "dualdl.optim", "dualdl.data", "dualdl.port",
+MODULES = ("dualdl", "dualdl.nn", "dualdl.nn.functional", "dualdl.random", "dualdl.ops", "dualdl.losses", "dualdl.optim", "dualdl.data", "dualdl.port",
            "dualdl.testing", "dualdl.nn.init", "dualdl.optim.lr_scheduler", "dualdl.distributed", "dualdl.formats",
            "dualdl.contract", "dualdl.losses.functional", "dualdl.losses.gluon")
 
@@ -99,6 +101,8 @@ def _names(module: str, names) -> List[str]:
         return list(layers)
     if names == "losses":
         return list(mod.LOSSES)
+    if names == "functional":      # its losses are dualdl.losses.functional's (on that page)
+        return [n for n in mod.__all__ if not target(module, n).startswith("dualdl.losses.")]
     return list(names)
 
 

@@ -1,6 +1,6 @@
 """A griffe extension for the API reference (mkdocs.yml): ``dualdl.nn``'s layers and loss modules
-are classes built at import time from declarations (``dualdl.nn.layers.LAYERS``), which static
-analysis cannot see. Their modules get them from runtime inspection (torch's signatures and the
+are classes built at import time from declarations (``dualdl.nn.layers.LAYERS``), and
+``dualdl.nn.functional``'s functions from ``dualdl.functional_spec``, which static analysis cannot see. Their modules get them from runtime inspection (torch's signatures and the
 docstrings as ``help()`` shows them); importing them imports no framework."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import griffe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from griffe import Extension
 
-RUNTIME = ("dualdl.nn.layers", "dualdl.losses.modules")
+RUNTIME = ("dualdl.nn.layers", "dualdl.losses.modules", "dualdl.nn.functional")
 
 
 class RuntimeClasses(Extension):
@@ -23,7 +23,8 @@ class RuntimeClasses(Extension):
         if mod.path not in RUNTIME:
             return
         module = importlib.import_module(mod.path)
-        names = [n for n in module.__all__ if isinstance(getattr(module, n, None), type)]
+        names = [n for n in module.__all__ if n not in mod.members and (
+            isinstance(getattr(module, n, None), type) or getattr(getattr(module, n, None), "__module__", "") == mod.path)]
         # a loss class says it is dualdl.nn's (its __module__): inspected as is, it would be an alias
         # to a name static analysis cannot see; for the inspection it is this module's
         moved = {n: getattr(module, n).__module__ for n in names}
@@ -38,7 +39,8 @@ class RuntimeClasses(Extension):
             if name not in mod.members and name in inspected.members:
                 member = inspected.members[name]
                 member.parent = mod
-                _torch_signature(member, getattr(module, name))
+                if isinstance(getattr(module, name), type):
+                    _torch_signature(member, getattr(module, name))
                 _roles(member)
                 mod.set_member(name, member)
 
