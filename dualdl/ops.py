@@ -27,7 +27,10 @@ The ops by family (PyTorch's names, signatures and defaults, torch 2.13):
   one_hot, where, masked_fill;
 - creation: zeros_like, ones_like, eye, linspace;
 - functional layers (``torch.nn.functional``): dropout, interpolate, conv2d, max_pool2d,
-  avg_pool2d, batch_norm, layer_norm, group_norm, scaled_dot_product_attention.
+  avg_pool2d, batch_norm, layer_norm, group_norm, scaled_dot_product_attention; all of
+  ``torch.nn.functional`` under its own signatures (adaptive pools, pad, one_hot, embedding, the
+  losses, ...) is :mod:`dualdl.nn.functional` (``from dualdl.nn import functional as F``);
+- random tensors (``dl.randn``, ``dl.randn_like``, ``dl.multinomial``, ...): :mod:`dualdl.random`.
 
 The measured MXNet differences behind them are listed in docs/differences.md.
 
