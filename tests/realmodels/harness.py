@@ -118,12 +118,11 @@ def _state(net: Any) -> Dict[str, np.ndarray]:
     return {k: dl.to_numpy(v).astype("float64") for k, v in dl.state_dict(net).items()}
 
 
-def run(case: Case, candidate: str, dtype: str, seed: int = 0, fixed_noise: bool = True) -> Dict[str, Any]:
-    """Everything compared, as float64 numpy arrays: ``out``, ``xgrad``, ``grad`` (by name),
-    ``step`` (state after one step) and ``train`` (state and losses after ``case.steps`` steps).
-    ``candidate``: "original" (torch), "torch", "mxnet" or "mxnet-hybridized" (the twin). A case
-    with ``noise`` draws from :class:`FixedNoise` (``fixed_noise``) or the framework's generator,
-    seeded with ``dl.seed(seed)``."""
+def prepare(case: Case, candidate: str, dtype: str, seed: int = 0, fixed_noise: bool = True):
+    """``(net, F, optimizer, backend)`` for ``candidate`` ("original": the torch original; "torch",
+    "mxnet", "mxnet-hybridized": the twin), built from the original's weights at ``seed`` in
+    ``dtype``, dropout off, in train mode. A case with ``noise`` draws from :class:`FixedNoise`
+    (``fixed_noise``) or the framework's generator (seeded by the caller)."""
     import torch
     backend = "torch" if candidate in ("original", "torch") else "mxnet"
     torch.manual_seed(seed)
@@ -135,20 +134,24 @@ def run(case: Case, candidate: str, dtype: str, seed: int = 0, fixed_noise: bool
     state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
     with dl.use(backend):
         net = reference if candidate == "original" else case.build(mod)
-        if backend == "torch":
-            net = net.double() if dtype == "float64" else net.float()
-        else:
-            net.cast(dtype)
+        net = net.double() if dtype == "float64" else net.float()
         dl.load_state_dict(net, state)
         _zero_dropout(net)
         net.train()
         if candidate == "mxnet-hybridized":
             net.hybridize()
-        F = torch.nn.functional if candidate == "original" else dl.nn.functional
-        if candidate == "original":
-            opt = getattr(torch.optim, case.optimizer[0])(net.parameters(), **case.optimizer[1])
-        else:
-            opt = getattr(dl.optim, case.optimizer[0])(net.parameters(), **case.optimizer[1])
+    F = torch.nn.functional if candidate == "original" else dl.nn.functional
+    optim = torch.optim if candidate == "original" else dl.optim
+    return net, F, getattr(optim, case.optimizer[0])(net.parameters(), **case.optimizer[1]), backend
+
+
+def run(case: Case, candidate: str, dtype: str, seed: int = 0, fixed_noise: bool = True) -> Dict[str, Any]:
+    """Everything compared, as float64 numpy arrays: ``out``, ``xgrad``, ``grad`` (by name),
+    ``step`` (state after one step) and ``train`` (state and losses after ``case.steps`` steps);
+    see :func:`prepare` for ``candidate``; noise is seeded with ``dl.seed(seed)``."""
+    import torch
+    net, F, opt, backend = prepare(case, candidate, dtype, seed, fixed_noise)
+    with dl.use(backend):
         rng = np.random.RandomState(seed + 1)
         dl.seed(seed)
         result: Dict[str, Any] = {"losses": []}

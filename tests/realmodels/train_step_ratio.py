@@ -26,21 +26,8 @@ from realmodels.cases import CASES  # noqa: E402
 
 def stepper(name: str, candidate: str) -> Callable[[], None]:
     """One training step of case ``name`` on ``candidate`` (the harness's loop, without reading back)."""
-    import torch
     case = CASES[name]
-    backend = "torch" if candidate in ("original", "torch") else "mxnet"
-    torch.manual_seed(0)
-    reference = case.build(harness.load("originals", case.file))
-    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
-    with dl.use(backend):
-        net = reference if candidate == "original" else case.build(harness.load("twins", case.file))
-        dl.load_state_dict(net, state)
-        harness._zero_dropout(net)
-        if candidate == "mxnet-hybridized":
-            net.hybridize()
-    F = torch.nn.functional if candidate == "original" else dl.nn.functional
-    opt = (getattr(torch.optim, case.optimizer[0]) if candidate == "original"
-           else getattr(dl.optim, case.optimizer[0]))(net.parameters(), **case.optimizer[1])
+    net, F, opt, backend = harness.prepare(case, candidate, "float32", fixed_noise=False)
     xs = harness._native_inputs(case.inputs(np.random.RandomState(1)), backend, "float32")
 
     def step():
