@@ -414,3 +414,27 @@ def test_gluon_faithful_batchnorm_is_compared_as_biased(tmp_path):
                               torch_optimizer=opt, batches=_image_batches(3),
                               batchnorm_variance="unbiased")
     assert r.divergence.cause == "batchnorm variance" and "biased" in r.divergence.detail
+
+
+@pytest.mark.parametrize("torch_scale", ["mean / 2", "mean"])
+def test_gradient_accumulation_replays_with_float64_twins(tmp_path, torch_scale):
+    """accumulate=2 with grad_req='add' (allreduce_grads + update(32), zero_grad after): with
+    torch backpropagating mean / 2 per micro-batch the float64 twins hold on both sides; the
+    plain mean (twice Gluon's gradient) is named accumulation at the first micro-batch."""
+    g, rep, t = _mlp(tmp_path)
+    for p in g.collect_params().values():
+        p.grad_req = "add"
+    trainer = gluon.Trainer(g.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
+    opt = torch.optim.SGD(t.parameters(), lr=0.1, momentum=0.9)
+    half = torch_scale == "mean / 2"
+    r = check_native_training(g, t, rep, gluon_loss=_GL,
+                              torch_loss=(lambda o, y: _tl(o, y) / 2) if half else _tl,
+                              gluon_trainer=trainer, torch_optimizer=opt, batches=_loader(8),
+                              accumulate=2)
+    print(r.summary())
+    if half:
+        assert r.passed and r.evidence == "float64 twins on both sides"
+        assert len(r.learning_rates) == 4 and r.max_abs("float64", "param") < 1e-13
+    else:
+        assert r.divergence.cause == "accumulation" and r.divergence.step == 0
+        assert "2x Gluon" in r.divergence.detail

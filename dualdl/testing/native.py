@@ -249,7 +249,8 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
             torch_module(*b.t_args.args, **b.t_args.kwargs)))
         t_l = torch_loss(box.pop(), b.t_y)
         t_l.backward()
-        g_loss = float(g_l.mean().asscalar())
+        g_loss = float(g_l.sum().asscalar()) / g_scale   # as the update sees it: the batch
+        t_val = float(t_l.item()) / t_scale                # mean without accumulation
         if tw:
             tw.backward(b.t_args64, b.t_y64, torch_loss, zero=first)
         if is_ref:
@@ -258,13 +259,15 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
         elif gw:
             gw.backward(b.g_args64, b.g_y64, gluon_loss)
         refs = None
+        t64_loss = float(tw.loss.item()) / t_scale if tw else None
         if gw:
-            g64_loss = float(gw.loss.item()) if is_ref else gw.loss
-            d = add_row(report, step, "float64", "loss", g64_loss, float(tw.loss.item()), _RTOL64, _ATOL64)
-            refs = (abs(t_l.item() - tw.loss.item()), abs(g_loss - g64_loss), d.max_abs)
+            g64_loss = float(gw.loss.item()) / t_scale if is_ref else gw.loss_sum / g_scale
+            d = add_row(report, step, "float64", "loss", g64_loss, t64_loss, _RTOL64, _ATOL64)
+            refs = (abs(t_val - t64_loss), abs(g_loss - g64_loss), d.max_abs)
         elif tw:
-            refs = (8.0 * abs(t_l.item() - tw.loss.item()),)
-        add_row(report, step, "forward", "loss", g_loss, float(t_l.item()), rtol, atol, refs=refs)
+            refs = (8.0 * abs(t_val - t64_loss),)
+        add_row(report, step, "forward", "loss", g_loss, t_val, rtol, atol, refs=refs)
+        report.losses.append((g_loss, t_val))
         if is_ref:
             reference_row(report, step, "loss", g_loss, g64_loss, refs[0], rtol, atol)
         _grad_rows(report, step, "backward", "grad", grad_entries, g_params, t_named, gw, tw,

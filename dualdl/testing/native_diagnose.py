@@ -92,6 +92,14 @@ def diagnose(report: NativeTrainingReport, norms: set, bn_alt: Dict[str, str],
                           f"a Gluon* optimizer's clip_gradient); a clip on one side only parts "
                           f"whenever it is active")
     acc = int(getattr(report, "accumulate", 1) or 1)
+    scale = _loss_ratio(report, s)
+    if acc > 1 and scale and (name == "loss" or name.startswith("grad ")):
+        return Divergence(s, f.phase, name, "accumulation",
+                          f"torch's loss reaches its update {scale:.4g}x Gluon's (every micro-"
+                          f"batch of step {s}): with accumulate={acc} Gluon's update divides the "
+                          f"summed gradients by the size given to trainer.update (gluon_step_size="
+                          f"), torch's by its loss / {acc} or step(batch_size={acc}) "
+                          f"(torch_step_size=)")
     if name.startswith("grad ") and acc > 1 and s % acc:
         start = s - s % acc
         if all(d.passed for d in report.diffs if d.step == start and d.name.startswith("grad ")):
@@ -155,6 +163,18 @@ def diagnose(report: NativeTrainingReport, norms: set, bn_alt: Dict[str, str],
                           f"different things (a layer setting, dropout left on, a mean vs sum loss, "
                           f"the port mapping) - check the port report" + _acc_hint(report))
     return Divergence(s, f.phase, name, "unknown", "")
+
+
+def _loss_ratio(report: NativeTrainingReport, step: int) -> float:
+    """torch's loss / Gluon's at ``step`` when it is a whole factor (2, 1/2, ...) apart, else 0."""
+    if step >= len(report.losses):
+        return 0.0
+    g, t = report.losses[step]
+    if not g or not t:
+        return 0.0
+    r = t / g
+    k = r if r >= 1 else 1 / r
+    return r if abs(k - round(k)) < 1e-3 * k and round(k) >= 2 else 0.0
 
 
 def _acc_hint(report: NativeTrainingReport) -> str:

@@ -49,6 +49,9 @@ class NativeTrainingReport:
     evidence: str = "float32 only"
     steps_run: int = 0
     accumulate: int = 1        # micro-batches per update: steps count micro-batches
+    #: per step: (Gluon's loss, torch's loss) as the update sees them (sum / step size, loss /
+    #: step(batch_size=)): the batch mean unless the script accumulates
+    losses: List[Tuple[float, float]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

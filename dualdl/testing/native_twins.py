@@ -138,6 +138,7 @@ class GluonFloat64Twin:
             loss = gluon_loss(out, y)
         loss.backward()
         self.loss = float(loss.mean().asscalar())
+        self.loss_sum = float(loss.sum().asscalar())
 
     def grads(self, bs: int) -> dict:
         return gluon_grads(self.params, bs)
