@@ -272,7 +272,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = takes part) "
                             f"or have the query's dtype {np.dtype(query.dtype)} (added), got "
                             f"{np.dtype(attn_mask.dtype)} (as torch)")
-        if _is_nd(attn_mask) and np.dtype(attn_mask.dtype) == np.bool_:
+        # a Symbol's dtype, where the graph's builder gave it one (a hybridized input's ``_dl_dtype``)
+        mask_dtype = np.dtype(attn_mask.dtype) if _is_nd(attn_mask) else getattr(attn_mask, "_dl_dtype", None)
+        if mask_dtype == np.bool_:
             scores = masked_fill(scores, F.np.logical_not(attn_mask.as_np_ndarray()).as_nd_ndarray(),
                                  float("-inf"))
         else:                                       # float mask (on Symbols always: no dtype)
