@@ -7,8 +7,6 @@ EMPTY = "no elements"                              # dualdl refuses empty batche
 # that memory last held (a full test run can hand it the train-mode pass's workspace)
 MKLDNN_POOL = {"float32 mxnet:hybridized eval": Intermittent("MKLDNN max-pool backward under record(train_mode=False), "
                                                              "avoided on NDArrays only (docs/parity.md)")}
-# InstanceNorm's running statistics, hybridized: updated by MXNet's fused BatchNorm op in a graph
-BN_HYB64 = {"float64 mxnet:hybridized": "MXNet's fused BatchNorm op keeps float32 precision in float64 (<= 1.4e-7)"}
 
 ROWS = [
     layer("Linear", (3, 5), 5, 4),
