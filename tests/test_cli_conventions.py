@@ -129,3 +129,25 @@ def test_translate_progress_quiet_and_file_modes(tmp_path, monkeypatch, capsys):
         assert out.err == "" and "translate make: OK" in out.out
     assert main(["translate", f"{mod}:make", "--input-shape", "2,4", "--out", "c", "--progress", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["demo", "--epochs", "-1"], "dualdl demo: --epochs must be >= 1, got -1"),
+    (["demo", "--devices", "0"], "dualdl demo: --devices must be >= 1, got 0"),
+    (["demo", "--lr", "nan"], "dualdl demo: --lr must be a positive finite number, got nan"),
+    (["demo", "--out", "afile"], "dualdl demo: --out afile is not a folder; give a folder for the plot and the report"),
+    (["launch", "--nproc", "100000", "s.py"], "dualdl launch: error: --nproc 100000 starts more processes than this "
+                                              "host can run"),
+    (["launch", "--grace", "nan", "s.py"], "dualdl launch: error: --grace must be a finite number of seconds, got nan"),
+    (["parity", "m:f", "--input-shape", "2,4", "--rtol", "nan"], "dualdl parity: --rtol must be a finite number >= 0"),
+])
+def test_bad_numbers_are_refused_before_anything_runs(tmp_path, monkeypatch, capsys, argv, says):
+    """Used to train on (demo --epochs -1 ended in matplotlib's "cannot be log-scaled"), start 100,000
+    processes (launch --nproc 100000), or report a FAIL for rtol nan."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "s.py").write_text("print('ran')\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(says), err
+    assert not (tmp_path / "demo_output").exists()

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 import time
+from typing import Optional
 
 from .recipe import SCHEDULES, Recipe
 
@@ -50,14 +52,36 @@ def missing_extra() -> list:
     return missing
 
 
+def _bad_numbers(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with the numbers and the output folder, before anything trains (one line)."""
+    for flag, v in (("--epochs", args.epochs), ("--train-size", args.train_size), ("--test-size", args.test_size),
+                    ("--batch-size", args.batch_size), ("--hidden", args.hidden), ("--seeds", args.seeds),
+                    ("--devices", 1 if args.devices is None else args.devices)):
+        if v < 1:
+            return f"{flag} must be >= 1, got {v}"
+    for flag, v in (("--seed", args.seed), ("--lockstep-steps", args.lockstep_steps)):
+        if v < 0:
+            return f"{flag} must be >= 0, got {v}"
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        return f"--lr must be a positive finite number, got {args.lr}"
+    if not (math.isfinite(args.clip_grad_norm) and args.clip_grad_norm > 0):
+        return f"--clip-grad-norm must be a positive finite number, got {args.clip_grad_norm}"
+    if not 0 <= args.warmup < 1:
+        return f"--warmup must be a fraction in [0, 1), got {args.warmup}"
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        return f"--out {args.out} is not a folder; give a folder for the plot and the report"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     missing = missing_extra()
     if missing:
         print(f"dualdl demo needs the demo extra ({', '.join(missing)} missing): pip install 'dualdl[demo]'",
               file=sys.stderr)
         return 2
-    if args.seeds < 1:
-        print(f"dualdl demo: --seeds must be >= 1, got {args.seeds}", file=sys.stderr)
+    problem = _bad_numbers(args)
+    if problem:
+        print(f"dualdl demo: {problem}", file=sys.stderr)
         return 2
     # MXNet deadlocks when two CPU contexts run concurrently with OMP_NUM_THREADS>=2
     # (docs/training.md); one OpenMP thread per operator, one engine thread per context.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import errno
+import math
 import os
 import re
 import shutil
@@ -110,6 +111,14 @@ def _validate(args: argparse.Namespace) -> _Config:
             raise LaunchError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0 <= args.node_rank < args.nnodes:
         raise LaunchError(f"--node-rank {args.node_rank} is not in [0, --nnodes {args.nnodes})")
+    most = max(64, 4 * (os.cpu_count() or 1))
+    if args.nproc > most:
+        raise LaunchError(f"--nproc {args.nproc} starts more processes than this host can run ({most} at most "
+                          f"here); give the processes per node")
+    for name in ("timeout", "grace", "exit_timeout"):
+        v = getattr(args, name)
+        if v is not None and not math.isfinite(v):
+            raise LaunchError(f"--{name.replace('_', '-')} must be a finite number of seconds, got {v}")
     for name in ("timeout", "grace"):
         v = getattr(args, name)
         if v is not None and v <= 0:

@@ -305,6 +305,9 @@ def _input_problem(text: str, inputs, args: argparse.Namespace, rows: dict) -> O
                 f"(e.g. --input-high 30522,2,129)")
     if re.search(r"\b(Long|Int|int64)\b", text) and re.search(r"dtype|scalar type|Double|Float", text):
         which = ", ".join(str(i) for i, _ in ints)
+        if "this is a bug" not in text and text.startswith("translate: "):   # the API's own words: add the flag
+            return (f"{text[len('translate: '):].rstrip('.')} (on the command line: --input-dtype float32 for "
+                    f"input {which}, one value per input, e.g. --input-dtype int64,float32)")
         m = re.search(r"raised (\w+ \(.*?\)) at its line", text)
         cause = (m.group(1) if m else _first_line(ValueError(text)))[:200]
         return (f"input {which} is int64 (--input-dtype int64) but the model computes with it in floating point "
@@ -379,5 +382,9 @@ def _os_message(e: OSError, out: str) -> str:
 
 
 def _first_line(e: BaseException) -> str:
-    lines = [ln for ln in str(e).splitlines() if ln.strip()]
-    return lines[0].strip() if lines else type(e).__name__
+    """The line that says what went wrong: MXNet's errors carry a C++/Python traceback first."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "[bt]", "Stack trace", "Error in"))
+            and not re.match(r"^\[\d+:\d+:\d+\]", ln)]
+    errors = [ln for ln in said if re.search(r"Error:|Check failed|error:", ln)]
+    return (errors or said or lines or [type(e).__name__])[-1 if errors else 0][:300]

@@ -210,6 +210,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.input_high < 1:
             raise ValueError(f"--input-high must be 1 or more, got {args.input_high}")
+        for flag, v in (("--rtol", args.rtol), ("--atol", args.atol), ("--lr", args.lr),
+                        ("--momentum", args.momentum), ("--weight-decay", args.weight_decay)):
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{flag} must be a finite number >= 0, got {v}")
         if args.json:
             _write_json_check(args.json)
         factory = load_factory(args.factory)
