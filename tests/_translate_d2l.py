@@ -389,6 +389,35 @@ class RNN(nn.Block):
         return outputs, H
 
 
+class RNNLMScratch(nn.Block):
+    """The RNN-based language model implemented from scratch (d2l 1.0; its Classifier base as
+    nn.Block, hyperparameters as attributes)."""
+    def __init__(self, rnn, vocab_size, lr=0.01):
+        super().__init__()
+        self.rnn, self.vocab_size, self.lr = rnn, vocab_size, lr
+        self.init_params()
+
+    def one_hot(self, X):
+        # Output shape: (num_steps, batch_size, vocab_size)
+        return npx.one_hot(X.T, self.vocab_size)
+
+    def forward(self, X, state=None):
+        embs = self.one_hot(X)
+        rnn_outputs, _ = self.rnn(embs, state)
+        return self.output_layer(rnn_outputs)
+
+
+class RNNLM(RNNLMScratch):
+    """The RNN-based language model implemented with high-level APIs (d2l 1.0; not in ``MODELS``:
+    tests/test_translate_proof_own.py feeds it int ids)."""
+    def init_params(self):
+        self.linear = nn.Dense(self.vocab_size, flatten=False)
+        self.initialize()
+
+    def output_layer(self, hiddens):
+        return np.swapaxes(self.linear(hiddens), 0, 1)
+
+
 class LSTM(RNN):
     """d2l 1.0's LSTM (chapter_recurrent-modern/lstm)."""
     def __init__(self, num_hiddens):

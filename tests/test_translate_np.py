@@ -330,7 +330,8 @@ def test_is_training_branch(tmp_path):
     assert torch.equal(m.eval()(x), m.dense(x))
     with pytest.raises(NotImplementedError, match=r"translated for inference .* call \.eval\(\)"):
         m.train()(x)
-    assert [c.name for c in report.checks] == ["eval outputs (randomised norms/biases)"]
+    assert [c.name for c in report.checks] == ["eval outputs (randomised norms/biases)",
+                                               "eval outputs (the block's own weights)"]
     assert any("translated for inference (train=False)" in n for n in report.notes), report.notes
 
 

@@ -231,6 +231,10 @@ def _generated_failed(e: BaseException, source_path: str, block: str) -> None:
     from .errors import TranslationError
     if isinstance(e, TranslationError):
         return
+    msg = " ".join(str(e).split())[:200]
+    if isinstance(e, RuntimeError) and "Long" in msg and ("same dtype" in msg or "scalar type" in msg):
+        raise ValueError(f"translate: an integer sample input reaches a float layer (torch: {msg}); give that input "
+                         f"as float32, as Gluon computes on it") from None
     tb, line = e.__traceback__, None
     while tb is not None:
         if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(source_path):
@@ -242,7 +246,11 @@ def _generated_failed(e: BaseException, source_path: str, block: str) -> None:
         text = open(source_path, encoding="utf-8").read().splitlines()[line - 1].strip()
     except (OSError, IndexError):
         text = ""
-    raise TranslationError(f"the generated module raised {type(e).__name__} ({' '.join(str(e).split())[:200]}) at its "
+    if isinstance(e, IndexError) and "index out of range" in msg:     # MXNet clips such ids, torch refuses them
+        raise ValueError(f"translate: the sample inputs hold ids beyond the rows of an embedding (torch: {msg}, at the "
+                         f"generated line {line}: {text[:120]!r}); MXNet clips such ids, torch refuses them: give ids "
+                         f"below the embedding's input_dim") from None
+    raise TranslationError(f"the generated module raised {type(e).__name__} ({msg}) at its "
                            f"line {line}: {text[:160]!r}; this is a bug in dualdl translate: please report it with "
                            f"the model's class (nothing was written)", block=block) from None
 

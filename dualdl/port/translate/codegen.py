@@ -679,11 +679,11 @@ class Generator:
         if self.untraced:
             return
         import torch
-        from .verify import _skip_random_init
+        from .proof_torch import skip_random_init
         ns: Dict[str, Any] = {"__name__": "_dualdl_translate_check"}
         try:
             exec(compile(text, f"<translation of {type(self.root).__name__}>", "exec"), ns)
-            with _skip_random_init(), torch.no_grad():
+            with skip_random_init(), torch.no_grad():
                 model = ns[self.top_class]()
             state = model.state_dict()
         except Exception as e:   # a bug here, not the user's: say so, with the construct

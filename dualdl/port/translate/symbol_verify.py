@@ -91,7 +91,7 @@ def first_divergent(block: Any, g: Any, layer_paths: Dict[int, str], torch_cls: 
     import mxnet as mx
     import numpy as np
     import torch
-    from .verify import _skip_random_init
+    from .proof_torch import default_dtype, skip_random_init
     nodes = [n for n in sorted(layer_paths) if (n, 0) in g.shapes]
     if not nodes:
         return None
@@ -111,7 +111,7 @@ def first_divergent(block: Any, g: Any, layer_paths: Dict[int, str], torch_cls: 
         g_outs = [o.asnumpy() for o in (g_outs if isinstance(g_outs, (list, tuple)) else [g_outs])]
     finally:
         block.cast(dtype)
-    with _skip_random_init():
+    with skip_random_init():
         model = torch_cls()
     model.load_state_dict({k: v.clone() for k, v in state.items()})
     model.double().eval()
@@ -125,7 +125,7 @@ def first_divergent(block: Any, g: Any, layer_paths: Dict[int, str], torch_cls: 
     handles = [mods[layer_paths[n]].register_forward_hook(keep(layer_paths[n])) for n in nodes
                if layer_paths[n] in mods]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), default_dtype(np.float64):
             model(*[torch.from_numpy(np.asarray(a).astype(np.int64) if np.asarray(a).dtype.kind in "iu"
                                      else np.asarray(a, dtype=np.float64)) for a in arrays])
     finally:
