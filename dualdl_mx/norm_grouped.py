@@ -12,7 +12,7 @@ from mxnet import autograd
 
 from dualdl.nn import checks as C
 from dualdl.nn.registry import defined_in
-from .base import is_ndarray
+from .base import graph_writes_state, is_ndarray, state_in_graph, write_state_after_call
 from .fast import compiled
 from .norm_stats import (_CheckedCall, _affine_stats, _aux_scratch, _grouped_norm_formula, _norm_params,
                          _stats_repr, _write_running)
@@ -122,7 +122,12 @@ class _InstanceNorm(_DtypeAware):
         if not use_input_stats:
             stats = "running"
         elif self.track_running_stats:
-            stats = "update" if eager else "tie"
+            # an outermost dualdl graph outputs torch's update, copied in after each call (in forward,
+            # in call order); under a native Gluon parent MXNet's fused op updates them in backward
+            stats = "update" if eager or graph_writes_state() else "tie"
+            if not eager and stats == "update":     # called before in this graph: its statistics by then
+                running_mean = state_in_graph(self.running_mean, running_mean)
+                running_var = state_in_graph(self.running_var, running_var)
         else:
             stats = "input"
         if stats != "input":
@@ -137,7 +142,11 @@ class _InstanceNorm(_DtypeAware):
         if stats != "update":
             return out
         y, new_mean, new_var = out
-        _write_running(new_mean, new_var, running_mean, running_var)
+        if eager:
+            _write_running(new_mean, new_var, running_mean, running_var)
+        else:
+            write_state_after_call(self.running_mean, new_mean)
+            write_state_after_call(self.running_var, new_var)
         return y
 
     def extra_repr(self) -> str:

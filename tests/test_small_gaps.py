@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dualdl as dl
-from dualdl import nn
+from dualdl import nn, ops
 from dualdl.nn import functional as F
 
 torch = pytest.importorskip("torch")
@@ -194,3 +194,41 @@ def test_poisson_nll_full_target_gradient_is_torch_s(log_input):
     fin = ~np.isnan(want)
     assert np.abs(want[fin] - got[fin]).max() < 1e-15
     assert np.abs(xt.grad.numpy() - dl.to_numpy(xm.grad)).max() < 1e-15
+
+
+class _TwiceNormed(nn.Module):
+    """One InstanceNorm called twice in a forward (its running statistics updated twice, in order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = nn.InstanceNorm1d(4, track_running_stats=True, affine=True, momentum=0.3)
+
+    def forward(self, x):
+        return self.n(ops.mul(self.n(x), 2.0))
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_instance_norm_running_stats_follow_torch_s_calls(hybridize):
+    """torch updates the running statistics in forward, at each call: a forward without backward, and a
+    layer called twice in one forward (a hybridized graph used to leave that to the fused op's backward)."""
+    from mxnet import autograd
+    x = np.random.default_rng(8).standard_normal((3, 4, 5)) * 2 + 1
+    with dl.use("torch"):
+        t = _TwiceNormed()
+    with dl.use("mxnet"):
+        m = _TwiceNormed()
+    dl.to_dtype(t, "float64")
+    dl.to_dtype(m, "float64")
+    dl.load_state_dict(m, dl.state_dict(t))
+    if hybridize:
+        m.hybridize()
+    t(torch.from_numpy(x))                                     # forward only
+    m(dl.from_numpy(x, backend="mxnet"))
+    xm = dl.from_numpy(x, backend="mxnet")
+    with autograd.record():
+        y = m(xm)
+    y.backward()
+    t(torch.from_numpy(x)).sum().backward()
+    st, sm = dl.state_dict(t), dl.state_dict(m)
+    for k in ("n.running_mean", "n.running_var"):
+        assert np.abs(dl.to_numpy(st[k]) - dl.to_numpy(sm[k])).max() < 1e-14, k

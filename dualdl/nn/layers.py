@@ -143,8 +143,8 @@ LAYERS = {
         "Gluon InstanceNorm: beta learnt (center=True), gamma fixed at 1 (scale=False), no running stats "
         "(measured); here torch's affine=False, track_running_stats=False defaults, and with "
         "track_running_stats=True torch's running stats (instance means and unbiased variances averaged "
-        "over the batch), used in eval mode. Hybridized, they are updated at backward inside "
-        "autograd.record() (as BatchNorm). (N, C, L) or unbatched (C, L) as torch; without weight and "
+        "over the batch), used in eval mode. Hybridized, updated in forward at each call as eager (the graph "
+        "outputs torch's update, as BatchNorm's). (N, C, L) or unbatched (C, L) as torch; without weight and "
         "running stats another channel count is normalised with torch's warning (refused with them, where "
         "torch raises); momentum=None is torch's 0.0 (running stats kept). An empty batch is refused on both "
         "(torch returns an empty output; MXNet cannot run one).",
