@@ -72,6 +72,8 @@ def test_reshape_dims_attribute_with_code_is_refused_and_never_runs(tmp_path, mo
     ("expand_dims", {"axis": "1 if True else 2"}),
     ("_np_reshape", {"newshape": "(2, 3, 8)", "__dualdl_dims__": "[('d', 'x.__class__'), None, None]"}),
     ("clip", {"a_min": "0", "a_max": "1e9999999 or exec('1')"}),
+    ("_np_reshape", {"newshape": "(2, 3, 8)", "__dualdl_dims__": "(" * 3000 + ")" * 3000}),
+    ("_np_reshape", {"newshape": "(2, 3, 8)", "__dualdl_dims__": "[('d', 0)" + ", None" * 5000 + "]"}),
 ])
 def test_attribute_text_that_is_not_a_typed_value_is_refused(tmp_path, monkeypatch, op, attrs):
     """MXNet's own parser refuses a declared parameter of the wrong type; an attribute MXNet only
