@@ -256,3 +256,21 @@ CASES.update({
     **{f"_npi_bitwise_{n}_scalar": [C((B, "I9"), scalar=5)] for n in ("and", "or", "xor")},
     "_npi_bitwise_not": [C((B, "I9"))], "_npi_lcm": [C((B, "I9"), (B, "I9"))], "_npi_lcm_scalar": [C((B, "I9"), scalar=6)],
 })
+
+CASES.update({
+    "Crop": [C(((2, 3, 6, 6), "n"), h_w=(3, 4), offset=(1, 2)), C(((2, 3, 6, 6), "n"), h_w=(3, 4), center_crop=1),
+             C(((2, 3, 6, 6), "n"), ((2, 3, 4, 4), "n"), num_args=2, center_crop=1)],
+    "fill_element_0index": [C(((2, 3), "n"), ((2,), "n"), ((2,), "i3"))],
+    "_onehot_encode": [C(((3,), "i4"), ((3, 4), "N"))],
+    "_contrib_allclose": [C((B, "n"), (B, "n")), C((B, "n"), (B, "n"), rtol=10.0)],
+    "Convolution_v1": [C(((1, 2, 5, 5), "n"), ((3, 2, 3, 3), "n"), ((3,), "n"), kernel=(3, 3), num_filter=3)],
+    "Pooling_v1": [C(((1, 2, 4, 4), "n"), kernel=(2, 2), pool_type="max"), C(((1, 2, 5, 5), "n"), kernel=(3, 3),
+                                                                          stride=(2, 2), pool_type="avg")],
+})
+CASES["Pooling"].append(C(((1, 2, 4, 4), "n"), kernel=(2, 2), pool_type="max"))   # no stride: MXNet's default 1
+CASES.update({
+    "_npi_norm": [C((X3, "n"), ord=2, flag=-2), C((X3, "n"), axis=(1,), ord=2, flag=1), C((B, "n"), ord=2, flag=1),
+                  C((X3, "n"), axis=(1,), ord=1, flag=-1, keepdims=1)],
+    "_npi_percentile": [C((X3, "n"), q_scalar=50, interpolation="linear"),
+                        C((X3, "n"), axis=1, q_scalar=30, interpolation="lower", keepdims=1)],
+})

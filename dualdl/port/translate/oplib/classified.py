@@ -73,9 +73,6 @@ refuse("a Python custom op (mx.operator.CustomOp / autograd.Function): its code 
 refuse("translated as a layer (the Gluon block or the symbol node with its parameters: leaves.py, "
        "symbol_layers.py), not as an op inside a block's own forward; call the Gluon layer instead of F.RNN / "
        "F.GroupNorm", "GroupNorm", "RNN", "_npx_rnn", "_contrib_BatchNormWithReLU")
-refuse("a deprecated MXNet 0.x op (Convolution_v1, Pooling_v1, Crop, _onehot_encode, fill_element_0index): use its "
-       "successor (Convolution, Pooling, slice_like, one_hot)", "Convolution_v1", "Pooling_v1", "Crop",
-       "_onehot_encode", "fill_element_0index")
 refuse("CTC loss: torch's F.ctc_loss takes log-probabilities and another blank label and length layout; compute "
        "the loss outside the translated model", "CTCLoss", "_contrib_CTCLoss", "_contrib_ctc_loss", "ctc_loss")
 refuse("a detection-target or anchor op (gluoncv SSD/Faster R-CNN training targets and proposals) not yet "
@@ -96,7 +93,6 @@ refuse("a decomposition whose gradient or sign convention MXNet defines differen
        "_npi_eigvals", "_npi_eigvalsh", "_npi_svd", "_npi_pinv", "_npi_pinv_scalar_rcond", "_npi_tensorinv",
        "_npi_tensorsolve", "linalg_gelqf", "_linalg_gelqf", "_linalg_syevd")
 _LATER = "not yet translated (no model in the corpus uses it); register a translation"
-refuse(_LATER, "_contrib_allclose", "_contrib_count_sketch", "_contrib_fft", "_contrib_ifft", "_contrib_hawkesll",
+refuse(_LATER, "_contrib_count_sketch", "_contrib_fft", "_contrib_ifft", "_contrib_hawkesll",
        "_npi_diag_indices_from",
-       "_npi_norm", "_npi_percentile",
        "_npi_powerd", "_npx_constraint_check", "amp_multicast")

@@ -163,6 +163,42 @@ def _moments(a, attrs, node):
     return Expr(f"({x}.mean({dim}, keepdim={keep}), {x}.var({dim}, unbiased=False, keepdim={keep}))")
 
 
+def _np_norm(a, attrs, node):
+    """torch.linalg.vector_norm(x, ord, dim, keepdim) (matrix_norm for an ord over two axes)"""
+    flag = int(parse_attr(attrs.get("flag"), -2))
+    ord_ = parse_attr(attrs.get("ord"), 2)
+    ord_ = float(ord_) if isinstance(ord_, (int, float)) or ord_ in ("inf", "-inf") else ord_
+    axis = parse_attr(attrs.get("axis"))
+    dims = None if axis is None else ((int(axis),) if isinstance(axis, int) else tuple(int(v) for v in axis))
+    keep = bool(parse_attr(attrs.get("keepdims"), False))
+    kd = ", keepdim=True" if keep else ""
+    if flag in (-2, 1) or (flag == -1 and isinstance(ord_, float)):
+        dim = "" if dims is None else f", dim={dims}"
+        return Expr(f"torch.linalg.vector_norm({a[0].text}, {ord_ if flag == -1 else 2.0!r}{dim}{kd})")
+    raise unsupported(node, f"np.linalg.norm(ord={ord_!r}) over two axes (matrix norms: MXNet 1.9.1's gradient of "
+                            f"the 1-norm differs from the true one, measured 0.23; spectral / nuclear not written)")
+
+
+def _percentile(a, attrs, node):
+    """torch.quantile(x.detach(), q / 100, dim, keepdim, interpolation) (no gradient: MXNet's is zero, measured)"""
+    q = parse_attr(attrs.get("q_scalar"))
+    if q is None:
+        raise unsupported(node, "np.percentile with q as an array")
+    axis = parse_attr(attrs.get("axis"))
+    if isinstance(axis, tuple):
+        raise unsupported(node, "np.percentile over several axes")
+    keep = bool(parse_attr(attrs.get("keepdims"), False))
+    how = attrs.get("interpolation", "linear")
+    if how not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise unsupported(node, f"np.percentile(interpolation={how!r})")
+    x = f"{a[0].p()}.detach()" if axis is not None else f"{a[0].p()}.detach().reshape(-1)"
+    dim = 0 if axis is None else int(axis)
+    out = f"torch.quantile({x}, {float(q) / 100!r}, dim={dim}, keepdim={keep and axis is not None}, interpolation={how!r})"
+    return Expr(out if not (keep and axis is None) else f"{out}.reshape((1,) * {a[0].p()}.dim())")
+
+
+op("_npi_norm")(_np_norm)
+op("_npi_percentile")(_percentile)
 op("sum", "sum_axis", "_sparse_sum", "_np_sum")(reduce("sum"))
 op("mean", "_sparse_mean")(reduce("mean"))
 op("prod", "_np_prod", "_np_product")(reduce("prod"))

@@ -292,5 +292,46 @@ op("batch_take")(_batch_take)
 op("diag")(_diag)
 op("zeros_like", "_sparse_zeros_like")(_like("zeros"))
 op("ones_like")(_like("ones"))
-op("_copy", "identity", "_np_copy")(func("{}"))
+op("_copy", "identity", "_np_copy", torch="x (a copy: the same tensor)")(func("{}"))
 op("BlockGrad", "stop_gradient", "_sparse_stop_gradient")(func("{}.detach()"))
+
+
+@op("Crop", float32_only=True)
+def _crop(a, attrs, node):
+    """x[:, :, y:y + h, x:x + w] (h_w, or the second input's size; offset, or centred)"""
+    if int(parse_attr(attrs.get("num_args"), 1)) == 2:
+        like = node.in_shapes[1] if len(node.in_shapes) > 1 else None
+        if like is None:
+            raise unsupported(node, "Crop like an input of unknown shape")
+        h, w = like[2], like[3]
+    else:
+        h, w = parse_attr(attrs.get("h_w"))
+    shape = node.in_shapes[0] if node.in_shapes else None
+    if shape is None:
+        raise unsupported(node, "Crop of an input of unknown shape")
+    if parse_attr(attrs.get("center_crop"), False):
+        oy, ox = (shape[2] - h) // 2, (shape[3] - w) // 2
+    else:
+        oy, ox = parse_attr(attrs.get("offset"), (0, 0))
+    return Expr(f"{a[0].p()}[:, :, {int(oy)}:{int(oy) + int(h)}, {int(ox)}:{int(ox) + int(w)}]")
+
+
+@op("fill_element_0index", float32_only=True)
+def _fill_element(a, attrs, node):
+    """lhs.scatter(1, rhs[:, None], mhs[:, None]) (lhs[i, rhs[i]] = mhs[i])"""
+    return Expr(f"{a[0].p()}.scatter(1, {a[2].p()}.long().reshape(-1, 1), {a[1].p()}.reshape(-1, 1))")
+
+
+@op("_onehot_encode", float32_only=True)
+def _onehot_encode(a, attrs, node):
+    """F.one_hot(indices.long(), out.shape[1]).to(out.dtype)"""
+    out = a[1].p()
+    return Expr(f"F.one_hot({a[0].p()}.long(), {out}.shape[1]).to({out}.dtype)")
+
+
+@op("_contrib_allclose")
+def _allclose(a, attrs, node):
+    """torch.isclose(a, b, rtol, atol, equal_nan).all() as uint8"""
+    rtol, atol = float(parse_attr(attrs.get("rtol"), 1e-5)), float(parse_attr(attrs.get("atol"), 1e-8))
+    nan = bool(parse_attr(attrs.get("equal_nan"), True))
+    return Expr(f"torch.isclose({a[0].text}, {a[1].text}, {rtol!r}, {atol!r}, {nan}).all().to(torch.uint8)")
