@@ -101,12 +101,17 @@ def _hook(point: str) -> None:
 
 
 # ---- the marks in the files --------------------------------------------------------------------
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+def _digest(f, h: Any = None) -> str:
+    """The sha256 (or ``h`` continued) of the rest of the open binary file ``f``."""
+    h = h or hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
     return h.hexdigest()
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return _digest(f)
 
 
 def marked_source(source: str, model: str) -> str:
@@ -121,10 +126,8 @@ def _source_mark(path: str) -> Optional[Dict[str, Any]]:
         m = _MARK.match(f.readline(200))
         if m is None:
             return None
-        h = hashlib.sha256()
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"intact": h.hexdigest() == m.group(1).decode(), "model": m.group(2).decode()}
+        rest = _digest(f)
+    return {"intact": rest == m.group(1).decode(), "model": m.group(2).decode()}
 
 
 def _safetensors_header(path: str) -> Optional[tuple]:
@@ -157,9 +160,7 @@ def _tensors_sha256(path: str, header: Dict[str, Any], offset: int) -> str:
                                   sort_keys=True).encode())
     with open(path, "rb") as f:
         f.seek(offset)
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return _digest(f, h)
 
 
 def save_weights(path: str, state: Dict[str, Any], model: str = "0" * 16) -> None:
