@@ -23,8 +23,8 @@ from .forward import ForwardWriter
 from .leaves import builtin_leaf, fused_helper, weight_drop_note
 from .registry import Call, Leaf, block_translation
 from .safe import comment, docstring_text, literal
-from .render import Ref, _camel, _ident, _is_number, _join, _refs, _render, _render_args, defined_names, free_name, \
-    statement
+from .render import Ref, camel, collect_refs, defined_names, free_name, ident, is_number, join_path, render_args, \
+    render_call, statement
 from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
 from .trace import T, flatten_struct, trace_block
 
@@ -154,7 +154,7 @@ def torch_names(names: List[str]) -> Dict[str, Part]:
     for n in names:
         if n in out:
             continue
-        s = _ident(n)
+        s = ident(n)
         if not _plain(s):
             s = "m_" + re.sub(r"[^0-9A-Za-z_]", "_", s).strip("_")
         while s in used or not _plain(s):
@@ -257,8 +257,8 @@ class Generator:
             rest = e.torch_key[len(ft) + 1:]
             g = e.gluon_key
             if g is not None and (fg == "" or g.startswith(fg + ".")):
-                g = _join(path, g[len(fg) + 1:] if fg else g)
-            self.entries.append(MapEntry(_join(tpath, rest), g, e.param, e.value, path, tied_to=e.torch_key))
+                g = join_path(path, g[len(fg) + 1:] if fg else g)
+            self.entries.append(MapEntry(join_path(tpath, rest), g, e.param, e.value, path, tied_to=e.torch_key))
         self.aliased.append(tpath)
 
     def _alias(self, block, first, path: str, tpath: str) -> bool:
@@ -333,7 +333,7 @@ class Generator:
         are the positions; Gluon's are the same ("0", "1", ...) unless a child was registered under
         its own name (then the torch key differs and the mapping says so)."""
         for i, (name, child) in enumerate(block._children.items()):
-            yield _join(path, name), _join(tpath, str(i)), parts + (("i", i),), child
+            yield join_path(path, name), join_path(tpath, str(i)), parts + (("i", i),), child
 
     def _fused(self, block, leaf: Leaf, path: str) -> Call:
         """A layer with steps Gluon runs inside it (flatten, fused activation, id cast) as one torch
@@ -358,9 +358,9 @@ class Generator:
             p = block._reg_params.get(gname)
             if p is None:
                 continue
-            self.entries.append(MapEntry(_join(tpath, tname), _join(path, gname), param=p, gluon_path=path))
+            self.entries.append(MapEntry(join_path(tpath, tname), join_path(path, gname), param=p, gluon_path=path))
         for bname, value in leaf.buffers.items():
-            self.entries.append(MapEntry(_join(tpath, bname), None, value=value, gluon_path=path))
+            self.entries.append(MapEntry(join_path(tpath, bname), None, value=value, gluon_path=path))
 
     def traced_ctor(self, block: Any, path: str, tpath: str) -> Call:
         if id(block) not in self.instances:   # met again: its module is aliased (see _alias)
@@ -386,7 +386,7 @@ class Generator:
         inst.names = torch_names(list(block._children) + list(block._reg_params))
         for name, child in block._children.items():
             part = inst.names[name]
-            cpath, ctp, cparts = _join(path, name), _join(tpath, _key(part)), base + (part,)
+            cpath, ctp, cparts = join_path(path, name), join_path(tpath, _key(part)), base + (part,)
             first = self.first.get(id(child))
             if first is not None and first[0].startswith(tpath + "." if tpath else ""):
                 # the same Gluon block under a second name of this block: one torch module
@@ -407,7 +407,7 @@ class Generator:
         for local, p in block._reg_params.items():
             part = inst.names[local]
             inst.own.append((part, tuple(int(s) for s in p.shape), p.grad_req != "null"))
-            self.entries.append(MapEntry(_join(tpath, _key(part)), _join(path, local), param=p, gluon_path=path))
+            self.entries.append(MapEntry(join_path(tpath, _key(part)), join_path(path, local), param=p, gluon_path=path))
         if id(block) not in self.records:
             # never called on the sample input (gluonnlp's attention cells call its methods instead):
             # nothing of the model's computation is missing, its forward says so if ever called
@@ -472,7 +472,7 @@ class Generator:
             dtype = {"f": "float32" if value.dtype.itemsize <= 4 else "float64",
                      "i": "int64", "u": "int64", "b": "bool"}.get(value.dtype.kind, "float32")
             inst.consts.append((part, tuple(int(d) for d in value.shape), dtype))
-            self.entries.append(MapEntry(_join(tpath, _key(part)), None, value=value, gluon_path=path, gluon_attr=attr))
+            self.entries.append(MapEntry(join_path(tpath, _key(part)), None, value=value, gluon_path=path, gluon_attr=attr))
 
     def const_access(self, block: Any, attr: str) -> str:
         return access([self.instances[id(block)].names[attr]])
@@ -512,9 +512,9 @@ class Generator:
         memo[key] = -1      # a cycle cannot happen (Gluon trees), but stay finite
         for _, call in inst.init:
             if isinstance(call, Call):
-                for ref in _refs(call):
+                for ref in collect_refs(call):
                     ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
-        skel = repr([(part, repr(c) if isinstance(c, _Alias) else _render(c, 0, {}, None, skeleton=True))
+        skel = repr([(part, repr(c) if isinstance(c, _Alias) else render_call(c, 0, {}, None, skeleton=True))
                      for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
             repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + \
             type(inst.block).__qualname__ + type(inst.block).__module__
@@ -536,7 +536,7 @@ class Generator:
         names: Dict[Tuple[type, int], str] = {}
         count: Dict[type, int] = {}
         for cls, sid in groups:
-            base = _camel(cls.__name__)
+            base = camel(cls.__name__)
             k = count[cls] = count.get(cls, 0) + 1
             cname = free_name(base if k == 1 else f"{base}_{k}",
                               set(names.values()) | {"Concurrent"} | defined_names(self.helpers.values()))
@@ -551,7 +551,7 @@ class Generator:
             for inst in groups[key]:
                 for _, call in inst.init:
                     if isinstance(call, Call):
-                        for ref in _refs(call):
+                        for ref in collect_refs(call):
                             finish(of[id(ref.block)])
             self._variant(names[key], groups[key])
         for key in groups:
@@ -598,7 +598,7 @@ class Generator:
                              f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
                 continue
             notes: list = []
-            text = _render(call, 8, names, counter, seen=seen_comments, notes=notes)
+            text = render_call(call, 8, names, counter, seen=seen_comments, notes=notes)
             lines.append(f"        {statement(assign([part], text), notes)}")
         for part, shape, trainable in inst.own:
             value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
@@ -643,7 +643,7 @@ class Generator:
     # ---- the whole file ----
     def source(self) -> str:
         kind = self.kind(self.root)
-        top = _camel(self.name)
+        top = camel(self.name)
         if kind == "traced":
             self._build_instance_root()
             self.resolve_all()
@@ -661,7 +661,7 @@ class Generator:
             ties = self._tie_lines()
             doc = docstring_text(type(self.root).__qualname__)
             src.append(f"class {top}({call.fn}):\n    \"\"\"Translated from Gluon {doc}.\"\"\"\n\n"
-                       f"    def __init__(self):\n        super().__init__({_render_args(call, 8)})\n" +
+                       f"    def __init__(self):\n        super().__init__({render_args(call, 8)})\n" +
                        ("\n".join(ties) + "\n" if ties else ""))
             self.top_class = top
         header = ['"""PyTorch translation of a Gluon model, generated by `dualdl translate`.', "",
@@ -768,8 +768,8 @@ def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
         elif isinstance(v, list):
             for i, a in enumerate(v):
                 go(a, path + (i,), label)
-        elif _is_number(v):
-            out.append((path, v, _ident(label)))
+        elif is_number(v):
+            out.append((path, v, ident(label)))
     for part, call in inst.init:
         if isinstance(call, Call):
             go(call, (part[1],), str(part[1]))

@@ -10,7 +10,7 @@ from .safe import comment as safe_comment
 from .errors import TranslationError
 from .gate import Attrs
 from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
-from .render import _ident
+from .render import ident
 from .trace import Graph, flatten_struct, nested_var_name
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class ForwardWriter:
         return e
 
     def new_name(self, base: str) -> str:
-        base = _ident(base)
+        base = ident(base)
         name, k = base, 1
         from .render import defined_names
         taken = self.used_names | defined_names(self.gen.helpers.values()) | _HELPER_NAMES
@@ -212,13 +212,13 @@ class ForwardWriter:
                 text = s.expr.format(x=text)
                 comment = comment or s.comment
             if getattr(leaf, "states_out", None) in ("gru", "rnn_relu", "rnn_tanh") and len(flat_out) == 2:
-                names = [self.new_name(_ident(c.child)), self.new_name(_ident(c.child) + "_state")]
+                names = [self.new_name(ident(c.child)), self.new_name(ident(c.child) + "_state")]
                 self.lines.append(f"{names[0]}, {names[1]} = {text}" + _cmt(comment, self.comments_seen))
                 self.call_done[ci] = names
                 return
         else:
             text = f"{attr}({', '.join(args)})"
-        names = [self.new_name(_ident(c.child) if k == 0 else f"{_ident(c.child)}_{k}") for k in range(len(flat_out))]
+        names = [self.new_name(ident(c.child) if k == 0 else f"{ident(c.child)}_{k}") for k in range(len(flat_out))]
         target = _pack(c.out_struct, names, top=True)
         self.lines.append(f"{target} = {text}" + _cmt(comment, self.comments_seen))
         self.call_done[ci] = names

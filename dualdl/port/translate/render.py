@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterable, Set
 from .registry import Call
 from .safe import comment as safe_comment, literal
 
-__all__ = ["Ref", "MODULE_NAMES", "child_call", "defined_names", "free_name"]
+__all__ = ["Ref", "MODULE_NAMES", "camel", "child_call", "collect_refs", "defined_names", "free_name", "ident",
+           "is_number", "join_path", "render_args", "render_call", "statement"]
 
 # Names the generated file itself uses at module level: a class, helper or local of the same name
 # would shadow them (a class named F breaks every F.relu in the file).
@@ -45,7 +46,7 @@ def _tag(name: str) -> str:
     return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:4]
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     """A Python identifier for a Gluon name, safe as an attribute of an ``nn.Module`` and as a
     local or argument name: ASCII letters, digits and ``_`` only (Python would NFKC-normalise
     ``\ufb01`` to ``fi`` in source but not in ``state_dict`` keys); a name that had other characters
@@ -67,7 +68,7 @@ def _ident(name: str) -> str:
     return s
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
     """A CamelCase ASCII class name that shadows nothing the generated file uses (``F``,
     ``Concurrent``, builtins such as ``NotImplementedError``, keywords)."""
     parts = re.split(r"[^0-9A-Za-z]+", str(name))
@@ -95,7 +96,7 @@ def defined_names(sources: Iterable[str]) -> Set[str]:
     return out
 
 
-def _join(a: str, b: str) -> str:
+def join_path(a: str, b: str) -> str:
     return f"{a}.{b}" if a else b
 
 
@@ -108,17 +109,17 @@ def _attr_path(key: str) -> str:
 
 def child_call(block: Any, name: str):
     """``(child block, source of its attribute)`` for a traced call site ``name`` of ``block``: a
-    direct child under any name (dots, newlines and digits included: ``self.<_ident(name)>``, as
+    direct child under any name (dots, newlines and digits included: ``self.<ident(name)>``, as
     the constructor writes it) or ``"seq.i"``, layer ``i`` of a Sequential child that the block
     calls layer by layer (``self.seq[k]``, ``k`` its position in the ``nn.ModuleList``)."""
     children = block._children
     if name in children:
-        return children[name], f"self.{_ident(name)}"
+        return children[name], f"self.{ident(name)}"
     for i in range(len(name)):
         if name[i] == "." and name[:i] in children:
             seq, rest = children[name[:i]], name[i + 1:]
             if rest in seq._children:
-                return seq._children[rest], f"self.{_ident(name[:i])}[{list(seq._children).index(rest)}]"
+                return seq._children[rest], f"self.{ident(name[:i])}[{list(seq._children).index(rest)}]"
     raise KeyError(name)
 
 
@@ -127,19 +128,19 @@ class Ref(Call):
     block: Any = None
 
 
-def _refs(v):
+def collect_refs(v):
     if isinstance(v, Ref):
         yield v
     if isinstance(v, Call):
         for a in list(v.args) + [a for _, a in v.kwargs]:
-            yield from _refs(a)
+            yield from collect_refs(a)
 
 
 def _with_comment(call: Call, comment: str) -> Call:
     return Call(call.fn, list(call.args), list(call.kwargs), list(call.names), comment or call.comment)
 
 
-def _is_number(v) -> bool:
+def is_number(v) -> bool:
     if isinstance(v, bool):
         return False
     if isinstance(v, (int, float)):
@@ -148,7 +149,7 @@ def _is_number(v) -> bool:
 
 
 
-def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=False, seen=None,
+def render_call(call: Call, indent: int, names: Dict[int, str], counter, skeleton=False, seen=None,
             notes=None) -> str:
     """Source of a constructor call; numeric literal number i becomes names[i] where given. The
     call's own comment is appended to ``notes`` where given (the caller writes it after the whole
@@ -169,7 +170,7 @@ def _render(call: Call, indent: int, names: Dict[int, str], counter, skeleton=Fa
     def val(v, ind):
         if isinstance(v, Call):
             return one(v, ind)
-        if _is_number(v):
+        if is_number(v):
             return lit(v)
         return literal(v)
 
@@ -210,6 +211,6 @@ def statement(code: str, notes=()) -> str:
     return f"{code}  # {safe_comment('; '.join(notes))}"
 
 
-def _render_args(call: Call, indent: int) -> str:
-    text = _render(call, indent, {}, None, seen=set(), notes=[])    # no comment inside the parentheses
+def render_args(call: Call, indent: int) -> str:
+    text = render_call(call, indent, {}, None, seen=set(), notes=[])    # no comment inside the parentheses
     return text[len(call.fn) + 1:-1]

@@ -13,7 +13,7 @@ from .codegen import MapEntry
 from .errors import TranslationError
 from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .registry import Call
-from .render import _camel, _ident, _is_number, _render, free_name
+from .render import camel, ident, is_number, render_call, free_name
 from .safe import comment as safe_comment, docstring_text
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
@@ -83,8 +83,8 @@ class SymbolEmitter:
             if isinstance(it, Scope):
                 attr = attrs[id(it)]
                 child_base = (f"{base}Block" if s.kind != "root" else "Block") if it.kind == "block" else \
-                    _camel(re.sub(r"\d+$", "", it.token) or it.token)
-                child = self._inst(it, _join(tpath, attr), child_base)
+                    camel(re.sub(r"\d+$", "", it.token) or it.token)
+                child = self._inst(it, join_path(tpath, attr), child_base)
                 child.ref = Call(child_base)
                 inst.children.append(child)
                 inst.init.append((attr, child.ref))
@@ -95,8 +95,8 @@ class SymbolEmitter:
                 call = spec.ctor
                 call.comment = spec.comment or call.comment
                 inst.init.append((attr, call))
-                self._map_layer(node, spec, _join(tpath, attr))
-                self.layer_paths[it] = _join(tpath, attr)
+                self._map_layer(node, spec, join_path(tpath, attr))
+                self.layer_paths[it] = join_path(tpath, attr)
                 for idx, why in spec.frozen.items():
                     inst.extra.append(f"self.{attr}.{spec.params[idx]}.requires_grad_(False)  # {safe_comment(why)}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)
@@ -122,7 +122,7 @@ class SymbolEmitter:
                 kind = re.sub(r"\d+$", "", tok) or "layer"
                 tok = f"{kind}{counts.get(kind, 0)}"
                 counts[kind] = counts.get(kind, 0) + 1
-            a = _ident(tok)
+            a = ident(tok)
             while a in taken:
                 a += "_"
             taken.add(a)
@@ -139,7 +139,7 @@ class SymbolEmitter:
             if var.op != "null" or var.kind == "input":
                 raise TranslationError(f"MXNet {node.op} node {node.name!r} takes a computed value as its "
                                        f"{role}, not a stored weight", op=node.op, block=node.op, path=node.name)
-            key = _join(tkey, tname)
+            key = join_path(tkey, tname)
             e = MapEntry(key, f"{node.name}.{role}", param=self.params[var.name], gluon_path=node.name)
             if var.name in self.owner:
                 e.tied_to = self.owner[var.name]
@@ -149,7 +149,7 @@ class SymbolEmitter:
             self.entries.append(e)
             self.real[key] = var.name
         for bname, value in spec.buffers.items():
-            self.entries.append(MapEntry(_join(tkey, bname), None, value=value, gluon_path=node.name))
+            self.entries.append(MapEntry(join_path(tkey, bname), None, value=value, gluon_path=node.name))
         if spec.momentum is not None:
             shape = self.g.shapes[node.inputs[0]]
             count = 1
@@ -164,7 +164,7 @@ class SymbolEmitter:
             raise TranslationError(f"running statistic {var.name!r} is used outside a BatchNorm",
                                    block="symbol", path=var.name)
         for attr, _ in inst.own:
-            if self.real.get(_join(inst.tpath, attr)) == var.name:
+            if self.real.get(join_path(inst.tpath, attr)) == var.name:
                 return attr
         if var.name in self.owner:
             raise TranslationError(f"weight {var.name!r} is used by ops in two different parts of the model "
@@ -173,12 +173,12 @@ class SymbolEmitter:
         from .symbol_tree import node_tokens
         tok = node_tokens(var.name, _model_prefix(self.g))[-1]
         taken = {a for a, _ in inst.init} | {a for a, _ in inst.own}
-        attr = _ident(tok)
+        attr = ident(tok)
         while attr in taken:
             attr += "_"
         shape = tuple(int(d) for d in self.params[var.name].shape)
         inst.own.append((attr, shape))
-        key = _join(inst.tpath, attr)
+        key = join_path(inst.tpath, attr)
         self.entries.append(MapEntry(key, var.name, param=self.params[var.name], gluon_path=var.name))
         self.owner[var.name] = key
         self.real[key] = var.name
@@ -199,7 +199,7 @@ class SymbolEmitter:
                 groups.setdefault((i.base, i.height), []).append(i)
         classes: "OrderedDict[str, str]" = OrderedDict()
         taken = set(_FILE_NAMES) | set(self._helper_names())
-        top_name = free_name(_camel(self.name), taken)
+        top_name = free_name(camel(self.name), taken)
         taken.add(top_name)
         for (base, _), members in groups.items():
             by_skel: "OrderedDict[str, List[Inst]]" = OrderedDict()
@@ -239,7 +239,7 @@ class SymbolEmitter:
         counter = [0]
         seen: Set[str] = set()
         for attr, call in inst.init:
-            lines.append(f"        self.{attr} = {_render(call, 8, names, counter, seen=seen)}")
+            lines.append(f"        self.{attr} = {render_call(call, 8, names, counter, seen=seen)}")
         for attr, shape in inst.own:
             lines.append(f"        self.{attr} = nn.Parameter(torch.empty({', '.join(str(d) for d in shape)}))")
         lines += [f"        {ln}" for ln in inst.extra]
@@ -270,7 +270,7 @@ def _model_prefix(g: SymGraph) -> str:
     return g._prefix
 
 
-def _join(a: str, b: str) -> str:
+def join_path(a: str, b: str) -> str:
     return f"{a}.{b}" if a else b
 
 
@@ -279,12 +279,12 @@ def _attr_path(key: str) -> str:
 
 
 def _skeleton(i: Inst) -> str:
-    return repr([(a, _render(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + repr(i.extra) + \
+    return repr([(a, render_call(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + repr(i.extra) + \
         "\n".join(i.forward) + repr(i.signature)
 
 
 def _literals(i: Inst) -> List[Tuple[Any, str]]:
-    """(value, label) of every number in the constructor calls, in the order ``_render`` meets them."""
+    """(value, label) of every number in the constructor calls, in the order ``render_call`` meets them."""
     out: List[Tuple[Any, str]] = []
 
     def go(v, label):
@@ -293,7 +293,7 @@ def _literals(i: Inst) -> List[Tuple[Any, str]]:
                 go(a, v.names[k] if k < len(v.names) else label)
             for k, a in v.kwargs:
                 go(a, k)
-        elif _is_number(v):
+        elif is_number(v):
             out.append((v, label))
     for attr, call in i.init:
         go(call, attr)
@@ -312,7 +312,7 @@ def _arguments(members: List[Inst]):
     names: Dict[int, str] = {}
     arg_list: List[str] = []
     for idxs in by_values.values():
-        label = _ident(slots[0][idxs[0]][1] or "arg")
+        label = ident(slots[0][idxs[0]][1] or "arg")
         nm, j = label, 2
         while nm in arg_list or nm == "self":
             nm, j = f"{label}_{j}", j + 1
@@ -341,7 +341,7 @@ class _Forward:
         if inst.scope.kind == "root":
             sig = []
             for v in inst.inputs:
-                a = _ident(g.nodes[v[0]].name)
+                a = ident(g.nodes[v[0]].name)
                 while a in sig or a in _FILE_NAMES:
                     a += "_"
                 sig.append(a)
