@@ -35,7 +35,7 @@ def _mxnet_ops():
 def test_every_registered_op_is_classified_and_no_other():
     groups = _mxnet_ops()
     names = {n for g in groups.values() for n in g}
-    ours = {e.name for e in entries()}
+    ours = {e.name for e in entries() if not e.user or e.replaces is not None}   # a user's own op names aside
     assert sorted(names - ours) == [], "MXNet ops without a registry entry (classify them in oplib/)"
     assert sorted(ours - names) == [], "registry entries MXNet 1.9.1 does not register"
     for g in groups.values():     # an alias is what MXNet stores for the same op: one classification
