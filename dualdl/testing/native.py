@@ -221,6 +221,10 @@ def check_native_training(gluon_block: Any, torch_module: Any, mapping: Any, inp
     if acc < 1:
         raise ValueError(f"check_native_training: accumulate= must be >= 1, not {accumulate!r}")
     add_req = sorted({p.grad_req for p in g_params.values()} - {"null"}) == ["add"]
+    if add_req:                 # the replay starts as the script does: no gradient summed yet
+        for p in g_params.values():
+            if p.grad_req == "add":
+                p.zero_grad()
     loop = UpdateLoop(acc, gluon_clip, torch_clip, gluon_step_size, torch_step_size)
     views = inner_clip(gluon_trainer, torch_optimizer)
     clip_rows = loop.clipping or views != (None, None)

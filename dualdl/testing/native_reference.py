@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from .native_twins import TorchFloat64Twin, f32
+from .native_twins import _HYPER, TorchFloat64Twin, f32
 
 __all__ = ["GluonTorchReference", "clip_global_norm", "ROUNDING_RATIO", "reference_row"]
 
@@ -80,10 +80,16 @@ class GluonTorchReference(TorchFloat64Twin):
         self._t_scale = 1.0
 
     def sync(self) -> None:
-        if getattr(self.trainer._optimizer, "lr_scheduler", None) is None:
-            lr = f32(float(self.trainer.learning_rate))     # trainer.set_learning_rate
-            for g in self.opt.param_groups:
+        """Gluon's lr (``trainer.set_learning_rate``) and every hyper-parameter rounded to float32
+        as MXNet's kernels take them (``beta1`` 0.9 is 0.89999998 there)."""
+        scheduled = getattr(self.trainer._optimizer, "lr_scheduler", None) is not None
+        lr = f32(float(self.trainer.learning_rate))
+        for g in self.opt.param_groups:
+            if not scheduled:
                 g["lr"] = lr * float(g.get("lr_mult", 1.0) or 1.0)
+            for k in list(g):
+                if k in _HYPER or k == "betas":
+                    g[k] = f32(g[k])
 
     def backward(self, args: Any, y: Any, torch_loss, zero: bool = True) -> None:
         super().backward(args, y, torch_loss, zero)
