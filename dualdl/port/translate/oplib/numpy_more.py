@@ -46,12 +46,6 @@ def _roll(a, attrs, node):
     return Expr(f"torch.roll({a[0].text}, {tuple(shift)}, {tuple(_ints(axis))})")
 
 
-@op("_np_diag")
-def _np_diag(a, attrs, node):
-    """torch.diag(x, k)"""
-    return Expr(f"torch.diag({a[0].text}, {int(parse_attr(attrs.get('k'), 0))})")
-
-
 @op("_np_diagonal")
 def _np_diagonal(a, attrs, node):
     """torch.diagonal(x, offset, axis1, axis2)"""

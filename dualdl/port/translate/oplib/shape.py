@@ -152,9 +152,6 @@ def _cast(a, attrs, node):
     return Expr(f"{a[0].p()}.to(torch.{attrs['dtype']})")
 
 
-
-
-
 def _broadcast_to(a, attrs, node):
     """x.expand(shape) (legacy: 0 keeps the input's size)"""
     shape = parse_attr(attrs.get("shape"), ())
@@ -289,7 +286,7 @@ op("where", "_sparse_where")(_where)
 op("take", "_npi_take")(_take)
 op("pick", "_npx_pick", "choose_element_0index")(_pick)
 op("batch_take")(_batch_take)
-op("diag")(_diag)
+op("diag", "_np_diag")(_diag)
 op("zeros_like", "_sparse_zeros_like")(_like("zeros"))
 op("ones_like")(_like("ones"))
 op("_copy", "identity", "_np_copy", torch="x (a copy: the same tensor)")(func("{}"))
