@@ -56,8 +56,9 @@ FUNCTIONAL: Dict[str, Tuple[str, str]] = {
     "pad": ("(input, pad, mode='constant', value=None)", "negative (cropping) pads refused"),
     "interpolate": ("(input, size=None, scale_factor=None, mode='nearest', align_corners=None, "
                     "recompute_scale_factor=None, antialias=False)",
-                    "3-D ('nearest', 'linear') and 4-D ('nearest', 'bilinear') input; hybridized, 'nearest' "
-                    "needs one integer scale_factor"),
+                    "eager: every mode but 'bicubic' and antialias, 3-D to 5-D input, torch's coordinates and "
+                    "weights; hybridized (a Symbol has no shape): 4-D 'nearest' by one integer scale_factor and "
+                    "'bilinear' (BilinearResize2D: float32 weights), 3-D 'nearest'/'linear'"),
     # ---- linear, dropout
     "linear": ("(input, weight, bias=None)", ""),
     "bilinear": ("(input1, input2, weight, bias=None)", ""),

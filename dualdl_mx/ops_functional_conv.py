@@ -220,21 +220,26 @@ def _one(v: Any) -> Any:
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """4-D input: ``dualdl.ops.interpolate`` ('nearest', 'bilinear'); 3-D (N, C, L): 'nearest' and
-    'linear', run as (N, C, 1, L). A Symbol's rank is unknown: it is 3-D for 'linear' or a
-    one-element size/scale_factor, else 4-D."""
+    """NDArrays: every mode but the cubic and antialiased ones on 3-D/4-D/5-D input, torch's
+    coordinates and weights (:func:`dualdl_mx.ops_resize.resize_nd`). Symbols (no shape): 4-D 'nearest'
+    by one integer scale_factor and 'bilinear' (``dualdl.ops.interpolate``), 3-D 'nearest'/'linear'
+    run as (N, C, 1, L); a Symbol is 3-D for 'linear' or a one-element size/scale_factor, else 4-D."""
     from .ops import interpolate as _interp
+    from .ops_resize import MODES, resize_nd
+    if antialias:
+        raise ValueError("interpolate: antialias=True is not supported on MXNet")
+    if mode not in MODES:
+        raise ValueError(f"interpolate: mode {mode!r} is not supported on MXNet ({', '.join(MODES)})")
+    if _is_nd(input) and not (input.ndim == 4 and mode in ("nearest", "bilinear")):
+        return resize_nd(input, size, scale_factor, mode, align_corners, recompute_scale_factor)
     F = _F(input)
-    if _is_nd(input):
-        three = input.ndim == 3
-    else:
-        three = mode == "linear" or any(isinstance(v, (tuple, list)) and len(v) == 1 for v in (size, scale_factor))
-    if mode == "linear" and not three:
-        raise ValueError(f"interpolate: mode 'linear' expects 3-D input (N, C, L), got {tuple(input.shape)}")
+    if _is_nd(input):           # 4-D: dualdl.ops (UpSampling for one integer scale, else resize_nd)
+        return _interp(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+    three = mode == "linear" or any(isinstance(v, (tuple, list)) and len(v) == 1 for v in (size, scale_factor))
     if not three:
         return _interp(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
     if mode not in ("nearest", "linear"):
-        raise ValueError(f"interpolate: mode {mode!r} on 3-D input is not supported on MXNet ('nearest', 'linear')")
+        raise symbol_error("interpolate", f"mode {mode!r} needs the input's shape", "run it eagerly")
     sf = _one(scale_factor)
     if mode == "nearest" and size is None and sf is not None and float(sf).is_integer() and sf >= 1:
         return F.repeat(input, repeats=int(sf), axis=-1)            # torch's floor(dst / s) = repeat

@@ -18,8 +18,8 @@ from typing import Optional
 import numpy as np
 from mxnet import nd
 
-from .fast.host import host_array
 from .ops_base import _F, _is_nd, symbol_error
+from .ops_resize import resize_nd
 from .pool import AvgPool2d, MaxPool2d
 
 
@@ -44,13 +44,6 @@ def _out_size(op, x, size, scale_factor):
     return tuple(int(math.floor(n * s)) for n, s in zip(x.shape[2:], sf)), sf
 
 
-def _nearest_index(n_in: int, n_out: int, scale: Optional[float]) -> np.ndarray:
-    """torch's 'nearest': ``floor(dst * in/out)`` (``1/scale_factor`` when given), clipped."""
-    ratio = (1.0 / scale) if scale else n_in / n_out
-    return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * np.float32(ratio)).astype(np.int64),
-                      n_in - 1)
-
-
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
                 antialias: bool = False):
@@ -69,8 +62,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         sf = None
     if mode == "bilinear":
         ac = bool(align_corners)
-        if _is_nd(input):
-            return _bilinear_nd(input, out, sf, ac)
+        if _is_nd(input):               # torch's weights and coordinates (BilinearResize2D: ops_resize)
+            return resize_nd(input, size, scale_factor, "bilinear", ac, recompute_scale_factor)
         if sf is not None and size is None and not all(float(s).is_integer() for s in sf):
             raise symbol_error("interpolate", "bilinear resizing by a non-integer scale_factor maps coordinates "
                                "by 1/scale_factor (torch), MXNet's by the sizes, which", "pass size=")
@@ -83,42 +76,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     if not _is_nd(input):
         raise symbol_error("interpolate", "nearest resizing to a size or non-integer scale needs "
                            "the input's height and width", "pass one integer scale_factor")
-    x = input
-    for axis, (n_in, n_out) in enumerate(zip(input.shape[2:], out)):
-        idx = _nearest_index(n_in, n_out, sf[axis] if sf else None)
-        x = nd.take(x, host_array(idx, x.context, "int64"), axis=axis + 2)
-    return x
-
-
-def _linear_taps(n_in: int, n_out: int, scale: Optional[float], align_corners: bool, dtype):
-    """torch's linear interpolation along one axis (``area_pixel_compute_source_index``), in the
-    output dtype as torch computes it: the two source indices and weights of each output position."""
-    t = np.dtype(dtype).type
-    dst = np.arange(n_out).astype(t)
-    if align_corners:
-        src = dst * (t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0))
-    else:
-        ratio = t(1.0 / scale) if scale else t(n_in) / t(n_out)
-        src = np.maximum((dst + t(0.5)) * ratio - t(0.5), t(0))
-    i0 = np.minimum(src.astype(np.int64), n_in - 1)
-    lam1 = (src - i0.astype(t)).astype(t)
-    return i0, np.minimum(i0 + 1, n_in - 1), (t(1) - lam1).astype(t), lam1
-
-
-def _bilinear_nd(x, out, sf, align_corners: bool):
-    """Bilinear resizing of an NDArray with torch's coordinates and weights, one axis at a time
-    (``take`` + weights). ``BilinearResize2D`` computes its weights in float32 (4.7e-7 off in
-    float64) and maps a non-integer ``scale_factor`` by the sizes, not 1/scale_factor (1.03 off
-    at x1.5)."""
-    for axis, (n_in, n_out) in enumerate(zip(x.shape[2:], out)):
-        i0, i1, w0, w1 = _linear_taps(n_in, n_out, sf[axis] if sf else None, align_corners, x.dtype)
-        shape = (1, 1, n_out, 1) if axis == 0 else (1, 1, 1, n_out)
-        ctx = x.context
-        a = nd.take(x, host_array(i0, ctx, "int64"), axis=axis + 2)
-        b = nd.take(x, host_array(i1, ctx, "int64"), axis=axis + 2)
-        x = nd.broadcast_mul(a, host_array(w0.reshape(shape), ctx, x.dtype)) + \
-            nd.broadcast_mul(b, host_array(w1.reshape(shape), ctx, x.dtype))
-    return x
+    return resize_nd(input, size, scale_factor, "nearest", None, recompute_scale_factor)
 
 
 # ---- convolution and pooling -----------------------------------------------------------------
