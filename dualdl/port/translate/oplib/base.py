@@ -71,6 +71,7 @@ class OpEntry:
     applicable: bool = True
     float32_only: bool = False
     float32_internal: bool = False
+    float32_note: str = ""
     torch: str = ""
     n_outputs: Optional[Callable[[Dict[str, str]], int]] = None
     user: bool = False
@@ -111,15 +112,16 @@ def _add(entry: OpEntry, replace: bool = False) -> None:
     _REGISTRY[entry.name] = entry
 
 
-def op(*names: str, float32_only: bool = False, float32_internal: bool = False, torch: str = "",
-       n_outputs: Optional[Callable[[Dict[str, str]], int]] = None) -> Callable[[Translation], Translation]:
-    """Decorator: ``fn`` is the built-in translation of the MXNet ops ``names`` (aliases share it).
-    A name registered twice is refused."""
+def op(*names: str, float32_only: bool = False, float32_internal: bool = False, float32_note: str = "",
+       torch: str = "", n_outputs: Optional[Callable[[Dict[str, str]], int]] = None
+       ) -> Callable[[Translation], Translation]:
+    """Decorator: ``fn`` is the built-in translation of the MXNet ops ``names`` (aliases share it);
+    ``float32_note`` says what was measured for a float32 fact. A name registered twice is refused."""
     def deco(fn: Translation) -> Translation:
         form = torch or getattr(fn, "torch_form", "") or (fn.__doc__ or "").strip().split("\n")[0]
         for n in names:
             _add(OpEntry(n, translate=fn, float32_only=float32_only, float32_internal=float32_internal,
-                         torch=form, n_outputs=n_outputs))
+                         float32_note=float32_note, torch=form, n_outputs=n_outputs))
         return fn
     return deco
 
@@ -158,7 +160,8 @@ def register_user(name: str, fn: Translation, replace: bool = False) -> None:
         raise ValueError(f"MXNet op {name!r} already has a {'user' if old.user else 'built-in'} translation "
                          f"({old.torch or 'see docs/translate-ops.md'}): pass replace=True to replace it")
     _REGISTRY[name] = OpEntry(name, translate=fn, float32_only=old.float32_only if old else False,
-                              float32_internal=old.float32_internal if old else False, user=True, replaces=old,
+                              float32_internal=old.float32_internal if old else False,
+                              float32_note=old.float32_note if old else "", user=True, replaces=old,
                               n_outputs=old.n_outputs if old else None, torch="user translation")
 
 

@@ -21,10 +21,11 @@ def _cell(text: str) -> str:
 
 
 def _fact(e) -> str:
+    note = f": {e.float32_note}" if e.float32_note else ""
     if e.float32_only:
-        return "float32 only (MXNet refuses float64 on CPU)"
+        return "float32 only (MXNet refuses float64 on CPU)" + note
     if e.float32_internal:
-        return "computes in float32 on float64 data"
+        return "float32 inside, on float64 data" + _cell(note)
     return ""
 
 

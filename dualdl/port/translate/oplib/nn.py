@@ -7,6 +7,7 @@ float32 value it computes with; ``softmax(use_length=True)`` leaves out position
 float32 even on float64 data (``float32_internal``: the proof judges it by float32 rounding)."""
 from __future__ import annotations
 
+from ..conventions import full_pool_problem
 from ..gate import probability
 from ..safe import literal
 from .base import Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsupported
@@ -203,7 +204,16 @@ def _pooling(a, attrs, node):
         return Expr(f"F.adaptive_{pool}_pool{nd}d({a[0].text}, 1)")
     stride = parse_attr(attrs.get("stride"), ()) or (1,) * nd       # MXNet's default stride is 1, not the kernel
     pad = parse_attr(attrs.get("pad"), (0,) * nd) or (0,) * nd
-    extra = ", ceil_mode=True" if attrs.get("pooling_convention") == "full" else ""
+    conv = attrs.get("pooling_convention", "valid")
+    if conv not in ("valid", "full"):
+        raise unsupported(node, f"Pooling(pooling_convention={conv!r})")
+    shapes = node.in_shapes[:1] + node.out_shapes[:1]
+    known = len(shapes) == 2 and None not in shapes
+    problem = conv == "full" and full_pool_problem(kernel, stride, pad, shapes[0][2:] if known else None,
+                                                   shapes[1][2:] if known else None)
+    if problem:            # a last window starting in the padding: MXNet keeps it, torch's ceil_mode drops it
+        raise unsupported(node, f"Pooling({problem})")
+    extra = ", ceil_mode=True" if conv == "full" else ""
     if pool == "avg" and parse_attr(attrs.get("count_include_pad"), True) is False:
         extra += ", count_include_pad=False"
     return Expr(f"F.{pool}_pool{nd}d({a[0].text}, {tuple(kernel)}, {tuple(stride)}, {tuple(pad)}{extra})")
@@ -313,6 +323,7 @@ def _sequence_last(a, attrs, node):
 
 op("Activation", "_npx_activation", torch="torch.relu / sigmoid / tanh / F.softplus / F.softsign")(_activation)
 op("LeakyReLU", "_npx_leaky_relu", float32_internal=True,
+   float32_note="leaky 1.0e-7, prelu 3.7e-7, gelu 5.7e-7 off on float64 data; elu's slope float32",
    torch="F.leaky_relu / F.elu / F.gelu / F.prelu (MXNet computes in float32)")(_leaky)
 op("clip", "_npi_clip", "_sparse_clip", torch="torch.clamp(x, a_min, a_max) (F.relu6 for 0, 6)")(_clip)
 op("_contrib_interleaved_matmul_selfatt_qk", float32_only=True, torch="interleaved_qk(qkv, heads)")(_interleaved_qk)
@@ -334,7 +345,7 @@ op("batch_dot", "_npx_batch_dot", torch="torch.matmul(a, b) (transpose_a/b)")(_d
 op("FullyConnected", "_npx_fully_connected", "_sparse_FullyConnected", torch="F.linear(x, weight, bias)")(
     _fully_connected)
 op("Pooling", "_npx_pooling", torch="F.max_pool / F.avg_pool / F.adaptive_*_pool")(_pooling)
-op("Pooling_v1", float32_internal=True, torch="F.max_pool / F.avg_pool (MXNet 0.x Pooling)")(_pooling)   # float64 avg: 4.8e-9
+op("Pooling_v1", float32_internal=True, float32_note="its float64 average is 4.8e-9 off", torch="F.max_pool / F.avg_pool (MXNet 0.x Pooling)")(_pooling)   # float64 avg: 4.8e-9
 op("Dropout", "_npx_dropout", torch="F.dropout(x, p, self.training) (shared_dropout with axes)")(_dropout)
 op("Embedding", "_npx_embedding", "_sparse_Embedding")(_embedding)
 op("smooth_l1", "_npx_smooth_l1")(_smooth_l1)
