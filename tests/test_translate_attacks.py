@@ -363,13 +363,13 @@ def test_ordering_a_10_to_the_5_node_graph_is_linear():
         nodes += [SymNode(i, "relu", f"op{i}", Attrs({}, "relu", f"op{i}"), [(i - 1, 0)]) for i in range(1, n + 1)]
         g = SymGraph(nodes, [(n, 0)], ["data"])
         g.shapes.update({(i, 0): (2, 4) for i in range(n + 1)})
-        t = time.perf_counter()
+        t = time.process_time()       # this process's CPU time: the other tests on the machine do not count
         root = build_tree(g)
-        return time.perf_counter() - t, root
+        return time.process_time() - t, root
     small, _ = chain(10_000)
     big, root = chain(100_000)
     assert [it for it in root.items][:3] == [1, 2, 3] and len(root.items) == 100_000
-    assert big < 25 * max(small, 0.05), (small, big)      # quadratic would be 100x
+    assert big < 40 * max(small, 0.05) and big < 120, (small, big)     # linear: 10x; quadratic: 100x (~1000 s)
 
 
 def test_a_chain_of_1500_ops_translates_without_200_nested_parentheses(tmp_path):
