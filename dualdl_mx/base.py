@@ -288,7 +288,12 @@ class Module(HybridBlock):
             return HybridBlock.forward(self, *(positional(self, args, kwargs) if kwargs else args))
 
         def hybrid_forward(self, F, *args, **params):
-            return _bind_and_call(self, user_forward, args, params, F is mx.sym)
+            d = self.__dict__
+            d["_dl_in_forward"] = True           # a layer subclass's super().forward(x): Layer.forward
+            try:
+                return _bind_and_call(self, user_forward, args, params, F is mx.sym)
+            finally:
+                d["_dl_in_forward"] = False
 
         forward.__doc__ = user_forward.__doc__
         return {"__call__": __call__, "forward": forward, "hybrid_forward": hybrid_forward}
@@ -493,6 +498,19 @@ class Layer(Module):
             out = Module.__call__(self, args[0].expand_dims(0), *args[1:])
             return _unbatch(out)
         return Module.__call__(self, *args)
+
+    def forward(self, *args: Any) -> Any:
+        """Gluon's ``HybridBlock.forward``; called as ``super().forward(x)`` from the forward of a
+        write-once subclass of this layer (``class Block(nn.Sequential)``), the layer's own
+        ``hybrid_forward`` with the parameters the running forward has bound (Gluon's would trace
+        the block a second time inside its own graph)."""
+        d = self.__dict__
+        if not d.get("_dl_in_forward"):
+            return HybridBlock.forward(self, *args)
+        F = mx.sym if args and isinstance(args[0], mx.sym.Symbol) else nd
+        own = next(c.__dict__["hybrid_forward"] for c in type(self).__mro__
+                   if "hybrid_forward" in c.__dict__ and "_dl_native_for" not in c.__dict__)
+        return own(self, F, *args, **{k: d[k] for k in self._reg_params})
 
     @staticmethod
     def _uniform(bound: float) -> mx.init.Initializer:

@@ -49,6 +49,14 @@ class Tied(nn.Module):                  # word_language_model's tie_weights, nan
         return self.lm_head(self.transformer.h(x))
 
 
+class Twice(nn.Sequential):             # a container subclass with its own forward calling the container's
+    def __init__(self):
+        super().__init__(nn.Linear(4, 3), nn.Tanh())
+
+    def forward(self, x):
+        return super().forward(x) * 2.0 + self[0](x)
+
+
 class Encoder(nn.TransformerEncoderLayer):   # a composite layer subclassed, its forward kept
     def __init__(self):
         super().__init__(d_model=4, nhead=2, dim_feedforward=8, dropout=0.0)
@@ -80,6 +88,7 @@ def _run(net, x, backend):
 CASES = [(Residual, lambda: np.random.RandomState(0).rand(2, 3, 4, 4)),
          (Tied, lambda: np.array([[1, 2], [3, 6]])),
          (Encoder, lambda: np.random.RandomState(0).rand(3, 2, 4)),
+         (Twice, lambda: np.random.RandomState(0).rand(2, 4)),
          (LM, lambda: np.array([[1, 2], [3, 4], [5, 6]]))]
 
 
