@@ -5,8 +5,8 @@
   float32 inside: Gluon's difference to torch float64 within ROUNDING_FACTOR x torch's own float32
   rounding of the same tensor (``rounding_tolerance``);
 * a float64 check that misses TOLERANCE (``mode="conditioned"``): within ROUNDING_FACTOR x how far
-  torch's own float64 result moves when every weight and input moves by a few float64 ulps. That is
-  the computation's conditioning, measured on this CPU: an ill-conditioned gradient (BatchNorm over
+  each side's own float64 result moves when every weight and input moves by MOVE_ULPS float64 ulp.
+  That is the computation's conditioning, measured on this CPU: an ill-conditioned gradient (BatchNorm over
   two near-equal values) gets the same verdict on Intel and AMD, where a fixed 1e-8 did not."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..verify import RTOL_FLOOR, ROUNDING_FACTOR, Check, check_outputs, compare, rounding_tolerance
 
-__all__ = ["TOLERANCE", "SENSITIVE_REL", "EVAL_CHECK", "USER_CHECK", "Judge", "nan_aligned", "Lazy", "absmax", "maxabs",
+__all__ = ["TOLERANCE", "SENSITIVE_REL", "EVAL_CHECK", "USER_CHECK", "Judge", "nan_aligned", "MOVE_ULPS", "Lazy", "absmax", "maxabs",
            "divided"]
 
 #: float64 on both sides (where MXNet's ops allow it): differences are rounding only. Measured: <= 3e-14 relative on the model
@@ -29,6 +29,14 @@ TOLERANCE = {"float64": 1e-8, "float32": 2e-4}
 SENSITIVE_REL = 1e-3
 EVAL_CHECK = "eval outputs (randomised norms/biases)"
 USER_CHECK = "eval outputs (the block's own weights)"
+#: how far the conditioning runs move each float64 weight and float input: up to this many ulps, at
+#: random. Both sides are moved (torch's step and Gluon's): an MXNet kernel can be less stable than
+#: torch's on the same data, which moving torch alone does not see (with torch alone the verdict on
+#: resnet34_v1 at 32 px changed with the random draw). Judged by this rule alone (the fixed tolerance
+#: set to 1e-12), the tensor closest to its tolerance stays at 0.17 of it on resnet34_v1 at 32 px, 0.12 on
+#: resnet50_v1 and 0.05 on a BatchNorm-over-2-values net (1 or 4 ulps alike, within 0.31): a CPU whose
+#: rounding differs several times more gets the same verdict; relu written as LeakyReLU(0.01) still fails.
+MOVE_ULPS = 1
 
 
 class Lazy:
@@ -103,8 +111,9 @@ class Judge:
     difference to torch float64 must stay within ``rounding_tolerance`` of torch's own float32
     rounding, measured on the same input, per output / per tensor; ``runs`` is then (torch float32,
     torch float64). ``mode="conditioned"``: float64 on both sides, ``runs`` is (torch float64 with
-    every weight and input moved by a few ulps, torch float64): the fixed tolerance, or ROUNDING_FACTOR
-    x how far the moved run departs from the other (the measured float64 conditioning)."""
+    every weight and input moved by MOVE_ULPS ulp, torch float64): the fixed tolerance, or ROUNDING_FACTOR
+    x how far the moved run departs from the other, plus what the caller measured of Gluon's own move
+    (``extra``): the measured float64 conditioning."""
 
     def __init__(self, dtype: str, runs: List[Any], mode: str = ""):
         self.dtype, self.ref, self.mode = dtype, len(runs) > 1, mode
@@ -113,13 +122,13 @@ class Judge:
                          if self.ref else "float64 on both sides")
         if mode == "conditioned":
             self.evidence = (f"float64 on both sides, within {TOLERANCE[dtype]:g} of the scale or "
-                             f"{ROUNDING_FACTOR:g}x the measured conditioning (how far torch's float64 result moves "
-                             f"when its weights and inputs move by a few ulps)")
+                             f"{ROUNDING_FACTOR:g}x the measured conditioning (how far each side's float64 result "
+                             f"moves when its weights and inputs move by {MOVE_ULPS} ulp)")
 
     @property
     def _key(self) -> str:
         """The name of the measured rounding in a check's ``rounding``: torch's float32 rounding, or
-        (conditioned) how far torch's float64 result moves with weights and inputs a few ulps away."""
+        (conditioned) how far torch's float64 result moves with weights and inputs MOVE_ULPS ulp away."""
         return "torch_float64_moved" if self.mode == "conditioned" else "torch"
 
     def _tol(self, rounding: float, scale: float, fixed: float) -> float:
@@ -190,8 +199,8 @@ class Judge:
         if not self.ref:
             return Check(label, mad, rel, tol, passed, f"{len(a)} tensors; closest to its tolerance: {worst}",
                          evidence=self.evidence)
-        rule = (f"the larger of {tol:g} of its scale and {ROUNDING_FACTOR:g}x how far that tensor moves when the "
-                f"weights and inputs move by a few float64 ulps" if self.mode == "conditioned" else
+        rule = (f"the larger of {tol:g} of its scale and {ROUNDING_FACTOR:g}x how far that tensor moves on each side when "
+                f"the weights and inputs move by {MOVE_ULPS} float64 ulp" if self.mode == "conditioned" else
                 f"{ROUNDING_FACTOR:g}x torch's float32 rounding of that tensor, at least {RTOL_FLOOR:g} of its scale")
         f32 = {} if self.mode == "conditioned" else {"float32_max_abs_diff": f32}
         return Check(label, mad, rel, tol_w, passed, f"{len(a)} tensors; closest to its tolerance: {worst} "
