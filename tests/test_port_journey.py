@@ -209,3 +209,15 @@ def test_port_takes_the_translate_report_as_its_mapping(tmp_path):
     other.initialize()
     with pytest.raises(ValueError, match="source tensors the source model does not have"):
         dl.port.port_gluon_to_torch(other, tnet, x, mapping=rep)
+
+
+def test_a_mapping_with_an_impossible_part_is_named_at_load(tmp_path):
+    """A source part [index, count, axis] with count 0 (np.split would divide by zero) is a
+    MappingError naming the entry when the mapping is read, not an error while converting."""
+    bad = {"format": "dualdl-port-mapping", "version": 1,
+           "entries": [{"target": "fc.weight", "shape": [2, 3], "dtype": "float32",
+                        "sources": [{"key": "0.weight", "part": [0, 0, 0]}]}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(MappingError, match=r"entry 0 \(fc.weight\): source '0.weight' has part "
+                                           r"\[0, 0, 0\]"):
+        as_mapping(str(tmp_path / "bad.json"))

@@ -122,8 +122,21 @@ class Mapping:
     def from_dict(cls, d: Dict[str, Any]) -> "Mapping":
         if not isinstance(d, dict) or d.get("format") != "dualdl-port-mapping":
             raise ValueError("not a dualdl port mapping (missing format: dualdl-port-mapping)")
-        return cls([Entry(**e) for e in d["entries"]], d.get("source_framework", ""),
-                   d.get("target_framework", ""), list(d.get("notes", [])))
+        entries = [Entry(**e) for e in d["entries"]]
+        for i, e in enumerate(entries):
+            for src in e.sources:
+                part = src.get("part")
+                if part is None:
+                    continue
+                ok = (isinstance(part, (list, tuple)) and len(part) == 3 and
+                      all(isinstance(v, int) and not isinstance(v, bool) for v in part) and
+                      part[1] >= 1 and 0 <= part[0] < part[1])
+                if not ok:
+                    raise MappingError(f"mapping entry {i} ({e.target}): source {src.get('key')!r} "
+                                       f"has part {part!r}; a part is [index, count, axis] with "
+                                       f"0 <= index < count")
+        return cls(entries, d.get("source_framework", ""), d.get("target_framework", ""),
+                   list(d.get("notes", [])))
 
     def save(self, path) -> None:
         from ..atomic import atomic_write_file
