@@ -11,6 +11,8 @@ import weakref
 import numpy as np
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .conventions import (RNN_MODES, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment, channels_first,
+                          conv_call, linear_comment, pool_call, rnn_weight_names)
 from .errors import TranslationError
 from .registry import Call, Leaf, Step
 
@@ -20,12 +22,10 @@ _ACTS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torc
          "tanh": ("nn.Tanh", "torch.tanh({x})"), "softrelu": ("nn.Softplus", "F.softplus({x})"),
          "softsign": ("nn.Softsign", "F.softsign({x})")}
 
-_BN_MOMENTUM = "Gluon momentum {g} weights the old running value; torch's {t} weights the new one"
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
 _BN_GLOBAL = ("Gluon BatchNorm(use_global_stats=True): the running statistics in train mode too, "
               "never updated")
-_FLATTEN = "Gluon Dense(flatten=True) flattens all but the batch axis first"
 _IDS = "Gluon's Embedding takes float ids (nd.array's default float32) and casts them; torch's takes int64"
 
 #: attributes that choose a kernel, not the numbers (a subclass setting them computes the same)
@@ -154,35 +154,19 @@ def _act_step(block, info, act) -> list:
     return [Step(Call(mod), expr, f"Gluon {type(block).__name__}(activation={name!r})")]
 
 
-def _tuple(v):
-    v = tuple(int(i) for i in v)
-    return v[0] if len(set(v)) == 1 else v
-
-
 def _conv(block, info):
     kw = block._kwargs
-    nd = len(kw["kernel"])
-    if kw.get("layout", "NC")[:2] != "NC":
+    if not channels_first(kw.get("layout")):
         raise _err(block, info, f"layout {kw['layout']!r} (torch convolutions are channels-first)")
     w = block.weight.shape
     transposed = block._op_name == "Deconvolution"
     groups = int(kw["num_group"])
-    cin = w[0] if transposed else w[1] * groups
-    args = [int(cin), int(kw["num_filter"]), _tuple(kw["kernel"])]
-    kwargs = []
-    kwargs = [("stride", _tuple(kw["stride"])), ("padding", _tuple(kw["pad"]))]
-    if transposed and _tuple(kw.get("adj", (0,))) != 0:
-        kwargs.append(("output_padding", _tuple(kw["adj"])))
-    if _tuple(kw["dilate"]) != 1:
-        kwargs.append(("dilation", _tuple(kw["dilate"])))
-    if groups != 1:
-        kwargs.append(("groups", groups))
-    if kw["no_bias"]:
-        kwargs.append(("bias", False))
-    cls = f"nn.ConvTranspose{nd}d" if transposed else f"nn.Conv{nd}d"
+    ctor = Call(**conv_call(transposed=transposed, nd=len(kw["kernel"]),
+                            in_channels=w[0] if transposed else w[1] * groups, out_channels=kw["num_filter"],
+                            kernel=kw["kernel"], stride=kw["stride"], pad=kw["pad"], dilate=kw["dilate"],
+                            groups=groups, no_bias=kw["no_bias"], adj=kw.get("adj", ())))
     params = {"weight": "weight"} if kw["no_bias"] else {"weight": "weight", "bias": "bias"}
-    return Leaf(Call(cls, args, kwargs, names=["in_channels", "out_channels", "kernel_size"]), params,
-                post=_act_step(block, info, block.act))
+    return Leaf(ctor, params, post=_act_step(block, info, block.act))
 
 
 def _dense(block, info):
@@ -190,12 +174,10 @@ def _dense(block, info):
     has_bias = block.bias is not None
     kwargs = [] if has_bias else [("bias", False)]
     ndim = len(info.in_shapes[0]) if info.in_shapes else 2
-    pre = []
+    pre, comment = [], linear_comment("Gluon", "Dense", block._flatten, ndim)
     if block._flatten and ndim > 2:
-        pre = [Step(Call("nn.Flatten"), "torch.flatten({x}, 1)", _FLATTEN)]
+        pre, comment = [Step(Call("nn.Flatten"), "torch.flatten({x}, 1)", comment)], ""
     params = {"weight": "weight", "bias": "bias"} if has_bias else {"weight": "weight"}
-    comment = "" if block._flatten or ndim <= 2 else ("Gluon Dense(flatten=False): applied to the last "
-                                                      "axis, as nn.Linear is")
     return Leaf(Call("nn.Linear", [int(in_f), int(out_f)], kwargs, names=["in_features", "out_features"],
                      comment=comment), params, pre=pre, post=_act_step(block, info, block.act))
 
@@ -215,11 +197,12 @@ def _batchnorm(block, info):
                                     "is all or nothing)")
         if float(abs(block.beta.data().asnumpy()).max()) != 0.0:
             raise _err(block, info, "BatchNorm(center=False) with a nonzero fixed beta")
-    cls = {2: "nn.BatchNorm1d", 3: "nn.BatchNorm1d", 4: "nn.BatchNorm2d", 5: "nn.BatchNorm3d"}.get(ndim)
-    if cls is None:
-        raise _err(block, info, f"BatchNorm on a {ndim}-d input")
-    mom = round(1.0 - float(kw["momentum"]), 12)
-    comment = _BN_MOMENTUM.format(g=kw["momentum"], t=mom)
+    try:
+        cls = batchnorm_class(ndim)
+    except ConventionError as e:
+        raise _err(block, info, str(e)) from None
+    mom = bn_momentum(kw["momentum"])
+    comment = bn_momentum_comment("Gluon", kw["momentum"], mom)
     if not affine and not info.after_trainable:
         mom, comment = 0.0, _BN_FROZEN
     kwargs = [("eps", float(kw["eps"])), ("momentum", mom)] + ([] if affine else [("affine", False)])
@@ -237,7 +220,7 @@ def _batchnorm(block, info):
         cls = f"GluonBatchNorm{d}"
         helpers = [GLUON_BATCHNORM.format(d=d)]
         if mom:      # MXNet keeps momentum as a float32 attribute: 1 - float32(0.9) = 0.10000002384185791
-            mom = 1.0 - float(np.float32(kw["momentum"]))
+            mom = bn_momentum(kw["momentum"], as_float32=True)
             comment += " (MXNet's momentum is a float32)"
             kwargs = [(k, mom if k == "momentum" else v) for k, v in kwargs]
     return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
@@ -317,41 +300,16 @@ def _gelu(block, info):
 
 def _pool(block, info):
     kw = block._kwargs
-    nd = len(kw["kernel"])
-    kind = "Max" if kw["pool_type"] == "max" else "Avg"
-    if kw["pool_type"] not in ("max", "avg"):
-        raise _err(block, info, f"pooling type {kw['pool_type']!r}")
-    if kw["global_pool"]:
-        return Leaf(Call(f"nn.Adaptive{kind}Pool{nd}d", [1], names=["output_size"],
-                         comment="Gluon Global pooling: one value per channel"))
-    args = [_tuple(kw["kernel"])]
-    kwargs = [("stride", _tuple(kw["stride"]))]
-    kwargs.append(("padding", _tuple(kw["pad"])))
-    comment = ""
-    if kw["pooling_convention"] == "full":
-        kwargs.append(("ceil_mode", True))
-        comment = "Gluon pooling_convention='full' is torch's ceil_mode=True"
-        _check_ceil(block, info, kw)
-    if kind == "Avg" and not kw.get("count_include_pad", True):
-        kwargs.append(("count_include_pad", False))
-        comment = (comment + "; " if comment else "") + "Gluon count_include_pad=False"
-    return Leaf(Call(f"nn.{kind}Pool{nd}d", args, kwargs, names=["kernel_size"], comment=comment))
-
-
-def _check_ceil(block, info, kw):
-    """MXNet's 'full' convention keeps a last window that starts in the padding; torch drops it."""
-    if not info.in_shapes or not info.out_shapes:
-        return
-    spatial = info.in_shapes[0][2:]
-    for i, size in enumerate(spatial):
-        k, s, p = kw["kernel"][i], kw["stride"][i], kw["pad"][i]
-        out = -(-(size + 2 * p - k) // s) + 1
-        if (out - 1) * s >= size + p:
-            out -= 1
-        if out != info.out_shapes[0][2 + i]:
-            raise _err(block, info, f"pooling_convention='full' with kernel {k}, stride {s}, pad {p} on "
-                                    f"size {size}: MXNet gives {info.out_shapes[0][2 + i]} outputs, torch's "
-                                    f"ceil_mode gives {out}")
+    known = bool(info.in_shapes and info.out_shapes)
+    try:
+        return Leaf(Call(**pool_call("Gluon", pool_type=kw["pool_type"], nd=len(kw["kernel"]), kernel=kw["kernel"],
+                                     stride=kw["stride"], pad=kw["pad"], convention=kw["pooling_convention"],
+                                     count_include_pad=bool(kw.get("count_include_pad", True)),
+                                     global_pool=bool(kw["global_pool"]),
+                                     in_spatial=info.in_shapes[0][2:] if known else None,
+                                     out_spatial=info.out_shapes[0][2:] if known else None)))
+    except ConventionError as e:
+        raise _err(block, info, str(e)) from None
 
 
 SHARED_DROPOUT = '''class SharedDropout(nn.Dropout):
@@ -400,9 +358,7 @@ def _rnn(block, info):
         raise _err(block, info, "LSTM with projection_size")
     if getattr(block, "_use_sequence_length", False):
         raise _err(block, info, "use_sequence_length=True")
-    cls, extra = {"lstm": ("nn.LSTM", []), "gru": ("nn.GRU", []),
-                  "rnn_relu": ("nn.RNN", [("nonlinearity", "relu")]),
-                  "rnn_tanh": ("nn.RNN", [("nonlinearity", "tanh")])}[mode]
+    cls, extra, _ = RNN_MODES[mode]
     in_size = int(block._reg_params["l0_i2h_weight"].shape[1])
     kwargs = []
     if block._num_layers != 1:
@@ -415,12 +371,7 @@ def _rnn(block, info):
     ntc = block._layout == "NTC"
     kwargs.append(("batch_first", ntc))
     comment = f"Gluon layout {block._layout!r}" + (" (RNN default relu)" if mode == "rnn_relu" else "")
-    params = {}
-    for k in range(block._num_layers):
-        for d, suffix in (("l", ""), ("r", "_reverse"))[:block._dir]:
-            for g, t in (("i2h", "ih"), ("h2h", "hh")):
-                for kind in ("weight", "bias"):
-                    params[f"{d}{k}_{g}_{kind}"] = f"{kind}_{t}_l{k}{suffix}"
+    params = dict(rnn_weight_names(block._num_layers, block._dir))
     with_states = info.n_args > 1
     if with_states:
         call = "{m}({args})" if mode != "lstm" else "{m}({x}, {rest_tuple})"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
-
+from .conventions import (BN_EPS_DEFAULT, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment,
+                          channels_first, conv_call, linear_comment, pool_call)
 from .errors import TranslationError
 from .gate import probability
 from .safe import comment
@@ -19,9 +19,7 @@ from .symbol_graph import SymGraph, SymNode
 
 __all__ = ["LayerSpec", "layer_spec"]
 
-_BN = "MXNet momentum {g} weights the old running value; torch's {t} weights the new one"
 _FIXED = "MXNet BatchNorm(fix_gamma=True): the scale is 1 and not trained (MXNet ignores the stored gamma)"
-_FLAT = "MXNet FullyConnected(flatten=True) flattens all but the batch axis first"
 
 
 @dataclass
@@ -46,11 +44,6 @@ def _err(node: SymNode, what: str) -> TranslationError:
                             op=node.op, block=node.op, path=node.name)
 
 
-def _tuple(v) -> object:
-    v = tuple(int(i) for i in (v if isinstance(v, (tuple, list)) else (v,)))
-    return v[0] if len(set(v)) == 1 else v
-
-
 def _shape(g: SymGraph, node: SymNode, i: int) -> Tuple[int, ...]:
     return g.shapes[node.inputs[i]]
 
@@ -64,44 +57,29 @@ def _conv(g, node):
     kernel = tuple(_attr(node, "kernel", ()))
     nd = len(kernel)
     layout = node.attrs.get("layout", "None")
-    if layout not in ("None", "NCW", "NCHW", "NCDHW"):
+    if not channels_first(layout):
         raise _err(node, f"layout {layout!r} (torch convolutions are channels-first)")
     transposed = node.op == "Deconvolution"
+    if transposed and _attr(node, "target_shape", ()):
+        raise _err(node, "Deconvolution(target_shape=...)")
     groups = int(_attr(node, "num_group", 1))
     w = _shape(g, node, 1)
-    cin = w[0] if transposed else w[1] * groups
     no_bias = bool(_attr(node, "no_bias", transposed))
-    kw = [("stride", _tuple(_attr(node, "stride", (1,) * nd) or (1,) * nd)),
-          ("padding", _tuple(_attr(node, "pad", (0,) * nd) or (0,) * nd))]
-    if transposed:
-        if _attr(node, "target_shape", ()):
-            raise _err(node, "Deconvolution(target_shape=...)")
-        adj = _tuple(_attr(node, "adj", (0,) * nd) or (0,) * nd)
-        if adj != 0:
-            kw.append(("output_padding", adj))
-    dil = _tuple(_attr(node, "dilate", (1,) * nd) or (1,) * nd)
-    if dil != 1:
-        kw.append(("dilation", dil))
-    if groups != 1:
-        kw.append(("groups", groups))
-    if no_bias:
-        kw.append(("bias", False))
-    cls = f"nn.ConvTranspose{nd}d" if transposed else f"nn.Conv{nd}d"
+    ctor = Call(**conv_call(transposed=transposed, nd=nd, in_channels=w[0] if transposed else w[1] * groups,
+                            out_channels=int(_attr(node, "num_filter", 0)), kernel=kernel,
+                            stride=_attr(node, "stride", ()), pad=_attr(node, "pad", ()),
+                            dilate=_attr(node, "dilate", ()), groups=groups, no_bias=no_bias, adj=_attr(node, "adj", ())))
     params = {1: "weight"} if no_bias else {1: "weight", 2: "bias"}
-    return LayerSpec(Call(cls, [int(cin), int(_attr(node, "num_filter", 0)), _tuple(kernel)], kw,
-                          names=["in_channels", "out_channels", "kernel_size"]), params,
-                     {1: "weight", 2: "bias"})
+    return LayerSpec(ctor, params, {1: "weight", 2: "bias"})
 
 
 def _fc(g, node):
     out_f, in_f = _shape(g, node, 1)
     no_bias = bool(_attr(node, "no_bias", False))
     ndim = len(_shape(g, node, 0))
-    call, comment = "{m}({x})", ""
-    if _attr(node, "flatten", True) and ndim > 2:
-        call, comment = "{m}(torch.flatten({x}, 1))", _FLAT
-    elif ndim > 2:
-        comment = "MXNet FullyConnected(flatten=False): applied to the last axis, as nn.Linear is"
+    flatten = bool(_attr(node, "flatten", True))
+    call = "{m}(torch.flatten({x}, 1))" if flatten and ndim > 2 else "{m}({x})"
+    comment = linear_comment("MXNet", "FullyConnected", flatten, ndim)
     return LayerSpec(Call("nn.Linear", [int(in_f), int(out_f)], [("bias", False)] if no_bias else [],
                           names=["in_features", "out_features"]),
                      {1: "weight"} if no_bias else {1: "weight", 2: "bias"}, {1: "weight", 2: "bias"},
@@ -116,60 +94,41 @@ def _batchnorm(g, node):
     if _attr(node, "output_mean_var", False):
         raise _err(node, "BatchNorm(output_mean_var=True)")
     ndim = len(_shape(g, node, 0))
-    cls = {2: "nn.BatchNorm1d", 3: "nn.BatchNorm1d", 4: "nn.BatchNorm2d", 5: "nn.BatchNorm3d"}.get(ndim)
-    if cls is None:
-        raise _err(node, f"BatchNorm on a {ndim}-d input")
+    try:
+        cls = batchnorm_class(ndim)
+    except ConventionError as e:
+        raise _err(node, str(e)) from None
     m = float(_attr(node, "momentum", 0.9))
-    mom = round(1.0 - m, 12)
-    # MXNet's eps is a double whose default is the float literal 1e-3f (0.0010000000474974513): a graph
-    # that does not set it (gluoncv's mx.sym.BatchNorm calls) computes with that value
-    eps = float(_attr(node, "eps", float(np.float32(1e-3))))
+    mom = bn_momentum(m)
+    eps = float(_attr(node, "eps", BN_EPS_DEFAULT))     # gluoncv's mx.sym.BatchNorm calls leave it out
     fixed = bool(_attr(node, "fix_gamma", True))
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
                           names=["num_features"]),
                      {1: "weight", 2: "bias", 3: "running_mean", 4: "running_var"},
                      {1: "fixed_gamma" if fixed else "gamma", 2: "beta", 3: "running_mean", 4: "running_var"},
-                     comment=_BN.format(g=m, t=mom), buffers={"num_batches_tracked": 0}, momentum=m,
+                     comment=bn_momentum_comment("MXNet", m, mom), buffers={"num_batches_tracked": 0}, momentum=m,
                      frozen={1: _FIXED} if fixed else {})
 
 
 def _pooling(g, node):
-    pool = node.attrs.get("pool_type", "max")
-    if pool not in ("max", "avg"):
-        raise _err(node, f"Pooling(pool_type={pool!r})")
     layout = node.attrs.get("layout", "None")
-    if layout not in ("None", "NCW", "NCHW", "NCDHW"):
+    if not channels_first(layout):
         raise _err(node, f"Pooling(layout={layout!r})")
-    kind = "Max" if pool == "max" else "Avg"
     in_shape = _shape(g, node, 0)
     kernel = tuple(_attr(node, "kernel", ()))
-    nd = len(kernel) if kernel else len(in_shape) - 2
-    if _attr(node, "global_pool", False):
-        return LayerSpec(Call(f"nn.Adaptive{kind}Pool{nd}d", [1], names=["output_size"]),
-                         comment="MXNet global pooling: one value per channel")
-    stride = tuple(_attr(node, "stride", ()) or (1,) * nd)
-    pad = tuple(_attr(node, "pad", ()) or (0,) * nd)
-    conv = node.attrs.get("pooling_convention", "valid")
-    kw = [("stride", _tuple(stride)), ("padding", _tuple(pad))]
-    comment = ""
-    if conv == "full":
-        kw.append(("ceil_mode", True))
-        comment = "MXNet pooling_convention='full' is torch's ceil_mode=True"
-        out = g.shapes.get((node.id, 0))
-        for i, size in enumerate(in_shape[2:]):
-            k, s, p = kernel[i], stride[i], pad[i]
-            n = -(-(size + 2 * p - k) // s) + 1
-            if (n - 1) * s >= size + p:
-                n -= 1
-            if out is not None and n != out[2 + i]:
-                raise _err(node, f"pooling_convention='full' with kernel {k}, stride {s}, pad {p} on size "
-                                 f"{size}: MXNet gives {out[2 + i]} outputs, torch's ceil_mode gives {n}")
-    elif conv != "valid":
-        raise _err(node, f"Pooling(pooling_convention={conv!r})")
-    if kind == "Avg" and _attr(node, "count_include_pad", True) is False:
-        kw.append(("count_include_pad", False))
-        comment = (comment + "; " if comment else "") + "MXNet count_include_pad=False"
-    return LayerSpec(Call(f"nn.{kind}Pool{nd}d", [_tuple(kernel)], kw, names=["kernel_size"]), comment=comment)
+    out = g.shapes.get((node.id, 0))
+    try:
+        ctor = Call(**pool_call("MXNet", pool_type=node.attrs.get("pool_type", "max"),
+                                nd=len(kernel) if kernel else len(in_shape) - 2, kernel=kernel,
+                                stride=_attr(node, "stride", ()), pad=_attr(node, "pad", ()),
+                                convention=node.attrs.get("pooling_convention", "valid"),
+                                count_include_pad=_attr(node, "count_include_pad", True),
+                                global_pool=bool(_attr(node, "global_pool", False)), in_spatial=in_shape[2:],
+                                out_spatial=out[2:] if out is not None else None))
+    except ConventionError as e:
+        raise _err(node, str(e)) from None
+    comment, ctor.comment = ctor.comment, ""
+    return LayerSpec(ctor, comment=comment)
 
 
 def _dropout(g, node):

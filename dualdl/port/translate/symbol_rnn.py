@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List
 
+from .conventions import RNN_MODES, rnn_weight_names
 from .errors import TranslationError
 from .gate import probability
 from .safe import comment
@@ -20,8 +21,6 @@ from .symbol_graph import SymGraph, SymNode
 
 __all__ = ["absorb_rnn_inputs", "rnn_spec"]
 
-_MODES = {"lstm": ("nn.LSTM", [], 4), "gru": ("nn.GRU", [], 3), "rnn_relu": ("nn.RNN", [("nonlinearity", "relu")], 1),
-          "rnn_tanh": ("nn.RNN", [("nonlinearity", "tanh")], 1)}
 
 
 @dataclass
@@ -35,17 +34,6 @@ def _err(node: SymNode, what: str) -> TranslationError:
     return TranslationError(f"MXNet RNN node {node.name!r}: {what}", op="RNN", block="RNN", path=node.name)
 
 
-def _order(layers: int, dirs: int):
-    """(Gluon name, torch name) of each weight in the flat vector, in Gluon's concat order."""
-    out = []
-    for t in ("weight", "bias"):
-        for k in range(layers):
-            for d, suffix in (("l", ""), ("r", "_reverse"))[:dirs]:
-                for gname, tname in (("i2h", "ih"), ("h2h", "hh")):
-                    out.append((f"{d}{k}_{gname}_{t}", f"{t}_{tname}_l{k}{suffix}"))
-    return out
-
-
 def absorb_rnn_inputs(g: SymGraph) -> None:
     """Fold each RNN node's weight concat and zero begin states into the node (``g.absorbed``)."""
     consumers = g.consumers()
@@ -53,7 +41,7 @@ def absorb_rnn_inputs(g: SymGraph) -> None:
         if n.op != "RNN" or n.id in g.rnn:
             continue
         mode = n.attrs.get("mode", "lstm")
-        if mode not in _MODES:
+        if mode not in RNN_MODES:
             raise _err(n, f"mode {mode!r} has no torch translation")
         for key, what in (("projection_size", "an LSTM projection (projection_size)"),
                           ("lstm_state_clip_min", "lstm_state_clip_min"), ("lstm_state_clip_max", "lstm_state_clip_max")):
@@ -63,7 +51,7 @@ def absorb_rnn_inputs(g: SymGraph) -> None:
             raise _err(n, "use_sequence_length=True has no torch translation (pack the sequences instead)")
         layers = int(parse_attr(n.attrs.get("num_layers"), 1))
         dirs = 2 if parse_attr(n.attrs.get("bidirectional"), False) else 1
-        names = _order(layers, dirs)
+        names = rnn_weight_names(layers, dirs, concat_order=True)
         src = g.nodes[n.inputs[1][0]]
         parts = [g.nodes[s] for s, _ in src.inputs] if src.op in ("_rnn_param_concat", "Concat", "concat") else []
         weights, folded = [], {src.id}
@@ -96,7 +84,7 @@ def absorb_rnn_inputs(g: SymGraph) -> None:
 def rnn_spec(g: SymGraph, node: SymNode, spec_cls):
     info: RnnInfo = g.rnn[node.id]
     mode = node.attrs.get("mode", "lstm")
-    cls, extra, gates = _MODES[mode]
+    cls, extra, gates = RNN_MODES[mode]
     layers = int(parse_attr(node.attrs.get("num_layers"), 1))
     hidden = int(parse_attr(node.attrs.get("state_size"), 0))
     in_size = int(g.nodes[info.weights[0]] and g.shapes[(info.weights[0], 0)][1])
