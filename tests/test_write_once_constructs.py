@@ -206,3 +206,38 @@ def test_model_dtype_cast_spelled_as_torch(spelling):
         assert {str(np.dtype(dl.to_numpy(v).dtype)) for v in dl.state_dict(net).values()} == {"float64"}
         net.float()
         assert {str(np.dtype(dl.to_numpy(v).dtype)) for v in dl.state_dict(net).values()} == {"float32"}
+
+
+class _Blocks(nn.ModuleList):
+    def __init__(self, n):
+        super().__init__([nn.Linear(3, 3) for _ in range(n)])
+
+
+class _Heads(nn.ModuleDict):
+    def __init__(self):
+        super().__init__({"a": nn.Linear(3, 2), "b": nn.Linear(3, 1)})
+
+
+class _ListDictNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = _Blocks(2)
+        self.heads = _Heads()
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.heads.a(x), self.heads["b"](x)
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["eager", "hybridized"])
+def test_modulelist_and_moduledict_subclasses(hybridize):
+    pt = _ListDictNet(backend="torch").double()
+    m = _ListDictNet(backend="mxnet").double()
+    assert list(dl.state_dict(m)) == list(dl.state_dict(pt)) and len(m.blocks) == 2
+    dl.load_state_dict(m, dl.state_dict(pt))
+    if hybridize:
+        m.hybridize()
+    x = np.random.RandomState(0).rand(2, 3)           # float64: the same computation, rounding only
+    for a, b in zip(pt(dl.from_numpy(x, backend="torch")), m(dl.from_numpy(x, backend="mxnet"))):
+        np.testing.assert_allclose(dl.to_numpy(b), dl.to_numpy(a), rtol=0, atol=1e-12)
