@@ -389,3 +389,20 @@ def test_a_chain_of_1500_ops_translates_without_200_nested_parentheses(tmp_path)
     r = translate_symbol_file(str(sym), params, [(2, 4)], str(tmp_path / "out"), verify=False)
     src = open(r.source_path).read()
     assert max(len(ln) for ln in src.splitlines()) < 2000 and src.count("torch.tanh(") == 750
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_symbol_or_params_path_that_is_no_regular_file_is_refused_without_waiting(tmp_path, kind):
+    """Reading a FIFO waits for a writer forever, /dev/zero never ends: refused before opening."""
+    sym, params = _fc_graph(str(tmp_path))
+    odd = tmp_path / "odd"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "device":
+        os.symlink("/dev/zero", odd)
+    else:
+        odd.mkdir()
+    for s, p, what in ((str(odd), params, "symbol"), (sym, str(odd), "params")):
+        with pytest.raises(TranslationError, match=f"the {what} file is not a regular file") as e:
+            translate_symbol_file(s, p, [(2, 4)], str(tmp_path / "out"))
+        assert len(str(e.value).splitlines()) == 1

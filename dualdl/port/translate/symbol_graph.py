@@ -62,12 +62,27 @@ def _err(msg: str, path: str) -> TranslationError:
     return TranslationError(f"{msg} ({path})")
 
 
+_MAX_SYMBOL_BYTES = 1 << 30     # an exported symbol of a large model is a few MB; a bigger one is no export
+
+
+def _regular_file(path: str, what: str, max_bytes: Optional[int] = None) -> None:
+    """Refuse a missing path, a FIFO, a device or a folder before opening it (reading a FIFO or
+    /dev/zero would wait or read forever), and a symbol file larger than any export."""
+    if not os.path.exists(path):
+        raise _err(f"the {what} file does not exist", path)
+    if not os.path.isfile(path):
+        raise _err(f"the {what} file is not a regular file (a folder, FIFO or device); give the file "
+                   f"HybridBlock.export wrote", path)
+    if max_bytes is not None and os.path.getsize(path) > max_bytes:
+        raise _err(f"the {what} file is {os.path.getsize(path)} bytes, larger than any MXNet export "
+                   f"({max_bytes} at most); give the '-symbol.json' file that HybridBlock.export wrote", path)
+
+
 def read_params(params_path: str) -> Tuple[Dict[str, object], Dict[str, object]]:
     """(arg, aux) NDArrays by name from a ``.params`` file (``arg:``/``aux:`` prefixes as
     ``export`` writes them; a file without prefixes, as ``save_parameters`` writes, counts as args)."""
     import mxnet as mx
-    if not os.path.isfile(params_path):
-        raise _err("the params file does not exist", params_path)
+    _regular_file(params_path, "params")
     try:
         loaded = mx.nd.load(params_path)
     except Exception as e:   # MXNetError on a truncated or foreign file
@@ -154,8 +169,7 @@ def load_symbol_graph(symbol_path: str, params_path: str, input_shapes: Sequence
     """(graph, arg params, aux params): the parsed symbol with every value's shape inferred for
     ``input_shapes``, and the weights as NDArrays by name."""
     import mxnet as mx
-    if not os.path.isfile(symbol_path):
-        raise _err("the symbol file does not exist", symbol_path)
+    _regular_file(symbol_path, "symbol", _MAX_SYMBOL_BYTES)
     with open(symbol_path, "rb") as f:
         raw = f.read()
     try:
