@@ -1,9 +1,9 @@
 """Resampling and reshaping layers on MXNet with PyTorch's signatures: ``Upsample``,
 ``PixelShuffle``, ``Unflatten`` (the padding layers are in ``padding.py``). Upsample is
-``dualdl.ops.interpolate`` (one implementation: ``ops_nn``).
+``dualdl.nn.functional.interpolate`` (one implementation: ``ops_functional_conv``, ``ops_resize``).
 
 MXNet differences hidden: ``BilinearResize2D`` defaults to ``align_corners=True`` (torch: False),
-``UpSampling`` takes integer scales only (see ``ops_nn.interpolate``); Gluon has no pixel-shuffle
+``UpSampling`` takes integer scales of 4-D input only (see ``ops_resize``); Gluon has no pixel-shuffle
 or unflatten blocks (``nn.PixelShuffle2D`` exists only in MXNet 2).
 """
 from __future__ import annotations
@@ -14,14 +14,13 @@ from typing import Optional, Sequence, Tuple, Union
 from dualdl.nn.resample_checks import check_pixel_shuffle_input, check_unflatten_input
 from dualdl.nn.registry import defined_in
 from .base import Layer, is_ndarray
-from .ops_nn import interpolate
 
 
 class Upsample(Layer):
-    """``torch.nn.Upsample`` for (N, C, H, W), modes 'nearest' and 'bilinear'. Hybridized,
-    'nearest' needs one integer ``scale_factor`` (MXNet's ``UpSampling``)."""
-    _dl_cannot = {"mode": (lambda v, bound: v not in ("nearest", "bilinear"),
-                           "MXNet resizes with 'nearest' (UpSampling) and 'bilinear' (BilinearResize2D) only")}
+    """``torch.nn.Upsample``: eager, every mode but 'bicubic' on (N, C, L), (N, C, H, W) and
+    (N, C, D, H, W) with torch's numbers (``dualdl.nn.functional.interpolate``); hybridized, 4-D
+    'nearest' by one integer ``scale_factor`` (MXNet's ``UpSampling``) and 'bilinear', 3-D 'linear'."""
+    _dl_cannot = {"mode": (lambda v, bound: v == "bicubic", "dualdl's MXNet resizing has no cubic mode")}
 
     def __init__(self, size: Union[None, int, Tuple[int, int]] = None,
                  scale_factor: Union[None, float, Tuple[float, float]] = None, mode: str = "nearest",
@@ -31,8 +30,9 @@ class Upsample(Layer):
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def hybrid_forward(self, F, x):
-        if is_ndarray(x) and x.ndim != 4:
-            raise ValueError(f"Upsample(mode={self.mode!r}): expected input of shape (N, C, H, W) on MXNet, "
+        from .ops_functional_conv import interpolate
+        if is_ndarray(x) and x.ndim not in (3, 4, 5):
+            raise ValueError(f"Upsample(mode={self.mode!r}): expected input of 3 to 5 dims (N, C, *spatial), "
                              f"got {tuple(x.shape)}")
         return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
                            self.recompute_scale_factor)

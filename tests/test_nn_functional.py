@@ -14,7 +14,7 @@ import pytest
 from dualdl.backend import _using
 from dualdl.testing import spec as S
 from dualdl.testing.runners import Runner
-from dualdl.testing.spec import In, idx, mask, op, pos, unit
+from dualdl.testing.spec import In, idx, layer, mask, op, pos, unit
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mxnet")
@@ -77,6 +77,8 @@ ROWS = [
     F("interpolate", IMG, size=(3, 4), mode="area", id="area", checks=EAGER),
     F("interpolate", IMG, scale_factor=1.5, mode="bilinear", recompute_scale_factor=True, id="bilinear recompute",
       checks=EAGER),
+    layer("Upsample", VOL, scale_factor=2, mode="trilinear", id="trilinear (the layer)", checks=EAGER),
+    layer("Upsample", X, size=9, mode="linear", id="linear (the layer)", known=BILINEAR64["known"]),
     # linear, dropout (deterministic settings: masks come from each framework's RNG)
     F("linear", [X, (4, 5), (4,)]), F("bilinear", [(3, 4), (3, 5), (6, 4, 5), (6,)]),
     F("bilinear", [(2, 3, 4), (2, 3, 5), (6, 4, 5)], id="3-d no bias"),
