@@ -47,6 +47,8 @@ def test_same_verdict_under_another_rounding(tmp_path):
         assert r.ok, r.summary()
         g = _grads(r)
         assert g.max_rel_diff > 1e-8 and "measured conditioning" in g.evidence     # the fixed 1e-8 alone fails
+        assert g.rounding["torch_float64_moved"] > 0
+        assert all(c.evidence == "float64 on both sides" for c in r.checks if c is not g)   # only that check
         note = next(n for n in r.notes if n.startswith("gradients after one backward: ill-conditioned"))
         assert "BatchNorm over few values per channel in training (1 (2 values), 4 (2 values))" in note, note
 
