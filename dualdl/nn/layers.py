@@ -354,8 +354,9 @@ LAYERS = {
     "Upsample": layer(
         "size=None, scale_factor=None, mode='nearest', align_corners=None, recompute_scale_factor=None",
         "No Gluon block; MXNet's BilinearResize2D defaults to align_corners=True (torch False, 0.08-0.55 off)"
-        ' and UpSampling takes integer scales only: dualdl.ops.interpolate (4-D; hybridized, nearest needs '
-        'one integer scale_factor).'),
+        " and computes its weights in float32, UpSampling takes integer scales of 4-D input only: "
+        "dualdl.nn.functional.interpolate (eager every mode but bicubic, 3-D to 5-D, torch's weights; "
+        "hybridized, 4-D nearest by one integer scale_factor, bilinear, 3-D linear)."),
     "PixelShuffle": layer(
         'upscale_factor',
         "No Gluon block in MXNet 1.x; reshape + transpose (torch's channel order)."),
