@@ -274,3 +274,5 @@ CASES.update({
     "_npi_percentile": [C((X3, "n"), q_scalar=50, interpolation="linear"),
                         C((X3, "n"), axis=1, q_scalar=30, interpolation="lower", keepdims=1)],
 })
+CASES["GroupNorm"] = [C(((2, 4, 3, 3), "n"), ((2,), "p"), ((2,), "n"), num_groups=2, eps=1e-5),
+                      C(((2, 6, 5), "n"), ((3,), "p"), ((3,), "n"), num_groups=3)]
