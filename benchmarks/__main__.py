@@ -30,7 +30,7 @@ DEFAULT_JSON = os.path.join(HERE, "results.json")
 DEFAULT_MD = os.path.join(os.path.dirname(HERE), "docs", "benchmarks.md")
 FINDINGS = os.path.join(HERE, "findings.md")
 CASE_MODULES = ("train_step", "guarantees", "breakdown", "keras_peer", "parallel", "startup", "checkpoint", "port",
-                "translate")
+                "translate", "project")
 
 
 def load_cases() -> None:
