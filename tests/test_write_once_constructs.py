@@ -113,6 +113,17 @@ def test_construct_matches_torch(cls, make_x, hybridize):
     assert err < 1e-10, err          # float64: same computation, rounding only
 
 
+def test_tied_checkpoint_round_trips_across_backends(tmp_path):
+    pt, m, back = Tied(backend="torch"), Tied(backend="mxnet"), Tied(backend="torch")
+    dl.save(pt, str(tmp_path / "pt.ckpt"))
+    dl.load(m, str(tmp_path / "pt.ckpt"))
+    dl.save(m, str(tmp_path / "mx.ckpt"))
+    dl.load(back, str(tmp_path / "mx.ckpt"))
+    assert m.lm_head.weight is m.transformer.wte.weight and back.lm_head.weight is back.transformer.wte.weight
+    np.testing.assert_array_equal(dl.to_numpy(back.lm_head.weight), dl.to_numpy(pt.lm_head.weight))
+    np.testing.assert_array_equal(dl.to_numpy(m.lm_head.weight.data()), dl.to_numpy(pt.lm_head.weight))
+
+
 def test_tied_weight_is_one_parameter_with_both_names():
     for backend in ("torch", "mxnet"):
         net = Tied(backend=backend)
