@@ -276,3 +276,6 @@ CASES.update({
 })
 CASES["GroupNorm"] = [C(((2, 4, 3, 3), "n"), ((2,), "p"), ((2,), "n"), num_groups=2, eps=1e-5),
                       C(((2, 6, 5), "n"), ((3,), "p"), ((3,), "n"), num_groups=3)]
+CASES["CTCLoss"] = [C(((6, 2, 5), "n"), ((2, 3), "ctcf")), C(((6, 2, 5), "n"), ((2, 3), "ctcl"), blank_label="last"),
+                    C(((6, 2, 5), "n"), ((2, 3), "ctcf"), ((2,), "L6"), ((2,), "L1"), use_data_lengths=1,
+                      use_label_lengths=1)]

@@ -25,7 +25,7 @@ from dualdl.port.verify import RTOL_FLOOR, ROUNDING_FACTOR  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _op_cases import CASES  # noqa: E402
 
-NO_GRAD = ("z", "i", "I", "L", "N", "P", "x")
+NO_GRAD = ("z", "i", "I", "L", "N", "P", "x", "c")
 
 
 def _values(name, shape, kind, rng):
@@ -68,6 +68,13 @@ def _values(name, shape, kind, rng):
     if kind == "chol":
         m = rng.standard_normal(shape)
         return np.linalg.cholesky(m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1]))
+    if kind in ("ctcf", "ctcl"):    # CTC labels: 1..C-1 padded by 0 (blank first), 0..C-2 padded by -1 (last)
+        n, length = shape
+        out = np.full(shape, 0.0 if kind == "ctcf" else -1.0)
+        for i in range(n):
+            k = rng.integers(1, length + 1)
+            out[i, :k] = rng.integers(1, 5, k) if kind == "ctcf" else rng.integers(0, 4, k)
+        return out
     if kind == "box":    # corner boxes x1 < x2, y1 < y2 (center boxes: positive w, h)
         lo, size = rng.uniform(0, 5, shape[:-1] + (2,)), rng.uniform(0.5, 3, shape[:-1] + (2,))
         return np.concatenate([lo, lo + size], axis=-1)

@@ -73,8 +73,6 @@ refuse("a Python custom op (mx.operator.CustomOp / autograd.Function): its code 
 refuse("translated as a layer (the Gluon block or the symbol node with its parameters: leaves.py, "
        "symbol_layers.py), not as an op inside a block's own forward; call the Gluon layer instead of F.RNN",
        "RNN", "_npx_rnn")
-refuse("CTC loss: torch's F.ctc_loss takes log-probabilities and another blank label and length layout; compute "
-       "the loss outside the translated model", "CTCLoss", "_contrib_CTCLoss", "_contrib_ctc_loss", "ctc_loss")
 refuse("a detection-target or anchor op (gluoncv SSD/Faster R-CNN training targets and proposals) not yet "
        "translated; gluoncv's box_nms / box_decode / ROIAlign are", "_contrib_MultiBoxDetection",
        "_contrib_MultiBoxPrior", "_contrib_MultiBoxTarget", "_npx_multibox_detection", "_npx_multibox_prior",

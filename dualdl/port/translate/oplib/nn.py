@@ -361,3 +361,28 @@ def _softmax_ce(a, attrs, node):
     """-(log_softmax(x, 1) picked at label).sum() (shape (1,))"""
     return Expr(f"-torch.gather(torch.log_softmax({a[0].text}, dim=1), 1, {a[1].p()}.long().reshape(-1, 1)).sum()"
                 f".reshape(1)", atomic=False)
+
+
+CTC = '''def ctc_loss_mx(data, label, data_lengths, label_lengths, blank_first):
+    """MXNet CTCLoss: data (T, N, C) unnormalised scores, softmax over C; blank 0 with labels padded
+    by 0 ('first'), or blank C - 1 with labels padded by -1 ('last'); the loss per sequence (N,)."""
+    t, n, c = data.shape
+    pad = 0 if blank_first else -1
+    if label_lengths is None:
+        label_lengths = (label != pad).sum(1)
+    if data_lengths is None:
+        data_lengths = torch.full((n,), t, dtype=torch.long, device=data.device)
+    return F.ctc_loss(torch.log_softmax(data, 2), label.clamp(min=0).long(), data_lengths.long(),
+                      label_lengths.long(), blank=0 if blank_first else c - 1, reduction="none")
+'''
+
+
+@op("CTCLoss", "_contrib_CTCLoss", "_contrib_ctc_loss", "ctc_loss", float32_only=True)
+def _ctc(a, attrs, node):
+    """ctc_loss_mx(data, label, data_lengths, label_lengths, blank_first) (F.ctc_loss on log_softmax)"""
+    use_d, use_l = (bool(parse_attr(attrs.get(k), False)) for k in ("use_data_lengths", "use_label_lengths"))
+    rest = list(a[2:])
+    dl = rest.pop(0).text if use_d else "None"
+    ll = rest.pop(0).text if use_l else "None"
+    first = attrs.get("blank_label", "first") == "first"
+    return Expr(f"ctc_loss_mx({a[0].text}, {a[1].text}, {dl}, {ll}, {first})", helpers=(CTC,))
