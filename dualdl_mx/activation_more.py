@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Optional
 
+import numpy as np
 from mxnet import nd
 
 from dualdl.nn.registry import defined_in
@@ -53,8 +54,11 @@ def hardtanh_formula(F, x, min_val: float, max_val: float):
     """torch's hardtanh: clipped, NaN kept, the gradient only strictly inside ``(min_val, max_val)``
     (also ReLU6 and Hardsigmoid's, whose bounds MXNet's clip would pass a gradient at)."""
     lo, hi = float(min_val), float(max_val)
-    outside = F.where(x <= lo, _full_like(F, x, lo), F.where(x >= hi, _full_like(F, x, hi), F.BlockGrad(x)))
-    return F.where((x > lo) * (x < hi), x, outside)
+    if np.float32(lo) == lo and np.float32(hi) == hi:      # clip keeps its bounds as float32: exact here
+        outside = F.clip(x, lo, hi)                         # (NaN kept), 2x fewer ops than the general form
+    else:
+        outside = F.where(x <= lo, _full_like(F, x, lo), F.where(x >= hi, _full_like(F, x, hi), x))
+    return F.where((x > lo) * (x < hi), x, F.BlockGrad(outside))
 
 
 class Hardtanh(_Pointwise):
