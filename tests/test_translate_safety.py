@@ -440,13 +440,12 @@ def test_an_error_while_proving_keeps_the_previous_result_and_no_staged_files(tm
     out = tmp_path / "out"
     assert _translate_seq(out, seed=1).ok
     v1 = _files(out)
-    from dualdl.port.translate import api
+    from dualdl.port.translate.publish import on_step
 
     def boom(point):
         if point == "staged":
             raise KeyboardInterrupt
-    monkeypatch.setattr(api, "_hook", boom)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), on_step(boom):
         _translate_seq(out, seed=2)
     assert _files(out) == v1
 

@@ -2,79 +2,16 @@
 from __future__ import annotations
 
 import math
-import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
-from ..verify import Check
-from .publish import Staging, _hook
+from .pipeline import TranslateReport, stage_prove_publish
+from .publish import Staging
 from .publish import default_name as _default_name, name_problem as _name_problem
 
 __all__ = ["Staging", "TranslateReport", "translate"]
-
-
-@dataclass
-class TranslateReport:
-    """What was written, how Gluon tensors map to torch keys, and every check with its numbers."""
-    name: str
-    class_name: str
-    source_path: str
-    weights_path: str
-    report_path: str
-    mapping: List[Dict[str, Any]] = field(default_factory=list)
-    checks: List[Check] = field(default_factory=list)
-    untranslated: List[Dict[str, str]] = field(default_factory=list)
-    first_divergent: Optional[str] = None
-    notes: List[str] = field(default_factory=list)
-    dtype: str = "float64"
-    seconds: Dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """Everything translated and every check (eval and train step) within tolerance."""
-        return not self.untranslated and bool(self.checks) and all(c.passed for c in self.checks)
-
-    @property
-    def max_abs_diff(self) -> Optional[float]:
-        return _largest(self.checks, "max_abs_diff")
-
-    @property
-    def max_rel_diff(self) -> Optional[float]:
-        return _largest(self.checks, "max_rel_diff")
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"ok": self.ok, "name": self.name, "class": self.class_name, "source": self.source_path,
-                "weights": self.weights_path, "dtype_checked": self.dtype,
-                "max_abs_diff": self.max_abs_diff, "max_rel_diff": self.max_rel_diff,
-                "checks": [vars(c) for c in self.checks], "first_divergent_layer": self.first_divergent,
-                "untranslated": self.untranslated, "notes": self.notes, "seconds": self.seconds,
-                "mapping": self.mapping}
-
-    def summary(self) -> str:
-        status = "OK" if self.ok else ("NOT VERIFIED" if not self.checks and not self.untranslated else "NOT OK")
-        lines = [f"translate {self.name}: {status} -> {self.source_path} "
-                 f"(class {self.class_name}), {self.weights_path}"]
-        for c in self.checks:
-            own = (f", torch's own float32 rounding {c.rounding['torch']:.3g}, Gluon float32 vs torch "
-                   f"float32 {c.float32_max_abs_diff:.3g}" if "torch" in c.rounding else "")
-            lines.append(f"  check [{c.name}] by {c.evidence}: max abs diff {c.max_abs_diff:.3g}, max rel diff "
-                         f"{c.max_rel_diff:.3g}, tolerance {c.tolerance:.3g}{own}: "
-                         f"{'passed' if c.passed else 'FAILED'}{' - ' + c.detail if c.detail else ''}")
-        if self.first_divergent:
-            lines.append(f"  first divergent layer: {self.first_divergent}")
-        for u in self.untranslated:
-            lines.append(f"  NOT TRANSLATED: {u['block']} at {u['path'] or '(top)'!r}: {u['reason']}")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-    __str__ = summary
-
-
-def _largest(checks: List[Check], attr: str) -> Optional[float]:
-    return max((getattr(c, attr) for c in checks), default=None)
 
 
 def _as_arrays(sample_inputs: Any) -> List[Any]:
@@ -136,7 +73,7 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
     from .codegen import Generator
     from .errors import TranslationError
     from .trace import gluon_inputs, record_calls, walk
-    from .verify import load_generated, torch_state, verify as run_verify
+    from .verify import verify as run_verify
 
     if not isinstance(block, mx.gluon.Block):
         raise TypeError(f"translate: expected a Gluon Block, got {type(block).__name__}")
@@ -179,92 +116,22 @@ def translate(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] 
                              f"{' '.join(str(e).split())}); check the inputs it takes") from e
         gen = Generator(block, records, name, batchnorm=batchnorm, train=train)
         source = gen.source()
-        _check_generated(source, gen.entries, name)
-        t1 = time.perf_counter()
-        paths = stage.paths
-        report = TranslateReport(name, gen.top_class, paths[".py"], paths[".safetensors"],
-                                 paths[".report.json"], untranslated=list(gen.untraced))
         from ..mapping import checkpoint_namer     # save_parameters keys, whatever a block overrides
         ckpt_key = checkpoint_namer(block)
-        report.mapping = [{"torch": e.torch_key, "gluon": ckpt_key(e.gluon_key, e.param),
-                           "shape": list(e.param.shape) if e.param is not None else [],
-                           **({"tied_to": e.tied_to} if e.tied_to else {})} for e in gen.entries]
-        stage.claim(gen.top_class, report.mapping)     # refuses another model's files
-        with stage:
-            stage.write_source(source)
-            state = torch_state(gen.entries)
-            stage.write_state(state)
-            _hook("staged")
-            if verify and not gen.untraced:
-                cls = load_generated(stage.staged(".py"), gen.top_class)
-                current = {id(e.param): state[e.torch_key].numpy() for e in gen.entries if e.param is not None}
-                try:
-                    checks, first, notes, report.dtype = run_verify(block, cls, gen.entries, arrays, gen.same_output,
-                                                                    records, lr=lr, seed=seed, ops=gen.ops,
-                                                                    current=current, train=train)
-                except Exception as e:
-                    _generated_failed(e, stage.staged(".py"), type(block).__name__)
-                    raise
-                report.checks, report.first_divergent, report.notes = checks, first, list(notes)
-            else:     # not proven, but the file must still import and define its class
-                try:
-                    load_generated(stage.staged(".py"), gen.top_class)
-                except Exception as e:
-                    raise TranslationError(f"the generated file does not import ({type(e).__name__}: "
-                                           f"{' '.join(str(e).split())}); this is a bug in dualdl translate: "
-                                           f"please report it with the model's class") from None
-                if gen.untraced:
-                    report.notes.append("not verified: parts of the model were not translated")
-            report.notes += list(getattr(gen, "notes", []))      # what codegen decided (renamed children, ...)
-            report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
-                              "cpu": round(time.process_time() - c0, 3)}
-            stage.publish(report.to_dict())
+
+        def prove(report, cls, state, current):
+            report.checks, report.first_divergent, notes, report.dtype = run_verify(
+                block, cls, gen.entries, arrays, gen.same_output, records, lr=lr, seed=seed, ops=gen.ops,
+                current=current, train=train)
+            report.notes = list(notes)
+
+        report = stage_prove_publish(stage, name, gen.top_class, source, gen.entries,
+                                     lambda e: ckpt_key(e.gluon_key, e.param),
+                                     prove=prove if verify and not gen.untraced else None, block=type(block).__name__,
+                                     unproven_note="not verified: parts of the model were not translated"
+                                     if gen.untraced else "", notes=list(getattr(gen, "notes", [])),
+                                     untranslated=gen.untraced, t0=t0, c0=c0)
     finally:
         for b, flag in active:
             b._active = flag
     return report
-
-
-def _generated_failed(e: BaseException, source_path: str, block: str) -> None:
-    """The generated module itself raised while it was proven (a construct translate wrote wrongly):
-    a TranslationError naming the generated line, not the raw traceback of code the user never saw."""
-    from .errors import TranslationError
-    if isinstance(e, TranslationError):
-        return
-    msg = " ".join(str(e).split())[:200]
-    if isinstance(e, RuntimeError) and "Long" in msg and ("same dtype" in msg or "scalar type" in msg):
-        raise ValueError(f"translate: an integer sample input reaches a float layer (torch: {msg}); give that input "
-                         f"as float32, as Gluon computes on it") from None
-    tb, line = e.__traceback__, None
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(source_path):
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    if line is None:
-        return
-    try:
-        text = open(source_path, encoding="utf-8").read().splitlines()[line - 1].strip()
-    except (OSError, IndexError):
-        text = ""
-    if isinstance(e, IndexError) and "index out of range" in msg:     # MXNet clips such ids, torch refuses them
-        raise ValueError(f"translate: the sample inputs hold ids beyond the rows of an embedding (torch: {msg}, at the "
-                         f"generated line {line}: {text[:120]!r}); MXNet clips such ids, torch refuses them: give ids "
-                         f"below the embedding's input_dim") from None
-    raise TranslationError(f"the generated module raised {type(e).__name__} ({msg}) at its "
-                           f"line {line}: {text[:160]!r}; this is a bug in dualdl translate: please report it with "
-                           f"the model's class (nothing was written)", block=block) from None
-
-
-def _check_generated(source: str, entries, name: str) -> None:
-    """The last guard before anything is written: the source is what translate means (safe.check_source)
-    and no two Gluon tensors share one torch key (one Gluon layer would load the other's weights)."""
-    from .errors import TranslationError
-    from .safe import check_source
-    check_source(source, f"{name}.py")
-    seen: Dict[str, Any] = {}
-    for e in entries:
-        other = seen.setdefault(e.torch_key, e)
-        if other is not e and (e.param is None or other.param is not e.param):
-            raise TranslationError(f"Gluon tensors {other.gluon_key or other.gluon_path!r} and "
-                                   f"{e.gluon_key or e.gluon_path!r} would both become torch key {e.torch_key!r}; "
-                                   f"rename one of the children or parameters")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ... import config
 
 __all__ = ["Staging", "GENERATED_BY", "default_name", "name_from", "name_problem", "model_fingerprint",
-           "save_weights", "on_step"]
+           "save_weights", "on_step", "reached"]
 
 GENERATED_BY = "dualdl translate"
 _SUFFIXES = (".py", ".safetensors", ".report.json")
@@ -87,7 +87,7 @@ class on_step:
         _listeners.remove(self.fn)
 
 
-def _hook(point: str) -> None:
+def reached(point: str) -> None:
     """Test seam for crash tests: ``DUALDL_TRANSLATE_PAUSE=<point>`` makes the process print the
     point and sleep there, so a test can ``kill -9`` it at that exact moment;
     ``DUALDL_TRANSLATE_TRACE=1`` prints every point reached. Listeners (:class:`on_step`) hear it."""
@@ -391,9 +391,9 @@ class Staging:
             if suffix in self._tmp:
                 report[key] = _sha256(self._tmp[suffix])
         data = json.dumps(report, indent=1, default=float).encode()
-        _hook("locking")
+        reached("locking")
         with _folder_lock(self.out_dir):   # two translate runs into one folder publish one after the other
-            _hook("before-publish")
+            reached("before-publish")
             try:
                 os.unlink(self.paths[".report.json"])       # from here on nothing claims to be complete
             except FileNotFoundError:
@@ -401,7 +401,7 @@ class Staging:
             for suffix in (".safetensors", ".py"):
                 if suffix in self._tmp:
                     publish(self._tmp.pop(suffix), self.paths[suffix])
-                    _hook(f"published {suffix}")
+                    reached(f"published {suffix}")
             atomic_write_file(self.paths[".report.json"], lambda f: f.write(data))
             os.chmod(self.paths[".report.json"], _file_mode())
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .api import TranslateReport
+from .pipeline import TranslateReport
 
 __all__ = ["translate_symbol_file", "translate_symbol_block"]
 
@@ -84,56 +84,42 @@ def translate_symbol_file(symbol_path: str, params_path: str, input_shapes: Sequ
 
 def _translate_graph(g, arg, aux, arrays, out_dir, name, *, verify, lr, seed, t0, c0, force) -> TranslateReport:
     """Emit, stage, prove, publish: the files are written as ``translate`` writes them (``Staging``)."""
-    from .api import Staging, _check_generated
+    from .pipeline import stage_prove_publish
+    from .publish import Staging
     from .symbol_emit import SymbolEmitter
     from .symbol_tree import build_tree
     from .symbol_verify import SymbolProxy, bn_records, first_divergent, reference_block
-    from .verify import load_generated, torch_state, verify as run_verify
+    from .verify import verify as run_verify
 
     stage = Staging(out_dir, name, force=force)     # refuses before any work: file as out_dir, foreign files
     block, dropped = reference_block(g.symbol_json, g.inputs, arg, aux)
     params = {p.name: p for p in block.collect_params().values()}
     em = SymbolEmitter(g, build_tree(g), params, name)
     source = em.source()
-    _check_generated(source, em.entries, name)
+
+    def prove(report, cls, state, current):
+        proxy = SymbolProxy(block, em.bn)
+        checks, first, notes, report.dtype = run_verify(
+            proxy, cls, em.entries, arrays, {}, bn_records(proxy, em.bn), lr=lr, seed=seed,
+            ops=sorted(em.ops), current=current)
+        if not all(c.passed for c in checks):
+            checks, notes = _imperative_recheck(g, block, cls, em, arrays, lr, seed, current, checks, notes)
+        report.checks, report.first_divergent, report.notes = checks, first, list(notes)
+        if checks and (not checks[0].passed or not checks[-1].passed):   # randomised or own weights
+            report.first_divergent = first_divergent(block, g, em.layer_paths, cls, state, arrays)
+        if dropped:
+            report.notes.append(f"dropout set to 0 in the MXNet reference for the train-mode checks "
+                                f"({len(dropped)} Dropout nodes; random masks differ)")
+
+    notes = [f"{len(em.ones)} BatchNorm(fix_gamma=True) scales written as 1 and frozen (MXNet ignores their "
+             f"stored values)"] if em.ones else []
+    notes.append(f"translated from the exported symbol {os.path.basename(g.path)} ({len(g.order)} op nodes, "
+                 f"inputs {g.inputs} of shapes {[list(a.shape) for a in arrays]})")
     _fix_ones(params, em.ones)
-    t1 = time.perf_counter()
-    paths = stage.paths
-    report = TranslateReport(name, em.top_class, paths[".py"], paths[".safetensors"], paths[".report.json"])
-    report.mapping = [{"torch": e.torch_key, "gluon": em.real.get(e.torch_key, e.gluon_key),
-                       "shape": list(e.param.shape) if e.param is not None else [],
-                       **({"tied_to": e.tied_to} if e.tied_to else {})} for e in em.entries]
-    stage.claim(em.top_class, report.mapping)     # refuses another model's files
-    with stage:
-        stage.write_source(source)
-        state = torch_state(em.entries)
-        stage.write_state(state)
-        if verify:
-            cls = load_generated(stage.staged(".py"), em.top_class)
-            proxy = SymbolProxy(block, em.bn)
-            current = {id(e.param): state[e.torch_key].numpy() for e in em.entries if e.param is not None}
-            checks, first, notes, report.dtype = run_verify(
-                proxy, cls, em.entries, arrays, {}, bn_records(proxy, em.bn), lr=lr, seed=seed,
-                ops=sorted(em.ops), current=current)
-            if not all(c.passed for c in checks):
-                checks, notes = _imperative_recheck(g, block, cls, em, arrays, lr, seed, current, checks, notes)
-            report.checks, report.first_divergent, report.notes = checks, first, notes
-            if checks and (not checks[0].passed or not checks[-1].passed):   # randomised or own weights
-                report.first_divergent = first_divergent(block, g, em.layer_paths, cls, state, arrays)
-            if dropped:
-                report.notes.append(f"dropout set to 0 in the MXNet reference for the train-mode checks "
-                                    f"({len(dropped)} Dropout nodes; random masks differ)")
-        else:
-            report.notes.append("not verified (verify=False)")
-        if em.ones:
-            report.notes.append(f"{len(em.ones)} BatchNorm(fix_gamma=True) scales written as 1 and frozen "
-                                f"(MXNet ignores their stored values)")
-        report.notes.append(f"translated from the exported symbol {os.path.basename(g.path)} ({len(g.order)} op "
-                            f"nodes, inputs {g.inputs} of shapes {[list(a.shape) for a in arrays]})")
-        report.seconds = {"translate": round(t1 - t0, 3), "verify": round(time.perf_counter() - t1, 3),
-                          "cpu": round(time.process_time() - c0, 3)}
-        stage.publish(report.to_dict())
-    return report
+    return stage_prove_publish(stage, name, em.top_class, source, em.entries,
+                               lambda e: em.real.get(e.torch_key, e.gluon_key), prove=prove if verify else None,
+                               block=em.top_class, unproven_note="not verified (verify=False)", notes=notes,
+                               t0=t0, c0=c0)
 
 
 def _imperative_recheck(g, block, cls, em, arrays, lr, seed, current, checks, notes):
