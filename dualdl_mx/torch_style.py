@@ -1,5 +1,5 @@
 """What torch model code does inside a forward that MXNet tensors do differently, for the forward
-of a write-once ``dualdl.nn.Module`` on MXNet (:func:`in_forward` marks it running).
+of a write-once ``dualdl.nn.Module`` on MXNet (:func:`run_forward` runs it).
 
 - **In-place arithmetic on activations** (torchvision's ``out += identity``): an NDArray already in
   the graph being recorded raises "Assigning to NDArrays that are already in a computational
@@ -18,19 +18,18 @@ of a write-once ``dualdl.nn.Module`` on MXNet (:func:`in_forward` marks it runni
 """
 from __future__ import annotations
 
-import contextlib
 import linecache
 import re
 import threading
 import traceback
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import mxnet as mx
 from mxnet import autograd, nd
 
 from dualdl.backend import _active
 
-__all__ = ["in_forward", "tracing", "run_forward", "explain_torch_method", "TORCH_METHODS"]
+__all__ = ["tracing", "run_forward", "explain_torch_method", "TORCH_METHODS"]
 
 class _Forwards(threading.local):
     """The write-once forwards running in this thread: one flag each, True while a graph is traced."""
@@ -39,17 +38,6 @@ class _Forwards(threading.local):
 
 
 _RUNNING = _Forwards()
-
-
-@contextlib.contextmanager
-def in_forward(symbolic: bool = False) -> Iterator[None]:
-    """Marks a write-once module's forward as running (nested calls count); ``symbolic``: its
-    arguments are Symbols (``hybridize()`` tracing the graph)."""
-    _RUNNING.symbolic.append(symbolic)
-    try:
-        yield
-    finally:
-        _RUNNING.symbolic.pop()
 
 
 def tracing() -> bool:
@@ -174,7 +162,7 @@ def explain_torch_method(err: BaseException) -> Optional[BaseException]:
 
 
 def run_forward(fn: Any, symbolic: bool, *args: Any) -> Any:
-    """``fn(*args)`` marked :func:`in_forward`, with MXNet the active backend (``dl.zeros``,
+    """``fn(*args)`` marked as a running forward (``symbolic``: its arguments are Symbols), with MXNet the active backend (``dl.zeros``,
     ``dl.arange`` in a forward make MXNet tensors), a torch-method error explained (one line).
     Inline rather than two context managers: 0.9 us a call instead of 4.6."""
     flags = _RUNNING.symbolic
