@@ -279,3 +279,6 @@ CASES["GroupNorm"] = [C(((2, 4, 3, 3), "n"), ((2,), "p"), ((2,), "n"), num_group
 CASES["CTCLoss"] = [C(((6, 2, 5), "n"), ((2, 3), "ctcf")), C(((6, 2, 5), "n"), ((2, 3), "ctcl"), blank_label="last"),
                     C(((6, 2, 5), "n"), ((2, 3), "ctcf"), ((2,), "L6"), ((2,), "L1"), use_data_lengths=1,
                       use_label_lengths=1)]
+CASES["_contrib_MultiBoxPrior"] = [C(((1, 3, 2, 3), "n"), sizes=(0.5, 0.25), ratios=(1, 2)),
+                                   C(((1, 3, 4, 5), "n"), sizes=(0.5,), ratios=(1, 2, 0.5), clip=1, steps=(0.4, 0.3),
+                                     offsets=(0.5, 0.5))]

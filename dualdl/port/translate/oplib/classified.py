@@ -29,7 +29,8 @@ inapplicable(_IMG, *[f"{p}{n}" for p in ("_image_", "_npx__image_") for n in (
     "random_lighting", "random_saturation", "resize", "to_tensor")])
 inapplicable("graph and engine plumbing MXNet inserts itself (never in a block's recorded forward)", "_CachedOp",
              "_CachedOpThreadSafe", "_CrossDeviceCopy", "_NDArray", "_Native", "_NoGradient",
-             "_copyto", "_npi_copyto", "_set_value", "_identity_with_attr_like_rhs", "_npi_share_memory", "_zeros_without_dtype", "_rnn_param_concat",
+             "_copyto", "_npi_copyto", "_set_value", "_identity_with_attr_like_rhs", "_npi_share_memory",
+             "_zeros_without_dtype", "_rnn_param_concat",
              "_npi_rnn_param_concat")
 inapplicable("an MKLDNN-fused op of a quantised or optimised graph (the plain graph holds the ops it fuses)",
              "_sg_mkldnn_conv", "_sg_mkldnn_fully_connected", "_sg_mkldnn_selfatt_qk", "_sg_mkldnn_selfatt_valatt")
@@ -73,10 +74,10 @@ refuse("a Python custom op (mx.operator.CustomOp / autograd.Function): its code 
 refuse("translated as a layer (the Gluon block or the symbol node with its parameters: leaves.py, "
        "symbol_layers.py), not as an op inside a block's own forward; call the Gluon layer instead of F.RNN",
        "RNN", "_npx_rnn")
-refuse("a detection-target or anchor op (gluoncv SSD/Faster R-CNN training targets and proposals) not yet "
-       "translated; gluoncv's box_nms / box_decode / ROIAlign are", "_contrib_MultiBoxDetection",
-       "_contrib_MultiBoxPrior", "_contrib_MultiBoxTarget", "_npx_multibox_detection", "_npx_multibox_prior",
-       "_npx_multibox_target", "_contrib_MultiProposal", "_contrib_Proposal", "_contrib_bipartite_matching",
+refuse("a detection-target or proposal op (SSD/Faster R-CNN training targets and proposals) not yet "
+       "translated; box_nms / box_decode / box_iou / ROIAlign / MultiBoxPrior are", "_contrib_MultiBoxDetection",
+       "_contrib_MultiBoxTarget", "_npx_multibox_detection", "_npx_multibox_target", "_contrib_MultiProposal",
+       "_contrib_Proposal", "_contrib_bipartite_matching",
        "_contrib_box_encode", "ROIPooling", "_npx_roi_pooling", "_contrib_PSROIPooling",
        "_contrib_DeformablePSROIPooling", "_contrib_RROIAlign")
 refuse("deformable convolution: torch has no such op without torchvision (the generated file imports torch only)",

@@ -1,12 +1,14 @@
 """Small contrib ops -> torch: ``quadratic``, ``gradientmultiplier`` (identity forward, scaled
 gradient), the straight-through estimators ``round_ste``/``sign_ste`` (forward round/sign,
-gradient passed through unchanged), ``index_array`` and ``box_iou``."""
+gradient passed through unchanged), ``index_array``, ``box_iou`` and SSD's ``MultiBoxPrior`` anchors
+(computed in float32 in MXNet's order: per cell, the sizes at ratio 1, then the other ratios at
+the first size)."""
 from __future__ import annotations
 
 from .base import Expr, NeedsName, ndim, op, parse_attr, unsupported
 from .unary import ROUND
 
-__all__ = ["GRAD_MULT", "BOX_IOU", "INDEX_ARRAY"]
+__all__ = ["GRAD_MULT", "BOX_IOU", "INDEX_ARRAY", "MULTIBOX_PRIOR"]
 
 GRAD_MULT = '''class GradMultiplier(torch.autograd.Function):
     """MXNet _contrib_gradientmultiplier: the identity forward, the gradient times `scalar`."""
@@ -97,3 +99,37 @@ def _box_iou(a, attrs, node):
     if fmt not in ("corner", "center"):
         raise unsupported(node, f"box_iou(format={fmt!r})")
     return Expr(f"box_iou({a[0].text}, {a[1].text}, {fmt == 'center'})", helpers=(BOX_IOU,))
+
+
+MULTIBOX_PRIOR = '''def multibox_prior(x, sizes, ratios, steps, offsets, clip):
+    """MXNet _contrib_MultiBoxPrior: anchors (1, H*W*(len(sizes)+len(ratios)-1), 4) for the feature map
+    x (N, C, H, W), corner format in [0, 1], computed in float32 as MXNet does."""
+    f = torch.float32
+    h, w = x.shape[2], x.shape[3]
+    sy = torch.tensor(steps[0], dtype=f) if steps[0] > 0 else 1 / torch.tensor(h, dtype=f)
+    sx = torch.tensor(steps[1], dtype=f) if steps[1] > 0 else 1 / torch.tensor(w, dtype=f)
+    cy = (torch.arange(h, dtype=f) + torch.tensor(offsets[0], dtype=f)) * sy
+    cx = (torch.arange(w, dtype=f) + torch.tensor(offsets[1], dtype=f)) * sx
+    cy, cx = torch.meshgrid(cy, cx, indexing="ij")
+    halves = [(torch.tensor(s, dtype=f) * h / w / 2, torch.tensor(s, dtype=f) / 2) for s in sizes]
+    for r in ratios[1:]:
+        q = torch.sqrt(torch.tensor(r, dtype=f))
+        s = torch.tensor(sizes[0], dtype=f)
+        halves.append((s * h / w * q / 2, s / q / 2))
+    boxes = [torch.stack([cx - hw, cy - hh, cx + hw, cy + hh], dim=-1) for hw, hh in halves]
+    out = torch.stack(boxes, dim=2).reshape(1, -1, 4)
+    return (out.clamp(0, 1) if clip else out).to(x.device)
+'''
+
+
+@op("_contrib_MultiBoxPrior", "_npx_multibox_prior", float32_only=True)
+def _multibox_prior(a, attrs, node):
+    """multibox_prior(x, sizes, ratios, steps, offsets, clip) (MXNet's float32 anchors, no gradient)"""
+    def floats(key, default):
+        v = parse_attr(attrs.get(key), default)
+        return tuple(float(t) for t in ((v,) if isinstance(v, (int, float)) else v))
+    sizes, ratios = floats("sizes", (1.0,)), floats("ratios", (1.0,))
+    steps, offsets = floats("steps", (-1.0, -1.0)), floats("offsets", (0.5, 0.5))
+    clip = bool(parse_attr(attrs.get("clip"), False))
+    return Expr(f"multibox_prior({a[0].text}, {sizes!r}, {ratios!r}, {steps!r}, {offsets!r}, {clip})",
+                helpers=(MULTIBOX_PRIOR,))

@@ -345,7 +345,8 @@ op("batch_dot", "_npx_batch_dot", torch="torch.matmul(a, b) (transpose_a/b)")(_d
 op("FullyConnected", "_npx_fully_connected", "_sparse_FullyConnected", torch="F.linear(x, weight, bias)")(
     _fully_connected)
 op("Pooling", "_npx_pooling", torch="F.max_pool / F.avg_pool / F.adaptive_*_pool")(_pooling)
-op("Pooling_v1", float32_internal=True, float32_note="its float64 average is 4.8e-9 off", torch="F.max_pool / F.avg_pool (MXNet 0.x Pooling)")(_pooling)   # float64 avg: 4.8e-9
+op("Pooling_v1", float32_internal=True, float32_note="its float64 average is 4.8e-9 off",
+   torch="F.max_pool / F.avg_pool (MXNet 0.x Pooling)")(_pooling)
 op("Dropout", "_npx_dropout", torch="F.dropout(x, p, self.training) (shared_dropout with axes)")(_dropout)
 op("Embedding", "_npx_embedding", "_sparse_Embedding")(_embedding)
 op("smooth_l1", "_npx_smooth_l1")(_smooth_l1)

@@ -1,5 +1,6 @@
 """Normalisation ops called inside a block's own forward (``F.BatchNorm(x, gamma, beta, mean, var)``,
-``F.GroupNorm``) -> F.batch_norm / F.group_norm; MXNet 1.9.1's GroupNorm scales per group. MXNet's defaults differ from torch's: ``fix_gamma=True`` (gamma taken as 1),
+``F.GroupNorm``) -> F.batch_norm / F.group_norm; MXNet 1.9.1's GroupNorm scales per group. MXNet's
+defaults differ from torch's: ``fix_gamma=True`` (gamma taken as 1),
 eps 1e-3 and momentum 0.9 kept as float32 (torch's momentum is 1 - MXNet's); a Gluon BatchNorm
 *layer* is translated as a layer (leaves.py / symbol_layers.py). Measured: in eval mode without
 ``use_global_stats`` MXNet's gradient is that of batch statistics although its forward used the
