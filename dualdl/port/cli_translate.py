@@ -225,6 +225,7 @@ def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
         raise ValueError(f"{args.factory} needs its weights: add --params MODEL-0000.params")
     if args.input_name and len(args.input_name) != len(inputs):
         raise ValueError(f"give one --input-name per input ({len(args.input_name)} names, {len(inputs)} inputs)")
+    _check_symbol_ids(args.factory, args.input_name, inputs)
     shapes = [a.shape for a in inputs]
     dtypes = ["int64" if a.dtype.kind in "iu" else "float32" for a in inputs]
     given = bool(args.sample or args.input_high)     # else ids are drawn below each Embedding's size
@@ -237,6 +238,36 @@ def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
                                      input_names=args.input_name, outputs=args.output,
                                      sample_inputs=inputs if given else None)
     return _translate(args, go, say, inputs, files=(args.factory, args.params))
+
+
+def _check_symbol_ids(path: str, names, inputs) -> None:
+    """An exported graph's data inputs that feed an Embedding directly: their ids must be below its
+    rows (``input_dim``), checked before MXNet runs it. Inputs are named ``data`` (one) or ``data0``,
+    ``data1``, ... (export's order) unless --input-name says otherwise; a file that cannot be read
+    here is left to the translator's own checks."""
+    import json
+    try:
+        if os.path.getsize(path) > 200_000_000:
+            return
+        with open(path, encoding="utf-8") as f:
+            nodes = json.load(f)["nodes"]
+        feeds = {}
+        for n in nodes:
+            if n.get("op") == "Embedding" and n.get("inputs"):
+                src = nodes[n["inputs"][0][0]]
+                if src.get("op") == "null":
+                    rows = int(n.get("attrs", {}).get("input_dim", 0))
+                    if rows and rows < feeds.get(src["name"], (rows + 1, ""))[0]:
+                        feeds[src["name"]] = (rows, n.get("name", "Embedding"))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        return
+    order = list(names) if names else (["data"] if len(inputs) == 1 else [f"data{i}" for i in range(len(inputs))])
+    for i, (name, a) in enumerate(zip(order, inputs)):
+        if name in feeds and a.dtype.kind in "iu" and a.size and (a.max() >= feeds[name][0] or a.min() < 0):
+            rows, node = feeds[name]
+            raise IdsOutOfRange(f"input {i} ({name}) has values up to {int(a.max())} but the embedding {node} has "
+                                f"{rows} rows; torch refuses them: pass --input-high with one value per input (e.g. "
+                                f"--input-high 30522,2,129) or --sample with ids the model takes")
 
 
 def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -> int:
