@@ -4,7 +4,8 @@ training step). ``dualdl translate model-symbol.json --params model-0000.params 
 does the same for an exported model. Exit status: 0 when the report is ok, 1 when a check failed
 or a part could not be translated, 2 for bad arguments (one line on stderr, no traceback: the
 factory, shapes, numbers, output folder, existing files without ``--force``, a full or read-only
-disk). Frameworks are imported only when run."""
+disk; sample inputs that do not fit the model, see :mod:`.cli_samples`). Frameworks are imported
+only when run."""
 from __future__ import annotations
 
 import argparse
@@ -12,11 +13,11 @@ import math
 import os
 import re
 import sys
-from typing import Any, Optional
-
-import numpy as np
+from typing import Any
 
 from .. import config
+from .cli_samples import (IdsOutOfRange, check_symbol_ids, describe, embedding_rows, first_line,
+                          ids_guard, input_problem, sample_inputs)
 
 __all__ = ["add_arguments", "run"]
 
@@ -92,70 +93,6 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise ValueError("give the sample inputs: --input-shape N,C,H,W (once per input) or --sample FILE.npz")
 
 
-def _per_input(values, n: int, flag: str, parse, default):
-    """One value per input from repeated and/or comma-separated flag values (one value: all inputs)."""
-    items = [v.strip() for text in (values or []) for v in str(text).split(",") if v.strip()]
-    if not items:
-        return [default] * n
-    if len(items) not in (1, n):
-        raise ValueError(f"{flag} takes one value for all inputs or one per input ({n} inputs), got {len(items)}: "
-                         f"{','.join(items)}")
-    parsed = [parse(v) for v in items]
-    return parsed * n if len(parsed) == 1 else parsed
-
-
-def _dtype(text: str) -> str:
-    if text not in ("float32", "int64"):
-        raise ValueError(f"--input-dtype must be float32 or int64, got {text!r}")
-    return text
-
-
-def _high(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise ValueError(f"--input-high must be an integer, got {text!r}") from None
-    if v < 1:
-        raise ValueError(f"--input-high must be 1 or more, got {v}")
-    if v > 2 ** 24:
-        raise ValueError(f"--input-high {v} is above 2**24, the largest id Gluon's float32 inputs hold exactly")
-    return v
-
-
-def _read_sample(path: str) -> list:
-    """The arrays of a .npz (in the order saved) or .npy file; refuses object arrays (pickles)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = [data[k] for k in data.files]
-    except AttributeError:       # .npy: np.load gives the array itself, not a context manager
-        arrays = [np.load(path, allow_pickle=False)]
-    except (ValueError, OSError, EOFError) as e:
-        raise ValueError(f"--sample {path} is not a numpy .npz/.npy file of arrays ({_first_line(e)})") from None
-    if not arrays:
-        raise ValueError(f"--sample {path} holds no arrays")
-    for i, a in enumerate(arrays):
-        if a.dtype.kind not in "fiub":
-            raise ValueError(f"--sample {path}: input {i} has dtype {a.dtype}; give numeric arrays")
-    return arrays
-
-
-def sample_inputs(args: argparse.Namespace) -> list:
-    """The sample inputs the command line describes: --sample's arrays, or random ones of each
-    --input-shape with its --input-dtype and --input-high."""
-    from ..testing.cli_parity import parse_shape
-    if args.sample:
-        if args.input_shape or args.input_dtype or args.input_high:
-            raise ValueError("--sample gives the inputs themselves: leave out --input-shape, --input-dtype and "
-                             "--input-high")
-        return _read_sample(args.sample)
-    shapes = [parse_shape(s) for s in args.input_shape]
-    dtypes = _per_input(args.input_dtype, len(shapes), "--input-dtype", _dtype, "float32")
-    highs = _per_input(args.input_high, len(shapes), "--input-high", _high, 10)
-    rng = np.random.default_rng(args.seed + 1)
-    return [rng.integers(0, h, s).astype(np.int64) if d == "int64" else rng.standard_normal(s).astype(np.float32)
-            for s, d, h in zip(shapes, dtypes, highs)]
-
-
 def run(args: argparse.Namespace) -> int:
     from ..cli import progress
     from ..testing.cli_parity import FactoryError, call_factory, load_factory
@@ -180,14 +117,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             block.load_parameters(args.params)
         except Exception as e:  # MXNet's own message names the missing / extra keys
-            return _fail(f"cannot load {args.params} into {type(block).__name__}: {_first_line(e)}")
+            return _fail(f"cannot load {args.params} into {type(block).__name__}: {first_line(e)}")
     else:
         _initialize(block, say)
     if args.name is None and not isinstance(block, mx.gluon.SymbolBlock):
         from .translate.publish import name_from
         args.name = name_from(args.factory.split(":", 1)[1].split(".")[-1])
-    rows = _embedding_rows(block)
-    with _ids_guard(block, inputs):
+    rows = embedding_rows(block)
+    with ids_guard(block, inputs):
         return _translate(args, lambda: _translate_block(block, inputs, args), say, inputs, rows=rows)
 
 
@@ -225,7 +162,7 @@ def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
         raise ValueError(f"{args.factory} needs its weights: add --params MODEL-0000.params")
     if args.input_name and len(args.input_name) != len(inputs):
         raise ValueError(f"give one --input-name per input ({len(args.input_name)} names, {len(inputs)} inputs)")
-    _check_symbol_ids(args.factory, args.input_name, inputs)
+    check_symbol_ids(args.factory, args.input_name, inputs)
     shapes = [a.shape for a in inputs]
     dtypes = ["int64" if a.dtype.kind in "iu" else "float32" for a in inputs]
     given = bool(args.sample or args.input_high)     # else ids are drawn below each Embedding's size
@@ -240,47 +177,17 @@ def _symbol_file(args: argparse.Namespace, inputs, say) -> int:
     return _translate(args, go, say, inputs, files=(args.factory, args.params))
 
 
-def _check_symbol_ids(path: str, names, inputs) -> None:
-    """An exported graph's data inputs that feed an Embedding directly: their ids must be below its
-    rows (``input_dim``), checked before MXNet runs it. Inputs are named ``data`` (one) or ``data0``,
-    ``data1``, ... (export's order) unless --input-name says otherwise; a file that cannot be read
-    here is left to the translator's own checks."""
-    import json
-    try:
-        if os.path.getsize(path) > 200_000_000:
-            return
-        with open(path, encoding="utf-8") as f:
-            nodes = json.load(f)["nodes"]
-        feeds = {}
-        for n in nodes:
-            if n.get("op") == "Embedding" and n.get("inputs"):
-                src = nodes[n["inputs"][0][0]]
-                if src.get("op") == "null":
-                    rows = int(n.get("attrs", {}).get("input_dim", 0))
-                    if rows and rows < feeds.get(src["name"], (rows + 1, ""))[0]:
-                        feeds[src["name"]] = (rows, n.get("name", "Embedding"))
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-        return
-    order = list(names) if names else (["data"] if len(inputs) == 1 else [f"data{i}" for i in range(len(inputs))])
-    for i, (name, a) in enumerate(zip(order, inputs)):
-        if name in feeds and a.dtype.kind in "iu" and a.size and (a.max() >= feeds[name][0] or a.min() < 0):
-            rows, node = feeds[name]
-            raise IdsOutOfRange(f"input {i} ({name}) has values up to {int(a.max())} but the embedding {node} has "
-                                f"{rows} rows; torch refuses them: pass --input-high with one value per input (e.g. "
-                                f"--input-high 30522,2,129) or --sample with ids the model takes")
-
-
 def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -> int:
     from .translate import TranslationError
     from .translate.publish import on_step
     steps = {"staged": "traced and written; proving it (float64: eval, train mode, one SGD step)"
              if not args.no_verify else "traced and written", "locking": "publishing the files"}
-    say(f"tracing the model on inputs {_describe(inputs)}")
+    say(f"tracing the model on inputs {describe(inputs)}")
     try:
         with on_step(lambda point: say(steps[point]) if point in steps else None):
             report = go()
     except TranslationError as e:   # exit 2 when it blames an input file (unreadable, wrong shapes)
-        mine = _input_problem(str(e), inputs, args, rows or {})
+        mine = input_problem(str(e), inputs, args, rows or {})
         if mine:
             return _fail(mine, 2)
         blamed = any(str(e).rstrip(".").endswith(f"({f})") for f in files)
@@ -292,7 +199,7 @@ def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -
         cause = e if isinstance(e, IdsOutOfRange) else e.__cause__
         if isinstance(cause, IdsOutOfRange):
             return _fail(cause)
-        return _fail(_input_problem(str(e), inputs, args, rows or {}) or e)
+        return _fail(input_problem(str(e), inputs, args, rows or {}) or e)
     except OSError as e:   # read-only or full disk, existing files, a folder in the way
         return _fail(_os_message(e, args.out))
     except RecursionError:
@@ -300,107 +207,16 @@ def _translate(args: argparse.Namespace, go, say, inputs, files=(), rows=None) -
                      f"limit); give the file MXNet exported" if files else "the model is nested too deeply to "
                      f"translate (Python's recursion limit)", 2 if files else 1)
     except Exception as e:  # never a raw traceback; DUALDL_DEBUG=1 shows it
-        mine = _input_problem(f"{type(e).__name__} ({e})", inputs, args, rows or {})
+        mine = input_problem(f"{type(e).__name__} ({e})", inputs, args, rows or {})
         if mine:                # torch refused the user's ids in the proof of an exported graph
             return _fail(mine, 2)
         if config.get("DUALDL_DEBUG"):
             raise
-        return _fail(f"internal error {type(e).__name__}: {_first_line(e)} (rerun with DUALDL_DEBUG=1 "
+        return _fail(f"internal error {type(e).__name__}: {first_line(e)} (rerun with DUALDL_DEBUG=1 "
                      f"for the traceback and report it)", 1)
     say(f"done: {'OK' if report.ok else 'NOT OK'}")
     print(report.summary())
     return 0 if report.ok or (args.no_verify and not report.untranslated) else 1
-
-
-def _describe(inputs) -> str:
-    return ", ".join(f"{a.dtype}{list(a.shape)}" for a in inputs)
-
-
-def _input_problem(text: str, inputs, args: argparse.Namespace, rows: dict) -> Optional[str]:
-    """The user's sample inputs, not translate, are wrong: integer ids beyond an Embedding's rows
-    (torch refuses them where MXNet clips them), or int64 inputs to a model that computes in
-    floating point. The message names the input and the flag; None when the error is another."""
-    ints = [(i, int(a.max()) if a.size else 0) for i, a in enumerate(inputs) if a.dtype.kind in "iu"]
-    if not ints:
-        return None
-    flag = "--sample" if args.sample else "--input-high"
-    if "index out of range" in text:
-        m = re.search(r"'[^']*self\.([A-Za-z_][\w.]*)\(", text)
-        n = rows.get(m.group(1)) if m else None
-        where = f" (at {m.group(1)} in the generated module)" if m and n is None else ""
-        big = [(i, v) for i, v in ints if n is None or v >= n]
-        says = ", ".join(f"input {i} has values up to {v}" for i, v in big or ints)
-        has = f"the embedding {m.group(1)} has {n} rows" if n is not None else "an Embedding has fewer rows"
-        return (f"the sample inputs are out of range: {says} but {has}{where}; torch refuses ids beyond an "
-                f"Embedding where MXNet clips them: pass {flag} with ids the model takes, one per input "
-                f"(e.g. --input-high 30522,2,129)")
-    if re.search(r"\b(Long|Int|int64)\b", text) and re.search(r"dtype|scalar type|Double|Float", text):
-        which = ", ".join(str(i) for i, _ in ints)
-        if "this is a bug" not in text and text.startswith("translate: "):   # the API's own words: add the flag
-            return (f"{text[len('translate: '):].rstrip('.')} (on the command line: --input-dtype float32 for "
-                    f"input {which}, one value per input, e.g. --input-dtype int64,float32)")
-        m = re.search(r"raised (\w+ \(.*?\)) at its line", text)
-        cause = (m.group(1) if m else _first_line(ValueError(text)))[:200]
-        return (f"input {which} is int64 (--input-dtype int64) but the model computes with it in floating point "
-                f"({cause}); give --input-dtype float32 for that input (one value per input, e.g. "
-                f"--input-dtype int64,float32)")
-    return None
-
-
-def _embeddings(block: Any, prefix: str = ""):
-    """(child path, Gluon Embedding) for each Embedding in ``block``."""
-    import mxnet as mx
-    for name, child in getattr(block, "_children", {}).items():
-        child = child() if callable(child) and not isinstance(child, mx.gluon.Block) else child  # weakrefs
-        path = f"{prefix}{name}"
-        if isinstance(child, mx.gluon.nn.Embedding):
-            yield path, child
-        yield from _embeddings(child, path + ".")
-
-
-def _embedding_rows(block: Any) -> dict:
-    """Each Gluon Embedding in ``block`` by its child path: its number of rows."""
-    return {path: int(e._kwargs.get("input_dim", 0)) or None for path, e in _embeddings(block)}
-
-
-class IdsOutOfRange(ValueError):
-    """A sample input holds ids an Embedding does not have (the user's input, not translate's error)."""
-
-
-class _ids_guard:
-    """Check the ids reaching each Gluon Embedding before MXNet's kernel reads them: MXNet's CPU
-    Embedding reads out of bounds on ids >= its rows (a BERT token-type embedding of 2 rows fed
-    ids up to 99 ended the process with "malloc(): corrupted top size"). The check raises
-    :class:`IdsOutOfRange` naming the input, the embedding and the flag instead."""
-
-    def __init__(self, block: Any, inputs):
-        self.block, self.inputs, self.handles = block, inputs, []
-
-    def __enter__(self):
-        for path, emb in _embeddings(self.block):
-            rows = int(emb._kwargs.get("input_dim", 0))
-            if rows:
-                self.handles.append(emb.register_forward_pre_hook(self._check(path, rows)))
-        return self
-
-    def _check(self, path: str, rows: int):
-        def pre(_block, args):
-            x = args[0] if args else None
-            if not hasattr(x, "asnumpy") or not getattr(x, "size", 0):
-                return
-            ids = x.asnumpy()
-            if ids.max() < rows and ids.min() >= 0:
-                return
-            which = [i for i, a in enumerate(self.inputs) if a.shape == ids.shape and np.array_equal(a, ids)]
-            name = f"input {which[0]}" if which else "an input"
-            raise IdsOutOfRange(f"{name} has values up to {int(ids.max())} but the embedding {path} has {rows} rows; "
-                                f"MXNet reads out of bounds there and torch refuses them: pass --input-high with one "
-                                f"value per input (e.g. --input-high 30522,2,129) or --sample with ids the model takes")
-        return pre
-
-    def __exit__(self, *exc):
-        for h in self.handles:
-            h.detach()
 
 
 def _os_message(e: OSError, out: str) -> str:
@@ -410,12 +226,3 @@ def _os_message(e: OSError, out: str) -> str:
     text = str(e)
     where = f" ({e.filename})" if e.filename else ""
     return f"cannot write the result in {out}: {e.strerror or text}{where}"
-
-
-def _first_line(e: BaseException) -> str:
-    """The line that says what went wrong: MXNet's errors carry a C++/Python traceback first."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    said = [ln for ln in lines if not ln.startswith(("Traceback", "File ", "[bt]", "Stack trace", "Error in"))
-            and not re.match(r"^\[\d+:\d+:\d+\]", ln)]
-    errors = [ln for ln in said if re.search(r"Error:|Check failed|error:", ln)]
-    return (errors or said or lines or [type(e).__name__])[-1 if errors else 0][:300]
