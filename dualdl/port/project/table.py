@@ -46,6 +46,12 @@ API: Dict[str, str] = {
     "mxnet.random.seed": "torch.manual_seed", "mxnet.nd.random.seed": "torch.manual_seed",
     # arrays made from data
     "mxnet.nd.array": "g2t.array", "mxnet.nd.NDArray": "torch.Tensor",
+    "mxnet.nd.zeros": "g2t.zeros", "mxnet.nd.ones": "g2t.ones", "mxnet.nd.waitall": "g2t.waitall",
+    # schedules
+    "mxnet.lr_scheduler.FactorScheduler": "g2t.FactorScheduler",
+    "mxnet.lr_scheduler.MultiFactorScheduler": "g2t.MultiFactorScheduler",
+    "mxnet.lr_scheduler.PolyScheduler": "g2t.PolyScheduler",
+    "mxnet.lr_scheduler.CosineScheduler": "g2t.CosineScheduler",
     # autograd
     "mxnet.autograd.record": "g2t.record", "mxnet.autograd.pause": "torch.no_grad",
     "mxnet.autograd.predict_mode": "g2t.predict_mode", "mxnet.autograd.train_mode": "g2t.record",

@@ -64,6 +64,21 @@ def array(x: Any, ctx: Any = None, dtype: Any = None) -> torch.Tensor:
     return t.to(ctx) if ctx is not None else t
 
 
+def zeros(shape: Any, ctx: Any = None, dtype: Any = "float32", **_: Any) -> torch.Tensor:
+    """``mx.nd.zeros``: float32 unless ``dtype`` says otherwise, on ``ctx``."""
+    return torch.zeros(shape, dtype=astype(torch.zeros(0), dtype).dtype, device=ctx)
+
+
+def ones(shape: Any, ctx: Any = None, dtype: Any = "float32", **_: Any) -> torch.Tensor:
+    return torch.ones(shape, dtype=astype(torch.zeros(0), dtype).dtype, device=ctx)
+
+
+def waitall() -> None:
+    """``mx.nd.waitall()``: torch's CPU ops are done when they return; CUDA synchronises."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def split_and_load(data: Any, ctx_list: Sequence[Any], batch_axis: int = 0,
                    even_split: bool = True) -> List[torch.Tensor]:
     """``gluon.utils.split_and_load``: one slice per device (one device: the whole batch)."""
@@ -137,6 +152,10 @@ class Dense(nn.LazyLinear):
                 self.bias.materialize((units,))
             self.reset_parameters()
 
+    def initialize_parameters(self, x: torch.Tensor) -> None:
+        """``in_units`` from the flattened input, as Gluon infers it."""
+        super().initialize_parameters(x.reshape(x.shape[0], -1) if self._flatten else x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._flatten and x.dim() != 2:
             x = x.reshape(x.shape[0], -1)
@@ -199,21 +218,47 @@ class Dropout(nn.Module):
         return nn.functional.dropout(x, self.rate, training=is_training())
 
 
-class BatchNorm(nn.LazyBatchNorm2d):
-    """``gluon.nn.BatchNorm(momentum=0.9, epsilon=1e-5)``: batch statistics inside ``record()``;
-    Gluon keeps ``momentum`` of the old running value (torch: 1 - momentum)."""
+class BatchNorm(nn.modules.lazy.LazyModuleMixin, nn.Module):
+    """``gluon.nn.BatchNorm(axis=1, momentum=0.9, epsilon=1e-5)`` with Gluon's names (``gamma``,
+    ``beta``, ``running_mean``, ``running_var``) and statistics: inside ``record()`` it normalises
+    by the batch's mean and *biased* variance and keeps ``momentum`` of the old running values
+    (torch's BatchNorm keeps the unbiased variance and takes ``momentum`` of the new)."""
     cls_to_become = None
 
     def __init__(self, axis: int = 1, momentum: float = 0.9, epsilon: float = 1e-5,
-                 center: bool = True, scale: bool = True, in_channels: int = 0, **_: Any):
-        super().__init__(eps=epsilon, momentum=1.0 - momentum, affine=True)
+                 center: bool = True, scale: bool = True, use_global_stats: bool = False,
+                 in_channels: int = 0, **_: Any):
+        super().__init__()
+        self.axis, self.momentum, self.eps = axis, float(momentum), float(epsilon)
+        self.use_global_stats = use_global_stats
+        self.gamma = nn.parameter.UninitializedParameter(requires_grad=scale)
+        self.beta = nn.parameter.UninitializedParameter(requires_grad=center)
+        self.register_buffer("running_mean", nn.parameter.UninitializedBuffer())
+        self.register_buffer("running_var", nn.parameter.UninitializedBuffer())
 
-    def _check_input_dim(self, x: torch.Tensor) -> None:
-        pass
+    def initialize_parameters(self, x: torch.Tensor) -> None:
+        c = x.shape[self.axis]
+        with torch.no_grad():
+            for t, v in ((self.gamma, 1.0), (self.beta, 0.0), (self.running_mean, 0.0),
+                         (self.running_var, 1.0)):
+                t.materialize((c,))
+                t.fill_(v)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.training = is_training()
-        return super().forward(x)
+        shape = [1] * x.dim()
+        shape[self.axis] = -1
+        dims = [d for d in range(x.dim()) if d != self.axis % x.dim()]
+        if is_training() and not self.use_global_stats:
+            mean = x.mean(dim=dims)
+            var = ((x - mean.reshape(shape)) ** 2).mean(dim=dims)
+            with torch.no_grad():
+                m = self.momentum
+                self.running_mean.mul_(m).add_(mean.detach(), alpha=1 - m)
+                self.running_var.mul_(m).add_(var.detach(), alpha=1 - m)
+        else:
+            mean, var = self.running_mean, self.running_var
+        y = (x - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + self.eps)
+        return y * self.gamma.reshape(shape) + self.beta.reshape(shape)
 
 
 class Sequential(nn.Sequential):
@@ -297,6 +342,7 @@ def collect_params(block: nn.Module, select: Optional[str] = None) -> ParameterD
     if select is not None:
         pat = re.compile(select)
         out = ParameterDict((k, p) for k, p in out.items() if pat.match(k))
+    out.block = block                # Gluon's dict holds the running statistics too
     return out
 
 
@@ -325,9 +371,9 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
 def _apply_init(block: nn.Module, init: Any) -> None:
     load = os.environ.get("GLUON2TORCH_LOAD")
     with torch.no_grad():
-        if load:
+        if load:       # the weights only: Gluon's running statistics were read after a forward
             arrays = np.load(load)
-            for k, v in block.state_dict().items():
+            for k, v in block.named_parameters():
                 if k in arrays.files:
                     v.copy_(torch.from_numpy(arrays[k]))
             return
@@ -392,6 +438,41 @@ def load_parameters(block: nn.Module, filename: str, ctx: Any = None, **_: Any) 
     block.load_state_dict(torch.load(filename, map_location=ctx if ctx is not None else "cpu"))
 
 
+# ----------------------------------------------------------------------------- schedules
+class _Schedule:
+    """``mx.lr_scheduler.*Scheduler(...)``: its arguments, made a ``Gluon*LR`` torch scheduler by
+    the Trainer (Gluon's schedule lives in the optimizer; ``base_lr`` becomes the Trainer's
+    ``learning_rate`` when both are given, as Gluon's optimizer sets it)."""
+    torch_class = ""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.args, self.kwargs = args, kwargs
+
+    def build(self, optimizer: Any, learning_rate: Optional[float]) -> Any:
+        kw = dict(self.kwargs)
+        if learning_rate is not None:
+            if self.torch_class in ("GluonPolyLR", "GluonCosineLR"):
+                kw.setdefault("base_lr_orig", kw.get("base_lr", 0.01))
+            kw["base_lr"] = learning_rate
+        return globals()[self.torch_class](optimizer, *self.args, **kw)
+
+
+class FactorScheduler(_Schedule):
+    torch_class = "GluonFactorLR"
+
+
+class MultiFactorScheduler(_Schedule):
+    torch_class = "GluonMultiFactorLR"
+
+
+class PolyScheduler(_Schedule):
+    torch_class = "GluonPolyLR"
+
+
+class CosineScheduler(_Schedule):
+    torch_class = "GluonCosineLR"
+
+
 # ----------------------------------------------------------------------------- trainer
 _OPTIMIZERS = {"sgd": "GluonSGD", "nag": "GluonNAG", "adam": "GluonAdam",
                "bertadam": "GluonBERTAdam"}
@@ -409,12 +490,12 @@ class Trainer:
         if name not in _OPTIMIZERS:
             raise ValueError(f"gluon.Trainer optimizer {optimizer!r} has no torch translation "
                              f"here (one of {sorted(_OPTIMIZERS)})")
-        if kw.get("lr_scheduler") is not None:
-            raise ValueError("gluon.Trainer lr_scheduler: step a Gluon* scheduler after "
-                             "trainer.step (see the recipe, dualdl translate_recipe)")
+        schedule = kw.pop("lr_scheduler", None)
+        given_lr = kw.get("learning_rate")
         self._params = list(params.values() if isinstance(params, dict) else params)
         self._names = (dict(params) if isinstance(params, dict) else
                        {str(i): p for i, p in enumerate(self._params)})
+        self._block = getattr(params, "block", None)
         args = dict(lr=kw.pop("learning_rate", 0.01 if name in ("sgd", "nag") else 0.001),
                     weight_decay=kw.pop("wd", 0.0), rescale_grad=kw.pop("rescale_grad", 1.0),
                     clip_gradient=kw.pop("clip_gradient", None))
@@ -428,12 +509,19 @@ class Trainer:
             raise ValueError(f"gluon.Trainer {optimizer!r} options {sorted(kw)} have no torch "
                              f"translation here")
         self._optimizer = globals()[_OPTIMIZERS[name]](self._params, **args)
+        self._scheduler = schedule.build(self._optimizer, given_lr) if schedule is not None else None
+        self._updates = 0
 
     @property
     def learning_rate(self) -> float:
+        """Gluon's ``trainer.learning_rate``: with a schedule, its value at the updates made."""
+        if self._scheduler is not None:
+            return float(self._scheduler.gluon_lr(self._updates))
         return float(self._optimizer.param_groups[0]["lr"])
 
     def set_learning_rate(self, lr: float) -> None:
+        if self._scheduler is not None:
+            raise UserWarning("set_learning_rate with an lr_scheduler: the schedule decides the lr")
         for g in self._optimizer.param_groups:
             g["lr"] = lr
 
@@ -446,6 +534,9 @@ class Trainer:
     def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
         _RECORDER.before_update(self, batch_size)
         self._optimizer.step(batch_size=batch_size)
+        self._updates += 1
+        if self._scheduler is not None:
+            self._scheduler.step()
         for p in self._params:
             if getattr(p, "_grad_req", "write") == "write":
                 p.grad = None
@@ -610,7 +701,11 @@ class _Recorder:
     def after_update(self, trainer: Trainer) -> None:
         if not self.path:
             return
-        for k, p in trainer._names.items():
+        state = dict(trainer._names)
+        if trainer._block is not None:          # weights and running statistics, as Gluon's
+            state = {k: v for k, v in trainer._block.state_dict().items() if k in state or
+                     not k.endswith("num_batches_tracked")}
+        for k, p in state.items():
             self.rec[f"{self.n}/param/{k}"] = asnumpy(p).copy()   # not a view of the weight
         self.n += 1
         if self.limit and self.n >= self.limit:
