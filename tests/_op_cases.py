@@ -282,3 +282,5 @@ CASES["CTCLoss"] = [C(((6, 2, 5), "n"), ((2, 3), "ctcf")), C(((6, 2, 5), "n"), (
 CASES["_contrib_MultiBoxPrior"] = [C(((1, 3, 2, 3), "n"), sizes=(0.5, 0.25), ratios=(1, 2)),
                                    C(((1, 3, 4, 5), "n"), sizes=(0.5,), ratios=(1, 2, 0.5), clip=1, steps=(0.4, 0.3),
                                      offsets=(0.5, 0.5))]
+CASES["ROIPooling"] = [C(((2, 3, 8, 8), "n"), ((4, 5), "rois"), pooled_size=(2, 3), spatial_scale=0.5),
+                       C(((2, 3, 8, 8), "n"), ((3, 5), "rois"), pooled_size=(3, 3), spatial_scale=1.0)]

@@ -25,7 +25,7 @@ from dualdl.port.verify import RTOL_FLOOR, ROUNDING_FACTOR  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _op_cases import CASES  # noqa: E402
 
-NO_GRAD = ("z", "i", "I", "L", "N", "P", "x", "c")
+NO_GRAD = ("z", "i", "I", "L", "N", "P", "x", "c", "r")
 
 
 def _values(name, shape, kind, rng):
@@ -75,6 +75,9 @@ def _values(name, shape, kind, rng):
             k = rng.integers(1, length + 1)
             out[i, :k] = rng.integers(1, 5, k) if kind == "ctcf" else rng.integers(0, 4, k)
         return out
+    if kind == "rois":    # (R, 5) = (batch index, x1, y1, x2, y2) in pixels of a 16 x 16 image, batch of 2
+        lo, size = rng.uniform(0, 9, (shape[0], 2)), rng.uniform(2, 7, (shape[0], 2))
+        return np.concatenate([rng.integers(0, 2, (shape[0], 1)), lo, lo + size], axis=1)
     if kind == "box":    # corner boxes x1 < x2, y1 < y2 (center boxes: positive w, h)
         lo, size = rng.uniform(0, 5, shape[:-1] + (2,)), rng.uniform(0.5, 3, shape[:-1] + (2,))
         return np.concatenate([lo, lo + size], axis=-1)

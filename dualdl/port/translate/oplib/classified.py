@@ -78,7 +78,7 @@ refuse("a detection-target or proposal op (SSD/Faster R-CNN training targets and
        "translated; box_nms / box_decode / box_iou / ROIAlign / MultiBoxPrior are", "_contrib_MultiBoxDetection",
        "_contrib_MultiBoxTarget", "_npx_multibox_detection", "_npx_multibox_target", "_contrib_MultiProposal",
        "_contrib_Proposal", "_contrib_bipartite_matching",
-       "_contrib_box_encode", "ROIPooling", "_npx_roi_pooling", "_contrib_PSROIPooling",
+       "_contrib_box_encode", "_contrib_PSROIPooling",
        "_contrib_DeformablePSROIPooling", "_contrib_RROIAlign")
 refuse("deformable convolution: torch has no such op without torchvision (the generated file imports torch only)",
        "_contrib_DeformableConvolution", "_contrib_ModulatedDeformableConvolution")

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import TranslationError
 from .base import Expr, op, parse_attr
 
-__all__ = ["ROI_ALIGN"]
+__all__ = ["ROI_ALIGN", "ROI_POOL"]
 
 ROI_ALIGN = '''def roi_align(x, rois, pooled, spatial_scale, sample_ratio, aligned):
     """MXNet _contrib_ROIAlign (Detectron's ROIAlign): (R, C, ph, pw) from x (N, C, H, W) and rois
@@ -77,3 +77,45 @@ def _roi_align(a, attrs, node):
 
 
 op("_contrib_ROIAlign", torch="roi_align(x, rois, pooled, spatial_scale, sample_ratio, aligned)")(_roi_align)
+
+
+ROI_POOL = '''def roi_pool(x, rois, pooled, spatial_scale):
+    """MXNet ROIPooling (Fast R-CNN): (R, C, ph, pw), the max of each bin of the ROI rounded to whole
+    pixels (round half away from zero, at least 1x1); an empty bin gives 0; no gradient to the rois."""
+    rois = rois.detach()
+    n, c, height, width = x.shape
+    ph, pw = pooled
+    out = []
+    for r in range(rois.shape[0]):
+        b = int(rois[r, 0])
+        box = rois[r, 1:] * spatial_scale
+        x1, y1, x2, y2 = [int(torch.sign(v) * torch.floor(v.abs() + 0.5)) for v in box]
+        rh, rw = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
+
+        def edges(p, size, start, limit):
+            i = torch.arange(p, dtype=torch.float64)
+            lo = torch.floor(i * (size / p)).long() + start
+            hi = torch.ceil((i + 1) * (size / p)).long() + start
+            return lo.clamp(0, limit), hi.clamp(0, limit)
+        hs, he = edges(ph, rh, y1, height)
+        ws, we = edges(pw, rw, x1, width)
+        ys, xs = torch.arange(height), torch.arange(width)
+        my = ((ys[None, :] >= hs[:, None]) & (ys[None, :] < he[:, None])).to(x.device)     # (ph, H)
+        mx = ((xs[None, :] >= ws[:, None]) & (xs[None, :] < we[:, None])).to(x.device)     # (pw, W)
+        img = x[b]
+        low = torch.finfo(x.dtype).min
+        over_w = torch.where(mx[None, None], img[:, :, None, :], low).amax(-1)            # (C, H, pw)
+        over_h = torch.where(my[None, :, :, None], over_w[:, None], low).amax(2)           # (C, ph, pw)
+        empty = ~(my.any(1)[:, None] & mx.any(1)[None, :])
+        out.append(torch.where(empty[None], torch.zeros_like(over_h), over_h))
+    return torch.stack(out) if out else x.new_zeros((0, c, ph, pw))
+'''
+
+
+@op("ROIPooling", "_npx_roi_pooling")
+def _roi_pooling(a, attrs, node):
+    """roi_pool(x, rois, pooled, spatial_scale) (per-bin max, MXNet's rounding)"""
+    pooled = parse_attr(attrs.get("pooled_size"))
+    pooled = (pooled, pooled) if isinstance(pooled, int) else tuple(pooled)
+    scale = float(np.float32(parse_attr(attrs.get("spatial_scale"), 1.0)))
+    return Expr(f"roi_pool({a[0].text}, {a[1].text}, {pooled!r}, {scale!r})", helpers=(ROI_POOL,))
