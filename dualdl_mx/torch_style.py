@@ -28,6 +28,7 @@ import mxnet as mx
 from mxnet import autograd, nd
 
 from dualdl.backend import _active
+from . import torch_methods  # noqa: F401  (the torch methods NDArray and Symbol lack, added)
 
 __all__ = ["tracing", "run_forward", "explain_torch_method", "TORCH_METHODS"]
 
@@ -86,27 +87,39 @@ for _name, _op in (("__add__", "broadcast_add"), ("__sub__", "broadcast_sub"), (
     if not hasattr(getattr(mx.sym.Symbol, _name), "_dl_native"):
         setattr(mx.sym.Symbol, _name, _broadcasting(_name, _op))
 
+def _torch_transpose(cls: type):
+    """``x.transpose(dim0, dim1)`` in a dualdl forward swaps two axes, as torch's: MXNet's
+    ``transpose(*axes)`` reads them as a whole permutation (``transpose(0, 1)`` of a matrix is then
+    the identity, of a 3-D array an error). Elsewhere, or with other arguments, MXNet's."""
+    native = cls.transpose
+
+    def transpose(self, *axes, **kwargs):
+        if _RUNNING.symbolic and len(axes) == 2 and not kwargs and all(isinstance(a, int) for a in axes):
+            from dualdl import ops
+            return ops.transpose(self, axes[0], axes[1])
+        return native(self, *axes, **kwargs)
+    transpose.__doc__ = native.__doc__
+    transpose._dl_native = native
+    return transpose
+
+
+for _cls in (nd.NDArray, mx.sym.Symbol):
+    if not hasattr(_cls.transpose, "_dl_native"):
+        _cls.transpose = _torch_transpose(_cls)
+
 # torch Tensor method -> the dualdl spelling (docs/writing-once.md lists the same table)
 TORCH_METHODS = {
-    "view": "ops.reshape(x, shape)", "view_as": "ops.reshape(x, other.shape)",
-    "reshape": "ops.reshape(x, shape)", "size": "x.shape (NDArray.size is the element count)",
-    "dim": "len(x.shape)", "numel": "dl.numel(x)", "contiguous": "x itself (MXNet arrays are contiguous)",
-    "transpose": "ops.transpose(x, dim0, dim1)", "permute": "ops.permute(x, dims)",
-    "split": "ops.split(x, split_size, dim)", "chunk": "ops.chunk(x, chunks, dim)",
-    "masked_fill": "ops.masked_fill(x, mask, value)", "pow": "ops.pow(x, exponent)",
-    "argmax": "ops.argmax(x, dim=, keepdim=)", "argmin": "ops.argmin(x, dim=, keepdim=)",
-    "sum": "ops.sum(x, dim=, keepdim=)", "mean": "ops.mean(x, dim=, keepdim=)",
-    "max": "ops.max(x, dim=, keepdim=)", "min": "ops.min(x, dim=, keepdim=)",
-    "softmax": "ops.softmax(x, dim)", "log_softmax": "ops.log_softmax(x, dim)",
-    "new_zeros": "dl.zeros(shape, dtype=x.dtype, device=dl.device_of(x))",
-    "new_ones": "dl.ones(shape, dtype=x.dtype, device=dl.device_of(x))", "eq": "x == other", "ne": "x != other",
-    "item": "dl.item(x)", "unsqueeze": "ops.unsqueeze(x, dim)",
-    "squeeze": "ops.squeeze(x, dim)", "flatten": "ops.flatten(x, start_dim)", "expand": "ops.expand(x, *sizes)",
-    "repeat": "ops.repeat(x, *repeats)", "matmul": "ops.matmul(a, b)", "bmm": "ops.bmm(a, b)",
-    "exp": "ops.exp(x)", "log": "ops.log(x)", "sqrt": "ops.sqrt(x)", "tanh": "ops.tanh(x)",
-    "sigmoid": "ops.sigmoid(x)", "relu": "ops.relu(x)", "clamp": "ops.clamp(x, min, max)",
-    "tril": "ops.tril(x)", "triu": "ops.triu(x)", "cumsum": "ops.cumsum(x, dim)", "to": "dl.to_device(x, device)",
-    "device": "dl.device_of(x)", "masked_fill_": "ops.masked_fill(x, mask, value)", "t": "ops.transpose(x, 0, 1)",
+    "size": "x.shape (NDArray.size is the element count)", "reshape": "ops.reshape(x, shape) or x.view(shape)",
+    "split": "ops.split(x, split_size, dim)", "argmax": "ops.argmax(x, dim=, keepdim=)",
+    "argmin": "ops.argmin(x, dim=, keepdim=)", "sum": "ops.sum(x, dim=, keepdim=)",
+    "mean": "ops.mean(x, dim=, keepdim=)", "max": "ops.max(x, dim=, keepdim=)", "min": "ops.min(x, dim=, keepdim=)",
+    "softmax": "ops.softmax(x, dim)", "log_softmax": "ops.log_softmax(x, dim)", "squeeze": "ops.squeeze(x, dim)",
+    "flatten": "ops.flatten(x, start_dim)", "repeat": "ops.repeat(x, *repeats)", "cumsum": "ops.cumsum(x, dim)",
+    "bmm": "ops.bmm(a, b)", "to": "dl.to_device(x, device)", "device": "dl.device_of(x)",
+    "masked_fill_": "x = x.masked_fill(mask, value)", "t": "ops.transpose(x, 0, 1)",
+    "view_as": "x.view(sizes) (a Symbol has no shape)", "new_zeros": "dl.zeros(shape, dtype=..., device=...)",
+    "new_ones": "dl.ones(shape, dtype=..., device=...)", "numel": "dl.numel(x)", "dim": "len(x.shape)",
+    "item": "dl.item(x)",
 }
 
 _NO_ATTR = re.compile(r"'(NDArray|Symbol|_Symbol)' object has no attribute '(\w+)'")

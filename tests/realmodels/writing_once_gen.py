@@ -69,8 +69,15 @@ def methods() -> str:
     return "\n".join(lines)
 
 
+def added() -> str:
+    from dualdl_mx.torch_methods import BOTH, NDARRAY_ONLY
+    names = [f"`{'@' if n == '__matmul__' else n}`" for n in BOTH if n != "__rmatmul__"]
+    return (f"NDArray and Symbol: {', '.join(names)}; NDArray only (they read a shape): "
+            f"{', '.join(f'`{n}`' for n in NDARRAY_ONLY)}.")
+
+
 SECTIONS: Dict[str, Callable[[], str]] = {"side-by-side": side_by_side, "changes": changes, "stats": stats,
-                                          "methods": methods}
+                                          "methods": methods, "added": added}
 
 
 def render(page: str) -> str:

@@ -2,7 +2,7 @@
 # substitutions of docs/writing-once.md (pytorch/examples, BSD 3-Clause).
 
 import dualdl as dl
-from dualdl import nn, ops
+from dualdl import nn
 
 nz, ngf, ndf, nc = 8, 4, 4, 3
 
@@ -83,5 +83,5 @@ class Discriminator(nn.Module):
         else:
             output = self.main(input)
 
-        return ops.squeeze(ops.reshape(output, (-1, 1)), 1)
+        return output.view(-1, 1).squeeze(1)
 

@@ -1,7 +1,7 @@
 # Write-once twin of tests/realmodels/originals/mobilenet.py: the original with only the
 # substitutions of docs/writing-once.md (pytorch/vision, BSD 3-Clause).
 
-from dualdl import nn, ops
+from dualdl import nn
 
 
 class ConvBNReLU(nn.Sequential):
@@ -88,7 +88,7 @@ class MobileNetV2(nn.Module):
 
     def forward(self, x):
         x = self.features(x)
-        x = ops.mean(x, [2, 3])
+        x = x.mean([2, 3])
         x = self.classifier(x)
         return x
 

@@ -32,18 +32,18 @@ class VAE(nn.Module):
         return ops.sigmoid(self.fc4(h3))
 
     def forward(self, x):
-        mu, logvar = self.encode(ops.reshape(x, (-1, 784)))
+        mu, logvar = self.encode(x.view(-1, 784))
         z = self.reparameterize(mu, logvar)
         return self.decode(z), mu, logvar
 
 
 def loss_function(recon_x, x, mu, logvar):
-    BCE = F.binary_cross_entropy(recon_x, ops.reshape(x, (-1, 784)), reduction='sum')
+    BCE = F.binary_cross_entropy(recon_x, x.view(-1, 784), reduction='sum')
 
     # see Appendix B from VAE paper:
     # Kingma and Welling. Auto-Encoding Variational Bayes. ICLR, 2014
     # https://arxiv.org/abs/1312.6114
     # 0.5 * sum(1 + log(sigma^2) - mu^2 - sigma^2)
-    KLD = -0.5 * ops.sum(1 + logvar - ops.pow(mu, 2) - ops.exp(logvar))
+    KLD = -0.5 * ops.sum(1 + logvar - mu.pow(2) - logvar.exp())
 
     return BCE + KLD

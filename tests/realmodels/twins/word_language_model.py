@@ -54,7 +54,7 @@ class RNNModel(nn.Module):
         output, hidden = self.rnn(emb, hidden)
         output = self.drop(output)
         decoded = self.decoder(output)
-        decoded = ops.reshape(decoded, (-1, self.ntoken))
+        decoded = decoded.view(-1, self.ntoken)
         return F.log_softmax(decoded, dim=1), hidden
 
     def init_hidden(self, bsz):
