@@ -12,19 +12,18 @@ is returned: code that cannot load its own weights is never written.
 """
 from __future__ import annotations
 
-import keyword
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from .class_writer import ClassWriter
 from .errors import TranslationError
 from .forward import ForwardWriter
 from .leaves import builtin_leaf, fused_helper, weight_drop_note
+from .module_tree import CONCURRENT_HELPER, Alias, Instance, LeafInfo, MapEntry, access, part_key, torch_names
 from .registry import Call, Leaf, block_translation
-from .safe import comment, docstring_text, literal
-from .render import Ref, camel, collect_refs, defined_names, free_name, ident, is_number, join_path, render_args, \
-    render_call, statement
+from .render import Ref, join_path
+from .safe import literal
 from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
 from .trace import T, flatten_struct, trace_block
 
@@ -33,142 +32,8 @@ __all__ = ["Generator", "MapEntry"]
 _SEQUENTIAL = ("HybridSequential", "Sequential")
 _CONCURRENT = ("HybridConcurrent", "Concurrent")
 
-CONCURRENT_HELPER = '''class Concurrent(nn.ModuleList):
-    """Gluon HybridConcurrent: every child runs on the same input; outputs concatenated on `dim`."""
 
-    def __init__(self, *modules, dim=1):
-        super().__init__(modules)
-        self.dim = dim
-
-    def forward(self, x):
-        return torch.cat([self[i](x) for i in range(len(self))], dim=self.dim)
-'''
-
-Part = Tuple[str, Any]     # ("a", name): self.name; ("g", name): getattr(self, "name"); ("i", k): self[k]
-
-
-@dataclass
-class MapEntry:
-    """One torch state_dict entry: the Gluon tensor it comes from (``param``) or a fixed value."""
-    torch_key: str
-    gluon_key: Optional[str]
-    param: Any = None
-    value: Any = None
-    gluon_path: str = ""
-    tied_to: Optional[str] = None
-    gluon_attr: Optional[str] = None    # a buffer from an array the Gluon block holds as this attribute
-
-
-@dataclass
-class LeafInfo:
-    path: str
-    in_shapes: List[Tuple[int, ...]]
-    out_shapes: List[Tuple[int, ...]]
-    n_args: int
-    after_trainable: bool = True
-    batchnorm: str = "torch"
-
-
-@dataclass
-class Instance:
-    block: Any
-    path: str
-    tpath: str
-    init: List[Tuple[Part, Any]] = field(default_factory=list)   # (part, Call or _Alias)
-    own: List[Tuple[Part, Tuple[int, ...], bool]] = field(default_factory=list)   # (part, shape, trainable)
-    consts: List[Tuple[Part, Tuple[int, ...], str]] = field(default_factory=list)  # buffers: (part, shape, dtype)
-    forward: List[str] = field(default_factory=list)
-    signature: List[str] = field(default_factory=list)
-    untraced: str = ""
-    names: Dict[str, Part] = field(default_factory=dict)   # Gluon child/param name -> torch part
-    aliases: List[Tuple[tuple, tuple, str]] = field(default_factory=list)   # (target, source, gluon path)
-
-
-@dataclass
-class _Alias:
-    """An attribute that is another module of the same instance (the same Gluon block)."""
-    source: tuple
-    gluon: str
-
-
-def access(parts, base: str = "self") -> str:
-    """Source text of the module at ``parts`` below ``base`` (names as ASCII string literals)."""
-    out = base
-    for kind, name in parts:
-        if kind == "i":
-            out += f"[{name}]"
-        elif kind == "a":
-            out += f".{name}"
-        else:
-            out = f"getattr({out}, {literal(name)})"
-    return out
-
-
-def assign(parts, value: str, base: str = "self") -> str:
-    """Statement setting the module at ``parts`` (below ``base``) to ``value``."""
-    parent, (kind, name) = access(parts[:-1], base), parts[-1]
-    if kind == "i":
-        return f"{parent}[{name}] = {value}"
-    if kind == "a":
-        return f"{parent}.{name} = {value}"
-    return f"{parent}.add_module({literal(name)}, {value})"
-
-
-_MODULE_ATTRS: Optional[frozenset] = None
-
-
-def _module_attrs() -> frozenset:
-    global _MODULE_ATTRS
-    if _MODULE_ATTRS is None:
-        from torch import nn
-        _MODULE_ATTRS = frozenset(dir(nn.Module)) | frozenset(vars(nn.Module()))
-    return _MODULE_ATTRS
-
-
-def _plain(name: str) -> bool:
-    """Writable as ``self.name`` and kept as is in ``state_dict``: ASCII (Python NFKC-normalises
-    other identifiers in source: ``ﬁ`` is ``fi``), not a keyword, not mangled (``__x``)."""
-    return (name.isascii() and name.isidentifier() and not keyword.iskeyword(name) and name != "__debug__"
-            and not name.startswith("__") and name not in _module_attrs())
-
-
-def _registrable(name: str) -> bool:
-    """torch's ``add_module`` / ``register_parameter`` accept it (and it shadows nothing)."""
-    return bool(name) and "." not in name and name not in _module_attrs()
-
-
-def torch_names(names: List[str]) -> Dict[str, Part]:
-    """Gluon child/parameter names of one block -> torch attribute parts: the Gluon name itself
-    wherever torch accepts it as a module key (``self.add_module("a-b", ...)`` when Python cannot
-    write it as an attribute), else a renamed identifier unique within the class."""
-    out: Dict[str, Part] = {}
-    used = set()
-    for n in names:
-        if _plain(n):
-            out[n] = ("a", n)
-        elif _registrable(n):
-            out[n] = ("g", n)
-        else:
-            continue
-        used.add(n)
-    for n in names:
-        if n in out:
-            continue
-        s = ident(n)
-        if not _plain(s):
-            s = "m_" + re.sub(r"[^0-9A-Za-z_]", "_", s).strip("_")
-        while s in used or not _plain(s):
-            s += "_"
-        used.add(s)
-        out[n] = ("a", s)
-    return out
-
-
-def _key(part: Part) -> str:
-    return str(part[1])
-
-
-class Generator:
+class Generator(ClassWriter):
     """Build the source for one Gluon block tree (see the module docstring)."""
 
     def __init__(self, root: Any, records: Dict[int, list], name: str, batchnorm: str = "torch",
@@ -386,13 +251,13 @@ class Generator:
         inst.names = torch_names(list(block._children) + list(block._reg_params))
         for name, child in block._children.items():
             part = inst.names[name]
-            cpath, ctp, cparts = join_path(path, name), join_path(tpath, _key(part)), base + (part,)
+            cpath, ctp, cparts = join_path(path, name), join_path(tpath, part_key(part)), base + (part,)
             first = self.first.get(id(child))
             if first is not None and first[0].startswith(tpath + "." if tpath else ""):
                 # the same Gluon block under a second name of this block: one torch module
                 self.parts[ctp] = cparts
                 self._alias_entries(first, cpath, ctp)
-                inst.init.append((part, _Alias(self.parts[first[0]][len(base):], _rel(first[1], path))))
+                inst.init.append((part, Alias(self.parts[first[0]][len(base):], _rel(first[1], path))))
                 continue
             if self.kind(child) == "leaf":   # extra steps go into forward, not into the module
                 first = self._enter(child, cpath, ctp, cparts)
@@ -407,7 +272,7 @@ class Generator:
         for local, p in block._reg_params.items():
             part = inst.names[local]
             inst.own.append((part, tuple(int(s) for s in p.shape), p.grad_req != "null"))
-            self.entries.append(MapEntry(join_path(tpath, _key(part)), join_path(path, local), param=p, gluon_path=path))
+            self.entries.append(MapEntry(join_path(tpath, part_key(part)), join_path(path, local), param=p, gluon_path=path))
         if id(block) not in self.records:
             # never called on the sample input (gluonnlp's attention cells call its methods instead):
             # nothing of the model's computation is missing, its forward says so if ever called
@@ -472,7 +337,7 @@ class Generator:
             dtype = {"f": "float32" if value.dtype.itemsize <= 4 else "float64",
                      "i": "int64", "u": "int64", "b": "bool"}.get(value.dtype.kind, "float32")
             inst.consts.append((part, tuple(int(d) for d in value.shape), dtype))
-            self.entries.append(MapEntry(join_path(tpath, _key(part)), None, value=value, gluon_path=path, gluon_attr=attr))
+            self.entries.append(MapEntry(join_path(tpath, part_key(part)), None, value=value, gluon_path=path, gluon_attr=attr))
 
     def const_access(self, block: Any, attr: str) -> str:
         return access([self.instances[id(block)].names[attr]])
@@ -503,206 +368,6 @@ class Generator:
     def param_access(self, block: Any, local: str) -> str:
         return access([self.instances[id(block)].names[local]])
 
-    # ---- class variants and constructor arguments ----
-    def _structure(self, inst: Instance, memo: Dict[int, int], table: Dict[str, int]) -> int:
-        """An id for the instance's full nested structure (children's structure included)."""
-        key = id(inst.block)
-        if key in memo:
-            return memo[key]
-        memo[key] = -1      # a cycle cannot happen (Gluon trees), but stay finite
-        for _, call in inst.init:
-            if isinstance(call, Call):
-                for ref in collect_refs(call):
-                    ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
-        skel = repr([(part, repr(c) if isinstance(c, _Alias) else render_call(c, 0, {}, None, skeleton=True))
-                     for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
-            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + \
-            type(inst.block).__qualname__ + type(inst.block).__module__
-        memo[key] = table.setdefault(skel, len(table))
-        return memo[key]
-
-    def resolve_all(self) -> None:
-        """Group every class's instances by full nested structure, then write the classes,
-        children's classes first (a parent's constructor arguments include its children's)."""
-        memo: Dict[int, int] = {}
-        table: Dict[str, int] = {}
-        for insts in self.by_class.values():
-            for inst in insts:
-                self._structure(inst, memo, table)
-        groups: "OrderedDict[Tuple[type, int], List[Instance]]" = OrderedDict()
-        for cls, insts in self.by_class.items():
-            for inst in insts:
-                groups.setdefault((cls, memo[id(inst.block)]), []).append(inst)
-        names: Dict[Tuple[type, int], str] = {}
-        count: Dict[type, int] = {}
-        for cls, sid in groups:
-            base = camel(cls.__name__)
-            k = count[cls] = count.get(cls, 0) + 1
-            cname = free_name(base if k == 1 else f"{base}_{k}",
-                              set(names.values()) | {"Concurrent"} | defined_names(self.helpers.values()))
-            names[(cls, sid)] = cname
-        of = {id(i.block): key for key, insts in groups.items() for i in insts}
-        done: set = set()
-
-        def finish(key):
-            if key in done:
-                return
-            done.add(key)
-            for inst in groups[key]:
-                for _, call in inst.init:
-                    if isinstance(call, Call):
-                        for ref in collect_refs(call):
-                            finish(of[id(ref.block)])
-            self._variant(names[key], groups[key])
-        for key in groups:
-            finish(key)
-
-    def _variant(self, cname: str, members: List[Instance]) -> None:
-        slots = [_literals(m) for m in members]
-        n = len(slots[0])
-        differing = [i for i in range(n) if len({repr(s[i][1]) for s in slots}) > 1]
-        groups_of: "OrderedDict[str, List[int]]" = OrderedDict()
-        for i in differing:
-            groups_of.setdefault(repr([s[i][1] for s in slots]), []).append(i)
-        names, used = {}, set()
-        arg_list = []
-        for key, idxs in groups_of.items():
-            label = slots[0][idxs[0]][2]
-            nm, j = label, 2
-            while nm in used:
-                nm, j = f"{label}_{j}", j + 1
-            used.add(nm)
-            arg_list.append(nm)
-            for i in idxs:
-                names[i] = nm
-        self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
-        for k, m in enumerate(members):
-            vals = [slots[k][groups_of[key][0]][1] for key in groups_of]
-            self.variants[id(m.block)] = (cname, vals, arg_list)
-            for ref in self.refs.get(id(m.block), []):
-                ref.fn, ref.kwargs = cname, [(a, v) for a, v in zip(arg_list, vals)]
-
-    def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
-        block = inst.block
-        gl = f"{type(block).__module__}.{type(block).__qualname__}"
-        # a cell stack whose layers the parent indexes (ELMo: self.forward_layers[0][1]): nn.Sequential indexes
-        base = "nn.Sequential" if (block._children and not inst.own and not inst.consts and
-                                   all(str(k).isdigit() for k in block._children)) else "nn.Module"
-        lines = [f"class {cname}({base}):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
-                 f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
-        counter = [0]
-        seen_comments: set = set()
-        for part, call in inst.init:
-            if isinstance(call, _Alias):
-                lines.append(f"        {assign([part], access(call.source))}"
-                             f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
-                continue
-            notes: list = []
-            text = render_call(call, 8, names, counter, seen=seen_comments, notes=notes)
-            lines.append(f"        {statement(assign([part], text), notes)}")
-        for part, shape, trainable in inst.own:
-            value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
-                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)"
-            lines.append(statement(f"        self.{part[1]} = {value}" if part[0] == "a" else
-                                   f"        self.register_parameter({literal(part[1])}, {value})",
-                                   [] if trainable else ["grad_req='null' in Gluon"]))
-        for part, shape, dtype in inst.consts:
-            zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
-            lines.append(f"        self.register_buffer({literal(part[1])}, {zeros})"
-                         f"  # an array Gluon's block holds as an attribute (values in the weights file)")
-        lines += _alias_lines(inst.aliases)
-        if inst is self.instances.get(id(self.root)):
-            lines += self._tie_lines()
-        lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
-        lines += [f"        {ln}" for ln in inst.forward]
-        return "\n".join(lines) + "\n"
-
-    def _tie_lines(self) -> List[str]:
-        lines = _alias_lines(self.root_aliases)
-        owner: Dict[int, MapEntry] = {}
-        for e in self.entries:
-            if e.param is None:
-                continue
-            first = owner.setdefault(id(e.param), e)
-            if first is e:
-                continue
-            if e.tied_to is None:
-                e.tied_to = first.torch_key
-            if any(e.torch_key.startswith(a + ".") for a in self.aliased):
-                continue      # the whole module is the other one
-            mod, local = e.torch_key.rsplit(".", 1) if "." in e.torch_key else ("", e.torch_key)
-            fmod, flocal = first.torch_key.rsplit(".", 1) if "." in first.torch_key else ("", first.torch_key)
-            lines.append(f"        {self._param_access(mod, local)} = {self._param_access(fmod, flocal)}"
-                         f"  # shared with {comment(first.gluon_key)} in Gluon")
-        return lines
-
-    def _param_access(self, mod: str, local: str) -> str:
-        base = access(self.parts.get(mod, tuple(("a", p) for p in mod.split(".") if p)))
-        return f"{base}.{local}" if _plain(local) else f"getattr({base}, {literal(local)})"
-
-    # ---- the whole file ----
-    def source(self) -> str:
-        kind = self.kind(self.root)
-        top = camel(self.name)
-        if kind == "traced":
-            self._build_instance_root()
-            self.resolve_all()
-            cname = self.variants[id(self.root)][0]
-            body = list(self.class_src.items())
-            src = [s for n, s in body if n != cname] + [self.class_src[cname]]
-            self.top_class = cname
-        else:
-            call = self.ctor(self.root, "", "", ())
-            self.resolve_all()
-            if not call.fn.startswith("nn.") and call.fn != "Concurrent":
-                raise TranslationError("a top-level block of this kind", block=type(self.root).__name__)
-            src = list(self.class_src.values())
-            top = free_name(top, set(self.class_src) | defined_names(self.helpers.values()))
-            ties = self._tie_lines()
-            doc = docstring_text(type(self.root).__qualname__)
-            src.append(f"class {top}({call.fn}):\n    \"\"\"Translated from Gluon {doc}.\"\"\"\n\n"
-                       f"    def __init__(self):\n        super().__init__({render_args(call, 8)})\n" +
-                       ("\n".join(ties) + "\n" if ties else ""))
-            self.top_class = top
-        header = ['"""PyTorch translation of a Gluon model, generated by `dualdl translate`.', "",
-                  "Only torch is needed to run it. Every MXNet convention that changes numbers is an",
-                  "explicit argument or line with a comment. Load the weights with",
-                  f"`model.load_state_dict(safetensors.torch.load_file(\"{self.name}.safetensors\"))`.",
-                  '"""', "import torch", "import torch.nn.functional as F", "from torch import nn", "", ""]
-        text = "\n".join(header) + "\n\n".join(list(self.helpers.values()) + src)
-        self.check_loads(text)
-        return text
-
-    def check_loads(self, text: str) -> None:
-        """Build the generated module once (no weights drawn) and check its ``state_dict`` keys and
-        shapes are the mapping's: code that cannot load its own weights is refused, not written."""
-        if self.untraced:
-            return
-        import torch
-        from .proof_torch import skip_random_init
-        ns: Dict[str, Any] = {"__name__": "_dualdl_translate_check"}
-        try:
-            exec(compile(text, f"<translation of {type(self.root).__name__}>", "exec"), ns)
-            with skip_random_init(), torch.no_grad():
-                model = ns[self.top_class]()
-            state = model.state_dict()
-        except Exception as e:   # a bug here, not the user's: say so, with the construct
-            raise TranslationError(f"the generated module could not be built ({type(e).__name__}: {e}); "
-                                   f"please report this model", block=type(self.root).__name__) from None
-        import numpy as np
-        want = {e.torch_key: tuple(e.param.shape) if e.param is not None else tuple(np.shape(e.value))
-                for e in self.entries}
-        missing = [k for k in want if k not in state]
-        extra = [k for k in state if k not in want]
-        wrong = [k for k in want if k in state and tuple(state[k].shape) != want[k]]
-        if missing or extra or wrong:
-            detail = "; ".join(s for s in (
-                f"missing {missing[:3]}" if missing else "", f"unexpected {extra[:3]}" if extra else "",
-                f"shape of {wrong[0]} is {tuple(state[wrong[0]].shape)}, the weight's {want[wrong[0]]}" if wrong
-                else "") if s)
-            raise TranslationError(f"the generated module would not load its own weights ({detail}); nothing "
-                                   f"was written, please report this model", block=type(self.root).__name__)
-
     def _build_instance_root(self):
         if id(self.root) not in self.instances:
             self.first[id(self.root)] = ("", "")
@@ -712,11 +377,6 @@ class Generator:
 def _rel(gluon_path: str, base: str) -> str:
     """A Gluon path relative to the block at ``base`` (class sources are shared by instances)."""
     return gluon_path[len(base) + 1:] if base and gluon_path.startswith(base + ".") else gluon_path
-
-
-def _alias_lines(aliases) -> List[str]:
-    return [f"        {assign(target, access(source))}  # the same Gluon block as {comment(gluon)}: one module"
-            for target, source, gluon in aliases]
 
 
 def _trace(block, path, records, inference_only=False):
@@ -753,24 +413,3 @@ def _never_ran_msg(block, path):
 def _untraced_msg(block, path, reason):
     return (f"Gluon {type(block).__name__} at {path or 'the top'!r} was not translated: {reason}. "
             f"Write its forward by hand; its children are translated.")
-
-
-def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
-    """(slot path, value, label) for every numeric literal in an instance's constructor calls."""
-    out = []
-
-    def go(v, path, label):
-        if isinstance(v, Call):
-            for i, a in enumerate(v.args):
-                go(a, path + (i,), v.names[i] if i < len(v.names) else label)
-            for k, a in v.kwargs:
-                go(a, path + (k,), k)
-        elif isinstance(v, list):
-            for i, a in enumerate(v):
-                go(a, path + (i,), label)
-        elif is_number(v):
-            out.append((path, v, ident(label)))
-    for part, call in inst.init:
-        if isinstance(call, Call):
-            go(call, (part[1],), str(part[1]))
-    return out

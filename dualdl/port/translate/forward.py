@@ -4,7 +4,7 @@ values, unpacking multi-output ops and packing the outputs as the Gluon block re
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .safe import comment as safe_comment
 from .errors import TranslationError
@@ -13,16 +13,13 @@ from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .render import ident
 from .trace import Graph, flatten_struct, nested_var_name
 
-if TYPE_CHECKING:
-    from .codegen import Generator
-
 __all__ = ["ForwardWriter"]
 
 
 class ForwardWriter:
     """Turn a traced ``Graph`` into the statements of ``forward``."""
 
-    def __init__(self, gen: "Generator", block: Any, path: str, graph: Graph):
+    def __init__(self, gen: Any, block: Any, path: str, graph: Graph):
         self.gen, self.block, self.path, self.g = gen, block, path, graph
         self.cls = type(block).__name__
         self.lines: List[str] = []

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .codegen import MapEntry
+from .module_tree import MapEntry, constructor_arguments
 from .errors import TranslationError
 from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .registry import Call
@@ -17,7 +17,7 @@ from .render import camel, ident, is_number, render_call, free_name
 from .safe import comment as safe_comment, docstring_text
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
-from .symbol_tree import Scope, is_layer, item_values
+from .symbol_tree import Scope, common_prefix, is_layer, item_values, node_tokens
 
 __all__ = ["SymbolEmitter"]
 
@@ -114,7 +114,6 @@ class SymbolEmitter:
             if isinstance(it, Scope):
                 tok, key = it.token, id(it)
             elif is_layer(self.g, it):
-                from .symbol_tree import node_tokens
                 tok, key = self.g.layer_names.get(it) or node_tokens(self.g.nodes[it].name, prefix)[-1], it
             else:
                 continue
@@ -170,7 +169,6 @@ class SymbolEmitter:
             raise TranslationError(f"weight {var.name!r} is used by ops in two different parts of the model "
                                    f"(at {self.owner[var.name]!r} and in {inst.tpath or 'the top'!r})",
                                    block="symbol", path=var.name)
-        from .symbol_tree import node_tokens
         tok = node_tokens(var.name, _model_prefix(self.g))[-1]
         taken = {a for a, _ in inst.init} | {a for a, _ in inst.own}
         attr = ident(tok)
@@ -211,7 +209,7 @@ class SymbolEmitter:
                     cname, k = f"{base}_{k}", k + 1
                 cname = free_name(cname, taken)
                 taken.add(cname)
-                names, arg_list, values = _arguments(same)
+                names, arg_list, values = constructor_arguments([_literals(m) for m in same])
                 classes[cname] = self._class_source(cname, same, names, arg_list)
                 for m, vals in zip(same, values):
                     m.cname = cname
@@ -264,9 +262,8 @@ class SymbolEmitter:
 
 
 def _model_prefix(g: SymGraph) -> str:
-    from .symbol_tree import _common_prefix
     if not hasattr(g, "_prefix"):
-        g._prefix = _common_prefix([g.nodes[i].name for i in g.order])
+        g._prefix = common_prefix([g.nodes[i].name for i in g.order])
     return g._prefix
 
 
@@ -298,29 +295,6 @@ def _literals(i: Inst) -> List[Tuple[Any, str]]:
     for attr, call in i.init:
         go(call, attr)
     return out
-
-
-def _arguments(members: List[Inst]):
-    """Numbers that differ between the instances of a class become constructor arguments; numbers
-    that are equal in every instance share one argument."""
-    slots = [_literals(m) for m in members]
-    n = len(slots[0])
-    differing = [k for k in range(n) if len({repr(s[k][0]) for s in slots}) > 1]
-    by_values: "OrderedDict[str, List[int]]" = OrderedDict()
-    for k in differing:
-        by_values.setdefault(repr([s[k][0] for s in slots]), []).append(k)
-    names: Dict[int, str] = {}
-    arg_list: List[str] = []
-    for idxs in by_values.values():
-        label = ident(slots[0][idxs[0]][1] or "arg")
-        nm, j = label, 2
-        while nm in arg_list or nm == "self":
-            nm, j = f"{label}_{j}", j + 1
-        arg_list.append(nm)
-        for k in idxs:
-            names[k] = nm
-    values = [[s[idxs[0]][0] for idxs in by_values.values()] for s in slots]
-    return names, arg_list, values
 
 
 class _Forward:

@@ -8,7 +8,7 @@ import os
 import re
 import tempfile
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -157,22 +157,6 @@ def _fix_ones(params, names) -> None:
         p.set_data(mx.nd.ones(p.shape, dtype=p.dtype))
 
 
-def symbol_block_arrays(block: Any, out: Any, missing: Callable[[str], Exception]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """(parameters by name, arrays keyed ``arg:``/``aux:`` as an exported ``.params`` file keys them) of
-    a SymbolBlock whose graph ``out`` is built; ``missing(name)`` is raised for a parameter without a value."""
-    aux_names = set(out.list_auxiliary_states())
-    params: Dict[str, Any] = {}
-    save: Dict[str, Any] = {}
-    for p in block.collect_params().values():
-        try:
-            value = p.data()
-        except Exception:
-            raise missing(p.name) from None
-        params[p.name] = p
-        save[("aux:" if p.name in aux_names else "arg:") + p.name] = value
-    return params, save
-
-
 def translate_symbol_block(block: Any, sample_inputs: Any, out_dir: str, name: Optional[str] = None, *,
                            verify: bool = True, lr: float = 0.1, seed: int = 0, force: bool = False,
                            **_: Any) -> TranslateReport:
@@ -187,6 +171,7 @@ def translate_symbol_block(block: Any, sample_inputs: Any, out_dir: str, name: O
                          (a.detach().cpu().numpy() if hasattr(a, "detach") else a)) for a in items]
     inputs, out = block._cached_graph
     input_names = [i.name for i in inputs]
+    from .symbol_nested import symbol_block_arrays
     _, save = symbol_block_arrays(block, out, lambda name: ValueError(
         f"translate: the SymbolBlock's parameter {name} has no value; load its weights first "
         f"(SymbolBlock.imports(..., param_file))"))

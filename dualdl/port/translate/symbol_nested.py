@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
 from .errors import TranslationError
 from .registry import Call, Leaf
 
-__all__ = ["is_symbol_block", "nested_leaf", "map_nested"]
+__all__ = ["is_symbol_block", "nested_leaf", "map_nested", "symbol_block_arrays"]
 
 
 def is_symbol_block(block: Any) -> bool:
@@ -35,9 +35,8 @@ def _defined(src: str) -> List[str]:
 def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
     """The leaf of a SymbolBlock child: its emitter's classes as helpers of ``gen``'s file."""
     import mxnet as mx
-    from .codegen import defined_names
+    from .render import defined_names
     from .symbol_emit import SymbolEmitter
-    from .symbol_file import symbol_block_arrays
     from .symbol_graph import load_symbol_graph
     from .symbol_tree import build_tree
     cls = type(block).__name__
@@ -102,7 +101,7 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
 
 def map_nested(gen: Any, block: Any, leaf: Leaf, path: str, tpath: str) -> None:
     """The nested block's state_dict entries under ``tpath``, mapped to the model's Parameters."""
-    from .codegen import MapEntry
+    from .module_tree import MapEntry
     em = leaf.nested
     ones = set(em.ones)
     for e in em.entries:
@@ -118,3 +117,20 @@ def map_nested(gen: Any, block: Any, leaf: Leaf, path: str, tpath: str) -> None:
     if ones:
         gen.notes.append(f"{path or '(top)'}: {len(ones)} BatchNorm(fix_gamma=True) scales written as 1 and frozen "
                          f"(MXNet ignores their stored values)")
+
+
+def symbol_block_arrays(block: Any, out: Any,
+                        missing: Callable[[str], Exception]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(parameters by name, arrays keyed ``arg:``/``aux:`` as an exported ``.params`` file keys them) of
+    a SymbolBlock whose graph ``out`` is built; ``missing(name)`` is raised for a parameter without a value."""
+    aux_names = set(out.list_auxiliary_states())
+    params: Dict[str, Any] = {}
+    save: Dict[str, Any] = {}
+    for p in block.collect_params().values():
+        try:
+            value = p.data()
+        except Exception:
+            raise missing(p.name) from None
+        params[p.name] = p
+        save[("aux:" if p.name in aux_names else "arg:") + p.name] = value
+    return params, save

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 from .symbol_graph import SymGraph, Value
 from .errors import TranslationError
 
-__all__ = ["Scope", "build_tree", "node_tokens", "MODULE_OPS"]
+__all__ = ["Scope", "build_tree", "node_tokens", "common_prefix", "MODULE_OPS"]
 
 #: ops that become a torch layer (an attribute of the module), not an expression in forward
 MODULE_OPS = frozenset({"Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "Pooling", "Embedding",
@@ -42,7 +42,7 @@ class Scope:
         return [it for it in self.items if isinstance(it, Scope)]
 
 
-def _common_prefix(names: List[str]) -> str:
+def common_prefix(names: List[str]) -> str:
     if len(names) < 2:
         return ""
     a, b = min(names), max(names)
@@ -74,7 +74,7 @@ def build_tree(g: SymGraph) -> Scope:
     from .symbol_rnn import absorb_rnn_inputs
     absorb_rnn_inputs(g)
     ops = g.order
-    prefix = _common_prefix([g.nodes[i].name for i in ops])
+    prefix = common_prefix([g.nodes[i].name for i in ops])
     root = Scope("", "root")
     paths = _place_orphans(g, ops, {nid: node_tokens(g.nodes[nid].name, prefix) for nid in ops}, prefix)
     for nid in ops:
@@ -134,7 +134,7 @@ def _collapse_small(g: SymGraph, s: Scope) -> None:
         _collapse_small(g, c)
     if s.kind != "root" and len(s.items) == 1 and not isinstance(s.items[0], Scope):
         nid = s.items[0]
-        prefix = _common_prefix([g.nodes[i].name for i in g.order])
+        prefix = common_prefix([g.nodes[i].name for i in g.order])
         g.layer_names[nid] = f"{s.token}_{g.layer_names.get(nid) or node_tokens(g.nodes[nid].name, prefix)[-1]}"
         _dissolve(s)
 

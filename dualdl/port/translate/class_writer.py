@@ -1,0 +1,227 @@
+"""The generated file's text from a module tree (mixed into ``codegen.Generator``): instances of
+one Gluon class grouped by their full nested structure, one torch class per group (a numeric
+literal that differs between its instances becomes a constructor argument), children's classes
+first, parameter ties and aliases, the header, and one load of the result: code that cannot load
+its own weights is refused, never written."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, List, Tuple
+
+from .errors import TranslationError
+from .module_tree import Alias, Instance, MapEntry, access, alias_lines, assign, constructor_arguments, plain_name
+from .proof_torch import skip_random_init
+from .registry import Call
+from .render import camel, collect_refs, defined_names, free_name, is_number, render_args, render_call, statement
+from .safe import comment, docstring_text, literal
+
+__all__ = ["ClassWriter"]
+
+
+class ClassWriter:
+    """The source half of :class:`~dualdl.port.translate.codegen.Generator` (its state: instances,
+    by_class, refs, variants, class_src, helpers, entries, root)."""
+
+    # ---- class variants and constructor arguments ----
+    def _structure(self, inst: Instance, memo: Dict[int, int], table: Dict[str, int]) -> int:
+        """An id for the instance's full nested structure (children's structure included)."""
+        key = id(inst.block)
+        if key in memo:
+            return memo[key]
+        memo[key] = -1      # a cycle cannot happen (Gluon trees), but stay finite
+        for _, call in inst.init:
+            if isinstance(call, Call):
+                for ref in collect_refs(call):
+                    ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
+        skel = repr([(part, repr(c) if isinstance(c, Alias) else render_call(c, 0, {}, None, skeleton=True))
+                     for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
+            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + \
+            type(inst.block).__qualname__ + type(inst.block).__module__
+        memo[key] = table.setdefault(skel, len(table))
+        return memo[key]
+
+    def resolve_all(self) -> None:
+        """Group every class's instances by full nested structure, then write the classes,
+        children's classes first (a parent's constructor arguments include its children's)."""
+        memo: Dict[int, int] = {}
+        table: Dict[str, int] = {}
+        for insts in self.by_class.values():
+            for inst in insts:
+                self._structure(inst, memo, table)
+        groups: "OrderedDict[Tuple[type, int], List[Instance]]" = OrderedDict()
+        for cls, insts in self.by_class.items():
+            for inst in insts:
+                groups.setdefault((cls, memo[id(inst.block)]), []).append(inst)
+        names: Dict[Tuple[type, int], str] = {}
+        count: Dict[type, int] = {}
+        for cls, sid in groups:
+            base = camel(cls.__name__)
+            k = count[cls] = count.get(cls, 0) + 1
+            cname = free_name(base if k == 1 else f"{base}_{k}",
+                              set(names.values()) | {"Concurrent"} | defined_names(self.helpers.values()))
+            names[(cls, sid)] = cname
+        of = {id(i.block): key for key, insts in groups.items() for i in insts}
+        done: set = set()
+
+        def finish(key):
+            if key in done:
+                return
+            done.add(key)
+            for inst in groups[key]:
+                for _, call in inst.init:
+                    if isinstance(call, Call):
+                        for ref in collect_refs(call):
+                            finish(of[id(ref.block)])
+            self._variant(names[key], groups[key])
+        for key in groups:
+            finish(key)
+
+    def _variant(self, cname: str, members: List[Instance]) -> None:
+        slots = [[(v, label) for _, v, label in _literals(m)] for m in members]
+        names, arg_list, values = constructor_arguments(slots)
+        self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
+        for m, vals in zip(members, values):
+            self.variants[id(m.block)] = (cname, vals, arg_list)
+            for ref in self.refs.get(id(m.block), []):
+                ref.fn, ref.kwargs = cname, [(a, v) for a, v in zip(arg_list, vals)]
+
+    def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
+        block = inst.block
+        gl = f"{type(block).__module__}.{type(block).__qualname__}"
+        # a cell stack whose layers the parent indexes (ELMo: self.forward_layers[0][1]): nn.Sequential indexes
+        base = "nn.Sequential" if (block._children and not inst.own and not inst.consts and
+                                   all(str(k).isdigit() for k in block._children)) else "nn.Module"
+        lines = [f"class {cname}({base}):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
+                 f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
+        counter = [0]
+        seen_comments: set = set()
+        for part, call in inst.init:
+            if isinstance(call, Alias):
+                lines.append(f"        {assign([part], access(call.source))}"
+                             f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
+                continue
+            notes: list = []
+            text = render_call(call, 8, names, counter, seen=seen_comments, notes=notes)
+            lines.append(f"        {statement(assign([part], text), notes)}")
+        for part, shape, trainable in inst.own:
+            value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
+                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)"
+            lines.append(statement(f"        self.{part[1]} = {value}" if part[0] == "a" else
+                                   f"        self.register_parameter({literal(part[1])}, {value})",
+                                   [] if trainable else ["grad_req='null' in Gluon"]))
+        for part, shape, dtype in inst.consts:
+            zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
+            lines.append(f"        self.register_buffer({literal(part[1])}, {zeros})"
+                         f"  # an array Gluon's block holds as an attribute (values in the weights file)")
+        lines += alias_lines(inst.aliases)
+        if inst is self.instances.get(id(self.root)):
+            lines += self._tie_lines()
+        lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
+        lines += [f"        {ln}" for ln in inst.forward]
+        return "\n".join(lines) + "\n"
+
+    def _tie_lines(self) -> List[str]:
+        lines = alias_lines(self.root_aliases)
+        owner: Dict[int, MapEntry] = {}
+        for e in self.entries:
+            if e.param is None:
+                continue
+            first = owner.setdefault(id(e.param), e)
+            if first is e:
+                continue
+            if e.tied_to is None:
+                e.tied_to = first.torch_key
+            if any(e.torch_key.startswith(a + ".") for a in self.aliased):
+                continue      # the whole module is the other one
+            mod, local = e.torch_key.rsplit(".", 1) if "." in e.torch_key else ("", e.torch_key)
+            fmod, flocal = first.torch_key.rsplit(".", 1) if "." in first.torch_key else ("", first.torch_key)
+            lines.append(f"        {self._param_access(mod, local)} = {self._param_access(fmod, flocal)}"
+                         f"  # shared with {comment(first.gluon_key)} in Gluon")
+        return lines
+
+    def _param_access(self, mod: str, local: str) -> str:
+        base = access(self.parts.get(mod, tuple(("a", p) for p in mod.split(".") if p)))
+        return f"{base}.{local}" if plain_name(local) else f"getattr({base}, {literal(local)})"
+
+    # ---- the whole file ----
+    def source(self) -> str:
+        kind = self.kind(self.root)
+        top = camel(self.name)
+        if kind == "traced":
+            self._build_instance_root()
+            self.resolve_all()
+            cname = self.variants[id(self.root)][0]
+            body = list(self.class_src.items())
+            src = [s for n, s in body if n != cname] + [self.class_src[cname]]
+            self.top_class = cname
+        else:
+            call = self.ctor(self.root, "", "", ())
+            self.resolve_all()
+            if not call.fn.startswith("nn.") and call.fn != "Concurrent":
+                raise TranslationError("a top-level block of this kind", block=type(self.root).__name__)
+            src = list(self.class_src.values())
+            top = free_name(top, set(self.class_src) | defined_names(self.helpers.values()))
+            ties = self._tie_lines()
+            doc = docstring_text(type(self.root).__qualname__)
+            src.append(f"class {top}({call.fn}):\n    \"\"\"Translated from Gluon {doc}.\"\"\"\n\n"
+                       f"    def __init__(self):\n        super().__init__({render_args(call, 8)})\n" +
+                       ("\n".join(ties) + "\n" if ties else ""))
+            self.top_class = top
+        header = ['"""PyTorch translation of a Gluon model, generated by `dualdl translate`.', "",
+                  "Only torch is needed to run it. Every MXNet convention that changes numbers is an",
+                  "explicit argument or line with a comment. Load the weights with",
+                  f"`model.load_state_dict(safetensors.torch.load_file(\"{self.name}.safetensors\"))`.",
+                  '"""', "import torch", "import torch.nn.functional as F", "from torch import nn", "", ""]
+        text = "\n".join(header) + "\n\n".join(list(self.helpers.values()) + src)
+        self.check_loads(text)
+        return text
+
+    def check_loads(self, text: str) -> None:
+        """Build the generated module once (no weights drawn) and check its ``state_dict`` keys and
+        shapes are the mapping's: code that cannot load its own weights is refused, not written."""
+        if self.untraced:
+            return
+        import torch
+        ns: Dict[str, Any] = {"__name__": "_dualdl_translate_check"}
+        try:
+            exec(compile(text, f"<translation of {type(self.root).__name__}>", "exec"), ns)
+            with skip_random_init(), torch.no_grad():
+                model = ns[self.top_class]()
+            state = model.state_dict()
+        except Exception as e:   # a bug here, not the user's: say so, with the construct
+            raise TranslationError(f"the generated module could not be built ({type(e).__name__}: {e}); "
+                                   f"please report this model", block=type(self.root).__name__) from None
+        import numpy as np
+        want = {e.torch_key: tuple(e.param.shape) if e.param is not None else tuple(np.shape(e.value))
+                for e in self.entries}
+        missing = [k for k in want if k not in state]
+        extra = [k for k in state if k not in want]
+        wrong = [k for k in want if k in state and tuple(state[k].shape) != want[k]]
+        if missing or extra or wrong:
+            detail = "; ".join(s for s in (
+                f"missing {missing[:3]}" if missing else "", f"unexpected {extra[:3]}" if extra else "",
+                f"shape of {wrong[0]} is {tuple(state[wrong[0]].shape)}, the weight's {want[wrong[0]]}" if wrong
+                else "") if s)
+            raise TranslationError(f"the generated module would not load its own weights ({detail}); nothing "
+                                   f"was written, please report this model", block=type(self.root).__name__)
+
+
+def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
+    """(slot path, value, label) for every numeric literal in an instance's constructor calls."""
+    out = []
+
+    def go(v, path, label):
+        if isinstance(v, Call):
+            for i, a in enumerate(v.args):
+                go(a, path + (i,), v.names[i] if i < len(v.names) else label)
+            for k, a in v.kwargs:
+                go(a, path + (k,), k)
+        elif isinstance(v, list):
+            for i, a in enumerate(v):
+                go(a, path + (i,), label)
+        elif is_number(v):
+            out.append((path, v, label))
+    for part, call in inst.init:
+        if isinstance(call, Call):
+            go(call, (part[1],), str(part[1]))
+    return out

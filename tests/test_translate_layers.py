@@ -1,0 +1,84 @@
+"""The layering of dualdl/port/translate/ (issue 41: one graph, two readers, one writer), read from
+its source by tests/translate_structure_report.py: imports only go down the layers below, counting
+imports inside functions (Python never sees a circle those keep alive); no circle at all; no private
+name (``_x``) used outside the file that defines it; no file over 600 lines. A new file fails
+until it is given its layer here."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import translate_structure_report as structure  # noqa: E402
+
+#: bottom first. Foundation: what every layer may use (errors, the safety gate, the conventions,
+#: staging files, torch-side loading). Graph: the two front ends and the graphs they produce (the
+#: tracer's trace.Graph, the symbol reader's SymGraph). Ops: the op registry, the lowering of one op,
+#: the rendering of a call, the module tree a writer fills. Layers: Gluon layers / symbol layer
+#: nodes -> torch layers. Emitter: forward writer, module classes, symbol emitter. Proof. Pipeline:
+#: stage -> write -> load -> prove -> publish. API: translate, translate_symbol_file, the package.
+LAYERS = [
+    ("foundation", {"errors", "safe", "allowlist", "gate", "conventions", "publish", "proof_torch", "proof_judge"}),
+    ("graph", {"trace_scope", "trace", "symbol_graph"}),
+    ("ops", {"oplib", "oplib.*", "ops", "registry", "render", "module_tree"}),
+    ("layers", {"leaves", "symbol_rnn", "symbol_layers", "symbol_tree"}),
+    ("emitter", {"forward", "class_writer", "codegen", "symbol_emit", "symbol_nested"}),
+    ("proof", {"proof_layers", "proof_train", "verify", "symbol_verify", "symbol_imperative"}),
+    ("pipeline", {"pipeline"}),
+    ("api", {"symbol_file", "api", ""}),
+]
+
+MAX_LINES = 600
+
+
+def _layer(module: str):
+    for i, (_, names) in enumerate(LAYERS):
+        if module in names or ("." in module and module.split(".")[0] + ".*" in names):
+            return i
+    return None
+
+
+@pytest.fixture(scope="module")
+def mods():
+    return structure.analyse()
+
+
+def test_every_file_has_a_layer(mods):
+    missing = sorted(m for m in mods if _layer(m) is None)
+    assert not missing, f"give these translate files a layer in tests/test_translate_layers.py: {missing}"
+
+
+def test_imports_only_go_down_and_never_circle(mods):
+    up = []
+    for m in mods.values():
+        for target, in_fn, _, line in m.imports:
+            lo, hi = _layer(m.name), _layer(target)
+            if target != m.name and lo is not None and hi is not None and hi > lo:
+                up.append(f"{m.name}:{line} imports {target} ({LAYERS[hi][0]} above {LAYERS[lo][0]})"
+                          f"{' inside a function' if in_fn else ''}")
+    assert not up, "\n".join(up)
+    cycles = structure.cycles(structure.edges(mods))
+    assert not cycles, f"import circles (function-level imports counted): {cycles}"
+
+
+def test_no_private_name_crosses_a_file(mods):
+    crossings = [f"{u}:{line} uses {t}.{n}" for u, t, n, line in structure.private_crossings(mods)]
+    assert not crossings, "\n".join(crossings)
+
+
+def test_no_file_over_600_lines(mods):
+    big = {os.path.relpath(m.path, structure.ROOT): m.lines for m in mods.values() if m.lines > MAX_LINES}
+    assert not big, f"split these translate files (over {MAX_LINES} lines): {big}"
+
+
+def test_the_analysis_sees_function_level_circles_and_private_names(tmp_path):
+    """The checks above can fail: a circle kept alive by an import inside a function, and a private
+    name imported from a sibling, in a package written here."""
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "a.py").write_text("from .b import _hidden\n\n\ndef f():\n    return _hidden\n")
+    (tmp_path / "b.py").write_text("def _hidden():\n    from . import a\n    return a\n")
+    mods = structure.analyse(str(tmp_path))
+    assert structure.cycles(structure.edges(mods)) == [["a", "b"]]
+    assert structure.cycles(structure.edges(mods, function_level=False)) == []
+    assert [(u, t, n) for u, t, n, _ in structure.private_crossings(mods)] == [("a", "b", "_hidden")]
+    assert structure.function_level_imports(mods) == 1
