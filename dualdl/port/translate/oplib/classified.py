@@ -61,7 +61,7 @@ refuse(_RANDOM, *[p + n for p in ("_random_", "random_") for n in (
        *[p + n for p in ("_sample_", "sample_") for n in ("exponential", "gamma", "generalized_negative_binomial",
                                                          "multinomial", "negative_binomial", "normal", "poisson",
                                                          "uniform")],
-       "_sample_unique_zipfian", "normal", "uniform", "shuffle", "_shuffle", "_npi_shuffle", "_npi_random_randint",
+       "_sample_unique_zipfian", "_npi_powerd", "normal", "uniform", "shuffle", "_shuffle", "_npi_shuffle", "_npi_random_randint",
        *[f"_npi_{n}" for n in ("bernoulli", "choice", "exponential", "gamma", "gumbel", "logistic", "multinomial",
                                "normal", "normal_n", "pareto", "rayleigh", "uniform", "uniform_n", "weibull")])
 _LOSS = ("a loss output layer whose backward is the loss gradient itself, not the gradient of its forward "
@@ -94,4 +94,4 @@ refuse("a decomposition whose gradient or sign convention MXNet defines differen
 _LATER = "not yet translated (no model in the corpus uses it); register a translation"
 refuse(_LATER, "_contrib_count_sketch", "_contrib_fft", "_contrib_ifft", "_contrib_hawkesll",
        "_npi_diag_indices_from",
-       "_npi_powerd", "_npx_constraint_check", "amp_multicast")
+       "_npx_constraint_check", "amp_multicast")
