@@ -18,7 +18,7 @@ REPORT = "dualdl_project_report.json"
 #: the torch-only modules whose definitions make the project's gluon2torch.py, in order
 _SOURCES = ("dualdl_torch.gluon_optim", "dualdl.port.recipe.torch_src.init",
             "dualdl.port.recipe.torch_src.sampler", "dualdl.port.recipe.torch_src.metrics",
-            "dualdl.port.project.torch_runtime")
+            "dualdl.port.project.torch_runtime", "dualdl.port.project.torch_runtime_train")
 
 
 class ProjectError(ValueError):
@@ -76,7 +76,7 @@ def runtime_source() -> str:
     defs: Dict[str, str] = {}
     for mod in _SOURCES:
         imp, d = _parse(mod)
-        imports += [i for i in imp if i not in imports]
+        imports += [i for i in imp if i not in imports and not i.startswith("from .")]
         for name, src in d.items():
             defs.setdefault(name, src)
     head = ('"""Gluon\'s semantics in torch for a project converted by dualdl convert-project: '

@@ -1,0 +1,421 @@
+"""The training half of a converted project's ``gluon2torch.py`` (see
+:mod:`dualdl.port.project.torch_runtime`, copied into the same file): parameters and Gluon's
+deferred initialization, initializers, checkpoints, the Trainer and its schedules, Gluon's
+datasets and DataLoader order, and the proof's recorder. Torch and numpy only; names such as
+``GluonSGD``, ``xavier_``, ``GluonBatchSampler`` and ``asnumpy`` come from the other sources of
+that file."""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from typing import Any, Callable, Iterator, List, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from .torch_runtime import _TRAINING, asnumpy
+
+# ----------------------------------------------------------------------------- parameters
+class ParameterDict(dict):
+    """``block.collect_params()``: Gluon's keys (``0.weight``) to torch parameters."""
+
+    def zero_grad(self) -> None:
+        for p in self.values():
+            p.grad = None
+
+    def setattr(self, name: str, value: Any) -> None:
+        for p in self.values():
+            if name == "grad_req":
+                p.requires_grad_(value != "null")
+                p._grad_req = value
+            elif name == "lr_mult":
+                p._lr_mult = float(value)
+            elif name == "wd_mult":
+                p._wd_mult = float(value)
+
+    def initialize(self, init: Any = None, ctx: Any = None, force_reinit: bool = False) -> None:
+        raise NotImplementedError("collect_params().initialize: call initialize(net, init)")
+
+
+def collect_params(block: nn.Module, select: Optional[str] = None) -> ParameterDict:
+    import re
+    out = ParameterDict((k, p) for k, p in block.named_parameters())
+    if select is not None:
+        pat = re.compile(select)
+        out = ParameterDict((k, p) for k, p in out.items() if pat.match(k))
+    out.block = block                # Gluon's dict holds the running statistics too
+    return out
+
+
+def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
+               force_reinit: bool = False) -> None:
+    """``block.initialize(init)``: applied at the first forward, when lazy shapes are known
+    (Gluon's deferred initialization), by Gluon's rules (weights ``init``, biases 0, BatchNorm
+    1/0; the default initializer ``Uniform(0.07)``). ``GLUON2TORCH_LOAD=path.npz`` loads those
+    arrays by name instead (a proof replaying another run's initial weights)."""
+    init = init if init is not None else Uniform()
+    if ctx is not None:
+        block.to(ctx if not isinstance(ctx, (list, tuple)) else ctx[0])
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        handle.remove()
+        if any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters()):
+            was = _TRAINING[-1]
+            _TRAINING[-1] = False
+            with torch.no_grad():
+                module(*args, **kwargs)
+            _TRAINING[-1] = was
+        _apply_init(module, init)
+    handle = block.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def _apply_init(block: nn.Module, init: Any) -> None:
+    load = os.environ.get("GLUON2TORCH_LOAD")
+    with torch.no_grad():
+        if load:       # the weights only: Gluon's running statistics were read after a forward
+            arrays = np.load(load)
+            for k, v in block.named_parameters():
+                if k in arrays.files:
+                    v.copy_(torch.from_numpy(arrays[k]))
+            return
+        for name, p in block.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "bias" or leaf == "beta":
+                p.zero_()
+            elif leaf == "gamma" or (leaf == "weight" and p.dim() == 1):
+                p.fill_(1.0)
+            else:
+                init(p)
+
+
+class Uniform:
+    def __init__(self, scale: float = 0.07):
+        self.scale = scale
+
+    def __call__(self, t: torch.Tensor) -> None:
+        uniform_(t, self.scale)
+
+
+class Normal:
+    def __init__(self, sigma: float = 0.01):
+        self.sigma = sigma
+
+    def __call__(self, t: torch.Tensor) -> None:
+        normal_(t, self.sigma)
+
+
+class Xavier:
+    def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg", magnitude: float = 3):
+        self.args = (rnd_type, factor_type, magnitude)
+
+    def __call__(self, t: torch.Tensor) -> None:
+        xavier_(t, tuple(t.shape), *self.args)
+
+
+class Zero:
+    def __call__(self, t: torch.Tensor) -> None:
+        t.zero_()
+
+
+class One:
+    def __call__(self, t: torch.Tensor) -> None:
+        t.fill_(1.0)
+
+
+class Constant:
+    def __init__(self, value: float):
+        self.value = value
+
+    def __call__(self, t: torch.Tensor) -> None:
+        t.fill_(self.value)
+
+
+def save_parameters(block: nn.Module, filename: str, deduplicate: bool = False) -> None:
+    """``block.save_parameters(f)``: the state_dict under Gluon's keys, in torch's format."""
+    torch.save(block.state_dict(), filename)
+
+
+def load_parameters(block: nn.Module, filename: str, ctx: Any = None, **_: Any) -> None:
+    block.load_state_dict(torch.load(filename, map_location=ctx if ctx is not None else "cpu"))
+
+
+# ----------------------------------------------------------------------------- schedules
+class _Schedule:
+    """``mx.lr_scheduler.*Scheduler(...)``: its arguments, made a ``Gluon*LR`` torch scheduler by
+    the Trainer (Gluon's schedule lives in the optimizer; ``base_lr`` becomes the Trainer's
+    ``learning_rate`` when both are given, as Gluon's optimizer sets it)."""
+    torch_class = ""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.args, self.kwargs = args, kwargs
+
+    def build(self, optimizer: Any, learning_rate: Optional[float]) -> Any:
+        kw = dict(self.kwargs)
+        if learning_rate is not None:
+            if self.torch_class in ("GluonPolyLR", "GluonCosineLR"):
+                kw.setdefault("base_lr_orig", kw.get("base_lr", 0.01))
+            kw["base_lr"] = learning_rate
+        return globals()[self.torch_class](optimizer, *self.args, **kw)
+
+
+class FactorScheduler(_Schedule):
+    torch_class = "GluonFactorLR"
+
+
+class MultiFactorScheduler(_Schedule):
+    torch_class = "GluonMultiFactorLR"
+
+
+class PolyScheduler(_Schedule):
+    torch_class = "GluonPolyLR"
+
+
+class CosineScheduler(_Schedule):
+    torch_class = "GluonCosineLR"
+
+
+# ----------------------------------------------------------------------------- trainer
+_OPTIMIZERS = {"sgd": "GluonSGD", "nag": "GluonNAG", "adam": "GluonAdam",
+               "bertadam": "GluonBERTAdam"}
+
+
+class Trainer:
+    """``gluon.Trainer(params, optimizer, optimizer_params)``: Gluon's exact update rule (the
+    ``Gluon*`` optimizers), ``step(batch_size)`` rescaling by ``1/batch_size``, then the used
+    gradients cleared (Gluon's ``backward`` overwrites them; ``grad_req='add'`` keeps them)."""
+
+    def __init__(self, params: Any, optimizer: str, optimizer_params: Optional[dict] = None,
+                 kvstore: Any = None, **_: Any):
+        kw = dict(optimizer_params or {})
+        name = str(optimizer).lower()
+        if name not in _OPTIMIZERS:
+            raise ValueError(f"gluon.Trainer optimizer {optimizer!r} has no torch translation "
+                             f"here (one of {sorted(_OPTIMIZERS)})")
+        schedule = kw.pop("lr_scheduler", None)
+        given_lr = kw.get("learning_rate")
+        self._params = list(params.values() if isinstance(params, dict) else params)
+        self._names = (dict(params) if isinstance(params, dict) else
+                       {str(i): p for i, p in enumerate(self._params)})
+        self._block = getattr(params, "block", None)
+        args = dict(lr=kw.pop("learning_rate", 0.01 if name in ("sgd", "nag") else 0.001),
+                    weight_decay=kw.pop("wd", 0.0), rescale_grad=kw.pop("rescale_grad", 1.0),
+                    clip_gradient=kw.pop("clip_gradient", None))
+        if name in ("sgd", "nag"):
+            args["momentum"] = kw.pop("momentum", 0.0)
+        else:
+            args["betas"] = (kw.pop("beta1", 0.9), kw.pop("beta2", 0.999))
+            args["eps"] = kw.pop("epsilon", None)
+        kw.pop("multi_precision", None)
+        if kw:
+            raise ValueError(f"gluon.Trainer {optimizer!r} options {sorted(kw)} have no torch "
+                             f"translation here")
+        self._optimizer = globals()[_OPTIMIZERS[name]](self._params, **args)
+        self._scheduler = schedule.build(self._optimizer, given_lr) if schedule is not None else None
+        self._updates = 0
+
+    @property
+    def learning_rate(self) -> float:
+        """Gluon's ``trainer.learning_rate``: with a schedule, its value at the updates made."""
+        if self._scheduler is not None:
+            return float(self._scheduler.gluon_lr(self._updates))
+        return float(self._optimizer.param_groups[0]["lr"])
+
+    def set_learning_rate(self, lr: float) -> None:
+        if self._scheduler is not None:
+            raise UserWarning("set_learning_rate with an lr_scheduler: the schedule decides the lr")
+        for g in self._optimizer.param_groups:
+            g["lr"] = lr
+
+    def allreduce_grads(self) -> None:
+        """One device: the gradients are already complete."""
+
+    def step(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        self.update(batch_size)
+
+    def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        _RECORDER.before_update(self, batch_size)
+        self._optimizer.step(batch_size=batch_size)
+        self._updates += 1
+        if self._scheduler is not None:
+            self._scheduler.step()
+        for p in self._params:
+            if getattr(p, "_grad_req", "write") == "write":
+                p.grad = None
+        _RECORDER.after_update(self)
+
+
+def clip_grad_global_norm(params: Any, max_norm: float, check_isfinite: bool = True) -> float:
+    """gluonnlp's ``clip_grad_global_norm``: gradients divided by ``max(1, norm / max_norm)``
+    (no epsilon, unlike torch's ``clip_grad_norm_``)."""
+    ps = [p for p in (params.values() if isinstance(params, dict) else params)
+          if p.grad is not None]
+    norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in ps))
+    ratio = torch.clamp(norm / max_norm, min=1.0)
+    for p in ps:
+        p.grad.div_(ratio.to(p.grad.dtype))
+    return float(norm)
+
+
+# ----------------------------------------------------------------------------- data
+class Dataset:
+    """``gluon.data.Dataset``: ``transform(fn)`` (``fn(*item)``) and ``transform_first(fn)``."""
+
+    def transform(self, fn: Callable, lazy: bool = True) -> "Dataset":
+        return _Transformed(self, fn, False)
+
+    def transform_first(self, fn: Callable, lazy: bool = True) -> "Dataset":
+        return _Transformed(self, fn, True)
+
+
+class _Transformed(Dataset):
+    def __init__(self, data: Any, fn: Callable, first: bool):
+        self._data, self._fn, self._first = data, fn, first
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getitem__(self, i: int) -> Any:
+        item = self._data[i]
+        if self._first:
+            return (self._fn(item[0]),) + tuple(item[1:]) if isinstance(item, tuple) else self._fn(item)
+        return self._fn(*item) if isinstance(item, tuple) else self._fn(item)
+
+
+class ArrayDataset(Dataset):
+    def __init__(self, *arrays: Any):
+        self._arrays = [asnumpy(a) if isinstance(a, torch.Tensor) else a for a in arrays]
+
+    def __len__(self) -> int:
+        return len(self._arrays[0])
+
+    def __getitem__(self, i: int) -> Any:
+        items = tuple(a[i] for a in self._arrays)
+        return items if len(items) > 1 else items[0]
+
+
+class MNIST(Dataset):
+    """``gluon.data.vision.MNIST(root, train)``: the same gzip idx files Gluon reads from
+    ``root`` (``train-images-idx3-ubyte.gz`` ...): images ``(28, 28, 1)`` uint8, labels int32,
+    as numpy arrays (Gluon's NDArray methods the transforms use work on them)."""
+    _files = {True: ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+              False: ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+
+    def __init__(self, root: str = "~/.mxnet/datasets/mnist", train: bool = True,
+                 transform: Optional[Callable] = None):
+        root = os.path.expanduser(root)
+        images, labels = (os.path.join(root, f) for f in self._files[bool(train)])
+        if not (os.path.exists(images) and os.path.exists(labels)):
+            raise FileNotFoundError(f"{type(self).__name__}: {images} and {labels} are missing; "
+                                    f"put the dataset's gzip idx files in {root}")
+        with gzip.open(labels, "rb") as f:
+            struct.unpack(">II", f.read(8))
+            self._label = np.frombuffer(f.read(), dtype=np.uint8).astype(np.int32)
+        with gzip.open(images, "rb") as f:
+            _, n, rows, cols = struct.unpack(">IIII", f.read(16))
+            self._data = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, rows, cols, 1)
+        self._transform = transform
+
+    def __len__(self) -> int:
+        return len(self._label)
+
+    def __getitem__(self, i: int) -> Any:
+        if self._transform is not None:
+            return self._transform(self._data[i], self._label[i])
+        return self._data[i], self._label[i]
+
+
+class FashionMNIST(MNIST):
+    pass
+
+
+def default_batchify_fn(items: List[Any]) -> Any:
+    """Gluon's default batchify: stack samples (tuples field by field) into tensors."""
+    first = items[0]
+    if isinstance(first, tuple):
+        return [default_batchify_fn([it[i] for it in items]) for i in range(len(first))]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(items)
+    return torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(x) for x in items])))
+
+
+class DataLoader:
+    """``gluon.data.DataLoader(dataset, batch_size, shuffle, last_batch, batchify_fn)`` in Gluon's
+    order (``np.random.shuffle`` each epoch: ``np.random.seed`` reproduces it)."""
+
+    def __init__(self, dataset: Any, batch_size: Optional[int] = None, shuffle: bool = False,
+                 sampler: Any = None, last_batch: Optional[str] = None, batch_sampler: Any = None,
+                 batchify_fn: Optional[Callable] = None, num_workers: int = 0, **_: Any):
+        self._dataset = dataset
+        if batch_sampler is None:
+            sampler = sampler if sampler is not None else (
+                GluonRandomSampler(len(dataset)) if shuffle else GluonSequentialSampler(len(dataset)))
+            batch_sampler = GluonBatchSampler(sampler, batch_size, last_batch or "keep")
+        self._batch_sampler = batch_sampler
+        self._batchify = batchify_fn or default_batchify_fn
+
+    def __len__(self) -> int:
+        return len(self._batch_sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        for idx in self._batch_sampler:
+            batch = self._batchify([self._dataset[i] for i in idx])
+            _RECORDER.batch(batch)
+            yield batch
+
+
+# ----------------------------------------------------------------------------- the proof's recorder
+class _Recorder:
+    """Per-update records for ``dualdl convert-project --prove`` (off unless
+    ``GLUON2TORCH_RECORD=path.npz``): the batch, the learning rate, each gradient as the update
+    uses it (``grad / batch_size``) and each weight after it; ``GLUON2TORCH_STEPS`` updates."""
+
+    def __init__(self) -> None:
+        self.path = os.environ.get("GLUON2TORCH_RECORD")
+        self.limit = int(os.environ.get("GLUON2TORCH_STEPS", "0") or 0)
+        self.rec: dict = {}
+        self.n = 0
+        self.last: Any = None
+        if os.environ.get("GLUON2TORCH_SEED"):      # the proof's seed of Gluon's numpy shuffling
+            np.random.seed(int(os.environ["GLUON2TORCH_SEED"]))
+
+    def loss(self, x: torch.Tensor) -> None:
+        if self.path:
+            self.rec[f"{self.n}/loss"] = np.float64(x.detach().double().mean())
+
+    def batch(self, b: Any) -> None:
+        if self.path:
+            self.last = b
+
+    def before_update(self, trainer: Trainer, bs: float) -> None:
+        if not self.path:
+            return
+        names = trainer._names
+        s = self.n
+        if self.last is not None:
+            for i, a in enumerate(self.last if isinstance(self.last, (list, tuple)) else [self.last]):
+                self.rec[f"{s}/batch/{i}"] = asnumpy(a).copy()
+        self.rec[f"{s}/lr"] = np.float64(trainer.learning_rate)
+        for k, p in names.items():
+            if p.grad is not None:
+                self.rec[f"{s}/grad/{k}"] = asnumpy(p.grad) / bs
+
+    def after_update(self, trainer: Trainer) -> None:
+        if not self.path:
+            return
+        state = dict(trainer._names)
+        if trainer._block is not None:          # weights and running statistics, as Gluon's
+            state = {k: v for k, v in trainer._block.state_dict().items() if k in state or
+                     not k.endswith("num_batches_tracked")}
+        for k, p in state.items():
+            self.rec[f"{self.n}/param/{k}"] = asnumpy(p).copy()   # not a view of the weight
+        self.n += 1
+        if self.limit and self.n >= self.limit:
+            import sys
+            self.rec["modules"] = np.array(sorted({m.split(".")[0] for m in sys.modules}))
+            np.savez(self.path, **self.rec)
+            raise SystemExit(0)
+
+
+_RECORDER = _Recorder()
