@@ -13,11 +13,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..verify import Check
 from .errors import TranslationError
-from .proof_torch import load_generated, torch_state
+from .proof_torch import load_generated, skip_random_init, torch_state
 from .publish import Staging, reached
 from .safe import check_source
 
-__all__ = ["TranslateReport", "check_generated", "generated_failed", "stage_prove_publish"]
+__all__ = ["TranslateReport", "check_generated", "check_loads", "generated_failed", "stage_prove_publish"]
 
 
 @dataclass
@@ -123,6 +123,34 @@ def check_generated(source: str, entries, name: str) -> None:
                                    f"rename one of the children or parameters")
 
 
+def check_loads(text: str, top_class: str, entries: Sequence[Any], block: str) -> None:
+    """Build the generated module once (no weights drawn; after :func:`check_generated` accepted the
+    source) and check its ``state_dict`` keys and shapes are the mapping's: code that cannot load its
+    own weights is refused, not written."""
+    import numpy as np
+    import torch
+    ns: Dict[str, Any] = {"__name__": "_dualdl_translate_check"}
+    try:
+        exec(compile(text, f"<translation of {block}>", "exec"), ns)
+        with skip_random_init(), torch.no_grad():
+            model = ns[top_class]()
+        state = model.state_dict()
+    except Exception as e:   # a bug here, not the user's: say so, with the construct
+        raise TranslationError(f"the generated module could not be built ({type(e).__name__}: {e}); "
+                               f"please report this model", block=block) from None
+    want = {e.torch_key: tuple(e.param.shape) if e.param is not None else tuple(np.shape(e.value)) for e in entries}
+    missing = [k for k in want if k not in state]
+    extra = [k for k in state if k not in want]
+    wrong = [k for k in want if k in state and tuple(state[k].shape) != want[k]]
+    if missing or extra or wrong:
+        detail = "; ".join(s for s in (
+            f"missing {missing[:3]}" if missing else "", f"unexpected {extra[:3]}" if extra else "",
+            f"shape of {wrong[0]} is {tuple(state[wrong[0]].shape)}, the weight's {want[wrong[0]]}" if wrong
+            else "") if s)
+        raise TranslationError(f"the generated module would not load its own weights ({detail}); nothing "
+                               f"was written, please report this model", block=block)
+
+
 #: ``prove(report, cls, state, current)``: run the proof on the loaded class ``cls`` with the
 #: written ``state`` (torch key -> tensor; ``current``: id(Gluon parameter) -> its written value) and
 #: fill ``report.checks`` / ``first_divergent`` / ``notes`` / ``dtype``
@@ -133,11 +161,13 @@ def stage_prove_publish(stage: Staging, name: str, top_class: str, source: str, 
                         gluon_key: Callable[[Any], Optional[str]], *, prove: Optional[Prove], block: str,
                         unproven_note: str, notes: Sequence[str] = (), untranslated: Sequence[Dict[str, str]] = (),
                         t0: float, c0: float) -> "TranslateReport":
-    """Check ``source`` (the last guard), claim the output names, write source and weights into
+    """Check ``source`` (the last guard) and that it loads its own weights, claim the output names, write source and weights into
     ``stage``, load the module and ``prove`` it (None: only load it, and say ``unproven_note``),
     add ``notes``, publish the three files; return the report. ``gluon_key(entry)`` is the Gluon
     name a mapping row shows; ``t0``/``c0`` the wall/CPU clocks at the start of the translation."""
     check_generated(source, entries, name)
+    if not untranslated:      # a part left untranslated raises NotImplementedError where it would run
+        check_loads(source, top_class, entries, block)
     t1 = time.perf_counter()
     paths = stage.paths
     report = TranslateReport(name, top_class, paths[".py"], paths[".safetensors"], paths[".report.json"],
