@@ -53,6 +53,9 @@ FUNCTIONAL: Dict[str, Tuple[str, str]] = {
     "embedding": ("(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, "
                   "sparse=False)", "max_norm renormalises NDArrays only; scale_grad_by_freq and sparse refused"),
     "pixel_shuffle": ("(input, upscale_factor)", ""),
+    "pixel_unshuffle": ("(input, downscale_factor)", ""),
+    "channel_shuffle": ("(input, groups)", ""),
+    "gumbel_softmax": ("(logits, tau=1, hard=False, eps=1e-10, dim=-1)", "noise from MXNet's RNG (other numbers)"),
     "pad": ("(input, pad, mode='constant', value=None)", "negative (cropping) pads refused"),
     "interpolate": ("(input, size=None, scale_factor=None, mode='nearest', align_corners=None, "
                     "recompute_scale_factor=None, antialias=False)",
@@ -118,7 +121,7 @@ FUNCTIONAL: Dict[str, Tuple[str, str]] = {
 NOT_WRITTEN: Dict[str, str] = {
     **dict.fromkeys(["fractional_max_pool2d", "fractional_max_pool3d"], "use dualdl.nn.FractionalMaxPool2d/3d"),
     "embedding_bag": "use dualdl.nn.EmbeddingBag",
-    **dict.fromkeys(["unfold", "fold", "grid_sample", "affine_grid", "pixel_unshuffle", "channel_shuffle",
-                     "gumbel_softmax", "feature_alpha_dropout", "pdist", "multi_head_attention_forward"],
+    **dict.fromkeys(["unfold", "fold", "grid_sample", "affine_grid", "feature_alpha_dropout", "pdist",
+                     "multi_head_attention_forward"],
                     "no MXNet implementation in dualdl yet"),
 }

@@ -202,6 +202,45 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return _ops.norm(F.broadcast_sub(x1, x2) + float(eps), p, -1, keepdim)
 
 
+def pixel_unshuffle(input, downscale_factor):
+    """(N, C, H r, W r) -> (N, C r^2, H, W), the inverse of pixel_shuffle: reshape codes and a
+    transpose (no shape needed, so Symbols too)."""
+    r = int(downscale_factor)
+    F = _F(input)
+    if _is_nd(input) and (input.ndim < 3 or input.shape[-1] % r or input.shape[-2] % r):
+        raise ValueError(f"pixel_unshuffle expects height and width of {tuple(input.shape)} to be divisible by "
+                         f"downscale_factor {r}")
+    if _is_nd(input) and input.ndim == 3:
+        return pixel_unshuffle(input.expand_dims(0), r)[0]
+    x = F.reshape(input, shape=(0, 0, -4, -1, r, -2))                    # (N, C, H, r, W r)
+    x = F.reshape(x, shape=(0, 0, 0, 0, -4, -1, r))                      # (N, C, H, r, W, r)
+    x = F.transpose(x, axes=(0, 1, 3, 5, 2, 4))                          # (N, C, r, r, H, W)
+    return F.reshape(F.reshape(x, shape=(0, -3, -2)), shape=(0, -3, -2))
+
+
+def channel_shuffle(input, groups):
+    """(N, g k, *) -> the channels of each group interleaved: (N, g, k, *) with g and k swapped."""
+    g = int(groups)
+    F = _F(input)
+    if _is_nd(input) and input.shape[1] % g:
+        raise ValueError(f"Number of channels must be divisible by groups. Got {input.shape[1]} channels and "
+                         f"{g} groups.")
+    x = F.reshape(input, shape=(0, -4, g, -1, -2))
+    return F.reshape(F.swapaxes(x, dim1=1, dim2=2), shape=(0, -3, -2))
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` with Gumbel noise ``g = -log(Exp(1))`` from MXNet's RNG; ``hard``:
+    the one-hot of the maximum, with the soft sample's gradient (straight through), as torch."""
+    F = _F(logits)
+    g = -F.log(F.random.exponential_like(F.BlockGrad(logits)))
+    y = _ops.softmax((logits + g) / float(tau), int(dim))
+    if not hard:
+        return y
+    one = F.broadcast_equal(y, F.max(y, axis=int(dim), keepdims=True))
+    return one - F.BlockGrad(y) + y
+
+
 def one_hot(tensor, num_classes=-1):
     return _ops.one_hot(tensor, num_classes)
 

@@ -54,7 +54,7 @@ ROWS = [
     F("one_hot", idx((2, 3), 5), 6), F("embedding", [idx((2, 5), 6), (6, 3)]),
     F("embedding", [idx((2, 5), 6), (6, 3)], padding_idx=2, id="padding_idx"),
     F("embedding", [idx((2, 5), 6), (6, 3)], padding_idx=-1, id="padding_idx -1"),
-    F("pixel_shuffle", (1, 8, 3, 2), 2),
+    F("pixel_shuffle", (1, 8, 3, 2), 2), F("pixel_unshuffle", (2, 3, 4, 6), 2), F("channel_shuffle", IMG[:1] + (6, 2, 3), 3),
     F("pad", IMG, (1, 2, 2, 1), id="constant"), F("pad", IMG, (1, 2, 0, 3), mode="reflect", id="reflect"),
     F("pad", IMG, (2, 1, 1, 2), mode="replicate", id="replicate"),
     F("pad", X, (2, 1), mode="constant", value=0.5, id="value"),

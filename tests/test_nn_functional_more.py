@@ -159,3 +159,16 @@ def test_training_mode_randomness_keeps_torch_s_law(backend):
     scale = 1 / np.sqrt((alpha ** 2 * p + 1) * (1 - p))
     dropped = np.isclose(a, alpha * scale * (p - 1), atol=1e-5)             # a dropped element's value, torch's
     assert abs(dropped.mean() - p) < 0.01                                    # 40,000 draws: sd 0.002
+
+
+@pytest.mark.parametrize("backend", ["torch", "mxnet"])
+def test_gumbel_softmax_samples_the_softmax(backend):
+    dl.seed(13)
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4], "float32"))
+    x = dl.from_numpy(np.tile(logits, (20000, 1)), backend=backend)
+    soft = dl.to_numpy(F.gumbel_softmax(x, tau=0.5))
+    hard = dl.to_numpy(F.gumbel_softmax(x, hard=True))
+    assert np.allclose(soft.sum(axis=1), 1.0, atol=1e-5) and set(np.unique(hard)) <= {0.0, 1.0}
+    assert (hard.sum(axis=1) == 1).all()
+    freq = hard.mean(axis=0)                      # P(argmax = i) = softmax(logits)_i: 20,000 draws, sd <= 0.0035
+    assert np.abs(freq - np.exp(logits)).max() < 0.02, freq
