@@ -33,7 +33,7 @@ from dualdl.nn.registry import register
 from .core import native_device
 from .grads import zero_grad as _zero_grads
 from .fast.invoke import PreparedCall, kept
-from .torch_style import run_forward
+from .torch_style import _SYMBOL_DTYPES, run_forward
 
 __all__ = ["Module", "Layer", "make_parameter", "shape_error", "is_ndarray", "factory_kwargs"]
 
@@ -239,10 +239,13 @@ class Module(HybridBlock):
         if self._cached_graph:
             return self._cached_graph
         _GRAPH_STATE_WRITES.append([])
+        self.__dict__["_dl_arg_dtypes"] = [getattr(a, "dtype", None) for a in _leaves(args)]
         try:
             inputs, out = HybridBlock._get_graph(self, *args)
         finally:
             writes = _GRAPH_STATE_WRITES.pop()
+            if self.__dict__.pop("_dl_arg_dtypes", None) is not None and not _GRAPH_STATE_WRITES:
+                _SYMBOL_DTYPES.clear()
         groups, flats = _group_state_writes(writes)
         object.__setattr__(self, "_dl_state_writes", groups)
         if groups:
@@ -289,6 +292,8 @@ class Module(HybridBlock):
 
         def hybrid_forward(self, F, *args, **params):
             d = self.__dict__
+            if F is mx.sym and d.get("_dl_arg_dtypes"):      # the graph's inputs: their arrays' dtypes
+                _mark_dtypes(_leaves(args), d["_dl_arg_dtypes"])
             d["_dl_in_forward"] = True           # a layer subclass's super().forward(x): Layer.forward
             try:
                 return _bind_and_call(self, user_forward, args, params, F is mx.sym)
@@ -515,6 +520,20 @@ class Layer(Module):
     @staticmethod
     def _uniform(bound: float) -> mx.init.Initializer:
         return mx.init.Uniform(scale=bound)
+
+
+def _leaves(args: Any) -> List[Any]:
+    """The tensors of nested argument lists/tuples, in order (Gluon flattens a graph's inputs so)."""
+    if isinstance(args, (list, tuple)):
+        return [t for a in args for t in _leaves(a)]
+    return [args]
+
+
+def _mark_dtypes(symbols: List[Any], dtypes: List[Any]) -> None:
+    """Record each input Symbol's array dtype for :func:`dualdl_mx.torch_style.symbol_dtype`."""
+    for sym, dt in zip(symbols, dtypes):
+        if isinstance(sym, mx.sym.Symbol) and dt is not None:
+            _SYMBOL_DTYPES[id(sym)] = (sym, np.dtype(dt))
 
 
 def _is_dtype(obj: Any) -> bool:

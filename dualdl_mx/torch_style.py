@@ -25,12 +25,13 @@ import traceback
 from typing import Any, Optional
 
 import mxnet as mx
+import numpy as np
 from mxnet import autograd, nd
 
 from dualdl.backend import _active
 from . import torch_methods  # noqa: F401  (the torch methods NDArray and Symbol lack, added)
 
-__all__ = ["tracing", "run_forward", "explain_torch_method", "TORCH_METHODS"]
+__all__ = ["tracing", "symbol_dtype", "run_forward", "explain_torch_method", "TORCH_METHODS"]
 
 class _Forwards(threading.local):
     """The write-once forwards running in this thread: one flag each, True while a graph is traced."""
@@ -39,6 +40,16 @@ class _Forwards(threading.local):
 
 
 _RUNNING = _Forwards()
+
+
+_SYMBOL_DTYPES: dict = {}    # id(input Symbol) -> (Symbol, dtype of its array), while a graph is traced
+
+
+def symbol_dtype(sym: Any) -> Optional[np.dtype]:
+    """The dtype of the array behind an input Symbol of the write-once graph being traced (a
+    Symbol has none: a bool mask and a float one look alike), else None."""
+    entry = _SYMBOL_DTYPES.get(id(sym))
+    return entry[1] if entry is not None and entry[0] is sym else None
 
 
 def tracing() -> bool:

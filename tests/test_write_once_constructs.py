@@ -286,3 +286,25 @@ def test_modulelist_and_moduledict_subclasses(hybridize):
     x = np.random.RandomState(0).rand(2, 3)           # float64: the same computation, rounding only
     for a, b in zip(pt(dl.from_numpy(x, backend="torch")), m(dl.from_numpy(x, backend="mxnet"))):
         np.testing.assert_allclose(dl.to_numpy(b), dl.to_numpy(a), rtol=0, atol=1e-12)
+
+
+def test_hybridized_inputs_keep_their_arrays_dtypes():
+    """A traced Symbol has no dtype: dualdl_mx.torch_style.symbol_dtype gives the graph's inputs
+    their arrays' (a bool attention mask is told from an additive float one by it)."""
+    from dualdl_mx import torch_style
+    seen = []
+
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, q, mask):
+            seen.append((torch_style.symbol_dtype(q), torch_style.symbol_dtype(mask)))
+            return self.lin(q)
+
+    net = Probe(backend="mxnet")
+    net.hybridize()
+    net(mx.nd.ones((2, 4), dtype="float64").astype("float32"), dl.from_numpy(np.ones((3, 3), bool), backend="mxnet"))
+    assert seen == [(np.dtype("float32"), np.dtype("bool"))]
+    assert torch_style.symbol_dtype(mx.sym.var("x")) is None and not torch_style._SYMBOL_DTYPES
