@@ -12,14 +12,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import translate_structure_report as structure  # noqa: E402
 
 #: bottom first. Foundation: what every layer may use (errors, the safety gate, the conventions,
-#: staging files, torch-side loading). Graph: the two front ends and the graphs they produce (the
-#: tracer's trace.Graph, the symbol reader's SymGraph). Ops: the op registry, the lowering of one op,
-#: the rendering of a call, the module tree a writer fills. Layers: Gluon layers / symbol layer
-#: nodes -> torch layers. Emitter: forward writer, module classes, symbol emitter. Proof. Pipeline:
-#: stage -> write -> load -> prove -> publish. API: translate, translate_symbol_file, the package.
+#: staging files, torch-side loading). Graph: the graphs (graph.Graph of a traced block; SymGraph,
+#: read from an exported symbol by symbol_graph itself). Readers: the tracer that makes graph.Graph.
+#: Ops: the op registry, the lowering of one op, the rendering of a call, the module tree a writer
+#: fills. Layers: Gluon layers / symbol layer nodes -> torch layers. Emitter: forward writer, module
+#: classes, symbol emitter. Proof. Pipeline: stage -> write -> load -> prove -> publish. API.
 LAYERS = [
     ("foundation", {"errors", "safe", "allowlist", "gate", "conventions", "publish", "proof_torch", "proof_judge"}),
-    ("graph", {"trace_scope", "trace", "symbol_graph"}),
+    ("graph", {"graph", "symbol_graph"}),
+    ("readers", {"trace_scope", "trace"}),
     ("ops", {"oplib", "oplib.*", "ops", "registry", "render", "module_tree"}),
     ("layers", {"leaves", "symbol_rnn", "symbol_layers", "symbol_tree"}),
     ("emitter", {"forward", "class_writer", "codegen", "symbol_emit", "symbol_nested"}),

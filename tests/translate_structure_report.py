@@ -114,50 +114,28 @@ def edges(mods: Dict[str, Module], function_level: bool = True) -> Dict[str, Set
     return g
 
 
+def _reach(g: Dict[str, Set[str]], start: str) -> Set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for w in g[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
 def cycles(g: Dict[str, Set[str]]) -> List[List[str]]:
-    """The strongly connected components with more than one module (Tarjan), largest first."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    on: Set[str] = set()
-    stack: List[str] = []
-    out: List[List[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        work = [(v, iter(sorted(g[v])))]
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == node:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-            elif nxt not in index:
-                index[nxt] = low[nxt] = counter[0]
-                counter[0] += 1
-                stack.append(nxt)
-                on.add(nxt)
-                work.append((nxt, iter(sorted(g[nxt]))))
-            elif nxt in on:
-                low[node] = min(low[node], index[nxt])
-
+    """The import circles: groups of more than one module each reachable from every other (the
+    strongly connected components, by reachability: the package has ~50 files), largest first."""
+    reach = {v: _reach(g, v) for v in g}
+    out, placed = [], set()
     for v in sorted(g):
-        if v not in index:
-            visit(v)
+        if v in placed:
+            continue
+        comp = sorted(w for w in reach[v] if v in reach[w]) if v in reach[v] else []
+        if len(comp) > 1:
+            out.append(comp)
+            placed.update(comp)
     return sorted(out, key=len, reverse=True)
 
 

@@ -25,7 +25,8 @@ from .registry import Call, Leaf, block_translation
 from .render import Ref, join_path
 from .safe import literal
 from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
-from .trace import T, flatten_struct, trace_block
+from .graph import T, flatten_struct
+from .trace import trace_block
 
 __all__ = ["Generator", "MapEntry"]
 

@@ -11,7 +11,7 @@ from .errors import TranslationError
 from .gate import Attrs
 from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
 from .render import ident
-from .trace import Graph, flatten_struct, nested_var_name
+from .graph import Graph, flatten_struct, nested_var_name, walk
 
 __all__ = ["ForwardWriter"]
 
@@ -227,7 +227,6 @@ _HELPER_NAMES = frozenset({"shared_dropout", "Concurrent", "SharedDropout"})
 
 def _descendant_param(block: Any, name: str) -> Optional[Tuple[str, str]]:
     """(relative path, class) of the descendant block that owns the Gluon parameter ``name``."""
-    from .trace import walk
     for path, b in walk(block):
         if path and any(p.name == name for p in b._reg_params.values()):
             return path, type(b).__name__

@@ -12,7 +12,7 @@ import numpy as np
 from ..verify import ROUNDING_FACTOR, Check, compare
 from .proof_judge import EVAL_CHECK, Judge
 from .proof_torch import TorchRun, flat
-from .trace import walk
+from .graph import walk
 
 __all__ = ["layer_outputs", "first_divergent", "rounding_probe", "one_ulp", "judged_by_layers", "nonfinite_origin",
            "PROBES"]

@@ -12,7 +12,7 @@ import numpy as np
 from ..verify import Check
 from .proof_judge import EVAL_CHECK, TOLERANCE, Judge, Lazy, absmax, divided, maxabs
 from .proof_torch import TorchRun
-from .trace import walk
+from .graph import walk
 
 __all__ = ["UPDATE_TOLERANCE", "RUNNING_TOLERANCE", "TRAIN_OUTPUTS", "GluonSide", "train_steps", "bn_counts", "is_a", "owners",
            "updated_state", "batch_of_two"]

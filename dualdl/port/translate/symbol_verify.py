@@ -79,7 +79,7 @@ class SymbolProxy(BlockDelegate):
 def bn_records(proxy: SymbolProxy, bn: Dict[str, Tuple[float, int]]) -> Dict[int, List[Any]]:
     """Records in the form ``verify`` reads: per stand-in, one call whose input has ``count``
     elements per channel (shape ``(count, 1)``)."""
-    from .trace import Record, T
+    from .graph import Record, T
     return {id(proxy._children[k]): [Record((T((count, 1)),), None)] for k, (_, count) in bn.items()}
 
 

@@ -9,35 +9,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
+from .graph import CallSite, Graph, Record, T, flatten_struct, nested_var_name, walk
 
 __all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
-
-
-@dataclass(frozen=True)
-class T:
-    """A tensor in a recorded structure: its shape and dtype."""
-    shape: Tuple[int, ...]
-    dtype: str = "float32"
-
-
-@dataclass
-class Record:
-    args: tuple
-    out: Any
-    after_trainable: bool = True   # a layer with trainable parameters ran before this call
-    skip_states: Optional[bool] = None
-
-
-def walk(block: Any, path: str = ""):
-    """(path, block) for the block and every descendant, parents first (Gluon ``_children`` names)."""
-    yield path, block
-    for name, child in block._children.items():
-        yield from walk(child, f"{path}.{name}" if path else name)
 
 
 def _struct(x: Any) -> Any:
@@ -47,12 +25,6 @@ def _struct(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return type(x)(_struct(v) for v in x)
     return x
-
-
-def flatten_struct(s: Any) -> List[Any]:
-    if isinstance(s, (list, tuple)):
-        return [v for e in s for v in flatten_struct(e)]
-    return [s]
 
 
 def np_mode() -> bool:
@@ -202,40 +174,6 @@ def _mode_mismatch(root: Any, e: Exception) -> None:
                                "before translate "
                                f"({type(e).__name__}: {str(e).splitlines()[0][:160]})",
                                block=type(root).__name__) from None
-
-
-@dataclass
-class CallSite:
-    """One call of a direct child during the trace: its inputs (symbol structure) and outputs."""
-    child: str
-    args: tuple
-    outs: Any          # structure of placeholder names
-    out_struct: Any    # recorded structure (T leaves)
-
-
-@dataclass
-class Graph:
-    """What one block computes: JSON nodes of its own ops, its inputs, the child calls, outputs."""
-    nodes: List[dict]
-    heads: List[Tuple[int, int]]         # heads of [outputs..., call inputs...]
-    n_outputs: int
-    out_struct: Any
-    in_names: List[str]
-    in_struct: tuple
-    calls: List[CallSite]
-    params: Dict[str, str]               # var name -> own parameter attribute name
-    shapes: Dict[Tuple[int, int], Optional[Tuple[int, ...]]] = field(default_factory=dict)
-    # var name -> (attribute name, numpy value): arrays the block holds as plain attributes (not
-    # Parameters) that its forward uses, e.g. d2l's PositionalEncoding.P; a buffer in torch
-    consts: Dict[str, Tuple[str, Any]] = field(default_factory=dict)
-    # the training-mode graph, when the forward branches on autograd.is_training() (trace_block(both_modes=True))
-    train: Optional["Graph"] = None
-    # the forward branches on the mode but only its inference graph was traced (translate(train=False))
-    inference_only: bool = False
-    # (attribute, head): arrays the block holds that its forward replaces (d2l's scratch BatchNorm stats)
-    updates: List[Tuple[str, Tuple[int, int]]] = field(default_factory=list)
-    # what the report should say about this block's translation (sizes fixed to the sample's)
-    notes: List[str] = field(default_factory=list)
 
 
 def _own_call(block: Any) -> Optional[Any]:
@@ -537,17 +475,3 @@ def _shapes(group, nodes, block, args, calls) -> Dict[Tuple[int, int], Optional[
             result[(nid, k)] = tuple(shp) if shp else None
             k += 1
     return result
-
-
-def nested_var_name(base: str, s: Any, j: int) -> str:
-    """Name of the j-th tensor var of a nested input structure (``base__0__1``)."""
-    names = []
-
-    def go(v, b):
-        if isinstance(v, (list, tuple)):
-            for i, e in enumerate(v):
-                go(e, f"{b}__{i}")
-        else:
-            names.append(b)
-    go(s, base)
-    return names[j]

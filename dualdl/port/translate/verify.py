@@ -24,7 +24,8 @@ from .proof_layers import first_divergent, judged_by_layers, nonfinite_origin, r
 from .proof_torch import TorchRun, as_numpy, flat, load_generated, torch_inputs, torch_state
 from .proof_train import TRAIN_OUTPUTS, GluonSide, batch_of_two, bn_counts, is_a, owners, train_steps, updated_state
 from .oplib import float32_ops
-from .trace import gluon_array, held_arrays, put_back, walk
+from .graph import walk
+from .trace import gluon_array, held_arrays, put_back
 
 __all__ = ["load_generated", "verify", "torch_state", "TOLERANCE", "FLOAT32_ONLY_OPS", "FLOAT32_INTERNAL_OPS",
            "float32_internal", "gluon_inputs"]
