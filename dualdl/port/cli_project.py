@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as e:
             print(f"dualdl convert-project: the proof's run failed: {e}", file=sys.stderr)
             return 1
-        out["proof"] = {"steps": proof.steps, "passed": proof.passed,
-                        "max_diff": proof.max_diff, "first_failure": proof.first_failure,
-                        "seconds": proof.seconds}
+        out["proof"] = {"steps": proof.steps, "passed": proof.passed, "evidence": proof.evidence,
+                        "worst_usage": proof.usage, "max_diff": proof.max_diff,
+                        "first_failure": proof.first_failure, "seconds": proof.seconds}
         if not args.json:
             print(proof.summary())
         if args.json:

@@ -61,6 +61,8 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
 
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
         handle.remove()
+        if _float64():
+            module.double()
         if any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters()):
             was = _TRAINING[-1]
             _TRAINING[-1] = False
@@ -69,6 +71,11 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
             _TRAINING[-1] = was
         _apply_init(module, init)
     handle = block.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def _float64() -> bool:
+    """``GLUON2TORCH_DTYPE=float64``: the proof's float64 run (the model and the batches)."""
+    return os.environ.get("GLUON2TORCH_DTYPE") == "float64"
 
 
 def _apply_init(block: nn.Module, init: Any) -> None:
@@ -335,9 +342,9 @@ def default_batchify_fn(items: List[Any]) -> Any:
     first = items[0]
     if isinstance(first, tuple):
         return [default_batchify_fn([it[i] for it in items]) for i in range(len(first))]
-    if isinstance(first, torch.Tensor):
-        return torch.stack(items)
-    return torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(x) for x in items])))
+    out = (torch.stack(items) if isinstance(first, torch.Tensor) else
+           torch.from_numpy(np.ascontiguousarray(np.stack([np.asarray(x) for x in items]))))
+    return out.double() if _float64() and out.is_floating_point() else out
 
 
 class DataLoader:
