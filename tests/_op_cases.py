@@ -284,3 +284,5 @@ CASES["_contrib_MultiBoxPrior"] = [C(((1, 3, 2, 3), "n"), sizes=(0.5, 0.25), rat
                                      offsets=(0.5, 0.5))]
 CASES["ROIPooling"] = [C(((2, 3, 8, 8), "n"), ((4, 5), "rois"), pooled_size=(2, 3), spatial_scale=0.5),
                        C(((2, 3, 8, 8), "n"), ((3, 5), "rois"), pooled_size=(3, 3), spatial_scale=1.0)]
+CASES["_contrib_box_encode"] = [C(((2, 5), "samp"), ((2, 5), "i3"), ((2, 5, 4), "box"), ((2, 3, 4), "box"), ((4,), "N"),
+                                   ((4,), "P"))]

@@ -25,7 +25,12 @@ from dualdl.port.verify import RTOL_FLOOR, ROUNDING_FACTOR  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _op_cases import CASES  # noqa: E402
 
-NO_GRAD = ("z", "i", "I", "L", "N", "P", "x", "c", "r")
+NO_GRAD = ("z", "i", "I", "L", "N", "P", "x")      # kinds (by first letter) that take no gradient
+NO_GRAD_KINDS = ("ctcf", "ctcl", "rois", "samp")
+
+
+def _no_grad(kind: str) -> bool:
+    return kind in NO_GRAD_KINDS or kind[0] in NO_GRAD
 
 
 def _values(name, shape, kind, rng):
@@ -78,6 +83,8 @@ def _values(name, shape, kind, rng):
     if kind == "rois":    # (R, 5) = (batch index, x1, y1, x2, y2) in pixels of a 16 x 16 image, batch of 2
         lo, size = rng.uniform(0, 9, (shape[0], 2)), rng.uniform(2, 7, (shape[0], 2))
         return np.concatenate([rng.integers(0, 2, (shape[0], 1)), lo, lo + size], axis=1)
+    if kind == "samp":     # box_encode's samples: 1 (positive), 0 or -1
+        return rng.integers(-1, 2, shape).astype(np.float64)
     if kind == "box":    # corner boxes x1 < x2, y1 < y2 (center boxes: positive w, h)
         lo, size = rng.uniform(0, 5, shape[:-1] + (2,)), rng.uniform(0.5, 3, shape[:-1] + (2,))
         return np.concatenate([lo, lo + size], axis=-1)
@@ -107,7 +114,7 @@ def _mxnet(name, case, arrays, dt):
         for (shape, kind), a in zip(case.inputs, arrays):
             x = mx.nd.array(a, dtype="int32" if kind[0] == "I" else dt)
             x = x.as_np_ndarray() if np_op else x
-            if kind[0] not in NO_GRAD:
+            if not _no_grad(kind):
                 x.attach_grad()
             xs.append(x)
         keys, vals = list(case.attrs), list(case.attrs.values())
@@ -124,7 +131,7 @@ def _mxnet(name, case, arrays, dt):
 def _mx_grads(name, xs, outs, cots, case):
     np_op = _is_np(name)
     diff = [(o, c) for o, c in zip(outs, cots) if c is not None]
-    if not diff or all(k[0] in NO_GRAD for _, k in case.inputs):
+    if not diff or all(_no_grad(k) for _, k in case.inputs):
         return None
     with mx.util.np_shape(np_op), mx.util.np_array(np_op):
         heads = [mx.nd.array(c, dtype=o.dtype) for o, c in diff]
@@ -132,7 +139,7 @@ def _mx_grads(name, xs, outs, cots, case):
         try:
             mx.autograd.backward([o for o, _ in diff], head_grads=heads)
             mx.nd.waitall()
-            return [x.grad.asnumpy() if k[0] not in NO_GRAD else None for x, (_, k) in zip(xs, case.inputs)]
+            return [x.grad.asnumpy() if not _no_grad(k) else None for x, (_, k) in zip(xs, case.inputs)]
         except mx.base.MXNetError:    # MXNet has no (working) gradient for it: values only
             return None
 
@@ -148,7 +155,7 @@ def _torch(name, case, arrays, dt, in_shapes, out_shapes, cots):
     xs = []
     for i, ((shape, kind), a) in enumerate(zip(case.inputs, arrays)):
         t = torch.tensor(a, dtype=torch.int32 if kind[0] == "I" else getattr(torch, dt))
-        if kind[0] not in NO_GRAD:
+        if not _no_grad(kind):
             t.requires_grad_(True)
         env[f"x{i}"] = t
         xs.append(t)
@@ -158,7 +165,7 @@ def _torch(name, case, arrays, dt, in_shapes, out_shapes, cots):
     diff = [(o, torch.tensor(c, dtype=o.dtype)) for o, c in zip(outs, cots)
             if c is not None and o.dtype.is_floating_point and o.requires_grad]
     grads = None
-    if any(k[0] not in NO_GRAD for _, k in case.inputs):
+    if any(not _no_grad(k) for _, k in case.inputs):
         if diff:
             gs = torch.autograd.grad([o for o, _ in diff], [x for x in xs if x.requires_grad],
                                      [c for _, c in diff], allow_unused=True)

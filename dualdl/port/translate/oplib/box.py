@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import TranslationError
 from .base import Expr, op, parse_attr
 
-__all__ = ["BOX_NMS", "BOX_DECODE"]
+__all__ = ["BOX_NMS", "BOX_DECODE", "BOX_ENCODE"]
 
 BOX_NMS = '''def box_nms(x, overlap_thresh, valid_thresh, topk, coord_start, score_index, id_index, background_id,
             force_suppress, center):
@@ -110,6 +110,29 @@ def _box_decode(a, attrs, node):
     clip = _f32(parse_attr(attrs.get("clip"), -1.0))
     corner = attrs.get("format", "center") == "corner"
     return Expr(f"box_decode({a[0].text}, {a[1].text}, {std!r}, {clip!r}, {corner})", helpers=(BOX_DECODE,))
+
+
+BOX_ENCODE = '''def box_encode(samples, matches, anchors, refs, means, stds):
+    """MXNet _contrib_box_encode (gluoncv NormalizedBoxCenterEncoder): for each anchor with sample > 0.5, its
+    matched reference box (corner) as center offsets ((g - a) / a_size - mean) / std and log sizes; masks 1
+    there, 0 elsewhere (targets 0). No gradient, as MXNet's backward of this op."""
+    samples, matches, anchors, refs = samples.detach(), matches.detach(), anchors.detach(), refs.detach()
+    ref = torch.gather(refs, 1, matches.long().clamp(min=0).unsqueeze(-1).expand(-1, -1, 4))
+    aw, ah = anchors[..., 2] - anchors[..., 0], anchors[..., 3] - anchors[..., 1]
+    ax, ay = anchors[..., 0] + aw * 0.5, anchors[..., 1] + ah * 0.5
+    gw, gh = ref[..., 2] - ref[..., 0], ref[..., 3] - ref[..., 1]
+    gx, gy = ref[..., 0] + gw * 0.5, ref[..., 1] + gh * 0.5
+    t = torch.stack([(gx - ax) / aw, (gy - ay) / ah, torch.log(gw / aw), torch.log(gh / ah)], dim=-1)
+    t = (t - means.detach()) / stds.detach()
+    valid = (samples > 0.5).unsqueeze(-1)
+    return torch.where(valid, t, torch.zeros_like(t)), valid.to(t.dtype).expand_as(t)
+'''
+
+
+@op("_contrib_box_encode", n_outputs=lambda attrs: 2)
+def _box_encode(a, attrs, node):
+    """box_encode(samples, matches, anchors, refs, means, stds) -> (targets, masks), no gradient"""
+    return Expr(f"box_encode({', '.join(e.text for e in a)})", helpers=(BOX_ENCODE,))
 
 
 op("_contrib_box_nms", "_contrib_box_non_maximum_suppression",

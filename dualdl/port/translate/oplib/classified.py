@@ -78,10 +78,12 @@ refuse("a detection-target or proposal op (SSD/Faster R-CNN training targets and
        "translated; box_nms / box_decode / box_iou / ROIAlign / MultiBoxPrior are", "_contrib_MultiBoxDetection",
        "_contrib_MultiBoxTarget", "_npx_multibox_detection", "_npx_multibox_target", "_contrib_MultiProposal",
        "_contrib_Proposal", "_contrib_bipartite_matching",
-       "_contrib_box_encode", "_contrib_PSROIPooling",
+       "_contrib_PSROIPooling",
        "_contrib_DeformablePSROIPooling", "_contrib_RROIAlign")
 refuse("deformable convolution: torch has no such op without torchvision (the generated file imports torch only)",
        "_contrib_DeformableConvolution", "_contrib_ModulatedDeformableConvolution")
+refuse("computed by MXNet 1.9.1 on GPU only ('fft is only available for GPU'): not measured on a CPU, so not "
+       "translated; torch.fft.fft with real and imaginary parts interleaved would write it", "_contrib_fft", "_contrib_ifft")
 refuse("Correlation (FlowNet's correlation layer): torch has no such op; register a translation", "Correlation")
 refuse("an output whose shape depends on the values (boolean_mask, nonzero, unique, bincount, histogram): the "
        "generated forward has static shapes; mask with torch.where instead", "_contrib_boolean_mask",
@@ -92,6 +94,6 @@ refuse("a decomposition whose gradient or sign convention MXNet defines differen
        "_npi_eigvals", "_npi_eigvalsh", "_npi_svd", "_npi_pinv", "_npi_pinv_scalar_rcond", "_npi_tensorinv",
        "_npi_tensorsolve", "linalg_gelqf", "_linalg_gelqf", "_linalg_syevd")
 _LATER = "not yet translated (no model in the corpus uses it); register a translation"
-refuse(_LATER, "_contrib_count_sketch", "_contrib_fft", "_contrib_ifft", "_contrib_hawkesll",
+refuse(_LATER, "_contrib_count_sketch", "_contrib_hawkesll",
        "_npi_diag_indices_from",
        "_npx_constraint_check", "amp_multicast")
