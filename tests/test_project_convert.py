@@ -56,7 +56,8 @@ def test_what_cannot_convert_stays_with_a_todo_line():
            "it = mx.io.NDArrayIter(data, label, batch_size=4)  # the old iterator\n"
            "kv = mx.kv.create('device')\n"
            "p = mx.nd.softmax(x, axis=1)\n"
-           "q = mx.nd.no_such_op(x)\n")
+           "q = mx.nd.no_such_op(x)\n"
+           "r = mx.nd.softmax(x, 1)\n")
     r = convert_source(src)
     out = r.source.splitlines()
     assert "# dualdl: TODO mx.io.NDArrayIter: mx.io iterators: use gluon.data / torch.utils.data" in out
@@ -67,9 +68,12 @@ def test_what_cannot_convert_stays_with_a_todo_line():
     for stmt in ("it = mx.io.NDArrayIter(data, label, batch_size=4)  # the old iterator",
                  "kv = mx.kv.create('device')", "q = mx.nd.no_such_op(x)"):
         assert stmt in out
-    assert [t[1] for t in r.todos] == ["mx.io.NDArrayIter", "mx.kv.create", "mx.nd.no_such_op"]
+    assert [t[1] for t in r.todos] == ["mx.io.NDArrayIter", "mx.kv.create", "mx.nd.no_such_op",
+                                        "mx.nd.softmax"]
     assert {t[0] for t in r.todos} == {i + 1 for i, ln in enumerate(out)
-                                       if ln.startswith(("it =", "kv =", "q ="))}
+                                       if ln.startswith(("it =", "kv =", "q =", "r ="))}
+    assert ("# dualdl: TODO mx.nd.softmax: argument 1 would not reach the torch call; write MXNet "
+            "attributes as keywords") in out
 
 
 def test_operator_calls_are_the_op_registry_entries():

@@ -343,6 +343,11 @@ def _make_converter(aliases: Dict[str, str]):
             except Exception as e:                        # the registry needs what source lacks
                 self.todo(original, _short(q), f"{' '.join(str(e).split())[:160]}")
                 return updated
+            lost = _dropped_args(args, expr)
+            if lost:                  # an MXNet attribute given positionally: never drop it
+                self.todo(original, _short(q), f"argument {lost[0]} would not reach the torch "
+                                               f"call; write MXNet attributes as keywords")
+                return updated
             self.done(original)
             return new
 
@@ -359,6 +364,22 @@ def _make_converter(aliases: Dict[str, str]):
             return updated
 
     return Converter()
+
+
+def _dropped_args(args: List[str], expr: str) -> List[str]:
+    """The positional arguments whose expression is no subexpression of the torch call (a
+    literal under a unary minus does not count: ``softmax(x, 1)``'s 1 is not ``dim=-1``'s)."""
+    tree = ast.parse(expr, mode="eval")
+    under_minus = {id(n.operand) for n in ast.walk(tree) if isinstance(n, ast.UnaryOp)}
+    have = {ast.dump(n) for n in ast.walk(tree) if id(n) not in under_minus}
+    out = []
+    for a in args:
+        try:
+            if ast.dump(ast.parse(a, mode="eval").body) not in have:
+                out.append(a)
+        except SyntaxError:
+            out.append(a)
+    return out
 
 
 def _dotted(n) -> str:
