@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
 from .errors import TranslationError
+from .module_tree import MapEntry
 from .registry import Call, Leaf
+from .render import defined_names
+from .symbol_emit import SymbolEmitter
+from .symbol_graph import load_symbol_graph
+from .symbol_tree import build_tree
 
 __all__ = ["is_symbol_block", "nested_leaf", "map_nested", "symbol_block_arrays"]
 
@@ -28,17 +33,9 @@ def _join(a: str, b: str) -> str:
     return f"{a}.{b}" if a and b else (a or b)
 
 
-def _defined(src: str) -> List[str]:
-    return re.findall(r"^(?:class|def)\s+([A-Za-z_]\w*)", src, flags=re.M)
-
-
 def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
     """The leaf of a SymbolBlock child: its emitter's classes as helpers of ``gen``'s file."""
     import mxnet as mx
-    from .render import defined_names
-    from .symbol_emit import SymbolEmitter
-    from .symbol_graph import load_symbol_graph
-    from .symbol_tree import build_tree
     cls = type(block).__name__
     path = info.path
     try:
@@ -65,15 +62,14 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
             raise TranslationError(f"its symbol graph could not be read: {e}", block=cls, path=path) from None
     em = SymbolEmitter(g, build_tree(g), params, cls)
     try:
-        top = em._inst(em.root, "", "Model")
-        classes = em._resolve(top)
+        classes = em.classes()
     except TranslationError as e:
         raise TranslationError(f"{e} (inside the SymbolBlock {cls} at {path or '(top)'!r})", block=cls,
                                path=path) from None
     # names already in the file (helpers of other layers / nested blocks): rename ours that clash
     taken = set(defined_names(gen.helpers.values())) | {"Concurrent"}
     helpers = [h for h in em.helpers.values() if h not in gen.helpers]
-    clash = [n for h in helpers for n in _defined(h) if n in taken]
+    clash = sorted(defined_names(helpers) & taken)
     if clash:
         raise TranslationError(f"helper {clash[0]!r} of the SymbolBlock's ops is already defined differently in "
                                f"this file; please report this model", block=cls, path=path)
@@ -101,7 +97,6 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
 
 def map_nested(gen: Any, block: Any, leaf: Leaf, path: str, tpath: str) -> None:
     """The nested block's state_dict entries under ``tpath``, mapped to the model's Parameters."""
-    from .module_tree import MapEntry
     em = leaf.nested
     ones = set(em.ones)
     for e in em.entries:
