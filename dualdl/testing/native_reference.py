@@ -47,13 +47,8 @@ class clip_global_norm:
         return nlp.utils.clip_grad_global_norm(params, self.max_norm)
 
     def torch(self, params: list) -> float:
-        import torch
-        grads = [p.grad for p in params if p.grad is not None]
-        norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))
-        ratio = torch.clamp(norm / self.max_norm, min=1.0)
-        for g in grads:
-            g.div_(ratio.to(g.dtype))
-        return float(norm)
+        from ..port.recipe.torch_src.clip import clip_grad_global_norm
+        return clip_grad_global_norm(params, self.max_norm)
 
 
 class GluonTorchReference(TorchFloat64Twin):

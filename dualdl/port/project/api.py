@@ -18,6 +18,7 @@ REPORT = "dualdl_project_report.json"
 #: the torch-only modules whose definitions make the project's gluon2torch.py, in order
 _SOURCES = ("dualdl_torch.gluon_optim", "dualdl.port.recipe.torch_src.init",
             "dualdl.port.recipe.torch_src.sampler", "dualdl.port.recipe.torch_src.metrics",
+            "dualdl.port.recipe.torch_src.clip",
             "dualdl.port.project.torch_runtime", "dualdl.port.project.torch_runtime_train")
 
 

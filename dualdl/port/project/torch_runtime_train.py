@@ -253,18 +253,6 @@ class Trainer:
         _RECORDER.after_update(self)
 
 
-def clip_grad_global_norm(params: Any, max_norm: float, check_isfinite: bool = True) -> float:
-    """gluonnlp's ``clip_grad_global_norm``: gradients divided by ``max(1, norm / max_norm)``
-    (no epsilon, unlike torch's ``clip_grad_norm_``)."""
-    ps = [p for p in (params.values() if isinstance(params, dict) else params)
-          if p.grad is not None]
-    norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in ps))
-    ratio = torch.clamp(norm / max_norm, min=1.0)
-    for p in ps:
-        p.grad.div_(ratio.to(p.grad.dtype))
-    return float(norm)
-
-
 # ----------------------------------------------------------------------------- data
 class Dataset:
     """``gluon.data.Dataset``: ``transform(fn)`` (``fn(*item)``) and ``transform_first(fn)``."""

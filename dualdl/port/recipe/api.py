@@ -47,6 +47,7 @@ class Recipe:
 def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any = None, *,
                      gluon_model: Any = None, initializer: Any = None, metrics: Any = None,
                      transforms: Any = None, loader: Any = None,
+                     clip_global_norm: Optional[float] = None,
                      out: Optional[PathLike] = None) -> Recipe:
     """Write a Gluon training recipe as torch-only source.
 
@@ -57,7 +58,9 @@ def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any 
     ``init_parameters(model)``. ``metrics``: an ``mx.metric`` (or list) -> ``make_metric()``.
     ``transforms``: a ``gluon.data.vision.transforms`` pipeline, or a dict name -> pipeline ->
     ``transform_<name>(img)``. ``loader``: a ``gluon.data.DataLoader`` ->
-    ``make_batch_sampler(length)``. ``mapping``: the ``dl.port.translate`` report (or a
+    ``make_batch_sampler(length)``. ``clip_global_norm``: the ``max_norm`` the script gives
+    gluonnlp's ``clip_grad_global_norm`` -> ``clip_gradients(model)`` (Gluon's formula, no
+    epsilon; call it between ``backward`` and ``step``). ``mapping``: the ``dl.port.translate`` report (or a
     ``dl.port`` report / Mapping / dict); without it torch names must equal Gluon's structural
     names. ``out``: also write the file there."""
     from .init import emit_init
@@ -65,9 +68,11 @@ def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any 
     from .optimizer import emit_optimizer
     from .sampler import emit_sampler
     from .transforms import emit_transforms
-    if all(x is None for x in (trainer, initializer, metrics, transforms, loader)):
+    from .clip import emit_clip
+    if all(x is None for x in (trainer, initializer, metrics, transforms, loader,
+                               clip_global_norm)):
         raise RecipeError("translate_recipe: give at least one of trainer=, initializer=, "
-                          "metrics=, transforms=, loader=")
+                          "metrics=, transforms=, loader=, clip_global_norm=")
     sf = SourceFile("Training recipe translated from Gluon (MXNet 1.9.1) to PyTorch.")
     parts, notes = [], []
     if trainer is not None:
@@ -98,6 +103,9 @@ def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any 
     if loader is not None:
         emit_sampler(sf, loader)
         parts.append("sampler")
+    if clip_global_norm is not None:
+        emit_clip(sf, clip_global_norm)
+        parts.append("clipping")
     recipe = Recipe(sf.text(), parts, list(sf.exports), notes)
     if out is not None:
         recipe.write(out)
