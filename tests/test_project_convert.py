@@ -221,3 +221,46 @@ def test_the_converted_run_is_the_gluon_run(converted, tmp_path):
     (out / "bad.py").write_text(bad)
     p = prove_scripts(os.path.join(SCRIPTS, SCRIPT), str(out / "bad.py"), str(tmp_path), steps=3)
     assert not p.passed and p.first_failure.startswith("update 1: param/") and p.usage > 100
+
+
+def test_a_project_of_several_files_keeps_its_imports(tmp_path, monkeypatch):
+    """A package: the model in one file (a HybridBlock), a helper without mxnet, the training
+    code importing both; every file converted in place of the same path, the helper unchanged,
+    and the converted model runs in torch with Gluon's parameter names."""
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "model.py").write_text(
+        "from mxnet import gluon\nfrom mxnet.gluon import nn\n\n\n"
+        "class Net(gluon.HybridBlock):\n"
+        "    def __init__(self, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.body = nn.HybridSequential()\n"
+        "        self.body.add(nn.Dense(8, activation='tanh'), nn.Dense(3))\n\n"
+        "    def hybrid_forward(self, F, x):\n"
+        "        return F.softmax(self.body(x), axis=-1)  # probabilities\n")
+    helper = "def batches(n):\n    return [(i, i + 1) for i in range(n)]\n"
+    (src / "pkg" / "helpers.py").write_text(helper)
+    (src / "train.py").write_text("import mxnet as mx\nfrom pkg.model import Net\n"
+                                  "from pkg.helpers import batches\n\nnet = Net()\n"
+                                  "net.initialize(mx.init.Normal(0.1))\n")
+    out = tmp_path / "out"
+    report = convert_project(str(src), str(out))
+    assert sorted(f["path"] for f in report.files) == ["pkg/__init__.py", "pkg/helpers.py",
+                                                       "pkg/model.py", "train.py"]
+    assert (out / "pkg" / "helpers.py").read_text() == helper
+    model_src = (out / "pkg" / "model.py").read_text()
+    assert "        return torch.softmax(self.body(x), dim=-1)  # probabilities\n" in model_src
+    assert "from pkg.model import Net" in (out / "train.py").read_text()
+    monkeypatch.syspath_prepend(str(out))
+    for name in ("gluon2torch", "pkg", "pkg.model"):
+        sys.modules.pop(name, None)
+    g2t = importlib.import_module("gluon2torch")
+    net = importlib.import_module("pkg.model").Net()
+    g2t.initialize(net, g2t.Normal(0.1))
+    y = net(torch.randn(2, 5))
+    assert y.shape == (2, 3) and torch.allclose(y.sum(1), torch.ones(2))
+    assert sorted(net.state_dict()) == ["body.0.bias", "body.0.weight", "body.1.bias",
+                                        "body.1.weight"]
+    for name in ("pkg", "pkg.model", "pkg.helpers"):
+        sys.modules.pop(name, None)
