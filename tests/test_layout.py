@@ -200,4 +200,4 @@ def test_nn_is_a_pure_index_and_base_imports_no_layer_family(adapter):
     users = [m for m, deps in graph.items() if _in_package(m, adapter) and f"{adapter}.nn" in deps]
     assert not users, f"adapter modules importing the index: {users}"
     base_deps = {d.rpartition(".")[2] for d in graph[f"{adapter}.base"] if _in_package(d, adapter)}
-    assert base_deps <= {"core", "compiled", "grads", "invoke"}, base_deps
+    assert base_deps <= {"core", "compiled", "grads", "invoke", "torch_style"}, base_deps
