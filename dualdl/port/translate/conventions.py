@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["ConventionError", "int_or_tuple", "channels_first", "conv_call", "batchnorm_class",
            "bn_momentum", "bn_momentum_comment", "BN_EPS_DEFAULT", "pool_call", "full_pool_outputs", "full_pool_problem",
-           "linear_comment", "RNN_MODES", "rnn_weight_names"]
+           "linear_comment", "ACTIVATIONS", "RNN_MODES", "rnn_weight_names"]
 
 
 class ConventionError(ValueError):
@@ -149,6 +149,12 @@ def linear_comment(who: str, layer: str, flatten: bool, ndim: int) -> str:
     if flatten:
         return f"{who} {layer}(flatten=True) flattens all but the batch axis first"
     return f"{who} {layer}(flatten=False): applied to the last axis, as nn.Linear is"
+
+
+#: MXNet Activation act_type -> (torch module, the same as a call on ``{x}``)
+ACTIVATIONS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torch.sigmoid({x})"),
+               "tanh": ("nn.Tanh", "torch.tanh({x})"), "softrelu": ("nn.Softplus", "F.softplus({x})"),
+               "softsign": ("nn.Softsign", "F.softsign({x})")}
 
 
 #: MXNet RNN mode -> (torch class, its extra keywords, gates per weight block)

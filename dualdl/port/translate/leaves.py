@@ -11,16 +11,12 @@ import weakref
 import numpy as np
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .conventions import (RNN_MODES, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment, channels_first,
-                          conv_call, linear_comment, pool_call, rnn_weight_names)
+from .conventions import (ACTIVATIONS, RNN_MODES, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment,
+                          channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
 from .errors import TranslationError
 from .registry import Call, Leaf, Step
 
 __all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base"]
-
-_ACTS = {"relu": ("nn.ReLU", "torch.relu({x})"), "sigmoid": ("nn.Sigmoid", "torch.sigmoid({x})"),
-         "tanh": ("nn.Tanh", "torch.tanh({x})"), "softrelu": ("nn.Softplus", "F.softplus({x})"),
-         "softsign": ("nn.Softsign", "F.softsign({x})")}
 
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
@@ -148,9 +144,9 @@ def _act_step(block, info, act) -> list:
     if act is None:
         return []
     name = act._act_type
-    if name not in _ACTS:
+    if name not in ACTIVATIONS:
         raise _err(block, info, f"activation {name!r} fused into the layer has no translation")
-    mod, expr = _ACTS[name]
+    mod, expr = ACTIVATIONS[name]
     return [Step(Call(mod), expr, f"Gluon {type(block).__name__}(activation={name!r})")]
 
 
@@ -270,9 +266,9 @@ def _layernorm(block, info):
 
 def _activation(block, info):
     name = block._act_type
-    if name not in _ACTS:
+    if name not in ACTIVATIONS:
         raise _err(block, info, f"Activation({name!r})")
-    return Leaf(Call(_ACTS[name][0]))
+    return Leaf(Call(ACTIVATIONS[name][0]))
 
 
 _F32_ALPHA = "MXNet keeps alpha as a float32"

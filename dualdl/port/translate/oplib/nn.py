@@ -7,7 +7,7 @@ float32 value it computes with; ``softmax(use_length=True)`` leaves out position
 float32 even on float64 data (``float32_internal``: the proof judges it by float32 rounding)."""
 from __future__ import annotations
 
-from ..conventions import full_pool_problem
+from ..conventions import ACTIVATIONS, full_pool_problem
 from ..gate import probability
 from ..safe import literal
 from .base import Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsupported
@@ -15,8 +15,7 @@ from .base import Expr, NeedsName, f32, ndim, num, op, parse_attr, refuse, unsup
 __all__ = ["INTERLEAVED"]
 
 
-_ACT = {"relu": "torch.relu({})", "sigmoid": "torch.sigmoid({})", "tanh": "torch.tanh({})",
-        "softrelu": "F.softplus({})", "softsign": "F.softsign({})"}
+_ACT = {k: call.replace("{x}", "{}") for k, (_, call) in ACTIVATIONS.items()}   # one table with the layers'
 
 
 def _activation(a, attrs, node):
