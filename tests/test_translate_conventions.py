@@ -81,3 +81,36 @@ def test_full_pooling_is_ceil_mode_or_refused_on_every_path(path, tmp_path):
     assert rep.max_abs_diff is not None and rep.max_abs_diff < 1e-6
     with pytest.raises(TranslationError, match=r"MXNet gives 3 outputs, torch's ceil_mode gives 2"):
         run(DIFFER, tmp_path / "no")
+
+
+def test_use_global_stats_batchnorm_is_one_frozen_batchnorm_on_both_readers(tmp_path):
+    """BatchNorm(use_global_stats=True) (gluoncv's frozen backbones) normalises with the running
+    statistics in train mode too: the same FrozenBatchNorm2d from a Gluon block and from its
+    exported symbol (the symbol reader refused it before), proven in eval and train mode, with the
+    running statistics unchanged by torch's train-mode forward."""
+    rng = np.random.default_rng(1)
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(4, 3, in_channels=2), nn.BatchNorm(in_channels=4, use_global_stats=True), nn.Dense(3))
+    net.initialize()
+    net[1].running_mean.set_data(mx.nd.array(rng.uniform(-0.5, 0.5, 4)))
+    net[1].running_var.set_data(mx.nd.array(rng.uniform(0.5, 1.5, 4)))
+    x = mx.nd.array(rng.standard_normal((2, 2, 6, 6)))
+    traced = port.translate(net, [x], str(tmp_path / "traced"), name="frozen")
+    net.hybridize()
+    net(x)
+    sym, params = _export(net, tmp_path)
+    exported = translate_symbol_block(mx.gluon.SymbolBlock.imports(sym, ["data"], params), [x],
+                                      str(tmp_path / "symbol"), name="frozen")
+    for rep in (traced, exported):
+        assert rep.ok, rep.summary()
+        assert any("train" in c.name for c in rep.checks)           # train mode proven too
+        src = open(rep.source_path).read()
+        assert "class FrozenBatchNorm2d(nn.BatchNorm2d):" in src and "FrozenBatchNorm2d(4" in src
+    from safetensors.torch import load_file
+    from dualdl.port.translate.proof_torch import load_generated
+    m = load_generated(exported.source_path, exported.class_name)()
+    m.load_state_dict(load_file(exported.weights_path))
+    before = {k: v.clone() for k, v in m.state_dict().items() if "running" in k}
+    m.train()
+    m(torch.from_numpy(x.asnumpy()))
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items() if "running" in k)

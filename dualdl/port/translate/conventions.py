@@ -15,8 +15,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = ["ConventionError", "int_or_tuple", "channels_first", "conv_call", "batchnorm_class",
-           "bn_momentum", "bn_momentum_comment", "BN_EPS_DEFAULT", "pool_call", "full_pool_outputs", "full_pool_problem",
-           "linear_comment", "ACTIVATIONS", "RNN_MODES", "rnn_weight_names"]
+           "bn_momentum", "bn_momentum_comment", "BN_EPS_DEFAULT", "FROZEN_BATCHNORM", "pool_call",
+           "full_pool_outputs", "full_pool_problem", "linear_comment", "ACTIVATIONS", "RNN_MODES",
+           "rnn_weight_names"]
 
 
 class ConventionError(ValueError):
@@ -67,6 +68,18 @@ def batchnorm_class(ndim: int) -> str:
 #: MXNet's BatchNorm eps is a double whose default is the float literal 1e-3f (0.0010000000474974513):
 #: a symbol that does not set it computes with that value (Gluon's layer sets 1e-5 itself)
 BN_EPS_DEFAULT = float(np.float32(1e-3))
+
+
+#: MXNet BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated
+#: (torch's nn.BatchNorm in train mode would use the batch's): a subclass with nn.BatchNorm's keys
+FROZEN_BATCHNORM = '''class FrozenBatchNorm{d}(nn.BatchNorm{d}):
+    """MXNet BatchNorm(use_global_stats=True): normalises with the running statistics in train
+    mode too and never updates them (nn.BatchNorm{d} in train mode would use the batch statistics).
+    weight and bias still train; the state_dict keys are nn.BatchNorm{d}'s."""
+
+    def forward(self, x):
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
+'''
 
 
 def bn_momentum(mxnet_momentum: float, *, as_float32: bool = False) -> float:

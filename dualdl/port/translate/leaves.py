@@ -11,8 +11,8 @@ import weakref
 import numpy as np
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .conventions import (ACTIVATIONS, RNN_MODES, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment,
-                          channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
+from .conventions import (ACTIVATIONS, FROZEN_BATCHNORM, RNN_MODES, ConventionError, batchnorm_class, bn_momentum,
+                          bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
 from .errors import TranslationError
 from .registry import Call, Leaf, Step
 
@@ -222,16 +222,6 @@ def _batchnorm(block, info):
     return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
                      comment=comment),
                 params, buffers={"num_batches_tracked": 0}, helpers=helpers)
-
-
-FROZEN_BATCHNORM = '''class FrozenBatchNorm{d}(nn.BatchNorm{d}):
-    """Gluon's BatchNorm(use_global_stats=True): normalises with the running statistics in train
-    mode too and never updates them (nn.BatchNorm{d} in train mode would use the batch statistics).
-    weight and bias still train; the state_dict keys are nn.BatchNorm{d}'s."""
-
-    def forward(self, x):
-        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
-'''
 
 
 GLUON_BATCHNORM = '''class GluonBatchNorm{d}(nn.BatchNorm{d}):

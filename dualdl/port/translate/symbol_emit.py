@@ -95,6 +95,8 @@ class SymbolEmitter:
                 attr = attrs[it]
                 call = spec.ctor
                 call.comment = spec.comment or call.comment
+                for h in spec.helpers:
+                    self.helpers.setdefault(h, h)
                 inst.init.append((attr, call))
                 self._map_layer(node, spec, join_path(tpath, attr))
                 self.layer_paths[it] = join_path(tpath, attr)

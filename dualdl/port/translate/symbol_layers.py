@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .conventions import (BN_EPS_DEFAULT, ConventionError, batchnorm_class, bn_momentum, bn_momentum_comment,
-                          channels_first, conv_call, linear_comment, pool_call)
+from .conventions import (BN_EPS_DEFAULT, FROZEN_BATCHNORM, ConventionError, batchnorm_class, bn_momentum,
+                          bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call)
 from .errors import TranslationError
 from .gate import probability
 from .safe import comment
@@ -37,6 +37,7 @@ class LayerSpec:
     weights: List[Tuple[int, str, str]] = field(default_factory=list)   # (variable id, torch name, Gluon name)
     n_out: Optional[int] = None          # outputs the torch call returns, when not the op's
     frozen: Dict[int, str] = field(default_factory=dict)   # input index -> why the weight is fixed at 1
+    helpers: List[str] = field(default_factory=list)        # source of the helper classes ctor names
 
 
 def _err(node: SymNode, what: str) -> TranslationError:
@@ -89,8 +90,6 @@ def _fc(g, node):
 def _batchnorm(g, node):
     if int(_attr(node, "axis", 1)) != 1:
         raise _err(node, f"BatchNorm(axis={node.attrs['axis']}) (torch normalises axis 1)")
-    if _attr(node, "use_global_stats", False):
-        raise _err(node, "BatchNorm(use_global_stats=True) (torch has no such flag; freeze with eval())")
     if _attr(node, "output_mean_var", False):
         raise _err(node, "BatchNorm(output_mean_var=True)")
     ndim = len(_shape(g, node, 0))
@@ -102,12 +101,17 @@ def _batchnorm(g, node):
     mom = bn_momentum(m)
     eps = float(_attr(node, "eps", BN_EPS_DEFAULT))     # gluoncv's mx.sym.BatchNorm calls leave it out
     fixed = bool(_attr(node, "fix_gamma", True))
+    comment, helpers = bn_momentum_comment("MXNet", m, mom), []
+    if _attr(node, "use_global_stats", False):          # running statistics in train mode too, never updated
+        cls, mom = f"FrozenBatchNorm{cls[-2:]}", 0.0     # (momentum m stays the proof's record of the node)
+        helpers = [FROZEN_BATCHNORM.format(d=cls[-2:])]
+        comment = "MXNet BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated"
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
                           names=["num_features"]),
                      {1: "weight", 2: "bias", 3: "running_mean", 4: "running_var"},
                      {1: "fixed_gamma" if fixed else "gamma", 2: "beta", 3: "running_mean", 4: "running_var"},
-                     comment=bn_momentum_comment("MXNet", m, mom), buffers={"num_batches_tracked": 0}, momentum=m,
-                     frozen={1: _FIXED} if fixed else {})
+                     comment=comment, buffers={"num_batches_tracked": 0}, momentum=m,
+                     frozen={1: _FIXED} if fixed else {}, helpers=helpers)
 
 
 def _pooling(g, node):
