@@ -56,6 +56,12 @@ VARIABLES: Dict[str, Variable] = {
                                        "where the run prints it and waits to be killed", "setting"),
     "DUALDL_TRANSLATE_TRACE": Variable(None, "test seam: 1 prints every point translate's staged write "
                                        "reaches", "setting"),
+    "DUALDL_PROOF_RECORD": Variable(None, "set by `dualdl convert-project --prove` in the Gluon run it starts: "
+                                    "the .npz file that run records every update into", "setting"),
+    "DUALDL_PROOF_STEPS": Variable(None, "set by `dualdl convert-project --prove`: how many updates the "
+                                   "Gluon run records before it stops (default 4)", "setting"),
+    "DUALDL_PROOF_SEED": Variable(None, "set by `dualdl convert-project --prove`: the seed of numpy's and "
+                                  "MXNet's generators in the Gluon run", "setting"),
     "DUALDL_REQUIRE_GPU": Variable("0", "1 (set by `make gpu-check`): tests marked gpu run even "
                                    "without an NVIDIA driver and fail where they would skip", "setting"),
     # ---- set by `dualdl launch` in every worker --------------------------------------------------

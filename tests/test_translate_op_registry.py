@@ -23,8 +23,9 @@ def _mxnet_ops():
     """MXNet's registered operator names without the backward ops, grouped by alias (one handle)."""
     from mxnet.base import _LIB, OpHandle, c_str, check_call
     groups = {}
+    from dualdl_mx.fast.kernels import OPERATORS   # dualdl's own kernels, once an MXNet layer loaded them
     for name in mx.operator.get_all_registered_operators():
-        if "_backward" in name:
+        if "_backward" in name or name in OPERATORS:
             continue
         h = OpHandle()
         check_call(_LIB.NNGetOpHandle(c_str(name), ctypes.byref(h)))

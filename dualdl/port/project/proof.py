@@ -27,6 +27,9 @@ import numpy as np
 
 __all__ = ["ScriptProof", "prove_scripts", "write_mnist"]
 
+#: what the proof sets in the Gluon run it starts (dualdl/config.py lists them); never inherited from the caller
+_GLUON_RUN_VARIABLES = ("DUALDL_PROOF_RECORD", "DUALDL_PROOF_STEPS", "DUALDL_PROOF_SEED")
+
 
 def write_mnist(root: str, train: int = 600, test: int = 100, seed: int = 0) -> None:
     """A synthetic MNIST in the files Gluon's ``vision.MNIST`` reads (gzip idx, uint8 28x28,
@@ -83,7 +86,7 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
     '/data')``) for ``steps`` updates and compare every update (see the module docstring)."""
     py = python or sys.executable
     g_rec, t_rec = os.path.join(workdir, "gluon_run.npz"), os.path.join(workdir, "torch_run.npz")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GLUON2TORCH_", "DUALDL_PROOF_"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GLUON2TORCH_") and k not in _GLUON_RUN_VARIABLES}
     proof = ScriptProof(steps)
     g_env = dict(base, DUALDL_PROOF_RECORD=g_rec, DUALDL_PROOF_STEPS=str(steps),
                  DUALDL_PROOF_SEED=str(seed), MXNET_ENGINE_TYPE="NaiveEngine")

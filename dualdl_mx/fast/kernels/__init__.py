@@ -78,14 +78,15 @@ try:                                  # POSIX only: Windows has no fcntl (the bu
 except ImportError:                   # pragma: no cover - exercised in a subprocess by the tests
     _FCNTL = None
 
-__all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning", "UntrustedCacheError"]
+__all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning", "UntrustedCacheError", "OPERATORS"]
 
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
 _HEADERS = ("batch_norm_pool.h",)           # included by the sources: part of the cache key
 _FLAGS = ("-O3", "-ffp-contract=off", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 _LIBRARY = "libdualdl_mx_kernels.so"
 _DIGEST_SUFFIX = ".sha256"                    # the hash dualdl recorded when it built the library
-_OPS = ("dl_batch_norm", "dl_guarded_sgd_mom", "dl_log_softmax")
+#: the operators the library registers in MXNet once loaded (dualdl's own, not MXNet 1.9.1's)
+OPERATORS = ("dl_batch_norm", "dl_guarded_sgd_mom", "dl_log_softmax")
 _BUILD_TIMEOUT_S = 600
 _STALE_LOCK_S = 2 * _BUILD_TIMEOUT_S + 60    # an O_EXCL lock file older than two builds: its builder died
 _FOLDER_MODE, _LIBRARY_MODE, _DIGEST_MODE, _LOCK_MODE = 0o700, 0o500, 0o400, 0o600
@@ -391,7 +392,7 @@ def available() -> bool:
 
 
 def _load() -> bool:
-    if all(hasattr(mx.nd, op) for op in _OPS):           # loaded by an earlier import in this process
+    if all(hasattr(mx.nd, op) for op in OPERATORS):           # loaded by an earlier import in this process
         return True
     global _loaded_from
     try:
@@ -406,7 +407,7 @@ def _load() -> bool:
                       "DUALDL_MX_FAST=0 silences this (and turns the other fast forms off too).",
                       KernelUnavailableWarning, stacklevel=3)
         return False
-    return all(hasattr(mx.nd, op) for op in _OPS)
+    return all(hasattr(mx.nd, op) for op in OPERATORS)
 
 
 def guard_waiter() -> Optional[Tuple[Any, Any]]:
