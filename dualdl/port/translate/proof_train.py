@@ -115,6 +115,8 @@ class GluonSide:
     channel over the recorded sample's (1 when the sample was not grown)."""
 
     state: Dict[str, np.ndarray] = {}   # torch key -> a held array the Gluon forward replaced (after it)
+    #: id(param) -> its value after the step, where this side is not the live block (Gluon's other run)
+    now: Optional[Dict[int, np.ndarray]] = None
 
     def __init__(self, block, entries, records, before, g_out, g_train, g_grads, n, lr, scale: int = 1):
         self.block, self.before, self.g_out, self.g_train, self.g_grads = block, before, g_out, g_train, g_grads
@@ -123,17 +125,22 @@ class GluonSide:
         self.counts = {k: [c * scale for c in v] for k, v in bn_counts(block, records).items()}
         self.blocks = dict(walk(block))
 
-    def checks(self, judge: Judge, runs: List[TorchRun], allow: Optional[Dict[str, Dict[str, float]]] = None
-               ) -> List[Check]:
+    def data(self, p) -> np.ndarray:
+        """A parameter's value after the step on this side."""
+        return p.data().asnumpy() if self.now is None else self.now[id(p)]
+
+    def checks(self, judge: Judge, runs: List[TorchRun], allow: Optional[Dict[str, Dict[str, float]]] = None,
+               other: Optional["GluonSide"] = None) -> List[Check]:
         """The train-step checks. ``allow``: ``{"grad": {torch key: x}, "after": {torch key or
         TRAIN_OUTPUTS: x}}``, a tolerance added per tensor (the conditioned re-judge: how far Gluon's own
-        result moves with its weights and inputs moved)."""
+        result moves with its weights and inputs moved). ``other``: the same step in Gluon's other run
+        (``proof_judge.GLUON_OWN``): each tolerance then takes the larger of both sides' measured rounding."""
         grad_allow, after_allow = (allow or {}).get("grad", {}), (allow or {}).get("after", {})
         n, lr, before, g_grads = self.n, self.lr, self.before, self.g_grads
         tol = TOLERANCE[judge.dtype]
         out = [judge.outputs(self.g_out, [r.eval_out for r in runs], EVAL_CHECK),
                judge.outputs(self.g_train, [r.train_out for r in runs], "train-mode outputs (batch statistics)",
-                             after_allow.get(TRAIN_OUTPUTS, 0.0))]
+                             after_allow.get(TRAIN_OUTPUTS, 0.0), gluon=other and other.g_train)]
         owned = self.owners
         with_grad = [e for e in owned if e.torch_key in runs[0].grads and id(e.param) in g_grads]
         grad_keys = [e.torch_key for e in with_grad]
@@ -142,11 +149,13 @@ class GluonSide:
             Lazy(grad_keys, lambda k: divided(g_grads[id(by_key[k])].asnumpy(), n)),
             [[r.grad(e.torch_key, e.param.shape) for e in with_grad] for r in runs], grad_keys,
             "gradients after one backward", tol, [grad_allow.get(k, 0.0) for k in grad_keys],
-            floor=1e-4 * max((absmax(runs[-1].grad(k, by_key[k].shape)) for k in grad_keys), default=0.0)))
-        names, steps, rs_g, rs_names, multi, raw = [], [], [], [], [], 0.0
+            floor=1e-4 * max((absmax(runs[-1].grad(k, by_key[k].shape)) for k in grad_keys), default=0.0),
+            gluon=other and Lazy(grad_keys, lambda k: divided(other.g_grads[id(by_key[k])].asnumpy(), n))))
+        names, steps, rs_g, rs_o, rs_names, multi, raw = [], [], [], [], [], [], 0.0
         for e in owned:
             if e.torch_key.endswith(("running_var", "running_mean")):
-                gv = e.param.data().asnumpy()
+                gv = self.data(e.param)
+                ov = other.data(e.param) if other else gv
             if e.torch_key.endswith("running_var"):
                 raw = max(raw, maxabs(gv, runs[-1].after(e.torch_key)))
                 nested = getattr(e, "nested_bn", None)   # a nested SymbolBlock's BatchNorm node (symbol_nested.py)
@@ -156,20 +165,22 @@ class GluonSide:
                 counts = self.counts[e.gluon_path] if nested is None else [nested[1] * self.scale]
                 if len(counts) > 1:
                     multi.append(f"{e.gluon_path} ({len(counts)} calls)")
-                rs_g.append(gv if biased or np.array_equal(gv, old) else   # not updated by MXNet (momentum=0 in torch)
-                            _unbiased_expected(gv, old, float(bn._kwargs["momentum"] if bn is not None
-                                                                  else nested[0]), counts[0]))
+                mom = float(bn._kwargs["momentum"] if bn is not None else nested[0])
+                same = biased or np.array_equal(gv, old)     # not updated by MXNet (momentum=0 in torch)
+                rs_g.append(gv if same else _unbiased_expected(gv, old, mom, counts[0]))
+                rs_o.append(ov if same else _unbiased_expected(ov, old, mom, counts[0]))
                 rs_names.append(e.torch_key)
             elif e.torch_key.endswith("running_mean"):
-                rs_g.append(gv); rs_names.append(e.torch_key)
+                rs_g.append(gv); rs_o.append(ov); rs_names.append(e.torch_key)
             else:
                 names.append(e.torch_key)    # the update's size: lr x the gradient (torch's, already read)
                 g = runs[-1].grads.get(e.torch_key) if id(e.param) in g_grads else None
                 steps.append(runs[-1].step(e.torch_key) * absmax(g) if g is not None else 0.0)
-        c = judge.tensors(Lazy(names, lambda k: by_key[k].data().asnumpy()), [Lazy(names, r.after) for r in runs],
+        c = judge.tensors(Lazy(names, lambda k: self.data(by_key[k])), [Lazy(names, r.after) for r in runs],
                           names, f"weights after one SGD step (lr {lr})", tol,
                           [UPDATE_TOLERANCE * s + after_allow.get(k, 0.0) for s, k in zip(steps, names)],
-                          floor=1e-4 * max((absmax(before[id(by_key[k])]) for k in names), default=0.0))
+                          floor=1e-4 * max((absmax(before[id(by_key[k])]) for k in names), default=0.0),
+                          gluon=other and Lazy(names, lambda k: other.data(by_key[k])))
         c.detail += (f"; tolerance also allows {UPDATE_TOLERANCE:g} of each tensor's update (MXNet's float32 "
                      f"lr and rescale_grad=1/N attributes)")
         out.append(c)
@@ -181,7 +192,7 @@ class GluonSide:
         if rs_names:
             c = judge.tensors(rs_g, [Lazy(rs_names, r.after) for r in runs], rs_names,
                               "running statistics after the step", RUNNING_TOLERANCE[judge.dtype],
-                              [after_allow.get(k, 0.0) for k in rs_names])
+                              [after_allow.get(k, 0.0) for k in rs_names], gluon=rs_o if other else None)
             c.detail = (c.detail + "; " if c.detail else "") + (
                 f"torch's running_var uses the unbiased batch variance, MXNet's the biased one "
                 f"(factor n/(n-1) on the batch term): compared to MXNet's update with that factor "
