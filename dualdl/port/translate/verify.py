@@ -186,7 +186,7 @@ def _gluon_float32_step(block, entries, records, gluon_side: GluonSide, train_in
     """Gluon's own float32 rounding of the train step (``proof_judge.GLUON_OWN``): the same step again in
     full float32 (mode "internal"), or a float32-only block with its weights and float inputs moved by one
     float32 ulp; returned as a GluonSide to judge with (``GluonSide.checks(other=...)``). The block is left
-    as it was (values, gradients, dtype); None where MXNet raised."""
+    as it was (values, gradients, dtype); None where the block does not run so (MXNet raised)."""
     import mxnet as mx
     rng = np.random.default_rng(seed + 19)
     internal = mode == "internal"
@@ -196,7 +196,7 @@ def _gluon_float32_step(block, entries, records, gluon_side: GluonSide, train_in
     try:
         with gluon_other(block, start, internal):
             g_train, grads, now = _float32_step(block, start, xs, proj, gluon_side)
-    except mx.base.MXNetError:
+    except (mx.base.MXNetError, ValueError, TypeError, RuntimeError):   # a block that refuses float32
         return None
     other = GluonSide(block, entries, records, gluon_side.before, gluon_side.g_out, g_train, grads, gluon_side.n,
                       gluon_side.lr, gluon_side.scale)
