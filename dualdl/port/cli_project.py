@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a training script of the project (relative to SRC_DIR) to run on "
                              "both sides and compare update by update")
     parser.add_argument("--steps", type=int, default=4, help="updates the proof compares")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the proof's seed (the initial weights and the shuffling order; "
+                             "another seed gives other batches)")
     parser.add_argument("--mnist", action="store_true",
                         help="give the proof's runs a synthetic MNIST in ./data (the files "
                              "gluon.data.vision.MNIST reads)")
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             write_mnist(os.path.join(work, "data"))
         try:
             proof = prove_scripts(script, os.path.join(args.out, args.prove), work, args.steps,
-                                  (args.script_args or "").split())
+                                  (args.script_args or "").split(), seed=args.seed)
         except RuntimeError as e:
             print(f"dualdl convert-project: the proof's run failed: {e}", file=sys.stderr)
             return 1

@@ -20,6 +20,7 @@ What it hides:
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -121,7 +122,46 @@ def backward(x: torch.Tensor) -> None:
 
 
 # ----------------------------------------------------------------------------- layers
-_ACT = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+#: the proof's float64 run: the inputs it saw within float32 rounding of a kink (a ReLU input
+#: near 0, a max-pool window's two largest near equal) that carried a gradient, this update
+_KINKS: List[str] = []
+#: "within float32 rounding": this many float32 epsilons of the tensor's largest magnitude (as
+#: the proof's ROUNDING_RATIO: MXNet's float32 BatchNorm lands ~8x further from float64 than torch's)
+_KINK_ULPS = 64.0
+
+
+def _kink_margin(x: torch.Tensor) -> Optional[float]:
+    """The margin under which a float32 run can land on the other side of a kink, in the proof's
+    float64 run only (``GLUON2TORCH_DTYPE=float64`` with ``GLUON2TORCH_RECORD``); else None."""
+    if not (x.requires_grad and x.dtype == torch.float64 and x.numel()
+            and os.environ.get("GLUON2TORCH_DTYPE") == "float64"
+            and os.environ.get("GLUON2TORCH_RECORD")):
+        return None
+    return _KINK_ULPS * float(np.finfo(np.float32).eps) * float(x.detach().abs().max())
+
+
+def _watch(out: torch.Tensor, near: torch.Tensor, what: str, gap: torch.Tensor) -> None:
+    """Note, at backward, the near-kink elements whose gradient is not 0 (a float32 run that
+    takes the kink's other side drops or moves exactly that gradient: a jump, not rounding)."""
+    def hook(g: torch.Tensor) -> None:
+        hit = near & (g != 0)
+        if bool(hit.any()):
+            _KINKS.append(f"{what}: {int(hit.sum())} element(s) {float(gap[hit].min()):.2g} from "
+                          f"it, carrying gradient up to {float(g[hit].abs().max()):.2g}")
+    out.register_hook(hook)
+
+
+def _relu(x: torch.Tensor) -> torch.Tensor:
+    """``relu``; in the proof's float64 run it notes inputs within float32 rounding of 0."""
+    out, margin = torch.relu(x), _kink_margin(x)
+    if margin is not None:
+        near = x.detach().abs() <= margin
+        if bool(near.any()):
+            _watch(out, near, "a ReLU input at 0 (its kink)", x.detach().abs())
+    return out
+
+
+_ACT = {"relu": _relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
         "softrelu": nn.functional.softplus, "softsign": nn.functional.softsign}
 
 
@@ -180,10 +220,32 @@ class Conv2D(nn.LazyConv2d):
         return self._act(y) if self._act is not None else y
 
 
-def MaxPool2D(pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
-              ceil_mode: bool = False, **_: Any) -> nn.MaxPool2d:
-    return nn.MaxPool2d(pool_size, strides if strides is not None else pool_size, padding,
-                        ceil_mode=ceil_mode)
+class MaxPool2D(nn.MaxPool2d):
+    """``gluon.nn.MaxPool2D``: torch's. An exact tie goes to the window's first element in both
+    (row-major, measured float32 and float64, MXNet 1.9.1 CPU and torch); in the proof's float64
+    run a window whose two largest are within float32 rounding (not equal) is noted: a float32
+    run can pick the other one."""
+
+    def __init__(self, pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, **_: Any):
+        super().__init__(pool_size, strides if strides is not None else pool_size, padding,
+                         ceil_mode=ceil_mode)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, margin = super().forward(x), _kink_margin(x)
+        if margin is not None and x.dim() == 4 and not self.ceil_mode:
+            k, st, pad = (nn.modules.utils._pair(v) for v in (self.kernel_size, self.stride,
+                                                               self.padding))
+            xp = nn.functional.pad(x.detach(), (pad[1], pad[1], pad[0], pad[0]),
+                                   value=float("-inf"))
+            w = xp.unfold(2, k[0], st[0]).unfold(3, k[1], st[1]).flatten(-2)
+            top = w.topk(2, dim=-1).values if w.shape[-1] > 1 else None
+            if top is not None and top.shape[2:4] == out.shape[2:4]:
+                gap = top[..., 0] - top[..., 1]
+                near = (gap > 0) & (gap <= margin)
+                if bool(near.any()):
+                    _watch(out, near, "a max-pool window's two largest (its kink)", gap)
+        return out
 
 
 def AvgPool2D(pool_size: Any = (2, 2), strides: Any = None, padding: Any = 0,

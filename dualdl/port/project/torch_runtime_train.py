@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .torch_runtime import _TRAINING, asnumpy
+from .torch_runtime import _KINKS, _TRAINING, asnumpy
 
 # ----------------------------------------------------------------------------- parameters
 class ParameterDict(dict):
@@ -395,6 +395,8 @@ class _Recorder:
         for k, p in names.items():
             if p.grad is not None:
                 self.rec[f"{s}/grad/{k}"] = asnumpy(p.grad) / bs
+        if _KINKS:      # the float64 run's near-kink inputs (torch_runtime._kink_margin)
+            self.rec[f"{s}/kinks"] = np.array(_KINKS)
 
     def after_update(self, trainer: Trainer) -> None:
         if not self.path:
@@ -405,6 +407,7 @@ class _Recorder:
                      not k.endswith("num_batches_tracked")}
         for k, p in state.items():
             self.rec[f"{self.n}/param/{k}"] = asnumpy(p).copy()   # not a view of the weight
+        _KINKS.clear()
         self.n += 1
         if self.limit and self.n >= self.limit:
             import sys
