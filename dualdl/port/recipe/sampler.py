@@ -25,6 +25,9 @@ def loader_spec(loader: Any) -> dict:
 
 
 def emit_sampler(sf: SourceFile, loader: Any) -> None:
+    from .nlp_data import emit_nlp_loader, is_nlp_loader
+    if is_nlp_loader(loader):  # gluonnlp's FixedBucketSampler + batchify
+        return emit_nlp_loader(sf, loader)
     spec = loader_spec(loader)
     inner = "GluonRandomSampler" if spec["shuffle"] else "GluonSequentialSampler"
     seed = (" Seed with np.random.seed (Gluon shuffles with numpy's global RNG)."
