@@ -58,7 +58,8 @@ def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any 
     ``init_parameters(model)``. ``metrics``: an ``mx.metric`` (or list) -> ``make_metric()``.
     ``transforms``: a ``gluon.data.vision.transforms`` pipeline, or a dict name -> pipeline ->
     ``transform_<name>(img)``. ``loader``: a ``gluon.data.DataLoader`` ->
-    ``make_batch_sampler(length)``. ``clip_global_norm``: the ``max_norm`` the script gives
+    ``make_batch_sampler(length)``; one with gluonnlp's ``FixedBucketSampler`` and batchify ->
+    ``make_batch_sampler(lengths)``, ``make_collate()``. ``clip_global_norm``: the ``max_norm`` the script gives
     gluonnlp's ``clip_grad_global_norm`` -> ``clip_gradients(model)`` (Gluon's formula, no
     epsilon; call it between ``backward`` and ``step``). ``mapping``: the ``dl.port.translate`` report (or a
     ``dl.port`` report / Mapping / dict); without it torch names must equal Gluon's structural
