@@ -151,6 +151,7 @@ def test_bad_options_refused_in_one_line():
     cases = [(shards, "num_shards=2"), (used, "iterated"), (sorted_, "SortedBucketSampler"),
              (mx.gluon.data.DataLoader(ds, batch_sampler=ok, batchify_fn=named), "NamedTuple"),
              (mx.gluon.data.DataLoader(ds, batch_sampler=ok), "default_batchify_fn")]
+    assert translate_recipe(loader=ok).names == ["make_batch_sampler"]  # a bare sampler
     for loader, word in cases:
         with pytest.raises(RecipeError) as e:
             translate_recipe(loader=loader)

@@ -59,8 +59,9 @@ def translate_recipe(trainer: Any = None, torch_model: Any = None, mapping: Any 
     ``transforms``: a ``gluon.data.vision.transforms`` pipeline, or a dict name -> pipeline ->
     ``transform_<name>(img)``. ``loader``: a ``gluon.data.DataLoader`` ->
     ``make_batch_sampler(length)``; one with gluonnlp's ``FixedBucketSampler`` and batchify ->
-    ``make_batch_sampler(lengths)``, ``make_collate()``. ``clip_global_norm``: the ``max_norm`` the script gives
-    gluonnlp's ``clip_grad_global_norm`` -> ``clip_gradients(model)`` (Gluon's formula, no
+    ``make_batch_sampler(lengths)``, ``make_collate()``. ``clip_global_norm``: the ``max_norm``
+    the script gives gluonnlp's ``clip_grad_global_norm`` -> ``clip_gradients(model)``
+    (Gluon's formula, no
     epsilon; call it between ``backward`` and ``step``). ``mapping``: the ``dl.port.translate`` report (or a
     ``dl.port`` report / Mapping / dict); without it torch names must equal Gluon's structural
     names. ``out``: also write the file there."""
