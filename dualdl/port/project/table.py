@@ -116,6 +116,27 @@ TODO: Dict[str, str] = {
 }
 
 
+#: the domain tables (one file a domain: vision, nlp, rnn, numpy interface), each defining
+#: ``API``, ``METHODS`` and ``TODO`` dicts of the same form; merged below, a name two tables
+#: define is refused at import (one entry per API)
+DOMAINS = ("table_vision", "table_nlp", "table_rnn", "table_numpy")
+
+
+def _merge_domains() -> None:
+    import importlib
+    for dom in DOMAINS:
+        mod = importlib.import_module(f"{__package__}.{dom}")
+        for mine, theirs in ((API, mod.API), (METHODS, mod.METHODS), (TODO, mod.TODO)):
+            twice = sorted(set(mine) & set(theirs))
+            if twice:
+                raise RuntimeError(f"dualdl.port.project.{dom} redefines {twice[:5]}: one "
+                                   f"entry per API, in one table")
+            mine.update(theirs)
+
+
+_merge_domains()
+
+
 def lookup_api(qualified: str) -> Tuple[Optional[str], str]:
     """(replacement expression or None, why not) for a qualified Gluon name."""
     q = normalize(qualified)
