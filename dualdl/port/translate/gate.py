@@ -4,15 +4,17 @@ translation that formats an attribute into ``forward`` would write whatever the 
 attribute an op translation reads passes :func:`attr_text` first: it must parse as a typed value —
 a number (``inf``/``nan`` included), a bool, ``None``, a tuple/list of them, or an option name
 (``relu``, ``float32``, ``NCHW``, ``ij,jk->ik``) — and anything else (quotes, brackets, calls,
-``__``) is refused with a ``TranslationError`` naming the node and the attribute."""
+``__``) is refused with a ``TranslationError`` naming the node and the attribute. :func:`attr_value`
+is the one parser of attribute text: :class:`Attrs` judges with it, and op translations read values
+with :func:`parse_attr`, which is it (no other ``literal_eval`` of model text in translate)."""
 from __future__ import annotations
 
 import ast
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
-__all__ = ["Attrs", "attr_text", "attr_value", "probability"]
+__all__ = ["Attrs", "attr_text", "attr_value", "parse_attr", "probability"]
 
 #: an option name: letters, digits and ``_ . , : - >`` only (no quote, bracket, space, ``=`` or ``#``)
 _WORD = re.compile(r"[A-Za-z0-9_.,:>\-]*\Z")
@@ -69,18 +71,34 @@ def attr_value(text: str) -> Any:
     raise ValueError("not a number, a tuple of numbers or an option name")
 
 
+def _refused(text: Any, why: ValueError, where: str):
+    from .errors import TranslationError
+    return TranslationError(f"{where}{ascii(str.__str__(text) if isinstance(text, str) else type(text).__name__)[:60]}"
+                            f" is {why}; translate reads only such values from a model file (was it edited by hand "
+                            f"or by another tool? export it again from the Gluon model)")
+
+
 def attr_text(text: str, op: str, node: str, key: str) -> str:
     """``text`` once it is known to be a typed attribute value (see :func:`attr_value`)."""
     try:
         attr_value(text)
     except ValueError as e:
-        from .errors import TranslationError
         from .safe import comment
-        raise TranslationError(f"MXNet {comment(op)} node {ascii(str(node))[1:-1]!r}: its attribute "
-                               f"{ascii(str(key))[1:-1]!r} = {ascii(str(text)[:60])} is {e}; translate reads only "
-                               f"such values from a model file (was it edited by hand or by another tool? export "
-                               f"it again from the Gluon model)") from None
+        raise _refused(text, e, f"MXNet {comment(op)} node {ascii(str(node))[1:-1]!r}: its attribute "
+                                f"{ascii(str(key))[1:-1]!r} = ") from None
     return text
+
+
+def parse_attr(text: Optional[str], default: Any = None) -> Any:
+    """The value of one attribute as op translations read it (``default`` when it is absent): the
+    value :func:`attr_value` parses, so a number, bool, None, tuple/list of them or an option name;
+    any other text (code, deep nesting, a ``str`` subclass) is a one-line ``TranslationError``."""
+    if text is None:
+        return default
+    try:
+        return attr_value(text)
+    except ValueError as e:
+        raise _refused(text, e, "an MXNet attribute = ") from None
 
 
 class Attrs(Mapping):

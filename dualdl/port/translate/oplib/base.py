@@ -9,12 +9,12 @@ MXNet attributes as the symbol stores them (strings), ``node`` the :class:`OpNod
 non-atomic expression (parenthesised when nested)."""
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TranslationError
+from ..gate import parse_attr
 from ..safe import literal
 
 __all__ = ["Expr", "OpNode", "OpEntry", "NeedsName", "op", "refuse", "inapplicable", "lookup", "entries",
@@ -196,22 +196,6 @@ def n_outputs_of(name: str, attrs: Dict[str, str]) -> int:
 
 
 # ----- helpers the family modules share ---------------------------------------------------------
-
-def parse_attr(v: Optional[str], default: Any = None) -> Any:
-    """An attribute string as MXNet parses it: True/False/None, a number or tuple, else the text."""
-    if v is None:
-        return default
-    if v in ("True", "true"):
-        return True
-    if v in ("False", "false"):
-        return False
-    if v == "None":
-        return None
-    try:
-        return ast.literal_eval(v)
-    except (ValueError, SyntaxError):
-        return v
-
 
 class NeedsName(Exception):
     """The translation refers to its input several times: bind the input to a variable first."""

@@ -12,7 +12,6 @@ Sizes the Python code read from ``x.shape`` and passed back to ``reshape`` of th
 """
 from __future__ import annotations
 
-import ast
 
 from .base import DEVICE, Expr, NeedsName, ndim, op, parse_attr, refuse, unsupported
 from .reduce import reduce
@@ -40,10 +39,7 @@ def _dims(attrs, n, node=None):
     raw = attrs.get("__dualdl_dims__")
     if not raw:
         return [None] * n
-    try:
-        refs = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        refs = None
+    refs = parse_attr(raw)
     ok = isinstance(refs, (list, tuple)) and all(
         r is None or (isinstance(r, tuple) and len(r) == 2 and r[0] == "d" and type(r[1]) is int) for r in refs)
     if not ok:
