@@ -25,7 +25,9 @@ def _batch_norm(a, attrs, node):
     return Expr(f"F.batch_norm({a[0].text}, {a[3].text}, {a[4].text}, {gamma}, {a[2].text}, {train}, {momentum!r}, {eps})")
 
 
-op("BatchNorm", "_npx_batch_norm", "BatchNorm_v1", "_contrib_SyncBatchNorm")(_batch_norm)
+op("BatchNorm", "_npx_batch_norm")(_batch_norm)
+op("BatchNorm_v1", "_contrib_SyncBatchNorm", float32_only=True, torch="F.batch_norm (as BatchNorm)",
+   float32_note="measured: MXNet 1.9.1's CPU kernel fails on float64 ('data type do not match')")(_batch_norm)
 refuse("an MKL-DNN fused op (float32 only) whose gradient with use_global_stats is not that of relu(BatchNorm) "
        "(measured 4.6 off); call BatchNorm and relu", "_contrib_BatchNormWithReLU")
 
