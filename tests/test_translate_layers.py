@@ -22,7 +22,7 @@ LAYERS = [
     ("graph", {"graph", "symbol_graph"}),
     ("readers", {"trace_scope", "trace"}),
     ("ops", {"oplib", "oplib.*", "ops", "registry", "render", "module_tree"}),
-    ("layers", {"leaves", "symbol_rnn", "symbol_layers", "symbol_tree"}),
+    ("layers", {"leaves", "symbol_rnn", "symbol_layers", "symbol_tree", "symbol_lower"}),
     ("emitter", {"forward", "class_writer", "codegen", "symbol_emit", "symbol_nested"}),
     ("proof", {"proof_layers", "proof_train", "verify", "symbol_verify", "symbol_imperative"}),
     ("pipeline", {"pipeline"}),

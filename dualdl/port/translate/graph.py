@@ -1,5 +1,6 @@
-"""The graph a traced Gluon block becomes (the tracer in trace.py produces it, codegen and
-forward.py write it, the proof walks the same tree): one ``Graph`` per block call site with its own
+"""The graph both readers produce (the tracer in trace.py for a Gluon block, symbol_lower.py for a
+scope of an exported symbol; forward.py writes it, the proof walks the same tree): one ``Graph`` per
+block call site or symbol scope with its own
 ops as MXNet symbol JSON nodes, the calls of its direct children (``CallSite``), its inputs and
 outputs as structures of ``T`` (shape, dtype) leaves; the per-call ``Record`` of a sample run."""
 from __future__ import annotations
@@ -70,6 +71,9 @@ class Graph:
     updates: List[Tuple[str, Tuple[int, int]]] = field(default_factory=list)
     # what the report should say about this block's translation (sizes fixed to the sample's)
     notes: List[str] = field(default_factory=list)
+    # the order of the statements, ("op", node index) / ("call", call index), where the reader knows
+    # it (an exported symbol's scope tree); None for a trace: calls in call order, ops where needed
+    order: Optional[List[Tuple[str, int]]] = None
 
 
 def nested_var_name(base: str, s: Any, j: int) -> str:

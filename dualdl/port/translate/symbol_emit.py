@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .class_writer import file_text
+from .forward import ForwardWriter
 from .module_tree import MapEntry, constructor_arguments
 from .errors import TranslationError
-from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
-from .registry import Call
+from .registry import Call, Leaf
 from .render import camel, defined_names, free_name, ident, is_number, render_call
 from .safe import comment as safe_comment, docstring_text
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
+from .symbol_lower import scope_graph
 from .symbol_tree import Scope, common_prefix, is_layer, item_values, node_tokens
 
 __all__ = ["SymbolEmitter"]
@@ -41,6 +42,7 @@ class Inst:
     height: int = 0
     ref: Optional[Call] = None      # the parent's constructor call, filled once the class is known
     cname: str = ""
+    members: Dict[str, Any] = field(default_factory=dict)   # attribute -> child Inst or layer Leaf
 
 
 class SymbolEmitter:
@@ -66,6 +68,8 @@ class SymbolEmitter:
                 self.value_users.setdefault(v, []).append(n.id)
         self.heads = list(g.heads)
         self.top_class = ""
+        self.leaves: Dict[int, Leaf] = {}        # id(Leaf) -> the leaf: what the forward writer calls
+        self.layer_outputs: Dict[int, int] = {}  # layer node id -> the outputs its torch layer returns
 
     # ---- instances ----
     def _inst(self, s: Scope, tpath: str, base: str) -> Inst:
@@ -89,6 +93,7 @@ class SymbolEmitter:
                 child.ref = Call(child_base)
                 inst.children.append(child)
                 inst.init.append((attr, child.ref))
+                inst.members[attr] = child
             elif is_layer(g, it):
                 node = g.nodes[it]
                 spec = layer_spec(g, node)
@@ -102,9 +107,36 @@ class SymbolEmitter:
                 self.layer_paths[it] = join_path(tpath, attr)
                 for idx, why in spec.frozen.items():
                     inst.extra.append(f"self.{attr}.{spec.params[idx]}.requires_grad_(False)  # {safe_comment(why)}")
+                leaf = inst.members[attr] = Leaf(spec.ctor, call=spec.call)
+                self.leaves[id(leaf)] = leaf
+                self.layer_outputs[it] = spec.n_out if spec.n_out is not None else _shape_count(g, it)
+                self.ops.add(node.op if node.op != "RNN" else f"RNN:{node.attrs.get('mode', 'lstm')}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)
-        inst.signature, inst.forward = _Forward(self, inst, attrs).write()
+        graph = scope_graph(g, s, inst.inputs, inst.outputs, self._signature(inst),
+                            {id(c.scope): (c.inputs, c.outputs) for c in inst.children}, attrs,
+                            self.layer_outputs.__getitem__, lambda var: self.own_param(inst, var))
+        inst.signature, inst.forward = ForwardWriter(self, inst, tpath, graph, keep_inputs=s.kind == "root",
+                                                     node_block="symbol node").write()
         return inst
+
+    def _signature(self, inst: Inst) -> List[str]:
+        """The forward's arguments: the model's input names at the top, ``x`` / ``x0, x1...`` below."""
+        if inst.scope.kind != "root":
+            return ["x"] if len(inst.inputs) == 1 else [f"x{i}" for i in range(len(inst.inputs))]
+        sig: List[str] = []
+        for v in inst.inputs:
+            a = ident(self.g.nodes[v[0]].name)
+            while a in sig or a in _FILE_NAMES:
+                a += "_"
+            sig.append(a)
+        return sig
+
+    # ---- what the forward writer asks ----
+    def param_access(self, inst: Inst, attr: str) -> str:
+        return f"self.{attr}"
+
+    def child_access(self, inst: Inst, attr: str) -> Tuple[Any, str]:
+        return inst.members[attr], f"self.{attr}"
 
     def _attr_names(self, s: Scope) -> Dict[Any, str]:
         """Attribute names from the node names; inside a block found from the graph, renumbered per
@@ -257,6 +289,13 @@ class SymbolEmitter:
                          list(self.helpers.values()) + list(classes.values()))
 
 
+def _shape_count(g: SymGraph, nid: int) -> int:
+    k = 0
+    while (nid, k) in g.shapes:
+        k += 1
+    return max(k, 1)
+
+
 def _model_prefix(g: SymGraph) -> str:
     if not hasattr(g, "_prefix"):
         g._prefix = common_prefix([g.nodes[i].name for i in g.order])
@@ -291,194 +330,3 @@ def _literals(i: Inst) -> List[Tuple[Any, str]]:
     for attr, call in i.init:
         go(call, attr)
     return out
-
-
-class _Forward:
-    """The body of one ``forward``: a statement per layer or block call, an op used once by the
-    op right after it inlined into that op, variables reused once their value is dead."""
-
-    def __init__(self, em: SymbolEmitter, inst: Inst, attrs: Dict[Any, str]):
-        self.em, self.inst, self.attrs, self.g = em, inst, attrs, em.g
-        self.lines: List[str] = []
-        self.var: Dict[Value, str] = {}
-        self.pending: Dict[Value, Expr] = {}
-        self.holders: Dict[str, Set[Value]] = {}
-        self.fixed: Set[str] = set()
-        self.children = {id(c.scope): c for c in inst.children}
-
-    def write(self) -> Tuple[List[str], List[str]]:
-        g, inst = self.g, self.inst
-        if inst.scope.kind == "root":
-            sig = []
-            for v in inst.inputs:
-                a = ident(g.nodes[v[0]].name)
-                while a in sig or a in _FILE_NAMES:
-                    a += "_"
-                sig.append(a)
-            self.fixed = set(sig)
-        else:
-            sig = ["x"] if len(inst.inputs) == 1 else [f"x{i}" for i in range(len(inst.inputs))]
-        for v, a in zip(inst.inputs, sig):
-            self._bind(v, a)
-        items = inst.scope.items
-        info = [item_values(g, it) for it in items]
-        self.uses: Dict[Value, int] = {}
-        for used, _ in info:
-            for v in used:
-                self.uses[v] = self.uses.get(v, 0) + 1
-        for v in inst.outputs:
-            self.uses[v] = self.uses.get(v, 0) + 1
-        for i, it in enumerate(items):
-            used, made = info[i]
-            expr, freed = self._item(it, used)
-            made = [v for v in made if self.uses.get(v, 0) > 0]
-            nxt = items[i + 1] if i + 1 < len(items) else None
-            single = len(made) == 1 and self._n_out(it) == 1
-            if single and self.uses[made[0]] == 1 and nxt is not None and self._functional(nxt) and \
-                    made[0] in info[i + 1][0] and self._positions(nxt, made[0]) == 1 and made[0] not in inst.outputs \
-                    and expr.text.count("(") < 50:     # a long chain of ops: a variable, not 200 nested parentheses
-                self.pending[made[0]] = expr
-                continue
-            if not made:
-                continue
-            name = next((n for n in freed if n not in self.fixed), None) or self._fresh()
-            if isinstance(it, Scope) and self._n_out(it) > 1:
-                child = self.children[id(it)]
-                names = []
-                for v in child.outputs:
-                    if v in made:
-                        nm = name if not names else self._fresh()
-                        names.append(nm)
-                        self._bind(v, nm)
-                    else:
-                        names.append("_")
-                self.lines.append(f"{', '.join(names)} = {expr.text}")
-            elif self._n_out(it) > 1:
-                self.lines.append(f"{name} = {expr.text}")
-                for v in made:
-                    self._bind(v, f"{name}[{v[1]}]", holder=name)
-            else:
-                self.lines.append(f"{name} = {expr.text}")
-                self._bind(made[0], name)
-        outs = [self._take(v).text for v in inst.outputs]
-        last = self.lines[-1] if self.lines else ""
-        if len(outs) == 1 and outs[0].isidentifier() and last.startswith(f"{outs[0]} = ") and \
-                outs[0] not in self.fixed:
-            self.lines[-1] = f"return {last[len(outs[0]) + 3:]}"     # x = f(x); return x -> return f(x)
-        else:
-            self.lines.append(f"return {', '.join(outs)}")
-        return sig, bind_device(self.lines, sig, lambda base: base)
-
-    # helpers
-    def _n_out(self, it) -> int:
-        if isinstance(it, Scope):
-            return len(self.children[id(it)].outputs)
-        if is_layer(self.g, it):
-            n = layer_spec(self.g, self.g.nodes[it]).n_out
-            if n is not None:
-                return n
-        k = 0
-        while (it, k) in self.g.shapes:
-            k += 1
-        return max(k, 1)
-
-    def _functional(self, it) -> bool:
-        return not isinstance(it, Scope) and not is_layer(self.g, it)
-
-    def _positions(self, it, v) -> int:
-        return sum(1 for u in self.g.nodes[it].inputs if u == v)
-
-    def _bind(self, v: Value, text: str, holder: Optional[str] = None) -> None:
-        self.var[v] = text
-        self.holders.setdefault(holder or text, set()).add(v)
-
-    def _fresh(self) -> str:
-        busy = {h for h, vs in self.holders.items() if vs} | self.fixed | _FILE_NAMES
-        for c in ("x", "out", "y", "z"):
-            if c not in busy:
-                return c
-        k = 1
-        while f"h{k}" in busy:
-            k += 1
-        return f"h{k}"
-
-    def _take(self, v: Value) -> Expr:
-        if v in self.pending:
-            return self.pending.pop(v)
-        return Expr(self.var[v])
-
-    def _release(self, used: List[Value]) -> List[str]:
-        """Count one use of each value; names whose every value is now dead, in argument order."""
-        freed = []
-        for v in used:
-            self.uses[v] -= 1
-            if self.uses[v] == 0 and v in self.var:
-                text = self.var[v]
-                holder = text.split("[")[0]
-                vs = self.holders.get(holder, set())
-                vs.discard(v)
-                if not vs and holder not in freed:
-                    freed.append(holder)
-        return freed
-
-    def _materialise(self, v: Value) -> None:
-        e = self.pending.pop(v)
-        name = self._fresh()
-        self.lines.append(f"{name} = {e.text}")
-        self._bind(v, name)
-
-    def _item(self, it, used: List[Value]) -> Tuple[Expr, List[str]]:
-        g = self.g
-        if isinstance(it, Scope):
-            child = self.children[id(it)]
-            args = [self._take(v) for v in child.inputs]
-            expr = Expr(f"self.{self.attrs[id(it)]}({', '.join(a.text for a in args)})")
-            return expr, self._release(used)
-        node = g.nodes[it]
-        if is_layer(g, it):
-            self.em.ops.add(node.op if node.op != "RNN" else f"RNN:{node.attrs.get('mode', 'lstm')}")
-            spec_call = layer_call(g, node)
-            x = self._take(node.inputs[0])
-            text = spec_call.replace("{m}", f"self.{self.attrs[it]}").replace(
-                "{x}.", f"{x.p()}.").replace("{x}", x.text)
-            return Expr(text), self._release(used)
-        self.em.ops.add(node.op)
-        for attempt in range(3):
-            args = []
-            for v in node.inputs:
-                src = g.nodes[v[0]]
-                if src.op == "null" and src.kind != "input":
-                    args.append(Expr(f"self.{self.em.own_param(self.inst, src)}"))
-                elif v in self.pending:
-                    args.append(self.pending[v])
-                else:
-                    args.append(Expr(self.var[v]))
-            opn = OpNode(node.op, node.name, node.attrs, [g.shapes.get(v) for v in node.inputs],
-                         [g.shapes.get((it, k)) for k in range(self._n_out(it))], block="symbol node",
-                         path=node.name)
-            try:
-                expr = translate_op(opn, args)
-                break
-            except NeedsName:
-                pend = [v for v in node.inputs if v in self.pending]
-                if pend:
-                    for v in pend:
-                        self._materialise(v)
-                    continue
-                for v in node.inputs:
-                    if v in self.var and not self.var[v].isidentifier():
-                        name = self._fresh()
-                        self.lines.append(f"{name} = {self.var[v]}")
-                        self._bind(v, name)
-        else:
-            raise TranslationError(f"MXNet op {node.op!r} needs its inputs named", op=node.op, block="symbol node",
-                                   path=node.name)
-        for v in node.inputs:
-            self.pending.pop(v, None)
-        for h in expr.helpers:
-            self.em.helpers.setdefault(h, h)
-        return expr, self._release(used)
-
-
-def layer_call(g: SymGraph, node) -> str:
-    return layer_spec(g, node).call
