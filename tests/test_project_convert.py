@@ -25,8 +25,12 @@ SCRIPT = "gluon_mnist_mlp.py"
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("torch_project")
-    return convert_project(SCRIPTS, str(out), force=True), out
+    """This file's two scripts as one project (tests/scripts holds other engineers' scripts)."""
+    import shutil
+    src, out = tmp_path_factory.mktemp("gluon_project"), tmp_path_factory.mktemp("torch_project")
+    for name in (SCRIPT, "gluon_cnn_bn.py"):
+        shutil.copy(os.path.join(SCRIPTS, name), src / name)
+    return convert_project(str(src), str(out), force=True), out
 
 
 def test_the_script_converts_with_its_structure_and_no_todo(converted):
@@ -90,13 +94,13 @@ def test_operator_calls_are_the_op_registry_entries():
 
 
 def test_refuses_to_overwrite_without_force(converted, tmp_path, capsys):
-    _, out = converted
+    report, out = converted
     with pytest.raises(ProjectError, match="--force"):
-        convert_project(SCRIPTS, str(out))
-    assert main(["convert-project", SCRIPTS, str(out)]) == 2
+        convert_project(report.src, str(out))
+    assert main(["convert-project", report.src, str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dualdl convert-project: ") and "--force" in err and len(err.splitlines()) == 1
-    assert main(["convert-project", SCRIPTS, str(tmp_path / "new")]) == 0
+    assert main(["convert-project", report.src, str(tmp_path / "new")]) == 0
     assert "0 TODO line(s)" in capsys.readouterr().out
 
 

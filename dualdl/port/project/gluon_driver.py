@@ -8,7 +8,8 @@ Hides where a Gluon script's run can be observed without editing it: ``DataLoade
 each gradient as the update uses it, ``grad / batch_size``, and each weight after it, under the
 block's ``save_parameters`` keys); the dataset downloads are served from the local files
 (``download`` returns the file when it is there: the proof's synthetic MNIST has no sha1 of the
-real one). ``<record>.init.npz`` gets the weights before the first update: the converted script
+real one); the domain files' hooks (:data:`dualdl.port.project.proof_data.GLUON_HOOKS`) patch
+the rest. ``<record>.init.npz`` gets the weights before the first update: the converted script
 starts from them (``GLUON2TORCH_LOAD``).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
     datasets.download = local_download
 
     rec: dict = {}
-    state = {"n": 0, "batch": None, "names": None}
+    state = {"n": 0, "batch": None, "names": None, "path": path}
     real_iter = dataloader.DataLoader.__iter__
 
     def recorded_iter(self):
@@ -69,9 +70,10 @@ def main() -> None:
             s, named = state["n"], names(self)
             if s == 0:
                 np.savez(path + ".init.npz", **{k: p.data().asnumpy() for k, p in named.items()})
-            b = state["batch"]
-            for i, a in enumerate(b if isinstance(b, (list, tuple)) else [b]):
+            b = state["batch"]            # None: no gluon DataLoader batch since the last update
+            for i, a in enumerate([] if b is None else b if isinstance(b, (list, tuple)) else [b]):
                 rec[f"{s}/batch/{i}"] = a.asnumpy() if hasattr(a, "asnumpy") else np.asarray(a)
+            state["batch"] = None
             rec[f"{s}/lr"] = np.float64(self.learning_rate)
             for k, p in named.items():
                 if p.grad_req != "null":
@@ -86,9 +88,15 @@ def main() -> None:
         return step
     gluon.Trainer.step = wrap(gluon.Trainer.step)
     gluon.Trainer.update = wrap(gluon.Trainer.update)
+    from .proof_data import gluon_hooks
+    for hook in gluon_hooks():          # the domain files' patches (proof_data.register_gluon_hook)
+        hook(rec, state)
     if os.environ.get("DUALDL_PROOF_SEED"):
-        np.random.seed(int(os.environ["DUALDL_PROOF_SEED"]))
-        mx.random.seed(int(os.environ["DUALDL_PROOF_SEED"]))
+        import random
+        seed = int(os.environ["DUALDL_PROOF_SEED"])
+        random.seed(seed)               # gluoncv's RandomCrop draws with Python's random
+        np.random.seed(seed)
+        mx.random.seed(seed)
     script = sys.argv[1]
     sys.argv = [script] + sys.argv[2:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

@@ -14,9 +14,7 @@ rounding-sized differences).
 """
 from __future__ import annotations
 
-import gzip
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -25,26 +23,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .proof_data import write_mnist  # noqa: F401  (its home before the writer registry)
+
 __all__ = ["ScriptProof", "prove_scripts", "write_mnist"]
 
 #: what the proof sets in the Gluon run it starts (dualdl/config.py lists them); never inherited from the caller
 _GLUON_RUN_VARIABLES = ("DUALDL_PROOF_RECORD", "DUALDL_PROOF_STEPS", "DUALDL_PROOF_SEED")
-
-
-def write_mnist(root: str, train: int = 600, test: int = 100, seed: int = 0) -> None:
-    """A synthetic MNIST in the files Gluon's ``vision.MNIST`` reads (gzip idx, uint8 28x28,
-    labels 0-9): 10 class patterns plus noise, 20% of labels wrong (the loss stays off 0)."""
-    rng = np.random.default_rng(seed)
-    patterns = rng.integers(0, 256, (10, 28, 28))
-    os.makedirs(root, exist_ok=True)
-    for prefix, n in (("train", train), ("t10k", test)):
-        y = rng.integers(0, 10, n)
-        x = np.clip(patterns[y] * 0.6 + rng.normal(0, 60, (n, 28, 28)), 0, 255).astype(np.uint8)
-        y = np.where(rng.random(n) < 0.2, rng.integers(0, 10, n), y).astype(np.uint8)
-        with gzip.open(os.path.join(root, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
-            f.write(struct.pack(">IIII", 2051, n, 28, 28) + x.tobytes())
-        with gzip.open(os.path.join(root, f"{prefix}-labels-idx1-ubyte.gz"), "wb") as f:
-            f.write(struct.pack(">II", 2049, n) + y.tobytes())
 
 
 @dataclass
@@ -88,6 +72,9 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
     g_rec, t_rec = os.path.join(workdir, "gluon_run.npz"), os.path.join(workdir, "torch_run.npz")
     base = {k: v for k, v in os.environ.items() if not k.startswith("GLUON2TORCH_") and k not in _GLUON_RUN_VARIABLES}
     proof = ScriptProof(steps)
+    # MXNET_HOME: the datasets' default roots (``$MXNET_HOME/datasets/<name>``) in the proof's
+    # folder, on both sides, where the writers put them (proof_data), never the user's cache
+    base["MXNET_HOME"] = os.path.abspath(workdir)
     g_env = dict(base, DUALDL_PROOF_RECORD=g_rec, DUALDL_PROOF_STEPS=str(steps),
                  DUALDL_PROOF_SEED=str(seed), MXNET_ENGINE_TYPE="NaiveEngine")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -96,6 +83,7 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
                                        os.path.abspath(gluon_script), *args], g_env, workdir, timeout)
     t_env = dict(base, GLUON2TORCH_RECORD=t_rec, GLUON2TORCH_STEPS=str(steps),
                  GLUON2TORCH_SEED=str(seed), GLUON2TORCH_LOAD=g_rec + ".init.npz",
+                 GLUON2TORCH_RANDOM=g_rec,     # the random choices the Gluon run recorded
                  PYTHONPATH=os.path.dirname(os.path.abspath(torch_script)))
     proof.seconds["torch run"] = _run([py, os.path.abspath(torch_script), *args], t_env, workdir,
                                       timeout)

@@ -10,9 +10,9 @@ rest: blocks, losses, the Trainer, data, metrics, initializers, devices, autogra
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["API", "METHODS", "TODO", "lookup_api", "normalize", "ROOTS"]
+__all__ = ["API", "METHODS", "TODO", "ATTRS", "CALLS", "lookup_api", "normalize", "ROOTS"]
 
 #: the packages whose names the converter resolves (anything else is left alone)
 ROOTS = ("mxnet", "gluonnlp", "gluoncv")
@@ -104,8 +104,6 @@ METHODS: Dict[str, Tuple[str, str]] = {
 #: names whose methods are listed above but also common on numpy/python objects: converted only
 #: when the call has the Gluon signature
 TODO: Dict[str, str] = {
-    _NN + "LSTM": "gluon.rnn layers: translate the model with dualdl translate (weights, proof)",
-    "mxnet.gluon.rnn": "recurrent layers: translate the model with dualdl translate",
     "mxnet.sym": "symbolic graphs: translate the exported model with dualdl translate",
     "mxnet.symbol": "symbolic graphs: translate the exported model with dualdl translate",
     "mxnet.mod": "the Module API has no torch counterpart: rewrite the loop",
@@ -116,9 +114,19 @@ TODO: Dict[str, str] = {
 }
 
 
+#: ``x.name`` read (not called, not assigned) on an object that is no module -> the function
+#: that replaces it: ``"size": "g2t.size"`` makes ``n = L.size`` ``n = g2t.size(L)`` (MXNet's
+#: ``NDArray.size`` is an int, torch's a method)
+ATTRS: Dict[str, str] = {}
+
+#: ``hook(qualified, updated_call, converter)`` -> a new node or None, tried in order on each
+#: call of a Gluon name before the op registry and the API table (a domain's own rules, e.g. the
+#: numpy interface's positional attributes)
+CALLS: List[Callable[[str, Any, Any], Any]] = []
+
 #: the domain tables (one file a domain: vision, nlp, rnn, numpy interface), each defining
-#: ``API``, ``METHODS`` and ``TODO`` dicts of the same form; merged below, a name two tables
-#: define is refused at import (one entry per API)
+#: ``API``, ``METHODS`` and ``TODO`` dicts of the same form, and optionally ``ATTRS`` and
+#: ``CALLS``; merged below, a name two tables define is refused at import (one entry per API)
 DOMAINS = ("table_vision", "table_nlp", "table_rnn", "table_numpy")
 
 
@@ -126,7 +134,9 @@ def _merge_domains() -> None:
     import importlib
     for dom in DOMAINS:
         mod = importlib.import_module(f"{__package__}.{dom}")
-        for mine, theirs in ((API, mod.API), (METHODS, mod.METHODS), (TODO, mod.TODO)):
+        CALLS.extend(getattr(mod, "CALLS", []))
+        for mine, theirs in ((API, mod.API), (METHODS, mod.METHODS), (TODO, mod.TODO),
+                             (ATTRS, getattr(mod, "ATTRS", {}))):
             twice = sorted(set(mine) & set(theirs))
             if twice:
                 raise RuntimeError(f"dualdl.port.project.{dom} redefines {twice[:5]}: one "

@@ -89,7 +89,9 @@ def _apply_init(block: nn.Module, init: Any) -> None:
             return
         for name, p in block.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "bias" or leaf == "beta":
+            if getattr(p, "_gluon_init", None) is not None:   # the parameter's own initializer
+                p._gluon_init(p)
+            elif leaf == "bias" or leaf == "beta":
                 p.zero_()
             elif leaf == "gamma" or (leaf == "weight" and p.dim() == 1):
                 p.fill_(1.0)
@@ -297,8 +299,13 @@ class MNIST(Dataset):
     _files = {True: ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
               False: ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
 
-    def __init__(self, root: str = "~/.mxnet/datasets/mnist", train: bool = True,
+    _namespace = "mnist"
+
+    def __init__(self, root: Optional[str] = None, train: bool = True,
                  transform: Optional[Callable] = None):
+        if root is None:                # Gluon's default: $MXNET_HOME/datasets/<name>
+            root = os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"), "datasets",
+                                self._namespace)
         root = os.path.expanduser(root)
         images, labels = (os.path.join(root, f) for f in self._files[bool(train)])
         if not (os.path.exists(images) and os.path.exists(labels)):
@@ -322,7 +329,7 @@ class MNIST(Dataset):
 
 
 class FashionMNIST(MNIST):
-    pass
+    _namespace = "fashion-mnist"
 
 
 def default_batchify_fn(items: List[Any]) -> Any:
@@ -373,6 +380,8 @@ class _Recorder:
         self.n = 0
         self.last: Any = None
         if os.environ.get("GLUON2TORCH_SEED"):      # the proof's seed of Gluon's numpy shuffling
+            import random
+            random.seed(int(os.environ["GLUON2TORCH_SEED"]))   # Python's random: gluoncv's crops
             np.random.seed(int(os.environ["GLUON2TORCH_SEED"]))
 
     def loss(self, x: torch.Tensor) -> None:
@@ -391,6 +400,7 @@ class _Recorder:
         if self.last is not None:
             for i, a in enumerate(self.last if isinstance(self.last, (list, tuple)) else [self.last]):
                 self.rec[f"{s}/batch/{i}"] = asnumpy(a).copy()
+        self.last = None                # as the Gluon driver: no batch row without a new batch
         self.rec[f"{s}/lr"] = np.float64(trainer.learning_rate)
         for k, p in names.items():
             if p.grad is not None:
