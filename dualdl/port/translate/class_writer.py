@@ -6,15 +6,16 @@ its own weights is refused, never written."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 from .errors import TranslationError
-from .module_tree import Alias, Instance, MapEntry, access, alias_lines, assign, constructor_arguments, plain_name
+from .module_tree import (Alias, Instance, MapEntry, access, alias_lines, assign, constructor_arguments, literal_slots,
+                          plain_name)
 from .registry import Call
-from .render import camel, collect_refs, defined_names, free_name, is_number, render_args, render_call, statement
+from .render import camel, collect_refs, defined_names, free_name, render_args, render_call, statement
 from .safe import comment, docstring_text, literal
 
-__all__ = ["ClassWriter", "file_text"]
+__all__ = ["ClassWriter", "class_source", "file_text"]
 
 
 class ClassWriter:
@@ -76,7 +77,7 @@ class ClassWriter:
             finish(key)
 
     def _variant(self, cname: str, members: List[Instance]) -> None:
-        slots = [[(v, label) for _, v, label in _literals(m)] for m in members]
+        slots = [[(v, label) for _, v, label in literal_slots(m.init)] for m in members]
         names, arg_list, values = constructor_arguments(slots)
         self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
         for m, vals in zip(members, values):
@@ -90,34 +91,8 @@ class ClassWriter:
         # a cell stack whose layers the parent indexes (ELMo: self.forward_layers[0][1]): nn.Sequential indexes
         base = "nn.Sequential" if (block._children and not inst.own and not inst.consts and
                                    all(str(k).isdigit() for k in block._children)) else "nn.Module"
-        lines = [f"class {cname}({base}):", f'    """Translated from Gluon {docstring_text(gl)}."""', "",
-                 f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
-        counter = [0]
-        seen_comments: set = set()
-        for part, call in inst.init:
-            if isinstance(call, Alias):
-                lines.append(f"        {assign([part], access(call.source))}"
-                             f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
-                continue
-            notes: list = []
-            text = render_call(call, 8, names, counter, seen=seen_comments, notes=notes)
-            lines.append(f"        {statement(assign([part], text), notes)}")
-        for part, shape, trainable in inst.own:
-            value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
-                f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)"
-            lines.append(statement(f"        self.{part[1]} = {value}" if part[0] == "a" else
-                                   f"        self.register_parameter({literal(part[1])}, {value})",
-                                   [] if trainable else ["grad_req='null' in Gluon"]))
-        for part, shape, dtype in inst.consts:
-            zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
-            lines.append(f"        self.register_buffer({literal(part[1])}, {zeros})"
-                         f"  # an array Gluon's block holds as an attribute (values in the weights file)")
-        lines += alias_lines(inst.aliases)
-        if inst is self.instances.get(id(self.root)):
-            lines += self._tie_lines()
-        lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
-        lines += [f"        {ln}" for ln in inst.forward]
-        return "\n".join(lines) + "\n"
+        ties = self._tie_lines() if inst is self.instances.get(id(self.root)) else []
+        return class_source(cname, base, f"Translated from Gluon {gl}.", args, inst, names, ties)
 
     def _tie_lines(self) -> List[str]:
         lines = alias_lines(self.root_aliases)
@@ -170,6 +145,41 @@ class ClassWriter:
                          list(self.helpers.values()) + src)
 
 
+def class_source(cname: str, base: str, doc: str, args: List[str], inst: Instance, names: Dict[int, str],
+                 tail: List[str] = ()) -> str:
+    """The source of one class of the module tree, for either reader: ``__init__`` (its members'
+    constructor calls, numeric literal ``i`` written as ``names[i]``; own parameters; buffers;
+    aliases; ``inst.extra`` and ``tail`` statements) and ``forward``."""
+    lines = [f"class {cname}({base}):", f'    """{docstring_text(doc)}"""', "",
+             f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
+    counter = [0]
+    seen_comments: set = set()
+    for part, call in inst.init:
+        if isinstance(call, Alias):
+            lines.append(f"        {assign([part], access(call.source))}"
+                         f"  # the same Gluon block as {comment(call.gluon)}: one module, two names")
+            continue
+        notes: list = []
+        text = render_call(call, 8, names, counter, seen=seen_comments, notes=notes)
+        lines.append(f"        {statement(assign([part], text), notes)}")
+    for part, shape, trainable in inst.own:
+        value = f"nn.Parameter(torch.empty{literal(shape)})" if trainable else \
+            f"nn.Parameter(torch.empty{literal(shape)}, requires_grad=False)"
+        lines.append(statement(f"        self.{part[1]} = {value}" if part[0] == "a" else
+                               f"        self.register_parameter({literal(part[1])}, {value})",
+                               [] if trainable else ["grad_req='null' in Gluon"]))
+    for part, shape, dtype in inst.consts:
+        zeros = f"torch.zeros({literal(shape)}, dtype=torch.{dtype})"
+        lines.append(f"        self.register_buffer({literal(part[1])}, {zeros})"
+                     f"  # an array Gluon's block holds as an attribute (values in the weights file)")
+    lines += alias_lines(inst.aliases)
+    lines += [f"        {ln}" for ln in inst.extra]
+    lines += list(tail)
+    lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
+    lines += [f"        {ln}" for ln in inst.forward]
+    return "\n".join(lines) + "\n"
+
+
 def file_text(title: List[str], name: str, blocks: List[str]) -> str:
     """The generated file, for either reader: a docstring (what it translates, how to load its
     weights), torch's three imports, then ``blocks`` (helpers first, the top class last)."""
@@ -179,24 +189,3 @@ def file_text(title: List[str], name: str, blocks: List[str]) -> str:
               f"`model.load_state_dict(safetensors.torch.load_file(\"{name}.safetensors\"))`.",
               '"""', "import torch", "import torch.nn.functional as F", "from torch import nn", "", "", ""]
     return "\n".join(header) + "\n\n".join(blocks)
-
-
-def _literals(inst: Instance) -> List[Tuple[Tuple, Any, str]]:
-    """(slot path, value, label) for every numeric literal in an instance's constructor calls."""
-    out = []
-
-    def go(v, path, label):
-        if isinstance(v, Call):
-            for i, a in enumerate(v.args):
-                go(a, path + (i,), v.names[i] if i < len(v.names) else label)
-            for k, a in v.kwargs:
-                go(a, path + (k,), k)
-        elif isinstance(v, list):
-            for i, a in enumerate(v):
-                go(a, path + (i,), label)
-        elif is_number(v):
-            out.append((path, v, label))
-    for part, call in inst.init:
-        if isinstance(call, Call):
-            go(call, (part[1],), str(part[1]))
-    return out

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
-from .render import ident
+from .registry import Call
+from .render import ident, is_number
 from .safe import comment, literal
 
 __all__ = ["Part", "MapEntry", "LeafInfo", "Instance", "Alias", "access", "assign", "torch_names", "plain_name",
-           "registrable", "part_key", "alias_lines", "constructor_arguments", "CONCURRENT_HELPER"]
+           "registrable", "part_key", "alias_lines", "constructor_arguments", "literal_slots", "CONCURRENT_HELPER"]
 
 CONCURRENT_HELPER = '''class Concurrent(nn.ModuleList):
     """Gluon HybridConcurrent: every child runs on the same input; outputs concatenated on `dim`."""
@@ -56,6 +57,8 @@ class LeafInfo:
 
 @dataclass
 class Instance:
+    """One module of the tree, for either reader (``block``: the Gluon block or the symbol scope):
+    what its class writes in ``__init__`` and ``forward``."""
     block: Any
     path: str
     tpath: str
@@ -67,6 +70,7 @@ class Instance:
     untraced: str = ""
     names: Dict[str, Part] = field(default_factory=dict)   # Gluon child/param name -> torch part
     aliases: List[Tuple[tuple, tuple, str]] = field(default_factory=list)   # (target, source, gluon path)
+    extra: List[str] = field(default_factory=list)     # __init__ statements after the members
 
 
 @dataclass
@@ -156,6 +160,28 @@ def part_key(part: Part) -> str:
 def alias_lines(aliases) -> List[str]:
     return [f"        {assign(target, access(source))}  # the same Gluon block as {comment(gluon)}: one module"
             for target, source, gluon in aliases]
+
+
+def literal_slots(init: List[Tuple[Part, Any]]) -> List[Tuple[Tuple, Any, str]]:
+    """(slot path, value, label) of every numeric literal in an instance's constructor calls, in
+    the order ``render_call`` meets them; the label is the argument's torch name where known."""
+    out: List[Tuple[Tuple, Any, str]] = []
+
+    def go(v, path, label):
+        if isinstance(v, Call):
+            for i, a in enumerate(v.args):
+                go(a, path + (i,), v.names[i] if i < len(v.names) else label)
+            for k, a in v.kwargs:
+                go(a, path + (k,), k)
+        elif isinstance(v, list):
+            for i, a in enumerate(v):
+                go(a, path + (i,), label)
+        elif is_number(v):
+            out.append((path, v, label))
+    for part, call in init:
+        if isinstance(call, Call):
+            go(call, (part[1],), str(part[1]))
+    return out
 
 
 def constructor_arguments(slots: List[List[Tuple[Any, str]]]) -> Tuple[Dict[int, str], List[str], List[List[Any]]]:

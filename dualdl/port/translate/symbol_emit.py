@@ -9,13 +9,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .class_writer import file_text
+from .class_writer import class_source, file_text
 from .forward import ForwardWriter
-from .module_tree import MapEntry, constructor_arguments
+from .module_tree import Instance, MapEntry, constructor_arguments, literal_slots
 from .errors import TranslationError
 from .registry import Call, Leaf
-from .render import camel, defined_names, free_name, ident, is_number, render_call
-from .safe import comment as safe_comment, docstring_text
+from .render import camel, defined_names, free_name, ident, join_path, render_call
+from .safe import comment as safe_comment
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
 from .symbol_lower import scope_graph
@@ -27,17 +27,11 @@ _FILE_NAMES = frozenset({"torch", "F", "nn", "self"})
 
 
 @dataclass
-class Inst:
-    scope: Scope
-    tpath: str
-    base: str
+class Inst(Instance):
+    """The module of one symbol scope (``block``: the :class:`Scope`), with what building it needs."""
+    base: str = ""
     inputs: List[Value] = field(default_factory=list)
     outputs: List[Value] = field(default_factory=list)
-    init: List[Tuple[str, Call]] = field(default_factory=list)
-    own: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
-    extra: List[str] = field(default_factory=list)     # __init__ lines after the layers
-    forward: List[str] = field(default_factory=list)
-    signature: List[str] = field(default_factory=list)
     children: List["Inst"] = field(default_factory=list)
     height: int = 0
     ref: Optional[Call] = None      # the parent's constructor call, filled once the class is known
@@ -74,7 +68,7 @@ class SymbolEmitter:
     # ---- instances ----
     def _inst(self, s: Scope, tpath: str, base: str) -> Inst:
         g = self.g
-        inst = Inst(s, tpath, base)
+        inst = Inst(s, tpath, tpath, base=base)
         nodes = set(s.nodes())
         if s.kind == "root":
             inst.inputs = [(next(n.id for n in g.nodes if n.op == "null" and n.name == nm), 0) for nm in g.inputs]
@@ -92,7 +86,7 @@ class SymbolEmitter:
                 child = self._inst(it, join_path(tpath, attr), child_base)
                 child.ref = Call(child_base)
                 inst.children.append(child)
-                inst.init.append((attr, child.ref))
+                inst.init.append((("a", attr), child.ref))
                 inst.members[attr] = child
             elif is_layer(g, it):
                 node = g.nodes[it]
@@ -102,7 +96,7 @@ class SymbolEmitter:
                 call.comment = spec.comment or call.comment
                 for h in spec.helpers:
                     self.helpers.setdefault(h, h)
-                inst.init.append((attr, call))
+                inst.init.append((("a", attr), call))
                 self._map_layer(node, spec, join_path(tpath, attr))
                 self.layer_paths[it] = join_path(tpath, attr)
                 for idx, why in spec.frozen.items():
@@ -113,7 +107,7 @@ class SymbolEmitter:
                 self.ops.add(node.op if node.op != "RNN" else f"RNN:{node.attrs.get('mode', 'lstm')}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)
         graph = scope_graph(g, s, inst.inputs, inst.outputs, self._signature(inst),
-                            {id(c.scope): (c.inputs, c.outputs) for c in inst.children}, attrs,
+                            {id(c.block): (c.inputs, c.outputs) for c in inst.children}, attrs,
                             self.layer_outputs.__getitem__, lambda var: self.own_param(inst, var))
         inst.signature, inst.forward = ForwardWriter(self, inst, tpath, graph, keep_inputs=s.kind == "root",
                                                      node_block="symbol node").write()
@@ -121,7 +115,7 @@ class SymbolEmitter:
 
     def _signature(self, inst: Inst) -> List[str]:
         """The forward's arguments: the model's input names at the top, ``x`` / ``x0, x1...`` below."""
-        if inst.scope.kind != "root":
+        if inst.block.kind != "root":
             return ["x"] if len(inst.inputs) == 1 else [f"x{i}" for i in range(len(inst.inputs))]
         sig: List[str] = []
         for v in inst.inputs:
@@ -197,7 +191,7 @@ class SymbolEmitter:
         if var.kind == "aux":
             raise TranslationError(f"running statistic {var.name!r} is used outside a BatchNorm",
                                    block="symbol", path=var.name)
-        for attr, _ in inst.own:
+        for (_, attr), _, _ in inst.own:
             if self.real.get(join_path(inst.tpath, attr)) == var.name:
                 return attr
         if var.name in self.owner:
@@ -205,12 +199,12 @@ class SymbolEmitter:
                                    f"(at {self.owner[var.name]!r} and in {inst.tpath or 'the top'!r})",
                                    block="symbol", path=var.name)
         tok = node_tokens(var.name, _model_prefix(self.g))[-1]
-        taken = {a for a, _ in inst.init} | {a for a, _ in inst.own}
+        taken = {p[1] for p, _ in inst.init} | {p[1] for p, _, _ in inst.own}
         attr = ident(tok)
         while attr in taken:
             attr += "_"
         shape = tuple(int(d) for d in self.params[var.name].shape)
-        inst.own.append((attr, shape))
+        inst.own.append((("a", attr), shape, True))
         key = join_path(inst.tpath, attr)
         self.entries.append(MapEntry(key, var.name, param=self.params[var.name], gluon_path=var.name))
         self.owner[var.name] = key
@@ -244,7 +238,8 @@ class SymbolEmitter:
                     cname, k = f"{base}_{k}", k + 1
                 cname = free_name(cname, taken)
                 taken.add(cname)
-                names, arg_list, values = constructor_arguments([_literals(m) for m in same])
+                names, arg_list, values = constructor_arguments([[(v, label) for _, v, label in literal_slots(m.init)]
+                                                                 for m in same])
                 classes[cname] = self._class_source(cname, same, names, arg_list)
                 for m, vals in zip(same, values):
                     m.cname = cname
@@ -257,26 +252,13 @@ class SymbolEmitter:
     def _class_source(self, cname: str, members: List[Inst], names: Dict[int, str], args: List[str]) -> str:
         inst = members[0]
         where = ", ".join(m.tpath or "(top)" for m in members[:4]) + (" ..." if len(members) > 4 else "")
-        nodes = inst.scope.nodes()
+        nodes = inst.block.nodes()
         first, last = self.g.nodes[nodes[0]].name, self.g.nodes[nodes[-1]].name
         doc = (f"Translated from the exported MXNet symbol {self.name}: nodes {first} .. {last}"
-               f"{'' if inst.scope.kind == 'root' else '; used at ' + where}.")
-        lines = [f"class {cname}(nn.Module):", f'    """{docstring_text(doc)}"""', "",
-                 f"    def __init__(self{''.join(', ' + a for a in args)}):", "        super().__init__()"]
-        counter = [0]
-        seen: Set[str] = set()
-        for attr, call in inst.init:
-            lines.append(f"        self.{attr} = {render_call(call, 8, names, counter, seen=seen)}")
-        for attr, shape in inst.own:
-            lines.append(f"        self.{attr} = nn.Parameter(torch.empty({', '.join(str(d) for d in shape)}))")
-        lines += [f"        {ln}" for ln in inst.extra]
-        if inst.scope.kind == "root":
-            for key, first_key, wname in self.ties:
-                lines.append(f"        {_attr_path(key)} = {_attr_path(first_key)}  # one weight in MXNet: "
-                             f"{safe_comment(wname)}")
-        lines += ["", f"    def forward(self{''.join(', ' + a for a in inst.signature)}):"]
-        lines += [f"        {ln}" for ln in inst.forward]
-        return "\n".join(lines) + "\n"
+               f"{'' if inst.block.kind == 'root' else '; used at ' + where}.")
+        ties = [f"        {_attr_path(key)} = {_attr_path(first_key)}  # one weight in MXNet: {safe_comment(wname)}"
+                for key, first_key, wname in self.ties] if inst.block.kind == "root" else []
+        return class_source(cname, "nn.Module", doc, args, inst, names, ties)
 
     def classes(self) -> "OrderedDict[str, str]":
         """Class name -> source of every class of the module tree, the top class last."""
@@ -302,10 +284,6 @@ def _model_prefix(g: SymGraph) -> str:
     return g._prefix
 
 
-def join_path(a: str, b: str) -> str:
-    return f"{a}.{b}" if a else b
-
-
 def _attr_path(key: str) -> str:
     return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in key.split("."))
 
@@ -313,20 +291,3 @@ def _attr_path(key: str) -> str:
 def _skeleton(i: Inst) -> str:
     return repr([(a, render_call(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + repr(i.extra) + \
         "\n".join(i.forward) + repr(i.signature)
-
-
-def _literals(i: Inst) -> List[Tuple[Any, str]]:
-    """(value, label) of every number in the constructor calls, in the order ``render_call`` meets them."""
-    out: List[Tuple[Any, str]] = []
-
-    def go(v, label):
-        if isinstance(v, Call):
-            for k, a in enumerate(v.args):
-                go(a, v.names[k] if k < len(v.names) else label)
-            for k, a in v.kwargs:
-                go(a, k)
-        elif is_number(v):
-            out.append((v, label))
-    for attr, call in i.init:
-        go(call, attr)
-    return out
