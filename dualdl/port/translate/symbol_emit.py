@@ -13,7 +13,7 @@ from .class_writer import class_source, file_text
 from .forward import ForwardWriter
 from .module_tree import Instance, MapEntry, constructor_arguments, literal_slots
 from .errors import TranslationError
-from .registry import Call, Leaf
+from .registry import Call
 from .render import camel, defined_names, free_name, ident, join_path, render_call
 from .safe import comment as safe_comment
 from .symbol_graph import SymGraph, Value
@@ -36,7 +36,7 @@ class Inst(Instance):
     height: int = 0
     ref: Optional[Call] = None      # the parent's constructor call, filled once the class is known
     cname: str = ""
-    members: Dict[str, Any] = field(default_factory=dict)   # attribute -> child Inst or layer Leaf
+    members: Dict[str, Any] = field(default_factory=dict)   # attribute -> child Inst or LayerSpec
 
 
 class SymbolEmitter:
@@ -62,7 +62,7 @@ class SymbolEmitter:
                 self.value_users.setdefault(v, []).append(n.id)
         self.heads = list(g.heads)
         self.top_class = ""
-        self.leaves: Dict[int, Leaf] = {}        # id(Leaf) -> the leaf: what the forward writer calls
+        self.leaves: Dict[int, LayerSpec] = {}   # id(spec) -> the layer spec: what the forward writer calls
         self.layer_outputs: Dict[int, int] = {}  # layer node id -> the outputs its torch layer returns
 
     # ---- instances ----
@@ -92,17 +92,14 @@ class SymbolEmitter:
                 node = g.nodes[it]
                 spec = layer_spec(g, node)
                 attr = attrs[it]
-                call = spec.ctor
-                call.comment = spec.comment or call.comment
                 for h in spec.helpers:
                     self.helpers.setdefault(h, h)
-                inst.init.append((("a", attr), call))
+                inst.init.append((("a", attr), spec.ctor))
                 self._map_layer(node, spec, join_path(tpath, attr))
                 self.layer_paths[it] = join_path(tpath, attr)
-                for idx, why in spec.frozen.items():
-                    inst.extra.append(f"self.{attr}.{spec.params[idx]}.requires_grad_(False)  # {safe_comment(why)}")
-                leaf = inst.members[attr] = Leaf(spec.ctor, call=spec.call)
-                self.leaves[id(leaf)] = leaf
+                for tname, why in spec.frozen.items():
+                    inst.extra.append(f"self.{attr}.{tname}.requires_grad_(False)  # {safe_comment(why)}")
+                inst.members[attr] = self.leaves[id(spec)] = spec
                 self.layer_outputs[it] = spec.n_out if spec.n_out is not None else _shape_count(g, it)
                 self.ops.add(node.op if node.op != "RNN" else f"RNN:{node.attrs.get('mode', 'lstm')}")
         inst.height = 1 + max((c.height for c in inst.children), default=0)
@@ -158,7 +155,7 @@ class SymbolEmitter:
         return out
 
     def _map_layer(self, node, spec: LayerSpec, tkey: str) -> None:
-        weights = [(node.inputs[idx][0], tname, spec.roles.get(idx, tname)) for idx, tname in spec.params.items()
+        weights = [(node.inputs[idx][0], spec.params[role], role) for idx, role in spec.inputs.items()
                    if idx < len(node.inputs)] + list(spec.weights)
         for vid, tname, role in weights:
             var = self.g.nodes[vid]

@@ -14,7 +14,7 @@ from .errors import TranslationError
 from .gate import probability
 from .safe import comment
 from .ops import parse_attr
-from .registry import Call
+from .registry import Call, Leaf
 from .symbol_graph import SymGraph, SymNode
 
 __all__ = ["LayerSpec", "layer_spec"]
@@ -23,21 +23,23 @@ _FIXED = "MXNet BatchNorm(fix_gamma=True): the scale is 1 and not trained (MXNet
 
 
 @dataclass
-class LayerSpec:
-    """``ctor`` builds the torch layer; ``params`` maps the node's input index to the torch
-    state_dict name of the weight it takes; ``call`` is the call with ``{m}`` (the module) and
-    ``{x}`` (the data input); ``roles`` names each weight as Gluon would (gamma, running_var...)."""
-    ctor: Call
-    params: Dict[int, str] = field(default_factory=dict)
-    roles: Dict[int, str] = field(default_factory=dict)
-    call: str = "{m}({x})"
-    comment: str = ""
-    buffers: Dict[str, int] = field(default_factory=dict)
+class LayerSpec(Leaf):
+    """The torch layer of a layer node: a :class:`Leaf`, the spec a Gluon layer becomes too (``ctor``,
+    ``params``: each weight's Gluon role -> its torch state_dict name, ``call`` with ``{m}`` the
+    module and ``{x}`` the data input, ``buffers``, ``helpers``), plus what a node says beside it:
+    ``inputs``, the node input holding each weight (index -> role: gamma, running_var...)."""
+    inputs: Dict[int, str] = field(default_factory=dict)
     momentum: Optional[float] = None
     weights: List[Tuple[int, str, str]] = field(default_factory=list)   # (variable id, torch name, Gluon name)
     n_out: Optional[int] = None          # outputs the torch call returns, when not the op's
-    frozen: Dict[int, str] = field(default_factory=dict)   # input index -> why the weight is fixed at 1
-    helpers: List[str] = field(default_factory=list)        # source of the helper classes ctor names
+    frozen: Dict[str, str] = field(default_factory=dict)   # torch name -> why the weight is fixed at 1
+
+
+_WEIGHT_BIAS = {"weight": "weight", "bias": "bias"}
+
+
+def _weight_bias(no_bias: bool) -> Dict[int, str]:
+    return {1: "weight"} if no_bias else {1: "weight", 2: "bias"}
 
 
 def _err(node: SymNode, what: str) -> TranslationError:
@@ -70,8 +72,7 @@ def _conv(g, node):
                             out_channels=int(_attr(node, "num_filter", 0)), kernel=kernel,
                             stride=_attr(node, "stride", ()), pad=_attr(node, "pad", ()),
                             dilate=_attr(node, "dilate", ()), groups=groups, no_bias=no_bias, adj=_attr(node, "adj", ())))
-    params = {1: "weight"} if no_bias else {1: "weight", 2: "bias"}
-    return LayerSpec(ctor, params, {1: "weight", 2: "bias"})
+    return LayerSpec(ctor, dict(_WEIGHT_BIAS), inputs=_weight_bias(no_bias))
 
 
 def _fc(g, node):
@@ -80,11 +81,10 @@ def _fc(g, node):
     ndim = len(_shape(g, node, 0))
     flatten = bool(_attr(node, "flatten", True))
     call = "{m}(torch.flatten({x}, 1))" if flatten and ndim > 2 else "{m}({x})"
-    comment = linear_comment("MXNet", "FullyConnected", flatten, ndim)
     return LayerSpec(Call("nn.Linear", [int(in_f), int(out_f)], [("bias", False)] if no_bias else [],
-                          names=["in_features", "out_features"]),
-                     {1: "weight"} if no_bias else {1: "weight", 2: "bias"}, {1: "weight", 2: "bias"},
-                     call=call, comment=comment)
+                          names=["in_features", "out_features"],
+                          comment=linear_comment("MXNet", "FullyConnected", flatten, ndim)),
+                     dict(_WEIGHT_BIAS), call=call, inputs=_weight_bias(no_bias))
 
 
 def _batchnorm(g, node):
@@ -106,12 +106,13 @@ def _batchnorm(g, node):
         cls, mom = f"FrozenBatchNorm{cls[-2:]}", 0.0     # (momentum m stays the proof's record of the node)
         helpers = [FROZEN_BATCHNORM.format(d=cls[-2:])]
         comment = "MXNet BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated"
+    gamma = "fixed_gamma" if fixed else "gamma"
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
-                          names=["num_features"]),
-                     {1: "weight", 2: "bias", 3: "running_mean", 4: "running_var"},
-                     {1: "fixed_gamma" if fixed else "gamma", 2: "beta", 3: "running_mean", 4: "running_var"},
-                     comment=comment, buffers={"num_batches_tracked": 0}, momentum=m,
-                     frozen={1: _FIXED} if fixed else {}, helpers=helpers)
+                          names=["num_features"], comment=comment),
+                     {gamma: "weight", "beta": "bias", "running_mean": "running_mean", "running_var": "running_var"},
+                     buffers={"num_batches_tracked": 0}, helpers=helpers,
+                     inputs={1: gamma, 2: "beta", 3: "running_mean", 4: "running_var"}, momentum=m,
+                     frozen={"weight": _FIXED} if fixed else {})
 
 
 def _pooling(g, node):
@@ -131,8 +132,7 @@ def _pooling(g, node):
                                 out_spatial=out[2:] if out is not None else None))
     except ConventionError as e:
         raise _err(node, str(e)) from None
-    comment, ctor.comment = ctor.comment, ""
-    return LayerSpec(ctor, comment=comment)
+    return LayerSpec(ctor)
 
 
 def _dropout(g, node):
@@ -146,14 +146,14 @@ def _dropout(g, node):
 
 def _embedding(g, node):
     w = _shape(g, node, 1)
-    return LayerSpec(Call("nn.Embedding", [int(w[0]), int(w[1])], names=["num_embeddings", "embedding_dim"]),
-                     {1: "weight"}, {1: "weight"}, call="{m}({x}.long())",
-                     comment="MXNet Embedding takes float ids; torch's takes int64")
+    return LayerSpec(Call("nn.Embedding", [int(w[0]), int(w[1])], names=["num_embeddings", "embedding_dim"],
+                          comment="MXNet Embedding takes float ids; torch's takes int64"),
+                     {"weight": "weight"}, call="{m}({x}.long())", inputs={1: "weight"})
 
 
 def _prelu(g, node):
     c = _shape(g, node, 1)
-    return LayerSpec(Call("nn.PReLU", [int(c[0])], names=["num_parameters"]), {1: "weight"}, {1: "alpha"})
+    return LayerSpec(Call("nn.PReLU", [int(c[0])], names=["num_parameters"]), {"alpha": "weight"}, inputs={1: "alpha"})
 
 
 _LAYERS = {"Convolution": _conv, "Deconvolution": _conv, "FullyConnected": _fc, "BatchNorm": _batchnorm,
