@@ -1,10 +1,27 @@
-"""The project converter's table for gluon.rnn layers and recurrent-model training (begin_state, detach, clip_global_norm): same form as
-:mod:`dualdl.port.project.table` (``API``: qualified Gluon name -> replacement expression;
-``METHODS``: method name -> (kind, target); ``TODO``: prefix -> why not converted), merged there."""
+"""The project converter's table for gluon.rnn layers and recurrent-model training (Embedding,
+the fused RNN layers, clip_global_norm, ``Parameter.grad()``, the WikiText datasets): same form
+as :mod:`dualdl.port.project.table` (``API``: qualified Gluon name -> replacement expression;
+``METHODS``: method name -> (kind, target); ``TODO``: prefix -> why not converted), merged there.
+The targets live in :mod:`dualdl.port.project.torch_runtime_rnn`."""
 from __future__ import annotations
 
 from typing import Dict, Tuple
 
-API: Dict[str, str] = {}
-METHODS: Dict[str, Tuple[str, str]] = {}
-TODO: Dict[str, str] = {}
+_G = "mxnet.gluon."
+API: Dict[str, str] = {
+    _G + "nn.Embedding": "g2t.Embedding",
+    _G + "rnn.LSTM": "g2t.LSTM", _G + "rnn.GRU": "g2t.GRU", _G + "rnn.RNN": "g2t.RNN",
+    _G + "utils.clip_global_norm": "g2t.clip_global_norm",
+    _G + "contrib.data.text.WikiText2": "g2t.WikiText2",
+    _G + "contrib.data.text.WikiText103": "g2t.WikiText103",
+    _G + "contrib.data.IntervalSampler": "g2t.IntervalSampler",
+    "mxnet.contrib.text.vocab.Vocabulary": "g2t.Vocabulary",
+}
+#: ``p.grad(ctx)`` is a method in Gluon, an attribute in torch (``p.grad(...)`` is never torch)
+METHODS: Dict[str, Tuple[str, str]] = {"grad": ("fn", "g2t.grad")}
+#: ``L.size`` (read, not called): MXNet's element count, torch's ``size`` is a method
+ATTRS: Dict[str, str] = {"size": "g2t.size"}
+TODO: Dict[str, str] = {
+    _G + "rnn": "gluon.rnn cells (LSTMCell, SequentialRNNCell, unroll): translate the model with "
+                "dualdl translate",
+}
