@@ -181,6 +181,17 @@ def _moved_inputs(xs: Sequence[Any], move) -> List[Any]:
             else x for x in xs]
 
 
+def _gluon_loss(outs, proj):
+    """Gluon's side of the proof's loss, sum(out * proj): each output times its projection in the
+    output's own dtype (float32 indices stay float32), the terms summed in float64 when the outputs'
+    dtypes differ: MXNet refuses float32 + float64 where torch promotes (gluoncv's CenterNetDecoder
+    returns float32 classes and boxes and float64 scores from a float64 run)."""
+    terms = [(o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj)]
+    if len({t.dtype for t in terms}) > 1:
+        terms = [t.astype("float64") for t in terms]
+    return sum(terms)
+
+
 def _gluon_float32_step(block, entries, records, gluon_side: GluonSide, train_inputs, proj, mode: str,
                         seed: int) -> Optional[GluonSide]:
     """Gluon's own float32 rounding of the train step (``proof_judge.GLUON_OWN``): the same step again in
@@ -213,7 +224,7 @@ def _float32_step(block, start: Dict[int, np.ndarray], xs, proj, gluon_side: Glu
     n, lr = gluon_side.n, gluon_side.lr
     with autograd.record():
         outs = flat(block(*gluon_inputs(xs, "float32")))
-        loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))
+        loss = _gluon_loss(outs, proj)
     if any(p.grad_req != "null" for p in params.values()):
         loss.backward()
     g_train = [o.asnumpy() for o in outs]
@@ -304,7 +315,7 @@ def _gluon_spread(block, entries, moved, train_inputs, proj, n, lr, gluon_side) 
             e.param.set_data(gluon_array(moved[id(e.param)], e.param.dtype))
         with autograd.record():
             outs = flat(block(*gluon_inputs(train_inputs, "float64")))
-            loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))
+            loss = _gluon_loss(outs, proj)
         if grads:
             loss.backward()
         allow["after"][TRAIN_OUTPUTS] = ROUNDING_FACTOR * max(
@@ -476,7 +487,7 @@ def verify(block: Any, torch_cls: Any, entries: List[Any], inputs: Sequence[np.n
                     outs = flat(block(*gluon_inputs(attempt, dtype)))
                     # from the train-mode outputs: a forward may return others in training (YOLOv3's output layer)
                     proj = [rng.standard_normal(o.shape) for o in outs]
-                    loss = sum((o * gluon_array(r, o.dtype)).sum() for o, r in zip(outs, proj))   # float32 indices stay float32
+                    loss = _gluon_loss(outs, proj)
                 mx.nd.waitall()
             except mx.base.MXNetError as e:
                 if attempt is inputs:

@@ -4,7 +4,10 @@ the numpy interface's ``_npi_*``) -> torch operators.
 Conventions that differ: legacy comparisons and logical ops return 0/1 in the input's dtype (torch
 and the numpy interface return bool); ``mod`` takes the divisor's sign (torch.remainder, as numpy)
 and gives 0 for a zero divisor where torch gives nan (the generated code writes that case);
-legacy ``maximum``/``minimum`` with a scalar are ``clamp``."""
+legacy division of integers truncates toward zero, a scalar divisor taken as an integer first
+(C++: ``int64 7 / 2.5`` is 3, ``-7 / 2`` is -3) where torch's ``/`` gives floats (``mx_div``; the
+numpy interface's ``true_divide`` is torch's ``/``); legacy ``maximum``/``minimum`` with a scalar
+are ``clamp``."""
 from __future__ import annotations
 
 from .base import Expr, num, op, refuse
@@ -110,13 +113,38 @@ def _with_scalar(fn_name: str, reverse: bool):
     return fn
 
 
+MX_DIV = '''def mx_div(a, b):
+    """MXNet's legacy a / b: integer tensors divide truncated toward zero (C++), a scalar taken as an
+    integer first; floating tensors as torch's /."""
+    t = b if isinstance(a, (int, float)) else a
+    if t.is_floating_point():
+        return a / b
+    a = torch.full_like(t, int(a)) if isinstance(a, (int, float)) else a
+    b = torch.full_like(t, int(b)) if isinstance(b, (int, float)) else b
+    return torch.div(a, b, rounding_mode="trunc")
+'''
+
+
+def _div(a, attrs, node):
+    """mx_div(a, b) (a / b; integers truncated toward zero as MXNet)"""
+    return Expr(f"mx_div({a[0].text}, {a[1].text})", helpers=(MX_DIV,))
+
+
+def _div_scalar(reverse: bool):
+    def fn(a, attrs, node):
+        s = num(attrs["scalar"])
+        return Expr(f"mx_div({s}, {a[0].text})" if reverse else f"mx_div({a[0].text}, {s})", helpers=(MX_DIV,))
+    fn.torch_form = "mx_div(scalar, x) (scalar / x; integers truncated as MXNet)" if reverse else \
+        "mx_div(x, scalar) (x / scalar; integers truncated as MXNet)"
+    return fn
+
+
 _LEGACY = {
     "+": ("elemwise_add", "_add", "_plus", "_Plus", "broadcast_add", "broadcast_plus", "_grad_add",
           "_sparse_elemwise_add", "_sparse_broadcast_add", "_sparse_broadcast_plus"),
     "-": ("elemwise_sub", "_sub", "_minus", "_Minus", "broadcast_sub", "broadcast_minus", "_sparse_elemwise_sub",
           "_sparse_broadcast_sub", "_sparse_broadcast_minus"),
     "*": ("elemwise_mul", "_mul", "_Mul", "broadcast_mul", "_sparse_elemwise_mul", "_sparse_broadcast_mul"),
-    "/": ("elemwise_div", "_div", "_Div", "broadcast_div", "_sparse_elemwise_div", "_sparse_broadcast_div"),
     "**": ("_power", "_Power", "broadcast_power"),
 }
 for _sym, _names in _LEGACY.items():
@@ -128,11 +156,14 @@ for _sym, _names in {"+": ("_npi_add",), "-": ("_npi_subtract",), "*": ("_npi_mu
 for _sym, _names in {"+": ("_plus_scalar", "_PlusScalar", "_npi_add_scalar", "_scatter_plus_scalar"),
                      "-": ("_minus_scalar", "_MinusScalar", "_npi_subtract_scalar", "_scatter_minus_scalar"),
                      "*": ("_mul_scalar", "_MulScalar", "_npi_multiply_scalar"),
-                     "/": ("_div_scalar", "_DivScalar", "_npi_true_divide_scalar"),
+                     "/": ("_npi_true_divide_scalar",),
                      "**": ("_power_scalar", "_PowerScalar", "_npi_power_scalar")}.items():
     op(*_names)(scalar(_sym))
 op("_rminus_scalar", "_RMinusScalar", "_npi_rsubtract_scalar")(scalar("-", True))
-op("_rdiv_scalar", "_RDivScalar", "_npi_rtrue_divide_scalar")(scalar("/", True))
+op("_npi_rtrue_divide_scalar")(scalar("/", True))
+op("elemwise_div", "_div", "_Div", "broadcast_div", "_sparse_elemwise_div", "_sparse_broadcast_div")(_div)
+op("_div_scalar", "_DivScalar")(_div_scalar(False))
+op("_rdiv_scalar", "_RDivScalar")(_div_scalar(True))
 op("_rpower_scalar", "_RPowerScalar", "_npi_rpower_scalar")(_rpower)
 op("_scatter_elemwise_div")(binary("/"))
 
