@@ -47,6 +47,12 @@ def test_the_project_converts_without_todo(converted):
         assert line is True or line in train_src, line
     for f in ("data.py", "model.py", "train.py"):
         check_torch_only((out / f).read_text(), forbidden_only=True)
+    from dualdl.port.recipe.emit import _parse
+    runtime = (out / "gluon2torch.py").read_text()     # no definition shadowed by another source's
+    for name, src in _parse("dualdl.port.project.torch_runtime_rnn")[1].items():
+        assert src in runtime, name
+    for name in ("RNN_MODES", "rnn_weight_names"):       # the translator's conventions, copied
+        assert _parse("dualdl.port.translate.conventions")[1][name] in runtime, name
 
 
 def _gluon_layer(mode, **kw):

@@ -286,6 +286,22 @@ def size(x: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- text data
+def vocab_order(counter: Any, special: List[str], most: Optional[int] = None,
+                min_freq: int = 1) -> List[str]:
+    """The tokens of MXNet's (and gluonnlp's) vocabularies in index order: the special tokens,
+    then the counted ones by frequency, ties by token, at most ``most``, each ``>= min_freq``."""
+    out = list(special)
+    pairs = sorted((counter or {}).items(), key=lambda kv: kv[0])
+    pairs.sort(key=lambda kv: kv[1], reverse=True)
+    cap = len(set(special)) + (len(pairs) if most is None else most)
+    for tok, freq in pairs:
+        if freq < min_freq or len(out) == cap:
+            break
+        if tok not in special:
+            out.append(tok)
+    return out
+
+
 class Vocabulary:
     """``mxnet.contrib.text.vocab.Vocabulary(counter, reserved_tokens=...)``: ``<unk>`` at 0, the
     reserved tokens, then the counted tokens by frequency (ties by token), as MXNet orders them."""
@@ -295,16 +311,8 @@ class Vocabulary:
                  reserved_tokens: Optional[Sequence[str]] = None):
         self.unknown_token = unknown_token
         self.reserved_tokens = list(reserved_tokens or [])
-        self.idx_to_token = [unknown_token] + self.reserved_tokens
-        special = set(self.idx_to_token)
-        pairs = sorted((counter or {}).items(), key=lambda kv: kv[0])
-        pairs.sort(key=lambda kv: kv[1], reverse=True)
-        cap = len(special) + (len(pairs) if most_freq_count is None else most_freq_count)
-        for tok, freq in pairs:
-            if freq < min_freq or len(self.idx_to_token) == cap:
-                break
-            if tok not in special:
-                self.idx_to_token.append(tok)
+        self.idx_to_token = vocab_order(counter, [unknown_token] + self.reserved_tokens,
+                                        most_freq_count, min_freq)
         self.token_to_idx = {t: i for i, t in enumerate(self.idx_to_token)}
 
     def __len__(self) -> int:
