@@ -9,7 +9,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 __all__ = ["convert_project", "ProjectReport", "runtime_source", "ProjectError"]
 
@@ -19,7 +19,12 @@ REPORT = "dualdl_project_report.json"
 _SOURCES = ("dualdl_torch.gluon_optim", "dualdl.port.recipe.torch_src.init",
             "dualdl.port.recipe.torch_src.sampler", "dualdl.port.recipe.torch_src.metrics",
             "dualdl.port.recipe.torch_src.clip",
-            "dualdl.port.project.torch_runtime", "dualdl.port.project.torch_runtime_train")
+            "dualdl.port.project.torch_runtime", "dualdl.port.project.torch_runtime_train",
+            "dualdl.port.translate.conventions:RNN_MODES,rnn_weight_names",
+            "dualdl.port.project.torch_runtime_rnn",
+            "dualdl.port.project.torch_runtime_vision",
+            "dualdl.port.project.torch_runtime_numpy",
+            "dualdl.port.recipe.torch_src.nlp_data", "dualdl.port.project.torch_runtime_nlp")
 
 
 class ProjectError(ValueError):
@@ -31,7 +36,9 @@ class ProjectReport:
     src: str
     out: str
     files: List[Dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0            # the conversion alone (parsing, rewriting), not the I/O
+    seconds: float = 0.0            # the conversion alone (parsing, rewriting), not the I/O: CPU
+    #                                 seconds of this process (time.process_time: a shared box)
+    models: List[Dict[str, Any]] = field(default_factory=list)   # zoo models translated (zoo.py)
 
     @property
     def lines(self) -> int:
@@ -57,7 +64,7 @@ class ProjectReport:
         return {"src": self.src, "out": self.out, "lines": self.lines,
                 "api_lines": self.api_lines, "converted": self.converted,
                 "todo_lines": len({(t["file"], t["line"]) for t in self.todos}),
-                "seconds": self.seconds, "files": self.files}
+                "seconds": self.seconds, "files": self.files, "models": self.models}
 
     def summary(self) -> str:
         pct = 100.0 * self.converted / self.api_lines if self.api_lines else 100.0
@@ -66,6 +73,10 @@ class ProjectReport:
                f"{len({(t['file'], t['line']) for t in self.todos})} TODO line(s); "
                f"{self.seconds:.3f} s ({self.lines_per_second:.0f} lines/s) -> {self.out}"]
         out += [f"  TODO {t['file']}:{t['line']}: {t['api']}: {t['why']}" for t in self.todos]
+        for m in self.models:
+            out.append(f"  model {m.get('factory')}: " + (f"TODO {m['file']}:{m['line']}: {m['todo']}"
+                       if "todo" in m else f"{m.get('module')}.py ({m.get('proof', '')}, "
+                                           f"{m.get('seconds', 0):.1f} s)"))
         return "\n".join(out)
 
 
@@ -76,7 +87,9 @@ def runtime_source() -> str:
     imports: List[str] = []
     defs: Dict[str, str] = {}
     for mod in _SOURCES:
+        mod, _, only = mod.partition(":")      # "module:name,name": those definitions only
         imp, d = _parse(mod)
+        d = {k: v for k, v in d.items() if k in only.split(",")} if only else d
         imports += [i for i in imp if i not in imports and not i.startswith("from .")]
         for name, src in d.items():
             defs.setdefault(name, src)
@@ -93,7 +106,8 @@ def runtime_source() -> str:
 #: what a converted project may import besides its own modules
 ALLOWED = {"torch", "numpy", "gluon2torch", "__future__", "argparse", "contextlib", "gzip", "os",
            "struct", "re", "math", "random", "typing", "time", "logging", "sys", "json", "copy",
-           "collections", "functools", "itertools", "dataclasses", "warnings", "io", "pickle"}
+           "collections", "functools", "itertools", "dataclasses", "warnings", "io", "pickle",
+           "tarfile", "importlib", "unicodedata", "glob"}
 FORBIDDEN = ("mxnet", "gluonnlp", "gluoncv", "dualdl", "dualdl_mx", "dualdl_torch")
 
 
@@ -119,10 +133,13 @@ def _py_files(src: str) -> List[str]:
     return out
 
 
-def convert_project(src_dir: str, out_dir: str, force: bool = False) -> ProjectReport:
+def convert_project(src_dir: str, out_dir: str, force: bool = False,
+                    zoo: Sequence[str] = ()) -> ProjectReport:
     """Convert every ``.py`` under ``src_dir`` into ``out_dir`` (same relative paths) and write
-    ``gluon2torch.py`` and ``dualdl_project_report.json`` there. Existing output files are
-    refused unless ``force``."""
+    ``gluon2torch.py`` and ``dualdl_project_report.json`` there; the model-zoo configurations
+    the files call (and ``zoo``: ``NAME[:k=v,...]`` specs for calls known at run time only) are
+    translated into ``out_dir/dualdl_models`` (:func:`dualdl.port.project.zoo.write_models`).
+    Existing output files are refused unless ``force``."""
     from .convert import convert_source
     src_dir, out_dir = os.path.abspath(src_dir), os.path.abspath(out_dir)
     if not os.path.isdir(src_dir):
@@ -145,19 +162,19 @@ def convert_project(src_dir: str, out_dir: str, force: bool = False) -> ProjectR
     for rel in files:
         with open(os.path.join(src_dir, rel), encoding="utf-8") as f:
             text = f.read()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         try:
             res = convert_source(text)
         except Exception as e:        # libcst's ParserSyntaxError: the file is not Python 3
             raise ProjectError(f"{rel}: cannot be parsed as Python 3 ({type(e).__name__}: "
                                f"{' '.join(str(e).split())[:200]}); fix or remove it") from None
-        report.seconds += time.perf_counter() - t0
-        results[rel] = res
+        report.seconds += time.process_time() - t0
+        results[rel] = (res, text)
         report.files.append({"path": rel, "lines": res.lines, "api_lines": len(res.api_lines),
                              "converted": len(res.converted), "todo_lines": len(res.todo_lines),
                              "todos": [{"line": ln, "api": a, "why": w} for ln, a, w in res.todos]})
     from ...atomic import atomic_write_file
-    for rel, res in results.items():
+    for rel, (res, _) in results.items():
         path = os.path.join(out_dir, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         data = res.source.encode()
@@ -165,6 +182,8 @@ def convert_project(src_dir: str, out_dir: str, force: bool = False) -> ProjectR
     os.makedirs(out_dir, exist_ok=True)
     rt = runtime_source().encode()
     atomic_write_file(os.path.join(out_dir, RUNTIME), lambda f: f.write(rt))
+    from .zoo import write_models
+    report.models = write_models({rel: text for rel, (_, text) in results.items()}, out_dir, zoo)
     rep = json.dumps(report.to_dict(), indent=1).encode()
     atomic_write_file(os.path.join(out_dir, REPORT), lambda f: f.write(rep))
     return report

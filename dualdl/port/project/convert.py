@@ -41,7 +41,7 @@ def convert_source(text: str) -> FileResult:
     aliases = _imports(module)
     if not aliases:
         return FileResult(text, lines)
-    conv = _make_converter(aliases)
+    conv = _make_converter(aliases, _module_names(module))
     new = module.visit(conv)
     return _account(text, module, new, conv.top, lines, conv.todos)
 
@@ -140,7 +140,31 @@ def _imports(module) -> Dict[str, str]:
     return out
 
 
-def _make_converter(aliases: Dict[str, str]):
+def _module_names(module) -> Set[str]:
+    """The names a file binds to modules outside the converted packages (``from d2l import mxnet
+    as d2l``, d2l's own ``d2l = sys.modules[__name__]``): ``d2l.astype(x, t)`` is a module's
+    function, never the Gluon method ``x.astype``."""
+    import libcst as cst
+    from .table import ROOTS
+    out: Set[str] = set()
+    rebound: Set[str] = set()        # a module name assigned a value: a variable from then on
+    for stmt in module.body:
+        for s in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(s, cst.Import):
+                out.update(a.asname.name.value if a.asname else _dotted(a.name).split(".")[0]
+                           for a in s.names if _dotted(a.name).split(".")[0] not in ROOTS)
+            elif isinstance(s, cst.ImportFrom) and s.module is not None and \
+                    not isinstance(s.names, cst.ImportStar) and _dotted(s.module).split(".")[0] not in ROOTS:
+                out.update(a.asname.name.value if a.asname else a.name.value for a in s.names)
+            elif isinstance(s, cst.Assign) and isinstance(s.value, cst.Subscript) and \
+                    cst.Module([]).code_for_node(s.value.value) == "sys.modules":
+                out.update(t.target.value for t in s.targets if isinstance(t.target, cst.Name))
+            elif isinstance(s, cst.Assign):   # word_language_model: `model = model.RNNModel(...)`
+                rebound.update(t.target.value for t in s.targets if isinstance(t.target, cst.Name))
+    return out - rebound
+
+
+def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset()):
     import libcst as cst
     from .table import ATTRS, CALLS, METHODS, ROOTS, lookup_api, normalize
 
@@ -224,6 +248,15 @@ def _make_converter(aliases: Dict[str, str]):
             self._push(node)
 
         def leave_SimpleStatementLine(self, original, updated):
+            body = updated.body[0] if len(updated.body) == 1 else None
+            if isinstance(body, cst.Expr) and isinstance(body.value, cst.Call) and \
+                    isinstance(body.value.func, cst.Attribute) and not body.value.args and \
+                    body.value.func.attr.value == "detach":
+                # a discarded ``s.detach()`` (d2l's train_epoch_ch8) is a no-op in MXNet, which
+                # never backpropagates into an earlier record() graph; torch would: detach in place
+                func = body.value.func.with_changes(attr=cst.Name("detach_"))
+                updated = updated.with_changes(body=[body.with_changes(
+                    value=body.value.with_changes(func=func))])
             if len(original.body) == 1 and isinstance(original.body[0], cst.Expr) and \
                     id(original.body[0].value) in self._dropped:
                 call = original.body[0].value
@@ -360,8 +393,9 @@ def _make_converter(aliases: Dict[str, str]):
                 return updated
             parent = self.parent(original)
             if isinstance(parent, (cst.ImportAlias, cst.ImportFrom, cst.Import, cst.Param)) or \
-                    isinstance(parent, cst.Attribute) and parent.attr is original:
-                return updated
+                    isinstance(parent, cst.Attribute) and parent.attr is original or \
+                    isinstance(parent, cst.Arg) and parent.keyword is original:
+                return updated                # a keyword's name (init=...) is no Gluon name
             target, why = lookup_api(q)
             if target is not None:
                 self.done(original)
@@ -388,7 +422,8 @@ def _make_converter(aliases: Dict[str, str]):
                     return updated
             func = original.func
             if isinstance(func, cst.Attribute) and func.attr.value in METHODS and \
-                    self.qual(func.value) is None:
+                    self.qual(func.value) is None and \
+                    not (isinstance(func.value, cst.Name) and func.value.value in modules):
                 return self._method(original, updated)
             if isinstance(func, cst.Attribute) and func.attr.value == "__init__" and \
                     isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and \

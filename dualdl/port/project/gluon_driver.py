@@ -89,6 +89,8 @@ def main() -> None:
     gluon.Trainer.step = wrap(gluon.Trainer.step)
     gluon.Trainer.update = wrap(gluon.Trainer.update)
     from .proof_data import gluon_hooks
+    if os.environ.get("DUALDL_PROOF_DTYPE") == "float64":
+        _float64_run(gluon, dataloader)
     for hook in gluon_hooks():          # the domain files' patches (proof_data.register_gluon_hook)
         hook(rec, state)
     if os.environ.get("DUALDL_PROOF_SEED"):
@@ -107,6 +109,39 @@ def main() -> None:
             raise
         return
     np.savez(path, **rec)           # the script ended before the limit
+
+
+def _float64(x):
+    """A batch's floating-point NDArrays in float64 (labels keep their type)."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_float64(v) for v in x)
+    dtype = getattr(x, "dtype", None)
+    if hasattr(x, "asnumpy") and dtype is not None and np.dtype(dtype).kind == "f" and \
+            np.dtype(dtype) != np.float64:
+        return x.astype("float64")
+    return x
+
+
+def _float64_run(gluon, dataloader) -> None:
+    """The proof's float64 Gluon run (``DUALDL_PROOF_DTYPE=float64``; a script has no float64
+    switch): every parameter cast to float64 right after MXNet initialises it (its values are the
+    float32 run's draws, the same RNG stream, exactly), every floating-point array of a
+    ``DataLoader`` batch cast too (the float32 run's values). A script that makes float32 arrays
+    of its own that meet them (``mx.nd.array(...)``) fails in MXNet: the proof keeps its float32
+    verdict."""
+    real_init = gluon.Parameter._init_impl
+
+    def init_then_cast(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        if np.dtype(self.dtype).kind == "f" and np.dtype(self.dtype) != np.float64:
+            self.cast("float64")
+    gluon.Parameter._init_impl = init_then_cast
+    real_iter = dataloader.DataLoader.__iter__
+
+    def float64_batches(self):
+        for b in real_iter(self):
+            yield _float64(b)
+    dataloader.DataLoader.__iter__ = float64_batches
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ def asnumpy(x: Any) -> np.ndarray:
 def astype(x: Any, dtype: Any) -> Any:
     """``x.astype(dtype)`` for numpy arrays and torch tensors alike."""
     if isinstance(x, torch.Tensor):
+        if isinstance(dtype, torch.dtype):          # g2t.astype(y_hat, y.dtype), y a tensor
+            return x.to(dtype)
         return x.to(torch.from_numpy(np.zeros(0, np.dtype(dtype))).dtype)
     return np.asarray(x).astype(dtype)
 
@@ -125,6 +127,9 @@ def backward(x: torch.Tensor) -> None:
 #: the proof's float64 run: the inputs it saw within float32 rounding of a kink (a ReLU input
 #: near 0, a max-pool window's two largest near equal) that carried a gradient, this update
 _KINKS: List[str] = []
+#: the layer running now (``layer 2 (Activation)``), for those notes (set by forward pre-hooks in
+#: the proof's float64 run only: torch_runtime_train.initialize)
+_WHERE: List[str] = [""]
 #: "within float32 rounding": this many float32 epsilons of the tensor's largest magnitude (as
 #: the proof's ROUNDING_RATIO: MXNet's float32 BatchNorm lands ~8x further from float64 than torch's)
 _KINK_ULPS = 64.0
@@ -143,11 +148,13 @@ def _kink_margin(x: torch.Tensor) -> Optional[float]:
 def _watch(out: torch.Tensor, near: torch.Tensor, what: str, gap: torch.Tensor) -> None:
     """Note, at backward, the near-kink elements whose gradient is not 0 (a float32 run that
     takes the kink's other side drops or moves exactly that gradient: a jump, not rounding)."""
+    where = f" in {_WHERE[0]}" if _WHERE[0] else ""
+
     def hook(g: torch.Tensor) -> None:
         hit = near & (g != 0)
         if bool(hit.any()):
-            _KINKS.append(f"{what}: {int(hit.sum())} element(s) {float(gap[hit].min()):.2g} from "
-                          f"it, carrying gradient up to {float(g[hit].abs().max()):.2g}")
+            _KINKS.append(f"{what}{where}: {int(hit.sum())} element(s) {float(gap[hit].min()):.2g} "
+                          f"from it, carrying gradient up to {float(g[hit].abs().max()):.2g}")
     out.register_hook(hook)
 
 
@@ -180,15 +187,19 @@ class Dense(nn.LazyLinear):
 
     def __init__(self, units: int, activation: Optional[str] = None, use_bias: bool = True,
                  flatten: bool = True, dtype: Any = "float32", weight_initializer: Any = None,
-                 bias_initializer: Any = "zeros", in_units: int = 0, **_: Any):
+                 bias_initializer: Any = "zeros", in_units: int = 0, params: Any = None, **_: Any):
         super().__init__(units, bias=use_bias)
         self._flatten, self._act = flatten, _act(activation)
+        tied = params["weight"] if params is not None and "weight" in params else None
+        in_units = in_units or (tied.shape[1] if tied is not None else 0)
         if in_units:
             self.in_features = in_units
             self.weight.materialize((units, in_units))
             if use_bias:
                 self.bias.materialize((units,))
             self.reset_parameters()
+        if tied is not None:           # Gluon's tying: nn.Dense(..., params=other.params)
+            self.weight = tied
 
     def initialize_parameters(self, x: torch.Tensor) -> None:
         """``in_units`` from the flattened input, as Gluon infers it."""
@@ -289,7 +300,9 @@ class BatchNorm(nn.modules.lazy.LazyModuleMixin, nn.Module):
                  center: bool = True, scale: bool = True, use_global_stats: bool = False,
                  in_channels: int = 0, **_: Any):
         super().__init__()
-        self.axis, self.momentum, self.eps = axis, float(momentum), float(epsilon)
+        # MXNet's kernel takes momentum as a float32 attribute (0.9 is 0.8999999762): the same in
+        # a float32 run, and the proof's float64 run then updates the statistics as MXNet's does
+        self.axis, self.momentum, self.eps = axis, float(np.float32(momentum)), float(epsilon)
         self.use_global_stats = use_global_stats
         self.gamma = nn.parameter.UninitializedParameter(requires_grad=scale)
         self.beta = nn.parameter.UninitializedParameter(requires_grad=center)
@@ -350,7 +363,9 @@ class SoftmaxCrossEntropyLoss(nn.Module):
     def forward(self, pred: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
         logp = pred if self.from_logits else torch.log_softmax(pred, dim=self.axis)
         if self.sparse:
-            loss = -torch.gather(logp, self.axis, label.long().unsqueeze(self.axis % logp.dim()))
+            axis = self.axis % logp.dim()        # Gluon's pick takes (N,) and (N, 1) labels
+            index = label.long().reshape(logp.shape[:axis] + logp.shape[axis + 1:])
+            loss = -torch.gather(logp, self.axis, index.unsqueeze(axis))
         else:
             loss = -(logp * label.to(logp.dtype)).sum(dim=self.axis, keepdim=True)
         if self.weight is not None:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .torch_runtime import _KINKS, _TRAINING, asnumpy
+from .torch_runtime import _KINKS, _TRAINING, _WHERE, asnumpy
 
 # ----------------------------------------------------------------------------- parameters
 class ParameterDict(dict):
@@ -29,11 +29,11 @@ class ParameterDict(dict):
         for p in self.values():
             if name == "grad_req":
                 p.requires_grad_(value != "null")
-                p._grad_req = value
+                p._grad_req = p.grad_req = value
             elif name == "lr_mult":
-                p._lr_mult = float(value)
+                p._lr_mult = p.lr_mult = float(value)
             elif name == "wd_mult":
-                p._wd_mult = float(value)
+                p._wd_mult = p.wd_mult = float(value)
 
     def initialize(self, init: Any = None, ctx: Any = None, force_reinit: bool = False) -> None:
         raise NotImplementedError("collect_params().initialize: call initialize(net, init)")
@@ -46,6 +46,11 @@ def collect_params(block: nn.Module, select: Optional[str] = None) -> ParameterD
         pat = re.compile(select)
         out = ParameterDict((k, p) for k, p in out.items() if pat.match(k))
     out.block = block                # Gluon's dict holds the running statistics too
+    for p in out.values():           # Gluon's Parameter attributes, which scripts read and set
+        if "grad_req" not in p.__dict__:
+            p.grad_req = "write" if p.requires_grad else "null"
+        p.__dict__.setdefault("wd_mult", 1.0)
+        p.__dict__.setdefault("lr_mult", 1.0)
     return out
 
 
@@ -70,6 +75,11 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
                 module(*args, **kwargs)
             _TRAINING[-1] = was
         _apply_init(module, init)
+        if _float64() and os.environ.get("GLUON2TORCH_RECORD"):     # the kink notes' layer names
+            for name, m in module.named_modules():
+                m.register_forward_pre_hook(
+                    lambda _m, _a, n=f"layer {name} ({type(m).__name__})" if name else "":
+                    _WHERE.__setitem__(0, n))
     handle = block.register_forward_pre_hook(hook, with_kwargs=True)
 
 
@@ -221,6 +231,7 @@ class Trainer:
             raise ValueError(f"gluon.Trainer {optimizer!r} options {sorted(kw)} have no torch "
                              f"translation here")
         self._optimizer = globals()[_OPTIMIZERS[name]](self._params, **args)
+        self._wd, self._wd_mults = args["weight_decay"], [1.0] * len(self._params)
         self._scheduler = schedule.build(self._optimizer, given_lr) if schedule is not None else None
         self._updates = 0
 
@@ -237,6 +248,21 @@ class Trainer:
         for g in self._optimizer.param_groups:
             g["lr"] = lr
 
+    def _regroup(self) -> None:
+        """Gluon reads each parameter's ``wd_mult`` at every update (finetune_classifier.py sets
+        it after making the Trainer): one param group per ``wd_mult``, weight decay ``wd *
+        wd_mult`` (the optimizer's per-parameter state is kept)."""
+        mults = [float(getattr(p, "wd_mult", getattr(p, "_wd_mult", 1.0))) for p in self._params]
+        if mults == self._wd_mults:
+            return
+        self._wd_mults = mults
+        base = {k: v for k, v in self._optimizer.param_groups[0].items() if k != "params"}
+        groups: dict = {}
+        for p, m in zip(self._params, mults):
+            groups.setdefault(m, []).append(p)
+        self._optimizer.param_groups = [dict(base, params=ps, weight_decay=self._wd * m)
+                                        for m, ps in groups.items()]
+
     def allreduce_grads(self) -> None:
         """One device: the gradients are already complete."""
 
@@ -244,13 +270,14 @@ class Trainer:
         self.update(batch_size)
 
     def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        self._regroup()
         _RECORDER.before_update(self, batch_size)
         self._optimizer.step(batch_size=batch_size)
         self._updates += 1
         if self._scheduler is not None:
             self._scheduler.step()
         for p in self._params:
-            if getattr(p, "_grad_req", "write") == "write":
+            if getattr(p, "grad_req", getattr(p, "_grad_req", "write")) == "write":
                 p.grad = None
         _RECORDER.after_update(self)
 
@@ -396,6 +423,10 @@ class _Recorder:
         if not self.path:
             return
         names = trainer._names
+        if trainer._block is not None:   # a tied weight under each of Gluon's keys, as the driver's
+            ids = {id(p) for p in names.values()}
+            names = {k: p for k, p in trainer._block.named_parameters(remove_duplicate=False)
+                     if id(p) in ids}
         s = self.n
         if self.last is not None:
             for i, a in enumerate(self.last if isinstance(self.last, (list, tuple)) else [self.last]):
