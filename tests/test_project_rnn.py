@@ -196,7 +196,7 @@ def test_clip_global_norm_is_gluons(converted):
     assert g2t.size(torch.zeros(2, 3)) == 6 and g2t.size(np.zeros((4, 2))) == 8
 
 
-def test_tied_weights_and_initializers(converted):
+def test_tied_weights_and_initializers(converted, tmp_path):
     """Dense(params=encoder.params) shares the embedding's weight (one parameter, two of Gluon's
     keys), the embedding keeps its own Uniform(0.1), the LSTM's biases start at 0."""
     g2t = converted[2]
@@ -215,6 +215,9 @@ def test_tied_weights_and_initializers(converted):
     assert float(m.encoder.weight.detach().abs().max()) <= 0.1
     assert float(m.rnn._unfused[0].i2h_bias.detach().abs().max()) == 0
     assert float(m.rnn._unfused[1].h2h_weight.detach().abs().max()) > 0.1      # Xavier, not 0.1-uniform
+    with pytest.warns(UserWarning, match="weights only"):        # Gluon's export: no graph file
+        g2t.export(m, str(tmp_path / "lm"))
+    assert list(torch.load(tmp_path / "lm-0000.params")) == list(m.state_dict())
 
 
 def test_wikitext_and_interval_sampler_are_gluons(converted, tmp_path, monkeypatch):

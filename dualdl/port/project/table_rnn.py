@@ -18,7 +18,8 @@ API: Dict[str, str] = {
     "mxnet.contrib.text.vocab.Vocabulary": "g2t.Vocabulary",
 }
 #: ``p.grad(ctx)`` is a method in Gluon, an attribute in torch (``p.grad(...)`` is never torch)
-METHODS: Dict[str, Tuple[str, str]] = {"grad": ("fn", "g2t.grad")}
+#: ``block.export(path)`` (word_language_model's --export-model): the weights, no graph file
+METHODS: Dict[str, Tuple[str, str]] = {"grad": ("fn", "g2t.grad"), "export": ("fn", "g2t.export")}
 #: ``L.size`` (read, not called): MXNet's element count, torch's ``size`` is a method
 ATTRS: Dict[str, str] = {"size": "g2t.size"}
 TODO: Dict[str, str] = {

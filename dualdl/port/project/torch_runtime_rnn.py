@@ -279,6 +279,16 @@ def _record_inputs() -> Any:
 _INPUT_HOOKS = _record_inputs() if os.environ.get("GLUON2TORCH_RECORD") else None
 
 
+def export(block: nn.Module, path: str, epoch: int = 0, **_: Any) -> None:
+    """``block.export(path, epoch)``: Gluon writes ``path-symbol.json`` (its graph) and
+    ``path-%04d.params``; torch has no such graph file, so the weights only (torch's format,
+    Gluon's keys), with a warning naming torch's way to a graph."""
+    fname = "%s-%04d.params" % (path, epoch)
+    torch.save(block.state_dict(), fname)
+    warnings.warn(f"export: wrote the weights only ({fname}); torch has no Gluon symbol file: "
+                  f"use torch.export.export(model, example_inputs) for a graph", stacklevel=2)
+
+
 def size(x: Any) -> Any:
     """``x.size``: MXNet's ``NDArray.size`` is the element count, torch's ``Tensor.size`` a
     method; other objects (numpy arrays, a user's) keep their own ``size``."""
