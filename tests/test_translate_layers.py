@@ -12,11 +12,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import translate_structure_report as structure  # noqa: E402
 
 #: bottom first. Foundation: what every layer may use (errors, the safety gate, the conventions,
-#: staging files, torch-side loading). Graph: the graphs (graph.Graph of a traced block; SymGraph,
-#: read from an exported symbol by symbol_graph itself). Readers: the tracer that makes graph.Graph.
-#: Ops: the op registry, the lowering of one op, the rendering of a call, the module tree a writer
-#: fills. Layers: Gluon layers / symbol layer nodes -> torch layers. Emitter: forward writer, module
-#: classes, symbol emitter. Proof. Pipeline: stage -> write -> load -> prove -> publish. API.
+#: staging files, torch-side loading). Graph: the graphs (graph.Graph, what both readers produce;
+#: SymGraph, read from an exported symbol by symbol_graph itself). Readers: the tracer that makes
+#: graph.Graph of a Gluon block. Ops: the op registry, the lowering of one op, the rendering of a
+#: call, the module tree a writer fills. Layers: Gluon layers / symbol layer nodes -> torch layers
+#: (registry.Leaf specs), the symbol's scope tree and its lowering into graph.Graph (symbol_lower).
+#: Emitter: the one forward writer, the class writer, the two module-tree builders (codegen from Gluon
+#: blocks, symbol_emit from scopes). Proof. Pipeline: stage -> write -> load -> prove -> publish. API.
 LAYERS = [
     ("foundation", {"errors", "safe", "allowlist", "gate", "conventions", "publish", "proof_torch", "proof_judge"}),
     ("graph", {"graph", "symbol_graph"}),

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .class_writer import ClassWriter
 from .errors import TranslationError
 from .forward import ForwardWriter
-from .leaves import builtin_leaf, fused_helper, weight_drop_note
+from .leaves import builtin_leaf, fused_helper, is_gluon_builtin, weight_drop_note
 from .module_tree import CONCURRENT_HELPER, Alias, Instance, LeafInfo, MapEntry, access, part_key, torch_names
 from .registry import Call, Leaf, block_translation
 from .render import Ref, join_path
@@ -397,7 +397,6 @@ def _inference_guard(block, path) -> List[str]:
 
 
 def _is_builtin(block) -> bool:
-    from .leaves import is_gluon_builtin
     return is_gluon_builtin(block)
 
 

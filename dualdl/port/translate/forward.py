@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from .safe import comment as safe_comment
 from .errors import TranslationError
 from .gate import Attrs
-from .ops import Expr, NeedsName, OpNode, bind_device, translate_op
-from .render import ident
+from .ops import Expr, NeedsName, OpNode, bind_device, n_outputs, translate_op
+from .render import FILE_NAMES, defined_names, ident
 from .graph import Graph, flatten_struct, nested_var_name, walk
 
 __all__ = ["ForwardWriter"]
@@ -174,7 +174,6 @@ class ForwardWriter:
     def new_name(self, base: str) -> str:
         base = ident(base)
         name, k = base, 1
-        from .render import defined_names
         taken = self.used_names | defined_names(self.gen.helpers.values()) | _HELPER_NAMES
         while name in taken:
             name, k = f"{base}_{k}", k + 1
@@ -370,7 +369,7 @@ class OrderedBody:
         self.holders.setdefault(holder or text, set()).add(v)
 
     def _fresh(self) -> str:
-        busy = {h for h, vs in self.holders.items() if vs} | self.fixed | _FILE_NAMES
+        busy = {h for h, vs in self.holders.items() if vs} | self.fixed | FILE_NAMES
         for c in ("x", "out", "y", "z"):
             if c not in busy:
                 return c
@@ -441,9 +440,6 @@ class OrderedBody:
         return expr, self._release(used)
 
 
-#: names the generated file uses at module level (torch, F, nn) and self: never a local
-_FILE_NAMES = frozenset({"torch", "F", "nn", "self"})
-
 #: module-level functions ops.py helpers define (a local of the same name would shadow them)
 _HELPER_NAMES = frozenset({"shared_dropout", "Concurrent", "SharedDropout"})
 
@@ -478,12 +474,7 @@ def _pack(struct, names: List[str], top: bool = False) -> str:
 def _n_outputs(n) -> int:
     op = n["op"]
     attrs = Attrs(n.get("attrs", {}), op, n.get("name", ""))
-    from . import ops
-    if hasattr(ops, "n_outputs"):    # ops.py knows every multi-output op it translates
-        return int(ops.n_outputs(op, attrs))
-    if op in ("SliceChannel", "split"):
-        return int(attrs["num_outputs"])
-    return 1
+    return int(n_outputs(op, attrs))     # the op registry knows every multi-output op it translates
 
 
 def _short(op: str) -> str:

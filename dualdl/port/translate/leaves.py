@@ -14,7 +14,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from .conventions import (ACTIVATIONS, FROZEN_BATCHNORM, RNN_MODES, ConventionError, batchnorm_class, bn_momentum,
                           bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
 from .errors import TranslationError
+from .gate import probability
 from .registry import Call, Leaf, Step
+from .safe import docstring_text
 
 __all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base"]
 
@@ -104,7 +106,6 @@ def fused_helper(leaf: Leaf, gluon_name: str) -> Tuple[str, str]:
     for s in leaf.post:
         y = s.expr.format(x=y)
     what = "; ".join(dict.fromkeys(s.comment for s in leaf.pre + leaf.post if s.comment))
-    from .safe import docstring_text
     src = (f"class {name}({base}):\n"
            f'    """{docstring_text(short)} with the steps Gluon {docstring_text(gluon_name)} runs inside the layer: '
            f'{docstring_text(what)}."""\n\n'
@@ -315,7 +316,6 @@ SHARED_DROPOUT = '''class SharedDropout(nn.Dropout):
 
 
 def _dropout(block, info):
-    from .gate import probability
     rate = probability(block._rate, f"Gluon {type(block).__name__}")
     if block._axes:
         return Leaf(Call("SharedDropout", [rate, tuple(int(a) for a in block._axes)],

@@ -13,13 +13,15 @@ from typing import Any, Dict, Iterable, Set
 from .registry import Call
 from .safe import comment as safe_comment, literal
 
-__all__ = ["Ref", "MODULE_NAMES", "camel", "child_call", "collect_refs", "defined_names", "free_name", "ident",
-           "is_number", "join_path", "render_args", "render_call", "statement"]
+__all__ = ["Ref", "MODULE_NAMES", "FILE_NAMES", "attr_path", "camel", "child_call", "collect_refs", "defined_names",
+           "free_name", "ident", "is_number", "join_path", "render_args", "render_call", "statement"]
 
 # Names the generated file itself uses at module level: a class, helper or local of the same name
 # would shadow them (a class named F breaks every F.relu in the file).
 MODULE_NAMES = frozenset({"torch", "nn", "F", "Concurrent", "__debug__"}) | frozenset(keyword.kwlist) | \
     frozenset(n for n in dir(builtins) if not n.startswith("_"))
+#: what a generated forward's locals and arguments never shadow: the file's imports and ``self``
+FILE_NAMES = frozenset({"torch", "F", "nn", "self"})
 _ATTR_RESERVED = frozenset({"torch", "nn", "F", "self", "super", "__debug__"}) | frozenset(keyword.kwlist)
 
 
@@ -100,7 +102,8 @@ def join_path(a: str, b: str) -> str:
     return f"{a}.{b}" if a else b
 
 
-def _attr_path(key: str) -> str:
+def attr_path(key: str) -> str:
+    """``self.a[0].b`` for the torch module key ``a.0.b``."""
     out = "self"
     for part in key.split("."):
         out += f"[{part}]" if part.isascii() and part.isdigit() else f".{part}"

@@ -14,7 +14,7 @@ from .forward import ForwardWriter
 from .module_tree import Instance, MapEntry, constructor_arguments, literal_slots
 from .errors import TranslationError
 from .registry import Call
-from .render import camel, defined_names, free_name, ident, join_path, render_call
+from .render import FILE_NAMES, attr_path, camel, defined_names, free_name, ident, join_path, render_call
 from .safe import comment as safe_comment
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
@@ -22,9 +22,6 @@ from .symbol_lower import scope_graph
 from .symbol_tree import Scope, common_prefix, is_layer, item_values, node_tokens
 
 __all__ = ["SymbolEmitter"]
-
-_FILE_NAMES = frozenset({"torch", "F", "nn", "self"})
-
 
 @dataclass
 class Inst(Instance):
@@ -117,7 +114,7 @@ class SymbolEmitter:
         sig: List[str] = []
         for v in inst.inputs:
             a = ident(self.g.nodes[v[0]].name)
-            while a in sig or a in _FILE_NAMES:
+            while a in sig or a in FILE_NAMES:
                 a += "_"
             sig.append(a)
         return sig
@@ -222,7 +219,7 @@ class SymbolEmitter:
             if i is not top:
                 groups.setdefault((i.base, i.height), []).append(i)
         classes: "OrderedDict[str, str]" = OrderedDict()
-        taken = set(_FILE_NAMES) | defined_names(self.helpers.values())
+        taken = set(FILE_NAMES) | defined_names(self.helpers.values())
         top_name = free_name(camel(self.name), taken)
         taken.add(top_name)
         for (base, _), members in groups.items():
@@ -231,7 +228,7 @@ class SymbolEmitter:
                 by_skel.setdefault(_skeleton(m), []).append(m)
             for same in by_skel.values():
                 cname, k = base, 2
-                while cname in taken or cname in _FILE_NAMES:
+                while cname in taken or cname in FILE_NAMES:
                     cname, k = f"{base}_{k}", k + 1
                 cname = free_name(cname, taken)
                 taken.add(cname)
@@ -253,7 +250,7 @@ class SymbolEmitter:
         first, last = self.g.nodes[nodes[0]].name, self.g.nodes[nodes[-1]].name
         doc = (f"Translated from the exported MXNet symbol {self.name}: nodes {first} .. {last}"
                f"{'' if inst.block.kind == 'root' else '; used at ' + where}.")
-        ties = [f"        {_attr_path(key)} = {_attr_path(first_key)}  # one weight in MXNet: {safe_comment(wname)}"
+        ties = [f"        {attr_path(key)} = {attr_path(first_key)}  # one weight in MXNet: {safe_comment(wname)}"
                 for key, first_key, wname in self.ties] if inst.block.kind == "root" else []
         return class_source(cname, "nn.Module", doc, args, inst, names, ties)
 
@@ -279,10 +276,6 @@ def _model_prefix(g: SymGraph) -> str:
     if not hasattr(g, "_prefix"):
         g._prefix = common_prefix([g.nodes[i].name for i in g.order])
     return g._prefix
-
-
-def _attr_path(key: str) -> str:
-    return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in key.split("."))
 
 
 def _skeleton(i: Inst) -> str:

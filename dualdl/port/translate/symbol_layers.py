@@ -16,6 +16,7 @@ from .safe import comment
 from .ops import parse_attr
 from .registry import Call, Leaf
 from .symbol_graph import SymGraph, SymNode
+from .symbol_rnn import rnn_spec
 
 __all__ = ["LayerSpec", "layer_spec"]
 
@@ -162,6 +163,5 @@ _LAYERS = {"Convolution": _conv, "Deconvolution": _conv, "FullyConnected": _fc, 
 
 def layer_spec(g: SymGraph, node: SymNode) -> LayerSpec:
     if node.op == "RNN":
-        from .symbol_rnn import rnn_spec
         return rnn_spec(g, node, LayerSpec)
     return _LAYERS[node.op](g, node)

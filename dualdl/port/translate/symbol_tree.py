@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 
 from .symbol_graph import SymGraph, Value
 from .errors import TranslationError
+from .symbol_rnn import absorb_rnn_inputs
 
 __all__ = ["Scope", "build_tree", "node_tokens", "common_prefix", "MODULE_OPS"]
 
@@ -71,7 +72,6 @@ def is_layer(g: SymGraph, nid: int) -> bool:
 
 def build_tree(g: SymGraph) -> Scope:
     """The scope tree, each scope's items in an order that computes every value before its use."""
-    from .symbol_rnn import absorb_rnn_inputs
     absorb_rnn_inputs(g)
     ops = g.order
     prefix = common_prefix([g.nodes[i].name for i in ops])

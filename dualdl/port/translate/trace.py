@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 from .graph import CallSite, Graph, Record, T, flatten_struct, nested_var_name, walk
+from .trace_scope import TraceScope, ValueDependent
 
 __all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
@@ -330,7 +331,6 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     whether the forward asked autograd.is_training())."""
     import mxnet as mx
     from mxnet.base import NotImplementedForSymbol
-    from .trace_scope import TraceScope, ValueDependent
     args, via_call = _traced_args(block, path, records)
     as_np = np_mode()
     counter = [0]
