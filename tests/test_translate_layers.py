@@ -85,3 +85,19 @@ def test_the_analysis_sees_function_level_circles_and_private_names(tmp_path):
     assert structure.cycles(structure.edges(mods, function_level=False)) == []
     assert [(u, t, n) for u, t, n, _ in structure.private_crossings(mods)] == [("a", "b", "_hidden")]
     assert structure.function_level_imports(mods) == 1
+
+
+def test_one_forward_writer_and_one_class_writer(mods):
+    """Issue 41's one writer: of the readers and emitters, only forward.py lowers ops into a forward
+    (the op registry's translate_op / bind_device), only class_writer.py writes a class's text, and
+    both readers' module graphs are graph.Graph (the tracer's and the symbol scopes' lowering)."""
+    def importers(module, name):
+        return sorted(m.name for m in mods.values() for target, _, names, _ in m.imports
+                      if target == module and name in names)
+    writers = {"ops", "oplib", "oplib.base"}
+    assert [m for m in importers("ops", "translate_op") + importers("oplib", "translate_op")
+            if m not in writers] == ["forward"]
+    assert [m for m in importers("ops", "bind_device") if m not in writers] == ["forward"]
+    assert importers("class_writer", "class_source") == ["symbol_emit"]     # codegen: ClassWriter's own method
+    assert {"symbol_lower", "trace"} <= set(importers("graph", "Graph"))
+    assert "symbol_emit" in importers("forward", "ForwardWriter") and "codegen" in importers("forward", "ForwardWriter")
