@@ -96,7 +96,8 @@ def write_glue_mrpc(root: str, seed: int = 0, train: int = 64, dev: int = 16, te
 
 def _gluon_hook(rec: dict, state: dict) -> None:
     """In the Gluon run: the proof folder's files stand for gluonnlp's downloads (their sha1 is
-    not the real data's), and ``DUALDL_ZOO_OVERRIDE`` shrinks the zoo models it names."""
+    not the real data's), ``clip_grad_global_norm`` records the norm before clipping
+    (``{update}/clipnorm``), and ``DUALDL_ZOO_OVERRIDE`` shrinks the zoo models it names."""
     import gluonnlp
     from gluonnlp.data import glue
     from gluonnlp.data import utils as nlp_utils
@@ -114,6 +115,14 @@ def _gluon_hook(rec: dict, state: dict) -> None:
     def download(url, path=None, *a, **kw):
         return path if path and os.path.exists(path) else real_download(url, path, *a, **kw)
     glue.download = download
+    real_clip = gluonnlp.utils.clip_grad_global_norm
+
+    def clip_grad_global_norm(parameters, max_norm, check_isfinite=True):
+        norm = real_clip(parameters, max_norm, check_isfinite)      # the norm before clipping
+        value = norm.asnumpy() if hasattr(norm, "asnumpy") else norm     # NDArray (1,) or float
+        rec[f"{state['n']}/clipnorm"] = np.float64(np.asarray(value, np.float64).reshape(-1)[0])
+        return norm
+    gluonnlp.utils.clip_grad_global_norm = clip_grad_global_norm
     ov = override()
     if not ov:
         return

@@ -70,7 +70,6 @@ API: Dict[str, str] = {
     _G + "loss.L2Loss": "g2t.L2Loss", _G + "loss.L1Loss": "g2t.L1Loss",
     # training
     _G + "Trainer": "g2t.Trainer", _G + "utils.split_and_load": "g2t.split_and_load",
-    "gluonnlp.utils.clip_grad_global_norm": "g2t.clip_grad_global_norm",
     # data
     _G + "data.DataLoader": "g2t.DataLoader", _G + "data.ArrayDataset": "g2t.ArrayDataset",
     _G + "data.Dataset": "g2t.Dataset", _G + "data.vision.MNIST": "g2t.MNIST",

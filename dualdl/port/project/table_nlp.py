@@ -44,6 +44,8 @@ API: Dict[str, str] = _twice({
     _D + "FixedBucketSampler": "g2t.GluonFixedBucketSampler",
     _B + "Pad": "g2t.GluonPad", _B + "Stack": "g2t.GluonStack", _B + "Tuple": "g2t.GluonTuple",
     _B + "List": "g2t.GluonList", _B + "Dict": "g2t.GluonDict",
+    # clipping (the recipe's gluonnlp formula; the proof records the norm before clipping)
+    "gluonnlp.utils.clip_grad_global_norm": "g2t.nlp_clip_grad_global_norm",
     # utilities
     "gluonnlp.utils.check_version": "g2t.check_version", "gluonnlp.utils.mkdir": "g2t.makedirs",
     "gluonnlp.utils.save_parameters": "g2t.save_parameters",

@@ -24,7 +24,8 @@ from torch import nn
 
 from .torch_runtime import Dense, Dropout, Sequential
 from ..recipe.torch_src.metrics import F1, Accuracy, CompositeEvalMetric
-from .torch_runtime_train import Dataset, _float64
+from ..recipe.torch_src.clip import clip_grad_global_norm
+from .torch_runtime_train import _RECORDER, Dataset, _float64
 
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -355,6 +356,18 @@ def get_task(name: str) -> GlueTask:
     metric.add(F1(average="micro"))
     return GlueTask("glue_mrpc", ["0", "1"], metric, True,
                     {"train": [3, 4, 0], "dev": [3, 4, 0], "test": [3, 4]})
+
+
+def nlp_clip_grad_global_norm(parameters: Any, max_norm: float,
+                              check_isfinite: bool = True) -> float:
+    """gluonnlp's ``utils.clip_grad_global_norm`` (the recipe's torch twin: divided by
+    ``max(1, norm / max_norm)``, no epsilon); the proof records the norm before clipping
+    (``{update}/clipnorm``, as the Gluon run's hook does): with the clipped gradients it proves
+    the gradients before clipping."""
+    norm = clip_grad_global_norm(parameters, max_norm, check_isfinite)
+    if _RECORDER.path:
+        _RECORDER.rec[f"{_RECORDER.n}/clipnorm"] = np.float64(norm)
+    return norm
 
 
 # ----------------------------------------------------------------------------- Gluon checkpoints
