@@ -205,6 +205,14 @@ _CALLS = [
     "npx.relu(a)", "npx.sigmoid(a)", "npx.softmax(a, axis=-1)", "npx.log_softmax(a, axis=1)",
     "npx.one_hot(idx.T, 5)", "npx.one_hot(idx, depth)", "np.dot(a, b.T)", "np.dot(c, b.T)",
     "np.array([[1, 2], [3, 4]])", "np.zeros((2, 3))", "np.ones((2,))",
+    "np.log2(p)", "np.log10(p)", "np.arcsin(a / 4)", "np.arccos(a / 4)", "np.tan(a / 4)",
+    "np.trunc(a * 3)", "np.equal(a, b)", "np.not_equal(a, 0)",
+    "np.greater(a, b)", "np.greater_equal(a, 0.5)", "np.less(a, b)", "np.less_equal(a, b)",
+    "np.expand_dims(a, 1)", "np.squeeze(np.expand_dims(a, 0), axis=0)", "np.tile(a, (2, 1))",
+    "np.repeat(a, 2, axis=0)", "np.cumsum(a, 1)", "np.prod(p, axis=1)", "np.flip(a, 0)",
+    "np.clip(a, -0.5, 0.5)", "npx.batch_dot(c, c, transpose_b=True)",
+    "np.arange(5)", "np.arange(1, 4, 0.5)", "np.full((2, 3), 7)", "np.linspace(0, 1, 7)",
+    "np.eye(3)", "np.eye(3, 4, k=1)", "np.zeros_like(a)", "np.ones_like(idx)",
 ]
 
 
@@ -431,3 +439,22 @@ def test_train_ch8_is_proven_across_its_epochs_and_runs_to_the_end(converted, tm
     gluon, torch_ = _full_runs(converted, work, CH8)
     assert gluon[3].startswith("perplexity ") and gluon[3].split(",")[0] == torch_[3].split(",")[0]
     assert gluon[4:] == torch_[4:] and len(gluon) == 6, (gluon, torch_)
+
+
+def test_a_numpy_call_the_registry_cannot_take_stays_with_a_todo():
+    """Nothing dropped: a keyword the op's attributes lack, a list of arrays that is no literal,
+    one positional argument too many, and max (the registry's twin is a helper class) stay as they
+    are under a TODO line naming why."""
+    from dualdl.port.project.convert import convert_source
+    src = ("from mxnet import np, npx\na = np.sum(x, axes=0)\nb = np.stack(parts)\n"
+           "c = npx.relu(x, 1)\nd = np.max(x)\ne = np.tanh(x)\n")
+    r = convert_source(src)
+    out = r.source.splitlines()
+    for stmt in ("a = np.sum(x, axes=0)", "b = np.stack(parts)", "c = npx.relu(x, 1)",
+                 "d = np.max(x)", "e = torch.tanh(x)"):
+        assert stmt in out, stmt
+    why = {t[1]: t[2] for t in r.todos}
+    assert sorted(why) == ["mx.np.max", "mx.np.stack", "mx.np.sum", "mx.npx.relu"]
+    assert why["mx.np.sum"].startswith("keyword axes= is none of its attributes")
+    assert "no list or tuple literal" in why["mx.np.stack"]
+    assert "TiedMax" in why["mx.np.max"] and "positional" in why["mx.npx.relu"]

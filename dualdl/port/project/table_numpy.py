@@ -8,7 +8,7 @@ registry (``oplib.lookup(op)``, the entry a traced ``_npi_tanh`` node also takes
 function's positional parameters (``"x"`` an array input, ``"*"`` a list of arrays, any other name
 an MXNet attribute, so ``npx.one_hot(x, 28)`` is ``depth=28``). Array creation (``np.array``,
 ``np.zeros``: float32 unless told, on ``ctx``), ``np.dot`` (the registry needs the ranks the
-source lacks; so does ``np.transpose`` without axes) and ``npx.set_np`` go to
+source lacks; so do ``np.transpose`` without axes and ``npx.batch_dot``) and ``npx.set_np`` go to
 :mod:`dualdl.port.project.torch_runtime_numpy`."""
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ API: Dict[str, str] = {
     _NPX + "waitall": "g2t.waitall",
     _NP + "ndarray": "torch.Tensor", _NP + "array": "g2t.np_array",
     _NP + "zeros": "g2t.np_zeros", _NP + "ones": "g2t.np_ones", _NP + "dot": "g2t.np_dot",
-    _NP + "transpose": "g2t.np_transpose",
+    _NP + "transpose": "g2t.np_transpose", _NP + "arange": "g2t.np_arange",
+    _NP + "full": "g2t.np_full", _NP + "linspace": "g2t.np_linspace", _NP + "eye": "g2t.np_eye",
+    _NPX + "batch_dot": "g2t.npx_batch_dot", _NP + "zeros_like": "torch.zeros_like", _NP + "ones_like": "torch.ones_like",
     _NP + "random.normal": "g2t.np_random_normal", _NP + "random.uniform": "g2t.np_random_uniform",
     _NP + "random.seed": "torch.manual_seed",
     _NP + "float32": "torch.float32", _NP + "float64": "torch.float64",
@@ -44,17 +46,25 @@ TODO: Dict[str, str] = {
 }
 
 _UNARY = ("tanh", "exp", "log", "sin", "cos", "sqrt", "abs", "square", "sign", "floor", "ceil",
-          "reciprocal", "sinh", "cosh", "log1p", "expm1", "arctan")
+          "reciprocal", "sinh", "cosh", "log1p", "expm1", "arctan", "log2", "log10", "arcsin",
+          "arccos", "tan", "trunc")
 _REDUCE = ("axis", "dtype", "out", "keepdims")
 #: qualified numpy-interface function -> (registry op, positional parameters)
 OPS: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     **{_NP + f: (f"_npi_{f}", ("x",)) for f in _UNARY},
-    **{_NP + f: (f"_npi_{f}", ("x", "x")) for f in ("add", "subtract", "multiply", "true_divide",
-                                                     "maximum", "minimum", "power", "matmul")},
+    **{_NP + f: (f"_npi_{f}", ("x", "x")) for f in (
+        "add", "subtract", "multiply", "true_divide", "maximum", "minimum", "power", "matmul",
+        "equal", "not_equal", "greater", "greater_equal", "less", "less_equal")},
     _NP + "divide": ("_npi_true_divide", ("x", "x")),
     _NP + "sum": ("_np_sum", ("x",) + _REDUCE), _NP + "mean": ("_npi_mean", ("x",) + _REDUCE),
     _NP + "argmax": ("_npi_argmax", ("x", "axis")), _NP + "argmin": ("_npi_argmin", ("x", "axis")),
     _NP + "reshape": ("_np_reshape", ("x", "newshape")),
+    _NP + "expand_dims": ("_npi_expand_dims", ("x", "axis")),
+    _NP + "squeeze": ("_np_squeeze", ("x", "axis")), _NP + "tile": ("_npi_tile", ("x", "reps")),
+    _NP + "repeat": ("_np_repeat", ("x", "repeats", "axis")),
+    _NP + "cumsum": ("_np_cumsum", ("x", "axis", "dtype", "out")),
+    _NP + "prod": ("_np_prod", ("x",) + _REDUCE), _NP + "flip": ("_npi_flip", ("x", "axis")),
+    _NP + "clip": ("_npi_clip", ("x", "a_min", "a_max")),
     _NP + "concatenate": ("_npi_concatenate", ("*", "axis")),
     _NP + "stack": ("_npi_stack", ("*", "axis")),
     _NPX + "relu": ("_npx_relu", ("x",)), _NPX + "sigmoid": ("_npx_sigmoid", ("x",)),
@@ -110,8 +120,10 @@ def convert_np_call(qualified: str, call: Any, converter: Any) -> Any:
         elif a.keyword is not None:
             if a.keyword.value in _INPUT_KEYWORDS:
                 inputs.append(a.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-            else:
+            elif a.keyword.value in params:
                 keywords.append(a)
+            else:                 # an attribute the registry would not read: never drop it
+                why = f"keyword {a.keyword.value}= is none of its attributes {params[1:]}"
         elif i >= len(params):
             why = f"argument {i + 1}: the numpy signature has {len(params)} positional parameters"
         elif params[i] == "x":
@@ -166,6 +178,16 @@ def convert_np_call(qualified: str, call: Any, converter: Any) -> Any:
             text = re.sub(rf"(?<=[(\[,=] ){name}(?=[,)\]])|(?<=[(\[=]){name}(?=[,)\]])",
                           lambda _m: src, text)          # a whole argument: no parentheses
             text = re.sub(rf"\b{name}\b", lambda _m: src if atomic else f"({src})", text)
+    import ast
+    import builtins
+    known = {n.id for n in ast.walk(ast.parse(code(call))) if isinstance(n, ast.Name)}
+    helper = sorted({n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)} - known -
+                    {"torch", "g2t"} - {h[0] for h in held} - set(dir(builtins)))
+    if helper:            # the registry's twin is a helper definition a project does not hold
+        converter.todo(call, qualified.replace("mxnet.", "mx.", 1),
+                       f"its torch twin needs the registry's helper {helper[0]}, not written "
+                       f"into a project yet")
+        return call
     if twice:
         text = (f"(lambda {', '.join(h[0] for h in twice)}: {text})"
                 f"({', '.join(h[1] for h in twice)})")

@@ -82,6 +82,39 @@ def np_random_uniform(low: float = 0.0, high: float = 1.0, size: Any = None, dty
     return torch.empty(size, dtype=_default_float(dtype), device=ctx).uniform_(low, high)
 
 
+def np_arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, ctx: Any = None,
+              **_: Any) -> torch.Tensor:
+    """``mx.np.arange``: float32 unless ``dtype`` (numpy's and torch's: int64 for integers)."""
+    if stop is None:
+        start, stop = 0, start
+    return torch.arange(start, stop, step, dtype=_default_float(dtype), device=ctx)
+
+
+def np_full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", ctx: Any = None,
+            **_: Any) -> torch.Tensor:
+    return torch.full((shape,) if isinstance(shape, int) else tuple(shape), float(fill_value),
+                      dtype=_default_float(dtype), device=ctx)
+
+
+def np_linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
+                retstep: bool = False, dtype: Any = None, ctx: Any = None, **_: Any) -> Any:
+    """``mx.np.linspace`` (float32), computed in float64 as numpy does, then rounded."""
+    step = (stop - start) / max(num - 1 if endpoint else num, 1)
+    out = (torch.arange(num, dtype=torch.float64) * step + start).to(_default_float(dtype))
+    if endpoint and num > 1:
+        out[-1] = stop
+    out = out.to(ctx) if ctx is not None else out
+    return (out, step) if retstep else out
+
+
+def np_eye(N: int, M: Optional[int] = None, k: int = 0, dtype: Any = None, ctx: Any = None,
+           **_: Any) -> torch.Tensor:
+    """``mx.np.eye``: float32 ones on the ``k``-th diagonal."""
+    out = torch.zeros(N, N if M is None else M, dtype=_default_float(dtype), device=ctx)
+    out.diagonal(k).fill_(1.0)
+    return out
+
+
 def np_dot(a: Any, b: Any) -> Any:
     """``mx.np.dot``: numpy's dot (``matmul`` up to 2-D, else the last axis of ``a`` with the
     second-to-last of ``b``)."""
@@ -92,6 +125,13 @@ def np_dot(a: Any, b: Any) -> Any:
     if a.dim() <= 2 and b.dim() <= 2:
         return torch.matmul(a, b)
     return torch.tensordot(a, b, dims=([a.dim() - 1], [max(b.dim() - 2, 0)]))
+
+
+def npx_batch_dot(a: torch.Tensor, b: torch.Tensor, transpose_a: bool = False,
+                  transpose_b: bool = False, **_: Any) -> torch.Tensor:
+    """``npx.batch_dot``: a matmul over the last two axes, either side transposed there."""
+    return torch.matmul(a.transpose(-1, -2) if transpose_a else a,
+                        b.transpose(-1, -2) if transpose_b else b)
 
 
 def np_transpose(a: Any, axes: Any = None) -> Any:
