@@ -28,6 +28,8 @@ $(STAMP): setup.cfg constraints.txt pyproject.toml
 	$(PIP) install -c constraints.txt cython "numpy<1.24"
 	@echo "== dualdl install 3/4: dualdl with torch, mxnet, gluonnlp, gluoncv and its dependencies, the test and docs tools (a few minutes)"
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[all,gluoncv,demo,dev]"
+	@echo "   and d2l 0.17.6's wheel, downloaded, not installed (its pins clash with mxnet's numpy): tests read its d2l/mxnet.py"
+	$(PIP) download -q --no-deps d2l==0.17.6 -d $(VENV)/wheels
 	@echo "== dualdl install 4/4: pip check (every installed package has what it declares)"
 	$(PIP) check || echo "pip check found the problems above: see docs/index.md, 'Installed packages and pip check'"
 	touch $(STAMP)
