@@ -1,11 +1,12 @@
-"""Issue 42 on gluonnlp's BERT fine-tuning loop (tests/scripts/gluon_bert_finetune.py, in the style of
-gluonnlp v0.10's scripts/bert/finetune_classifier.py): ``dualdl convert-project`` converts it with
-no TODO - ``nlp.model.get_model`` becomes the translator's torch module (written at conversion
+"""Issue 42 on gluonnlp's BERT fine-tuning loop (tests/scripts/gluon_bert_finetune.py, in the style
+of gluonnlp v0.10's scripts/bert/finetune_classifier.py): ``dualdl convert-project`` converts it
+with no TODO - ``nlp.model.get_model`` becomes the translator's torch module (written at conversion
 time, proven in float64, under Gluon's save_parameters names), the tokenizer, vocabulary, bucket
 sampler and batchify torch-only twins measured equal to gluonnlp's - and the converted run is
 proven update by update against the Gluon run (batches exactly; lr; loss, gradients after
-gluonnlp's global-norm clipping and weights against the converted script's float64 run, as
-check_native_training's float64 reference: MXNet runs BERT's attention in float32 only)."""
+gluonnlp's global-norm clipping, the norm before it, and weights against the converted script's
+float64 run, as check_native_training's float64 reference: MXNet runs BERT's attention in
+float32 only)."""
 import os
 import shutil
 
@@ -45,8 +46,8 @@ def test_the_text_pipeline_is_gluonnlps():
     assert R.Vocab(R.count_tokens(words)).idx_to_token == nlp.Vocab(
         nlp.data.count_tokens(words)).idx_to_token
     gt, tt = nlp.data.BERTTokenizer(gv, lower=True), R.BERTTokenizer(tv, lower=True)
-    for text in ("Is this Jacksonville?", "gluonnlp: 使NLP变得简单。", " \tHeLLo!how  \n Are yoU? ",
-                 "Éa\x00b café", "dogs the"):
+    for text in ("Is this Jacksonville?", "gluonnlp: 使NLP变得简单。", "Éa\x00b café", "dogs the",
+                 " \tHeLLo!how  \n Are yoU? "):
         assert tt(text) == gt(text), text
     for pair in (True, False):
         for pad in (True, False):

@@ -1,6 +1,7 @@
-"""The project converter's table for gluonnlp (BERT, vocab, bucket samplers, batchify, BERTAdam): same form as
-:mod:`dualdl.port.project.table` (``API``: qualified Gluon name -> replacement expression;
-``METHODS``: method name -> (kind, target); ``TODO``: prefix -> why not converted), merged there.
+"""The project converter's table for gluonnlp (BERT, vocab, bucket samplers, batchify, BERTAdam):
+same form as :mod:`dualdl.port.project.table` (``API``: qualified Gluon name -> replacement
+expression; ``METHODS``: method name -> (kind, target); ``TODO``: prefix -> why not converted),
+merged there.
 
 ``gluonnlp.model.get_model`` is a model zoo factory: ``g2t.zoo(...)`` builds the torch module
 translated at conversion time (:mod:`dualdl.port.project.zoo_nlp`); the rest are the torch-only

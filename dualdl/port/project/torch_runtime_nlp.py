@@ -25,6 +25,7 @@ from torch import nn
 from .torch_runtime import Dense, Dropout, Sequential
 from ..recipe.torch_src.metrics import F1, Accuracy, CompositeEvalMetric
 from ..recipe.torch_src.clip import clip_grad_global_norm
+from .torch_runtime_rnn import vocab_order
 from .torch_runtime_train import _RECORDER, Dataset, _float64
 
 
@@ -39,8 +40,8 @@ def count_tokens(tokens: Sequence[str], to_lower: bool = False,
 
 class Vocab:
     """``gluonnlp.Vocab``: index 0 the unknown token, then the special tokens (other ``*_token``
-    keywords in the order given, then padding, bos, eos), the reserved tokens, then the counter's tokens by frequency (ties alphabetical); an unknown
-    token looks up as the unknown token's index."""
+    keywords in the order given, then padding, bos, eos), the reserved tokens, then the counter's
+    tokens (``vocab_order``); an unknown token looks up as the unknown token's index."""
     _defaults = dict(unknown_token="<unk>", padding_token="<pad>", bos_token="<bos>",
                      eos_token="<eos>")
 
@@ -52,21 +53,11 @@ class Vocab:
                         [(k, specials[k]) for k in base])
         unk = specials.pop("unknown_token")
         self.unknown_token = unk
-        self.idx_to_token: List[str] = [unk] if unk else []
         order = [v for v in specials.values() if v is not None]
         for name, value in specials.items():
             setattr(self, name, value)
-        for t in list(dict.fromkeys(order)) + list(reserved_tokens or []):
-            self.idx_to_token.append(t)
-        special = set(self.idx_to_token)
-        cap = len(special) + (len(counter or {}) if not max_size else max_size)
-        freqs = sorted(sorted((counter or {}).items(), key=lambda x: x[0]), key=lambda x: x[1],
-                       reverse=True)
-        for token, freq in freqs:
-            if freq < min_freq or len(self.idx_to_token) == cap:
-                break
-            if token not in special:
-                self.idx_to_token.append(token)
+        special = ([unk] if unk else []) + list(dict.fromkeys(order)) + list(reserved_tokens or [])
+        self.idx_to_token: List[str] = vocab_order(counter, special, max_size or None, min_freq)
         self.token_to_idx = {t: i for i, t in enumerate(self.idx_to_token)}
 
     def __len__(self) -> int:
@@ -307,7 +298,7 @@ def cached_vocab(dataset_name: str, root: Optional[str] = None) -> Vocab:
 
 # ----------------------------------------------------------------------------- GLUE tasks
 class TSVDataset(SimpleDataset):
-    """``gluonnlp.data.TSVDataset(path, num_discard_samples, field_indices)``: lines split at tabs."""
+    """``gluonnlp.data.TSVDataset(path, num_discard_samples, field_indices)``: tab-split lines."""
 
     def __init__(self, path: str, num_discard_samples: int = 0,
                  field_indices: Optional[List[int]] = None, encoding: str = "utf8"):
