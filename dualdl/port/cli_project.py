@@ -33,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "folder or the writer's own (./data and $MXNET_HOME/datasets/<name>); "
                              "k=v: the writer's options (train=600); repeatable")
     parser.add_argument("--mnist", action="store_true", help="the same as --data mnist")
+    parser.add_argument("--nproc", type=int, default=1,
+                        help="run the converted script of the proof as N torch.distributed "
+                             "processes (dualdl launch, gloo on CPU), one per device of its "
+                             "split_and_load list; the Gluon script runs as written")
     parser.add_argument("--zoo", action="append", default=[], metavar="NAME[:k=v,...]",
                         help="a model-zoo configuration to translate for a get_model call whose "
                              "arguments are known at run time only; repeatable")
@@ -68,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         try:
             proof = prove_scripts(script, os.path.join(args.out, args.prove), work, args.steps,
-                                  (args.script_args or "").split(), seed=args.seed)
+                                  (args.script_args or "").split(), seed=args.seed,
+                                  nproc=args.nproc)
         except RuntimeError as e:
             print(f"dualdl convert-project: the proof's run failed: {e}", file=sys.stderr)
             return 1

@@ -46,12 +46,24 @@ def main() -> None:
             state["batch"] = b
             yield b
     dataloader.DataLoader.__iter__ = recorded_iter
-    real_backward = mx.nd.NDArray.backward
+    real_backward, real_autograd_backward = mx.nd.NDArray.backward, mx.autograd.backward
+    losses = [0.0, 0]       # this update's per-sample loss sum and count, over every backward
+
+    def note_loss(x) -> None:
+        v = x.asnumpy().astype(np.float64)
+        losses[0] += float(v.sum())
+        losses[1] += v.size
 
     def recorded_backward(self, *a, **kw):
-        rec[f"{state['n']}/loss"] = np.float64(self.asnumpy().astype(np.float64).mean())
+        note_loss(self)
         return real_backward(self, *a, **kw)
     mx.nd.NDArray.backward = recorded_backward
+
+    def recorded_autograd_backward(heads, *a, **kw):       # autograd.backward([l0, l1])
+        for h in (heads if isinstance(heads, (list, tuple)) else [heads]):
+            note_loss(h)
+        return real_autograd_backward(heads, *a, **kw)
+    mx.autograd.backward = recorded_autograd_backward
 
     def names(trainer) -> dict:
         if state["names"] is None:
@@ -74,10 +86,15 @@ def main() -> None:
             for i, a in enumerate([] if b is None else b if isinstance(b, (list, tuple)) else [b]):
                 rec[f"{s}/batch/{i}"] = a.asnumpy() if hasattr(a, "asnumpy") else np.asarray(a)
             state["batch"] = None
+            if losses[1]:
+                rec[f"{s}/loss"] = np.float64(losses[0] / losses[1])
+            losses[:] = [0.0, 0]
             rec[f"{s}/lr"] = np.float64(self.learning_rate)
             for k, p in named.items():
-                if p.grad_req != "null":
-                    rec[f"{s}/grad/{k}"] = p.grad().asnumpy() / batch_size
+                if p.grad_req != "null":        # as the update uses it: summed over devices
+                    rec[f"{s}/grad/{k}"] = sum(g.asnumpy().astype(np.float64)
+                                               for g in p.list_grad()).astype(
+                        p.grad().dtype) / batch_size
             real(self, batch_size, ignore_stale_grad)
             for k, p in named.items():
                 rec[f"{s}/param/{k}"] = p.data().asnumpy()

@@ -64,7 +64,8 @@ def _run(cmd: Sequence[str], env: Dict[str, str], cwd: str, timeout: float) -> f
                        timeout=timeout)
     if r.returncode != 0:
         tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-6:])
-        raise RuntimeError(f"{os.path.basename(cmd[-1] if cmd[1] != '-m' else cmd[3])} failed "
+        name = next((os.path.basename(c) for c in cmd if c.endswith(".py")), cmd[-1])
+        raise RuntimeError(f"{name} failed "
                            f"(exit {r.returncode}):\n{tail}")
     return time.perf_counter() - t0
 
@@ -72,9 +73,12 @@ def _run(cmd: Sequence[str], env: Dict[str, str], cwd: str, timeout: float) -> f
 def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int = 4,
                   args: Sequence[str] = (), seed: int = 0, atol: float = 1e-6,
                   rtol: float = 1e-4, timeout: float = 600.0,
-                  python: Optional[str] = None, float64: bool = True) -> ScriptProof:
+                  python: Optional[str] = None, float64: bool = True,
+                  nproc: int = 1) -> ScriptProof:
     """Run both scripts in ``workdir`` (their data folders there, e.g. ``write_mnist(workdir +
-    '/data')``) for ``steps`` updates and compare every update (see the module docstring)."""
+    '/data')``) for ``steps`` updates and compare every update (see the module docstring).
+    ``nproc`` > 1: the converted script runs as that many torch.distributed processes (``dualdl
+    launch``, gloo on CPU), one per device of its ``split_and_load`` list, rank 0 recorded."""
     py = python or sys.executable
     g_rec, t_rec = os.path.join(workdir, "gluon_run.npz"), os.path.join(workdir, "torch_run.npz")
     base = {k: v for k, v in os.environ.items() if not k.startswith("GLUON2TORCH_") and k not in _GLUON_RUN_VARIABLES}
@@ -92,19 +96,23 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
                  GLUON2TORCH_SEED=str(seed), GLUON2TORCH_LOAD=g_rec + ".init.npz",
                  GLUON2TORCH_RANDOM=g_rec,     # the random choices the Gluon run recorded
                  PYTHONPATH=os.path.dirname(os.path.abspath(torch_script)))
-    proof.seconds["torch run"] = _run([py, os.path.abspath(torch_script), *args], t_env, workdir,
-                                      timeout)
+    torch_cmd = [py, os.path.abspath(torch_script), *args]
+    if nproc > 1:                       # the launcher imports dualdl; the ranks do not
+        torch_cmd = [py, "-m", "dualdl", "launch", "--nproc", str(nproc), "--backend", "torch",
+                     "--timeout", str(timeout), *torch_cmd[1:]]
+        t_env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], root])
+    proof.seconds["torch run"] = _run(torch_cmd, t_env, workdir, timeout)
     t64 = None
     if float64:
         t64_rec = os.path.join(workdir, "torch64_run.npz")
         proof.seconds["torch float64 run"] = _run(
-            [py, os.path.abspath(torch_script), *args],
-            dict(t_env, GLUON2TORCH_RECORD=t64_rec, GLUON2TORCH_DTYPE="float64"), workdir, timeout)
+            torch_cmd, dict(t_env, GLUON2TORCH_RECORD=t64_rec, GLUON2TORCH_DTYPE="float64"),
+            workdir, timeout)
         t64 = np.load(t64_rec)
     g, t = np.load(g_rec), np.load(t_rec)
     proof.torch_modules = [str(m) for m in t["modules"]] if "modules" in t.files else []
-    _compare(proof, g, t, steps, atol, rtol, t64)
-    if not proof.passed and t64 is not None and proof.first_failure.startswith("update "):
+    _compare(proof, g, t, steps, atol, rtol, t64, nproc)
+    if not proof.passed and t64 is not None and VALUE_FAILURE in proof.first_failure:
         g64_rec = os.path.join(workdir, "gluon64_run.npz")
         env = dict(g_env, DUALDL_PROOF_RECORD=g64_rec, DUALDL_PROOF_DTYPE="float64")
         try:
@@ -115,7 +123,7 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
             last = str(e).strip().splitlines()[-1][:160]
             proof.first_failure += f"; the Gluon script has no float64 run to settle it ({last})"
             return proof
-        _float64_both(proof, np.load(g64_rec), t, t64, steps)
+        _float64_both(proof, np.load(g64_rec), t, t64, steps, nproc)
     return proof
 
 
@@ -126,7 +134,7 @@ _EPS32 = float(np.finfo(np.float32).eps)
 
 
 def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: float,
-             t64: Any = None) -> None:
+             t64: Any = None, nproc: int = 1) -> None:
     bad = [m for m in proof.torch_modules if m in ("mxnet", "gluonnlp", "gluoncv", "dualdl")]
     if bad:
         proof.first_failure = f"the converted run imported {bad}"
@@ -148,6 +156,8 @@ def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: 
         for k in gk:
             kind = k.split("/")[1]
             if k not in t.files:
+                if nproc > 1 and kind == "input":
+                    continue                # a block call on another process's device
                 proof.first_failure = f"update {s}: the converted run has no {k[len(str(s)) + 1:]}"
                 return
             a, b = np.asarray(g[k], np.float64), np.asarray(t[k], np.float64)
@@ -187,6 +197,8 @@ def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: 
 
 
 KINK_NOTE = " -- likely float32 rounding across a kink"
+#: a row whose value left its float32 allowance (not a missing row, a shape, a batch)
+VALUE_FAILURE = " from the converted script's float64 run"
 _EPS64 = float(np.finfo(np.float64).eps)
 
 
@@ -197,7 +209,8 @@ def _floor(kind: str, scale: float, loss: float) -> float:
     return max(scale, loss if kind in ("grad", "loss") else 0.0)
 
 
-def _float64_both(proof: ScriptProof, g64: Any, t32: Any, t64: Any, steps: int) -> None:
+def _float64_both(proof: ScriptProof, g64: Any, t32: Any, t64: Any, steps: int,
+                  nproc: int = 1) -> None:
     """A float32 verdict that failed, settled in float64 on both sides: the Gluon script ran again
     in float64 (``DUALDL_PROOF_DTYPE``: ``gluon_driver._float64_run``, the float32 run's initial
     weights and batches cast), and every row of every update must lie within the float32
@@ -221,6 +234,8 @@ def _float64_both(proof: ScriptProof, g64: Any, t32: Any, t64: Any, steps: int) 
         for k in keys:
             kind = k.split("/")[1]
             if k not in t64:
+                if kind != "input" or nproc == 1:
+                    row = row or f"update {s}: the converted float64 run has no {k[len(str(s)) + 1:]}"
                 continue
             a, b = np.asarray(g64[k], np.float64), np.asarray(t64[k], np.float64)
             if a.shape != b.shape:

@@ -80,15 +80,6 @@ def waitall() -> None:
         torch.cuda.synchronize()
 
 
-def split_and_load(data: Any, ctx_list: Sequence[Any], batch_axis: int = 0,
-                   even_split: bool = True) -> List[torch.Tensor]:
-    """``gluon.utils.split_and_load``: one slice per device (one device: the whole batch)."""
-    data = data if isinstance(data, torch.Tensor) else array(data)
-    if len(ctx_list) == 1:
-        return [data.to(ctx_list[0])]
-    return [p.to(c) for p, c in zip(torch.tensor_split(data, len(ctx_list), batch_axis), ctx_list)]
-
-
 # ----------------------------------------------------------------------------- autograd
 _TRAINING = [False]
 
@@ -117,10 +108,13 @@ def predict_mode() -> Iterator[None]:
         _TRAINING.pop()
 
 
-def backward(x: torch.Tensor) -> None:
-    """``x.backward()`` on a non-scalar NDArray: head gradient 1 (the sum's gradient)."""
-    _RECORDER.loss(x)
-    x.backward(torch.ones_like(x))
+def backward(x: Any) -> None:
+    """``x.backward()`` on a non-scalar NDArray, ``autograd.backward([l0, l1])`` on a list (one
+    loss per device): head gradient 1 (the sum's gradient)."""
+    heads = list(x) if isinstance(x, (list, tuple)) else [x]
+    for h in heads:
+        _RECORDER.loss(h)
+    torch.autograd.backward(heads, [torch.ones_like(h) for h in heads])
 
 
 # ----------------------------------------------------------------------------- layers

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 
 from .torch_runtime import _KINKS, _TRAINING, _WHERE, asnumpy
+from .torch_runtime_dist import (allreduce_grads, allreduce_sum, broadcast_parameters, dist_on,
+                                 dist_rank, rank_device)
 
 # ----------------------------------------------------------------------------- parameters
 class ParameterDict(dict):
@@ -62,7 +64,7 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
     arrays by name instead (a proof replaying another run's initial weights)."""
     init = init if init is not None else Uniform()
     if ctx is not None:
-        block.to(ctx if not isinstance(ctx, (list, tuple)) else ctx[0])
+        block.to(rank_device(ctx))      # a process of several: its own device of the list
 
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
         handle.remove()
@@ -75,6 +77,7 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
                 module(*args, **kwargs)
             _TRAINING[-1] = was
         _apply_init(module, init)
+        broadcast_parameters(module)    # several processes: rank 0's weights (one Gluon model)
         if _float64() and os.environ.get("GLUON2TORCH_RECORD"):     # the kink notes' layer names
             for name, m in module.named_modules():
                 m.register_forward_pre_hook(
@@ -264,9 +267,12 @@ class Trainer:
                                         for m, ps in groups.items()]
 
     def allreduce_grads(self) -> None:
-        """One device: the gradients are already complete."""
+        """The gradients summed over the devices: one process has them complete; several
+        (``torch_runtime_dist``) all-reduce them."""
+        allreduce_grads(self._params)
 
     def step(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
+        self.allreduce_grads()
         self.update(batch_size)
 
     def update(self, batch_size: float, ignore_stale_grad: bool = False) -> None:
@@ -406,14 +412,17 @@ class _Recorder:
         self.rec: dict = {}
         self.n = 0
         self.last: Any = None
+        self.losses = [0.0, 0.0]         # this update's per-sample loss sum and count
         if os.environ.get("GLUON2TORCH_SEED"):      # the proof's seed of Gluon's numpy shuffling
             import random
             random.seed(int(os.environ["GLUON2TORCH_SEED"]))   # Python's random: gluoncv's crops
             np.random.seed(int(os.environ["GLUON2TORCH_SEED"]))
 
     def loss(self, x: torch.Tensor) -> None:
+        """Every ``backward`` of the update (one per device or micro-batch): the mean over all."""
         if self.path:
-            self.rec[f"{self.n}/loss"] = np.float64(x.detach().double().mean())
+            self.losses[0] += float(x.detach().double().sum())
+            self.losses[1] += x.numel()
 
     def batch(self, b: Any) -> None:
         if self.path:
@@ -432,6 +441,10 @@ class _Recorder:
             for i, a in enumerate(self.last if isinstance(self.last, (list, tuple)) else [self.last]):
                 self.rec[f"{s}/batch/{i}"] = asnumpy(a).copy()
         self.last = None                # as the Gluon driver: no batch row without a new batch
+        total, count = allreduce_sum(self.losses)           # over the processes, if several
+        if count:
+            self.rec[f"{s}/loss"] = np.float64(total / count)
+        self.losses = [0.0, 0.0]
         self.rec[f"{s}/lr"] = np.float64(trainer.learning_rate)
         for k, p in names.items():
             if p.grad is not None:
@@ -453,7 +466,10 @@ class _Recorder:
         if self.limit and self.n >= self.limit:
             import sys
             self.rec["modules"] = np.array(sorted({m.split(".")[0] for m in sys.modules}))
-            np.savez(self.path, **self.rec)
+            if dist_rank() == 0:        # several processes: rank 0 holds Gluon's device 0
+                np.savez(self.path, **self.rec)
+            if dist_on():
+                torch.distributed.barrier()
             raise SystemExit(0)
 
 
