@@ -80,6 +80,26 @@ def waitall() -> None:
         torch.cuda.synchronize()
 
 
+class Unconverted:
+    """A Gluon name the converter left under a ``# dualdl: TODO`` line: the converted module still
+    imports (a class may derive from it), and any use fails in one line naming the API."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, key: str) -> "Unconverted":
+        if key.startswith("__"):
+            raise AttributeError(key)
+        return Unconverted(f"{self._name}.{key}")
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        return (object,)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self._name} was not converted to torch (see its "
+                                  f"'# dualdl: TODO' line in the converted source)")
+
+
 # ----------------------------------------------------------------------------- autograd
 _TRAINING = [False]
 
