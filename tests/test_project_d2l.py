@@ -47,15 +47,12 @@ class backend_inline:
 
 
 def d2l_source() -> str:
-    """d2l/mxnet.py of d2l 0.17.6: the installed package's, else the PyPI wheel's (pip download
-    --no-deps, cached in the temp folder)."""
-    try:
-        from importlib.metadata import version
-        if version("d2l") == D2L_VERSION:
-            spec = importlib.util.find_spec("d2l")
-            return open(os.path.join(os.path.dirname(spec.origin), "mxnet.py")).read()
-    except Exception:
-        pass
+    """d2l/mxnet.py of d2l 0.17.6, read from its PyPI wheel: the one ``make install`` downloads
+    into ``<venv>/wheels`` (never installed: d2l pins numpy 1.21.5, pandas, jupyter), else one
+    ``pip download --no-deps`` fetches into the temp folder."""
+    wheel = os.path.join(sys.prefix, "wheels", f"d2l-{D2L_VERSION}-py3-none-any.whl")
+    if os.path.exists(wheel):
+        return zipfile.ZipFile(wheel).read("d2l/mxnet.py").decode()
     cache = os.path.join(tempfile.gettempdir(), f"dualdl-d2l-{D2L_VERSION}")
     path = os.path.join(cache, "d2l", "mxnet.py")
     if not os.path.exists(path):
