@@ -34,7 +34,8 @@ def converted(tmp_path_factory):
 
 def test_the_project_converts_without_todo(converted):
     report, out, _ = converted
-    assert sorted(f["path"] for f in report.files) == ["data.py", "model.py", "train.py"]
+    assert sorted(f["path"] for f in report.files) == ["data.py", "model.py", "train.py",
+                                                       "train_wikitext.py"]
     assert report.to_dict()["todo_lines"] == 0 and report.converted == report.api_lines >= 35
     model_src = (out / "model.py").read_text()
     for line in ("class RNNModel(torch.nn.Module):", "self.rnn = g2t.LSTM(num_hidden, num_layers, dropout=dropout)",
@@ -45,7 +46,7 @@ def test_the_project_converts_without_todo(converted):
                  "gluon.utils" not in train_src and "g2t.clip_global_norm(grads, args.clip * args.bptt * args.batch_size)",
                  "ntotal += g2t.size(L)", "with g2t.predict_mode():", "hidden = [h.detach() for h in hidden]"):
         assert line is True or line in train_src, line
-    for f in ("data.py", "model.py", "train.py"):
+    for f in ("data.py", "model.py", "train.py", "train_wikitext.py"):
         check_torch_only((out / f).read_text(), forbidden_only=True)
     from dualdl.port.recipe.emit import _parse
     runtime = (out / "gluon2torch.py").read_text()     # no definition shadowed by another source's
@@ -319,3 +320,20 @@ def test_the_proof_catches_an_untied_decoder(converted, tmp_path):
     p = prove_scripts(os.path.join(PROJECT, "train.py"), str(bad / "train.py"), str(tmp_path),
                       steps=2, args=_ARGS, float64=False)
     assert not p.passed and p.first_failure.startswith("update 0: ")
+
+
+@pytest.mark.slow
+def test_the_wikitext_run_is_the_gluon_run(converted, tmp_path):
+    """train_wikitext.py (gluon.contrib's WikiText2 read from the synthetic wiki.*.tokens,
+    IntervalSampler batches, hybridize, the loss scaled per token, trainer.step(1)): 12
+    updates, the lr annealed 20 -> 5 at update 10, every batch equal (about 15 s)."""
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_data
+    _, out, _ = converted
+    write_data(_DATA, str(tmp_path))
+    p = prove_scripts(os.path.join(PROJECT, "train_wikitext.py"), str(out / "train_wikitext.py"),
+                      str(tmp_path), steps=12, args=["--tied", "--dropout", "0", "--hybridize"])
+    assert p.passed, p.summary()
+    assert p.max_diff["batch"] == 0 and {"clipnorm", "preclip", "grad", "param"} <= set(p.max_diff)
+    g = np.load(tmp_path / "gluon_run.npz")
+    assert [float(g[f"{s}/lr"]) for s in range(12)] == [20.0] * 10 + [5.0] * 2
