@@ -222,3 +222,44 @@ def test_the_converted_cifar_run_is_the_gluon_run(converted, tmp_path):
     import re
     row = re.search(r"float64 runs of both scripts differ[^:]*: update (\d+): (\S+)", p.first_failure)
     assert row and row.group(2).startswith("param/"), p.first_failure
+
+
+def test_gluoncv_lr_schedulers_step_as_gluons(g2t):
+    """gluoncv's LRScheduler / LRSequential in a Trainer: the same learning rate at every update
+    (a linear warmup then cosine; step with the Trainer's learning_rate overriding base_lr; poly)
+    and the same weights after nag's updates."""
+    from mxnet import autograd, gluon
+    cv = import_gluoncv().utils
+    cases = [
+        (lambda m: m.LRSequential([m.LRScheduler("linear", base_lr=0, target_lr=0.1, nepochs=1,
+                                                  iters_per_epoch=3),
+                                   m.LRScheduler("cosine", base_lr=0.1, target_lr=0.001,
+                                                 nepochs=2, iters_per_epoch=3)]), None),
+        (lambda m: m.LRScheduler("step", base_lr=0.1, niters=9, step_iter=[3, 6], step_factor=0.5), 0.2),
+        (lambda m: m.LRScheduler("poly", base_lr=0.05, target_lr=0.01, nepochs=3, iters_per_epoch=3,
+                                 power=2), None)]
+    for make, lr in cases:
+        seen = {}
+        for side in ("gluon", "torch"):
+            opts = {"momentum": 0.9, "lr_scheduler": make(cv if side == "gluon" else g2t)}
+            if lr is not None:
+                opts["learning_rate"] = lr
+            if side == "gluon":
+                p = gluon.Parameter("w", shape=(3,), init=mx.init.One())
+                p.initialize()
+                tr = gluon.Trainer([p], "nag", opts)
+            else:
+                w = torch.nn.Parameter(torch.ones(3))
+                tr = g2t.Trainer([w], "nag", opts)
+            lrs = []
+            for i in range(11):
+                if side == "gluon":
+                    with autograd.record():
+                        (p.data() * (i + 1.0)).sum().backward()
+                else:
+                    (w * (i + 1.0)).sum().backward()
+                lrs.append(tr.learning_rate)
+                tr.step(1)
+            seen[side] = (lrs, p.data().asnumpy() if side == "gluon" else w.detach().numpy())
+        assert seen["gluon"][0] == seen["torch"][0] and len(set(seen["torch"][0])) >= 3, seen
+        assert np.abs(seen["gluon"][1] - seen["torch"][1]).max() < 1e-5

@@ -37,6 +37,9 @@ API: Dict[str, str] = {
     "gluoncv.utils.makedirs": "g2t.makedirs", "gluoncv.utils.check_version": "g2t.check_version",
     "gluoncv.utils.TrainingHistory": "g2t.TrainingHistory",
     "gluoncv.utils.plot_history.TrainingHistory": "g2t.TrainingHistory",
+    "gluoncv.utils.LRScheduler": "g2t.LRScheduler", "gluoncv.utils.LRSequential": "g2t.LRSequential",
+    "gluoncv.utils.lr_scheduler.LRScheduler": "g2t.LRScheduler",
+    "gluoncv.utils.lr_scheduler.LRSequential": "g2t.LRSequential",
 }
 API.update({q: f"g2t.zoo({q!r})" for q in ZOO_FACTORIES})
 API["gluoncv.model_zoo.model_zoo.get_model"] = API["gluoncv.model_zoo.get_model"]

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .torch_runtime import _relu, asnumpy, is_training
-from .torch_runtime_train import Dataset
+from .torch_runtime_train import Dataset, _Schedule
 
 # ----------------------------------------------------------------------------- transforms
 
@@ -240,6 +240,55 @@ class TrainingHistory:
             plt.show()
         else:
             plt.savefig(os.path.expanduser(save_path))
+
+
+class LRScheduler(_Schedule):
+    """gluoncv's ``utils.LRScheduler(mode, base_lr, target_lr, niters, nepochs, iters_per_epoch,
+    offset, power, step_iter, step_epoch, step_factor)``: one piece of the recipe's ``GluonCVLR``,
+    its arguments resolved as gluoncv does (``nepochs * iters_per_epoch`` iterations, step epochs
+    in iterations, a constant mode's target its base). Given to a Trainer that also sets
+    ``learning_rate``, that becomes ``base_lr`` (Gluon's optimizer overwrites it)."""
+
+    def __init__(self, mode: str, base_lr: float = 0.1, target_lr: float = 0, niters: int = 0,
+                 nepochs: int = 0, iters_per_epoch: int = 0, offset: int = 0, power: float = 2,
+                 step_iter: Optional[Sequence[int]] = None, step_epoch: Optional[Sequence[int]] = None,
+                 step_factor: float = 0.1, baselr: Optional[float] = None,
+                 targetlr: Optional[float] = None):
+        base_lr = baselr if baselr is not None and base_lr == 0.1 else base_lr
+        target_lr = targetlr if targetlr is not None and target_lr == 0 else target_lr
+        step = step_iter
+        if nepochs * iters_per_epoch > 0:
+            niters = nepochs * iters_per_epoch
+            if step_epoch is not None:
+                step = [s * iters_per_epoch for s in step_epoch]
+        self.niters, self.offset = niters, offset
+        self.piece = dict(mode=mode, base_lr=base_lr, target_lr=base_lr if mode == "constant"
+                          else target_lr, niters=niters, offset=offset, power=power, step=step,
+                          step_factor=step_factor)
+
+    def pieces(self) -> List[dict]:
+        return [dict(self.piece, offset=self.offset)]
+
+    def build(self, optimizer: Any, learning_rate: Optional[float]) -> Any:
+        pieces = self.pieces()
+        if learning_rate is not None and type(self) is LRScheduler:
+            pieces[0]["base_lr"] = learning_rate
+        return globals()["GluonCVLR"](optimizer, pieces)
+
+
+class LRSequential(LRScheduler):
+    """gluoncv's ``utils.LRSequential([LRScheduler(...), ...])``: the pieces one after another
+    (each one's ``offset`` the iterations before it), e.g. a linear warmup then a cosine decay."""
+
+    def __init__(self, schedulers: Sequence[LRScheduler]):
+        assert len(schedulers) > 0
+        self.schedulers, count = list(schedulers), 0
+        for sch in self.schedulers:
+            sch.offset = count
+            count += sch.niters
+
+    def pieces(self) -> List[dict]:
+        return [p for sch in self.schedulers for p in sch.pieces()]
 
 
 # ----------------------------------------------------------------------------- zoo models

@@ -172,8 +172,11 @@ def parse_spec(spec: str) -> Tuple[tuple, dict]:
 
 
 # ----------------------------------------------------------------------------- translating them
-def _stem(args: tuple, kwargs: dict, key: str, taken: Dict[str, str]) -> str:
-    name = str(args[0]) if args else "model"
+def _stem(factory: str, args: tuple, key: str, taken: Dict[str, str]) -> str:
+    """The module's file name: the model's name (``get_model``'s first argument, or the factory
+    function's own name), made an identifier; another configuration of it gets a hash."""
+    fn = factory.rsplit(".", 1)[-1]
+    name = str(args[0]) if args and fn == "get_model" else fn
     stem = re.sub(r"\W", "_", name).strip("_") or "model"
     if stem[0].isdigit():
         stem = "m_" + stem
@@ -260,7 +263,7 @@ def write_models(texts: Dict[str, str], out_dir: str, zoo: Sequence[str] = ()) -
     folder = os.path.join(out_dir, MODELS)
     os.makedirs(folder, exist_ok=True)
     taken: Dict[str, str] = {}
-    models = [_translate(f, a, k, folder, _stem(a, k, f + zoo_key(a, k), taken))
+    models = [_translate(f, a, k, folder, _stem(f, a, f + zoo_key(a, k), taken))
               for f, a, k in wanted.values()]
     with open(os.path.join(folder, "index.json"), "w", encoding="utf-8") as f:
         json.dump(models, f, indent=1)
