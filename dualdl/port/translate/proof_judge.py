@@ -20,7 +20,7 @@ import numpy as np
 
 from ..verify import RTOL_FLOOR, ROUNDING_FACTOR, Check, check_outputs, compare, rounding_tolerance
 
-__all__ = ["TOLERANCE", "SENSITIVE_REL", "EVAL_CHECK", "USER_CHECK", "Judge", "nan_aligned", "MOVE_ULPS", "Lazy", "absmax", "maxabs",
+__all__ = ["TOLERANCE", "CLOSE_CALL", "SENSITIVE_REL", "EVAL_CHECK", "USER_CHECK", "Judge", "nan_aligned", "MOVE_ULPS", "Lazy", "absmax", "maxabs",
            "divided", "GLUON_OWN"]
 
 #: float64 on both sides (where MXNet's ops allow it): differences are rounding only. Measured: <= 3e-14 relative on the model
@@ -28,6 +28,10 @@ __all__ = ["TOLERANCE", "SENSITIVE_REL", "EVAL_CHECK", "USER_CHECK", "Judge", "n
 #: A float64 check that misses it is judged again by the computation's measured conditioning
 #: (``mode="conditioned"``), never by a looser fixed number.
 TOLERANCE = {"float64": 1e-8, "float32": 2e-4}
+#: a float64 train check that passes TOLERANCE at more than this fraction of it is judged by its measured
+#: conditioning as well: another CPU's rounding can put it past the fixed line (resnet34_v1 at 32 px:
+#: gradients at 0.93 of 1e-8 on an Intel Xeon, 1.19x on an AMD EPYC), and both then say so alike
+CLOSE_CALL = 0.5
 #: torch's own float32 outputs further than this (of their scale) from its float64 ones: the outputs
 #: are sensitive to rounding (a selection over near-equal values), and the eval check says so
 SENSITIVE_REL = 1e-3
