@@ -62,6 +62,10 @@ VARIABLES: Dict[str, Variable] = {
                                    "Gluon run records before it stops (default 4)", "setting"),
     "DUALDL_PROOF_SEED": Variable(None, "set by `dualdl convert-project --prove`: the seed of numpy's and "
                                   "MXNet's generators in the Gluon run", "setting"),
+    "DUALDL_ZOO_OVERRIDE": Variable(None, "a proof at small size: JSON {model name: hyper-parameters, "
+                                    "\"BERTClassifier\": {\"dropout\": 0.0}} shrinking a gluonnlp zoo "
+                                    "model alike in convert-project's translation, the Gluon run, "
+                                    "its data writer and the torch BERTClassifier", "setting"),
     "DUALDL_REQUIRE_GPU": Variable("0", "1 (set by `make gpu-check`): tests marked gpu run even "
                                    "without an NVIDIA driver and fail where they would skip", "setting"),
     # ---- set by `dualdl launch` in every worker --------------------------------------------------
