@@ -21,7 +21,10 @@ __all__ = ["ForwardWriter"]
 
 
 class ForwardWriter:
-    """Turn a traced ``Graph`` into the statements of ``forward``."""
+    """Turn a ``Graph`` of either reader into the statements of ``forward``. ``gen`` is the module
+    tree's builder (``codegen.Generator`` or ``symbol_emit.SymbolEmitter``): the source of a
+    parameter, buffer or child of ``block`` (``param_access``, ``const_access``, ``child_access``),
+    each child's layer spec (``leaves``), and where the ops and helpers used go (``ops``, ``helpers``)."""
 
     def __init__(self, gen: Any, block: Any, path: str, graph: Graph, *, keep_inputs: bool = True,
                  node_block: Optional[str] = None):
@@ -31,7 +34,7 @@ class ForwardWriter:
         self.node_block = node_block       # what an op's error names as its block (else the class)
         self.lines: List[str] = []
         self.values: Dict[Tuple[int, int], Expr] = {}
-        self.used_names = set(graph.in_names) | {"self", "torch", "nn", "F"}
+        self.used_names = set(graph.in_names) | FILE_NAMES
         self.comments_seen: set = set()
         self.emitting: set = set()
 

@@ -18,7 +18,8 @@ from .gate import probability
 from .registry import Call, Leaf, Step
 from .safe import docstring_text
 
-__all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base"]
+__all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base", "flatten_step",
+           "float_ids_step"]
 
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
@@ -80,6 +81,17 @@ def _graph(sym) -> str:
         out.append((n["op"], n["name"] if n["op"] == "null" else "", sorted(attrs.items()),
                     [tuple(i[:2]) for i in n.get("inputs", [])]))
     return repr(out)
+
+
+def flatten_step(comment: str = "") -> Step:
+    """Dense / FullyConnected(flatten=True) on a >2-d input flattens all but the batch axis before
+    the layer (nn.Linear applies to the last axis): the step, for either reader."""
+    return Step(Call("nn.Flatten"), "torch.flatten({x}, 1)", comment)
+
+
+def float_ids_step(comment: str = "") -> Step:
+    """Gluon's and MXNet's Embedding take float ids; torch's takes int64: the cast before the layer."""
+    return Step(None, "{x}.long()", comment)
 
 
 def is_gluon_builtin(block: Any) -> bool:
@@ -173,7 +185,7 @@ def _dense(block, info):
     ndim = len(info.in_shapes[0]) if info.in_shapes else 2
     pre, comment = [], linear_comment("Gluon", "Dense", block._flatten, ndim)
     if block._flatten and ndim > 2:
-        pre, comment = [Step(Call("nn.Flatten"), "torch.flatten({x}, 1)", comment)], ""
+        pre, comment = [flatten_step(comment)], ""
     params = {"weight": "weight", "bias": "bias"} if has_bias else {"weight": "weight"}
     return Leaf(Call("nn.Linear", [int(in_f), int(out_f)], kwargs, names=["in_features", "out_features"],
                      comment=comment), params, pre=pre, post=_act_step(block, info, block.act))
@@ -327,7 +339,7 @@ def _embedding(block, info):
     kw = block._kwargs
     return Leaf(Call("nn.Embedding", [int(kw["input_dim"]), int(kw["output_dim"])],
                      names=["num_embeddings", "embedding_dim"]), {"weight": "weight"},
-                pre=[Step(None, "{x}.long()", _IDS)])
+                pre=[float_ids_step(_IDS)])
 
 
 def _flatten(block, info):

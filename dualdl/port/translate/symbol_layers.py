@@ -12,6 +12,7 @@ from .conventions import (BN_EPS_DEFAULT, FROZEN_BATCHNORM, ConventionError, bat
                           bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call)
 from .errors import TranslationError
 from .gate import probability
+from .leaves import flatten_step, float_ids_step
 from .safe import comment
 from .ops import parse_attr
 from .registry import Call, Leaf
@@ -27,8 +28,9 @@ _FIXED = "MXNet BatchNorm(fix_gamma=True): the scale is 1 and not trained (MXNet
 class LayerSpec(Leaf):
     """The torch layer of a layer node: a :class:`Leaf`, the spec a Gluon layer becomes too (``ctor``,
     ``params``: each weight's Gluon role -> its torch state_dict name, ``call`` with ``{m}`` the
-    module and ``{x}`` the data input, ``buffers``, ``helpers``), plus what a node says beside it:
-    ``inputs``, the node input holding each weight (index -> role: gamma, running_var...)."""
+    module and ``{x}`` the data input, ``pre`` the steps before it, ``buffers``, ``helpers``), plus
+    what only a node says: ``inputs``, the node input holding each weight (index -> role: gamma,
+    running_var...), BatchNorm's ``momentum`` for the proof, an RNN's ``weights``."""
     inputs: Dict[int, str] = field(default_factory=dict)
     momentum: Optional[float] = None
     weights: List[Tuple[int, str, str]] = field(default_factory=list)   # (variable id, torch name, Gluon name)
@@ -81,11 +83,11 @@ def _fc(g, node):
     no_bias = bool(_attr(node, "no_bias", False))
     ndim = len(_shape(g, node, 0))
     flatten = bool(_attr(node, "flatten", True))
-    call = "{m}(torch.flatten({x}, 1))" if flatten and ndim > 2 else "{m}({x})"
     return LayerSpec(Call("nn.Linear", [int(in_f), int(out_f)], [("bias", False)] if no_bias else [],
                           names=["in_features", "out_features"],
                           comment=linear_comment("MXNet", "FullyConnected", flatten, ndim)),
-                     dict(_WEIGHT_BIAS), call=call, inputs=_weight_bias(no_bias))
+                     dict(_WEIGHT_BIAS), pre=[flatten_step()] if flatten and ndim > 2 else [],
+                     inputs=_weight_bias(no_bias))
 
 
 def _batchnorm(g, node):
@@ -149,7 +151,7 @@ def _embedding(g, node):
     w = _shape(g, node, 1)
     return LayerSpec(Call("nn.Embedding", [int(w[0]), int(w[1])], names=["num_embeddings", "embedding_dim"],
                           comment="MXNet Embedding takes float ids; torch's takes int64"),
-                     {"weight": "weight"}, call="{m}({x}.long())", inputs={1: "weight"})
+                     {"weight": "weight"}, pre=[float_ids_step()], inputs={1: "weight"})
 
 
 def _prelu(g, node):
