@@ -160,6 +160,13 @@ def test_begin_state_dropout_and_refusals(converted):
                       (dict(lstm_state_clip_min=-1.0, lstm_state_clip_max=1.0), "lstm_state_clip")):
         with pytest.raises(ValueError, match=what):
             g2t.LSTM(4, **bad)
+    with pytest.raises(ValueError, match="given by name"):
+        g2t.LSTM(4, i2h_weight_initializer="xavier")
+    t1 = g2t.LSTM(4, input_size=3, h2h_bias_initializer="ones")
+    g2t.initialize(t1, g2t.Xavier())
+    t1(x)
+    b = t1._unfused[0]
+    assert float(b.h2h_bias.detach().min()) == float(b.i2h_bias.detach().max()) + 1 == 1
     with pytest.raises(ValueError, match="Invalid recurrent state shape"):
         t(x, t.begin_state(batch_size=3))
 

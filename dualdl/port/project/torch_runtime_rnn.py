@@ -32,21 +32,21 @@ from torch import nn
 
 from ..translate.conventions import RNN_MODES, rnn_weight_names
 from .torch_runtime import is_training, zeros
-from .torch_runtime_train import _RECORDER, Dataset, _float64
-
-
-class Zeros:
-    """Gluon's ``'zeros'`` initializer of a parameter (an RNN layer's biases)."""
-
-    def __call__(self, t: torch.Tensor) -> None:
-        t.zero_()
+from .torch_runtime_train import _RECORDER, Dataset, One, Zero, _float64
 
 
 def _own_init(p: torch.Tensor, init: Any) -> None:
     """Gluon's per-parameter initializer (``weight_initializer=``) wins over ``initialize``'s:
-    noted on the parameter for ``initialize`` (``'zeros'``, an initializer object, or None)."""
+    noted on the parameter for ``initialize`` (an initializer object, ``'zeros'``/``'ones'``, or
+    None: ``initialize``'s own)."""
+    if isinstance(init, str):
+        named = {"zeros": Zero, "zero": Zero, "ones": One, "one": One}
+        if init.lower() not in named:
+            raise ValueError(f"initializer {init!r} given by name: pass the object "
+                             f"(mx.init.{init.capitalize()}()), it converts to g2t's")
+        init = named[init.lower()]()
     if init is not None:
-        p._gluon_init = Zeros() if init == "zeros" else init
+        p._gluon_init = init
 
 
 class Embedding(nn.Embedding):
