@@ -165,3 +165,31 @@ def test_glue_vocabulary_and_checkpoint_files_read_as_gluonnlp_reads_them(tmp_pa
         R.get_task("RTE")
     with pytest.raises(FileNotFoundError, match="vocabulary of 'wiki_cn_cased' is a gluonnlp"):
         R.cached_vocab("wiki_cn_cased")
+
+
+def test_a_glue_script_with_a_run_time_architecture_is_proven(tmp_path, monkeypatch):
+    """finetune_classifier.py's GLUE path (tests/scripts/gluon_bert_glue.py): get_task('MRPC'),
+    get_model(**params) named by --zoo, the dataset's cached vocabulary, .params weights through
+    nlp.utils.load_parameters, BERTClassifier(dropout=0.1) - shrunk and dropout-free on both sides
+    by DUALDL_ZOO_OVERRIDE - converted with no TODO and proven over 4 updates."""
+    import json
+    from dualdl.port.project.data_nlp import OVERRIDE
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_data
+    monkeypatch.setenv(OVERRIDE, json.dumps({"bert_12_768_12": TINY,
+                                             "BERTClassifier": {"dropout": 0.0}}))
+    name = "gluon_bert_glue.py"
+    src, out, work = tmp_path / "src", tmp_path / "out", tmp_path / "work"
+    src.mkdir()
+    shutil.copy(os.path.join(SCRIPTS, name), src / name)
+    report = convert_project(str(src), str(out), zoo=[
+        ":name=bert_12_768_12,use_decoder=False,use_classifier=False,use_pooler=True"])
+    f, = report.files
+    assert f["todo_lines"] == 0 and f["converted"] == f["api_lines"]
+    model, = report.models
+    assert model["args"] == [] and model["kwargs"]["name"] == "bert_12_768_12"
+    write_data("glue_mrpc,train=24,dev=8", str(work))
+    proof = prove_scripts(str(src / name), str(out / name), str(work), steps=4,
+                          args=["--pretrained_bert_parameters", "bert.params"])
+    assert proof.passed, proof.summary()
+    assert proof.max_diff["batch"] == 0.0 and proof.usage < 1.0
