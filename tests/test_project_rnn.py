@@ -201,6 +201,8 @@ def test_clip_global_norm_is_gluons(converted):
         g2t.clip_global_norm([], 1.0)
     p = torch.nn.Parameter(torch.ones(3))
     assert g2t.grad(p) is p.grad and float(p.grad.abs().sum()) == 0      # Gluon: zeros, written
+    with pytest.raises(RuntimeError, match="grad_req='null'"):
+        g2t.grad(torch.nn.Parameter(torch.ones(2), requires_grad=False))
     assert g2t.size(torch.zeros(2, 3)) == 6 and g2t.size(np.zeros((4, 2))) == 8
 
 

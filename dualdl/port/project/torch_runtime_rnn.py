@@ -211,6 +211,9 @@ class RNN(_RNNLayer):
 def grad(param: torch.Tensor, ctx: Any = None) -> torch.Tensor:
     """``param.grad(ctx)``: the gradient array itself (clipping it in place clips what the
     Trainer uses); a parameter that got no gradient has zeros, as Gluon's ``grad_req='write'``."""
+    if not param.requires_grad:
+        raise RuntimeError("Cannot get gradient array for a Parameter with grad_req='null' "
+                           "(requires_grad=False), as Gluon's Parameter.grad refuses it")
     if param.grad is None:
         param.grad = torch.zeros_like(param)
     return param.grad
