@@ -210,13 +210,7 @@ def test_tied_weights_and_initializers(converted, tmp_path):
     """Dense(params=encoder.params) shares the embedding's weight (one parameter, two of Gluon's
     keys), the embedding keeps its own Uniform(0.1), the LSTM's biases start at 0."""
     g2t = converted[2]
-    sys.path.insert(0, str(converted[1]))
-    try:
-        sys.modules.pop("model", None)
-        m = importlib.import_module("model").RNNModel(20, 8, 8, 2, 0.0, True)
-    finally:
-        sys.path.remove(str(converted[1]))
-        sys.modules.pop("model", None)
+    m = _models(converted)[1].RNNModel(20, 8, 8, 2, 0.0, True)
     g2t.initialize(m, g2t.Xavier())
     m(torch.zeros(5, 2, dtype=torch.int32), m.begin_state(batch_size=2))
     assert m.decoder.weight is m.encoder.weight
@@ -228,6 +222,61 @@ def test_tied_weights_and_initializers(converted, tmp_path):
     with pytest.warns(UserWarning, match="weights only"):        # Gluon's export: no graph file
         g2t.export(m, str(tmp_path / "lm"))
     assert list(torch.load(tmp_path / "lm-0000.params")) == list(m.state_dict())
+
+
+def _models(converted):
+    """The project's Gluon model module and its converted twin."""
+    sys.modules.pop("model", None)
+    sys.path.insert(0, PROJECT)
+    try:
+        gluon_model = importlib.import_module("model")
+    finally:
+        sys.path.remove(PROJECT)
+        sys.modules.pop("model", None)
+    sys.path.insert(0, str(converted[1]))
+    try:
+        torch_model = importlib.import_module("model")
+    finally:
+        sys.path.remove(str(converted[1]))
+        sys.modules.pop("model", None)
+    return gluon_model, torch_model
+
+
+def test_checkpoints_load_both_ways(converted, tmp_path):
+    """The converted model's state_dict keys are Gluon's save_parameters keys (the tied weight
+    under both): Gluon's file read without mxnet loads into torch with the same output, and
+    torch's weights written as a Gluon file load into Gluon (float64 on both sides: 1e-12)."""
+    from dualdl.formats.gluon_params import read_gluon, write_gluon
+    g2t = converted[2]
+    gm, tm = _models(converted)
+    g = gm.RNNModel(30, 8, 8, 2, 0.0, True)
+    g.initialize(mx.init.Xavier())
+    g.cast("float64")
+    x = np.random.default_rng(0).integers(0, 30, (5, 3))
+    hid = g.begin_state(func=mx.nd.zeros, batch_size=3, dtype="float64")
+    g(mx.nd.array(x), hid)
+    g.save_parameters(str(tmp_path / "g.params"))
+    t = tm.RNNModel(30, 8, 8, 2, 0.0, True).double()
+    g2t.initialize(t, g2t.Xavier())
+    t(torch.from_numpy(x), t.begin_state(batch_size=3))
+    saved = read_gluon(str(tmp_path / "g.params"))
+    assert sorted(saved) == sorted(t.state_dict())          # decoder.weight saved twice, as torch
+    t.load_state_dict({k: torch.from_numpy(v) for k, v in saved.items()})
+    assert t.decoder.weight is t.encoder.weight
+
+    def outputs():
+        go, _ = g(mx.nd.array(x), g.begin_state(func=mx.nd.zeros, batch_size=3, dtype="float64"))
+        to, _ = t(torch.from_numpy(x), t.begin_state(batch_size=3))
+        return go.asnumpy(), to.detach().numpy()
+    a, b = outputs()
+    assert np.abs(a - b).max() < 1e-12
+    with torch.no_grad():
+        for p in t.parameters():
+            p.mul_(1.5)
+    write_gluon(str(tmp_path / "t.params"), {k: v.numpy() for k, v in t.state_dict().items()})
+    g.load_parameters(str(tmp_path / "t.params"))
+    a2, b2 = outputs()
+    assert np.abs(a2 - b2).max() < 1e-12 and np.abs(a2 - a).max() > 1e-3
 
 
 def test_wikitext_and_interval_sampler_are_gluons(converted, tmp_path, monkeypatch):
