@@ -122,6 +122,26 @@ def test_the_converted_run_is_proven_update_by_update(project, tmp_path):
     assert "4/param/bert.encoder.transformer_cells.0.attention_cell.proj_query.bias" in t.files
 
 
+@pytest.mark.slow
+def test_a_wrong_conversion_fails_the_proof(project, tmp_path):
+    """Control: the converted script with weight decay on LayerNorm and biases (wd_mult 1 where
+    the script sets 0) fails at update 1 on a LayerNorm gamma (~10x its allowance; lr 5e-3, the
+    correct conversion 0.27x), not as rounding."""
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_data
+    _, src, out = project
+    wrong = tmp_path / "wrong"
+    shutil.copytree(out, wrong)
+    text = (wrong / SCRIPT).read_text()
+    assert text.count("        v.wd_mult = 0.0") == 1
+    (wrong / SCRIPT).write_text(text.replace("        v.wd_mult = 0.0", "        v.wd_mult = 1.0"))
+    write_data("tsv", str(tmp_path))
+    proof = prove_scripts(str(src / SCRIPT), str(wrong / SCRIPT), str(tmp_path), steps=4,
+                          args=["--max_norm", "0.002", "--lr", "5e-3"])
+    assert not proof.passed and proof.usage > 4
+    assert proof.first_failure.startswith("update 1: param/") and ".gamma" in proof.first_failure
+
+
 def test_what_cannot_convert_is_named(tmp_path):
     from dualdl.port.project.zoo import write_models
     text = ("import gluonnlp as nlp\n"
