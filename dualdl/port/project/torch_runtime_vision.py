@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .torch_runtime import _relu, asnumpy, is_training
-from .torch_runtime_train import Dataset, _Schedule
+from .torch_runtime_train import MNIST, _Schedule
 
 # ----------------------------------------------------------------------------- transforms
 
@@ -150,11 +150,12 @@ class RandomCrop:
 
 
 # ----------------------------------------------------------------------------- CIFAR files
-class CIFAR10(Dataset):
+class CIFAR10(MNIST):
     """``gluon.data.vision.CIFAR10(root, train)``: the binary batches Gluon reads from ``root``
     (``data_batch_1..5.bin`` / ``test_batch.bin``, or the ``cifar-10-binary.tar.gz`` holding
     them); images ``(32, 32, 3)`` uint8, labels int32; ``root`` defaults to Gluon's
-    ``$MXNET_HOME/datasets/cifar10``."""
+    ``$MXNET_HOME/datasets/cifar10``. Item access is MNIST's (both are Gluon's
+    ``_DownloadedDataset``: ``transform(data, label)``)."""
     _namespace, _label_byte, _files = "cifar10", 0, (
         [f"data_batch_{i}.bin" for i in range(1, 6)], ["test_batch.bin"])
     _archive = "cifar-10-binary.tar.gz"
@@ -180,14 +181,6 @@ class CIFAR10(Dataset):
             label.append(raw[:, self._label_byte].astype(np.int32))
         self._data, self._label = np.concatenate(data), np.concatenate(label)
         self._transform = transform
-
-    def __len__(self) -> int:
-        return len(self._label)
-
-    def __getitem__(self, i: int) -> Any:
-        if self._transform is not None:
-            return self._transform(self._data[i], self._label[i])
-        return self._data[i], self._label[i]
 
 
 class CIFAR100(CIFAR10):
