@@ -9,7 +9,7 @@ import json
 import weakref
 
 import numpy as np
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .conventions import (ACTIVATIONS, FROZEN_BATCHNORM, RNN_MODES, ConventionError, batchnorm_class, bn_momentum,
                           bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
@@ -19,12 +19,10 @@ from .registry import Call, Leaf, Step
 from .safe import docstring_text
 
 __all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base", "flatten_step",
-           "float_ids_step"]
+           "float_ids_step", "frozen_batchnorm", "rnn_layer"]
 
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
-_BN_GLOBAL = ("Gluon BatchNorm(use_global_stats=True): the running statistics in train mode too, "
-              "never updated")
 _IDS = "Gluon's Embedding takes float ids (nd.array's default float32) and casts them; torch's takes int64"
 
 #: attributes that choose a kernel, not the numbers (a subclass setting them computes the same)
@@ -92,6 +90,29 @@ def flatten_step(comment: str = "") -> Step:
 def float_ids_step(comment: str = "") -> Step:
     """Gluon's and MXNet's Embedding take float ids; torch's takes int64: the cast before the layer."""
     return Step(None, "{x}.long()", comment)
+
+
+def frozen_batchnorm(who: str, cls: str) -> Tuple[str, List[str], str]:
+    """BatchNorm(use_global_stats=True), for either reader: (the FrozenBatchNorm{d} class, its source,
+    the comment): the running statistics in train mode too, never updated (torch's would use the batch's)."""
+    d = cls[-2:]
+    return (f"FrozenBatchNorm{d}", [FROZEN_BATCHNORM.format(d=d)],
+            f"{who} BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated")
+
+
+def rnn_layer(mode: str, input_size: int, hidden_size: int, *, layers: int, bidirectional: bool, dropout: float,
+              batch_first: bool, comment: str) -> Call:
+    """nn.LSTM/GRU/RNN for MXNet's RNN settings, for either reader: keywords only where they differ from
+    torch's defaults, ``batch_first`` always (Gluon's NTC layout is True, the symbol op's TNC False)."""
+    cls, extra, _ = RNN_MODES[mode]
+    kwargs = [("num_layers", int(layers))] if int(layers) != 1 else []
+    kwargs += extra
+    if bidirectional:
+        kwargs.append(("bidirectional", True))
+    if dropout:
+        kwargs.append(("dropout", dropout))
+    kwargs.append(("batch_first", bool(batch_first)))
+    return Call(cls, [int(input_size), int(hidden_size)], kwargs, names=["input_size", "hidden_size"], comment=comment)
 
 
 def is_gluon_builtin(block: Any) -> bool:
@@ -220,10 +241,8 @@ def _batchnorm(block, info):
         params.update(gamma="weight", beta="bias")
     helpers = []
     if frozen:       # Gluon's use_global_stats: running statistics in train mode too, never updated
-        cls = f"FrozenBatchNorm{cls[-2:]}"
-        helpers = [FROZEN_BATCHNORM.format(d=cls[-2:])]
+        cls, helpers, comment = frozen_batchnorm("Gluon", cls)
         kwargs = [(k, 0.0 if k == "momentum" else v) for k, v in kwargs]
-        comment = _BN_GLOBAL
     elif getattr(info, "batchnorm", "torch") == "gluon":
         d = cls[-2:]
         cls = f"GluonBatchNorm{d}"
@@ -356,19 +375,10 @@ def _rnn(block, info):
         raise _err(block, info, "LSTM with projection_size")
     if getattr(block, "_use_sequence_length", False):
         raise _err(block, info, "use_sequence_length=True")
-    cls, extra, _ = RNN_MODES[mode]
-    in_size = int(block._reg_params["l0_i2h_weight"].shape[1])
-    kwargs = []
-    if block._num_layers != 1:
-        kwargs.append(("num_layers", int(block._num_layers)))
-    kwargs += extra
-    if block._dir == 2:
-        kwargs.append(("bidirectional", True))
-    if block._dropout:
-        kwargs.append(("dropout", float(block._dropout)))
-    ntc = block._layout == "NTC"
-    kwargs.append(("batch_first", ntc))
     comment = f"Gluon layout {block._layout!r}" + (" (RNN default relu)" if mode == "rnn_relu" else "")
+    ctor = rnn_layer(mode, block._reg_params["l0_i2h_weight"].shape[1], block._hidden_size,
+                     layers=block._num_layers, bidirectional=block._dir == 2, dropout=float(block._dropout or 0),
+                     batch_first=block._layout == "NTC", comment=comment)
     params = dict(rnn_weight_names(block._num_layers, block._dir))
     with_states = info.n_args > 1
     if with_states:
@@ -377,12 +387,10 @@ def _rnn(block, info):
         if mode != "lstm":
             call = "{m}({x}, {rest}[0])"
             call_comment = "Gluon passes the state as a one-element list"
-        leaf = Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
-                         comment=comment), params, call=call, call_comment=call_comment)
+        leaf = Leaf(ctor, params, call=call, call_comment=call_comment)
         leaf.states_out = mode
         return leaf
-    leaf = Leaf(Call(cls, [in_size, int(block._hidden_size)], kwargs, names=["input_size", "hidden_size"],
-                     comment=comment), params, call="{m}({args})[0]",
+    leaf = Leaf(ctor, params, call="{m}({args})[0]",
                 call_comment="Gluon returns only the output when called without begin states (zeros)")
     leaf.n_inputs = 1
     return leaf

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .conventions import (BN_EPS_DEFAULT, FROZEN_BATCHNORM, ConventionError, batchnorm_class, bn_momentum,
+from .conventions import (BN_EPS_DEFAULT, ConventionError, batchnorm_class, bn_momentum,
                           bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call)
 from .errors import TranslationError
 from .gate import probability
-from .leaves import flatten_step, float_ids_step
+from .leaves import flatten_step, float_ids_step, frozen_batchnorm
 from .safe import comment
 from .ops import parse_attr
 from .registry import Call, Leaf
@@ -106,9 +106,8 @@ def _batchnorm(g, node):
     fixed = bool(_attr(node, "fix_gamma", True))
     comment, helpers = bn_momentum_comment("MXNet", m, mom), []
     if _attr(node, "use_global_stats", False):          # running statistics in train mode too, never updated
-        cls, mom = f"FrozenBatchNorm{cls[-2:]}", 0.0     # (momentum m stays the proof's record of the node)
-        helpers = [FROZEN_BATCHNORM.format(d=cls[-2:])]
-        comment = "MXNet BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated"
+        cls, helpers, comment = frozen_batchnorm("MXNet", cls)
+        mom = 0.0                                        # (momentum m stays the proof's record of the node)
     gamma = "fixed_gamma" if fixed else "gamma"
     return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
                           names=["num_features"], comment=comment),

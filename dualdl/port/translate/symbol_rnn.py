@@ -16,7 +16,7 @@ from .errors import TranslationError
 from .gate import probability
 from .safe import comment
 from .ops import parse_attr
-from .registry import Call
+from .leaves import rnn_layer
 from .symbol_graph import SymGraph, SymNode
 
 __all__ = ["absorb_rnn_inputs", "rnn_spec"]
@@ -84,29 +84,15 @@ def absorb_rnn_inputs(g: SymGraph) -> None:
 def rnn_spec(g: SymGraph, node: SymNode, spec_cls):
     info: RnnInfo = g.rnn[node.id]
     mode = node.attrs.get("mode", "lstm")
-    cls, extra, gates = RNN_MODES[mode]
-    layers = int(parse_attr(node.attrs.get("num_layers"), 1))
-    hidden = int(parse_attr(node.attrs.get("state_size"), 0))
-    in_size = int(g.nodes[info.weights[0]] and g.shapes[(info.weights[0], 0)][1])
-    kwargs = []
-    if layers != 1:
-        kwargs.append(("num_layers", layers))
-    kwargs += extra
-    if parse_attr(node.attrs.get("bidirectional"), False):
-        kwargs.append(("bidirectional", True))
     p = probability(parse_attr(node.attrs.get("p"), 0.0) or 0.0, f"MXNet RNN node {comment(node.name)!r}")
-    if p:
-        kwargs.append(("dropout", p))
-    kwargs.append(("batch_first", False))
-    outs = 0
-    while (node.id, outs) in g.shapes:
-        outs += 1
     users = {v for m in g.nodes for v in m.inputs if v[0] == node.id} | {h for h in g.heads if h[0] == node.id}
     if any(k > 0 for _, k in users):
         raise _err(node, "its returned states are used; only the output sequence has a translation here")
-    spec = spec_cls(Call(cls, [in_size, hidden], kwargs, names=["input_size", "hidden_size"],
-                         comment="MXNet's RNN op is time-major (TNC); it starts from zero states"),
-                    call="{m}({x})[0]")
+    ctor = rnn_layer(mode, g.shapes[(info.weights[0], 0)][1], parse_attr(node.attrs.get("state_size"), 0),
+                     layers=parse_attr(node.attrs.get("num_layers"), 1),
+                     bidirectional=parse_attr(node.attrs.get("bidirectional"), False), dropout=p, batch_first=False,
+                     comment="MXNet's RNN op is time-major (TNC); it starts from zero states")
+    spec = spec_cls(ctor, call="{m}({x})[0]")
     spec.weights = list(zip(info.weights, info.torch_names, info.gluon_names))
     spec.n_out = 1
     return spec
