@@ -4,8 +4,6 @@ and boxes (its code casts them) and float64 scores: the proof's loss sums them i
 MXNet refuses float32 + float64. The proof then found a real difference: the decoder divides int64
 indices (class = index / (h * w), y = index / w) and MXNet's legacy division truncates integers
 toward zero where torch's ``/`` gives floats: classes were 0.92 off, boxes 3.3."""
-import os
-import types
 
 import numpy as np
 import pytest
@@ -21,7 +19,8 @@ rng = np.random.default_rng(5)
 
 
 def _torch_of(name, attrs, xs):
-    e = translate_op(OpNode(name, "n", dict(attrs), in_shapes=[x.shape for x in xs]), [Expr(f"x{i}") for i in range(len(xs))])
+    node = OpNode(name, "n", dict(attrs), in_shapes=[x.shape for x in xs])
+    e = translate_op(node, [Expr(f"x{i}") for i in range(len(xs))])
     env = {"torch": torch, **{f"x{i}": torch.from_numpy(x) for i, x in enumerate(xs)}}
     for h in e.helpers:
         exec(h, env)

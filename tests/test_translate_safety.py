@@ -548,3 +548,32 @@ def test_literals_are_written_by_the_builtin_types_not_by_the_model():
     for bad in (_EvilObj(), np.ones(2), object()):
         with pytest.raises(TranslationError, match="cannot be written into the generated source"):
             literal(bad)
+
+
+
+_SAMPLE_MOD = ("from mxnet.gluon import nn\n\ndef make():\n    net = nn.Dense(4, in_units=3)\n"
+               "    net.initialize()\n    return net\n")
+
+
+@pytest.mark.parametrize("kind, says", [("truncated.npz", "is not a numpy .npz/.npy file of arrays (File is not a zip"),
+                                        ("truncated.npy", "is not a numpy .npz/.npy file of arrays (EOF"),
+                                        ("nan.npz", "input 0 holds 6 NaN values"), ("ok.npy", None)])
+def test_a_broken_or_nan_sample_file_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, kind, says):
+    """Were 'internal error' (a truncated .npz: BadZipFile; any .npy: TypeError) or a failed proof of NaN
+    against NaN (exit 1); a .npy sample translates. translate() refuses a NaN sample alike."""
+    from dualdl.cli import main
+    (tmp_path / "sample_mod_t2.py").write_text(_SAMPLE_MOD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    a = np.full_like(a, np.nan) if kind.startswith("nan") else a
+    path = str(tmp_path / kind)
+    (np.savez if kind.endswith(".npz") else np.save)(path, a)
+    if kind.startswith("truncated"):
+        os.truncate(path, 50)
+    rc = main(["translate", "sample_mod_t2:make", "--sample", path, "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == (0 if says is None else 2) and (says is None or (len(err.splitlines()) == 1 and says in err)), err
+    if kind.startswith("nan"):
+        import sample_mod_t2
+        with pytest.raises(ValueError, match="sample input 0 holds 6 NaN values"):
+            port.translate(sample_mod_t2.make(), a, str(tmp_path / "api"))

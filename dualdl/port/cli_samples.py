@@ -47,18 +47,24 @@ def _high(text: str) -> int:
 
 def _read_sample(path: str) -> list:
     """The arrays of a .npz (in the order saved) or .npy file; refuses object arrays (pickles)."""
+    import zipfile
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = [data[k] for k in data.files]
-    except AttributeError:       # .npy: np.load gives the array itself, not a context manager
-        arrays = [np.load(path, allow_pickle=False)]
-    except (ValueError, OSError, EOFError) as e:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):     # .npy: the array itself, not an archive
+            arrays = [data]
+        else:
+            with data:
+                arrays = [data[k] for k in data.files]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"--sample {path} is not a numpy .npz/.npy file of arrays ({first_line(e)})") from None
     if not arrays:
         raise ValueError(f"--sample {path} holds no arrays")
     for i, a in enumerate(arrays):
         if a.dtype.kind not in "fiub":
             raise ValueError(f"--sample {path}: input {i} has dtype {a.dtype}; give numeric arrays")
+        if a.dtype.kind == "f" and np.isnan(a).any():
+            raise ValueError(f"--sample {path}: input {i} holds {int(np.isnan(a).sum())} NaN values; the proof "
+                             f"compares numbers: give a sample without NaN")
     return arrays
 
 

@@ -34,6 +34,9 @@ def _as_array(x: Any, where: str) -> Any:
         raise ValueError(f"translate: sample input {where} is not an array ({e})") from None
     if a.dtype == object:
         raise ValueError(f"translate: sample input {where} is not a numeric array (dtype object)")
+    if a.dtype.kind == "f" and np.isnan(a).any():     # every check would compare NaN with NaN
+        raise ValueError(f"translate: sample input {where} holds {int(np.isnan(a).sum())} NaN values; the proof "
+                         f"compares numbers: give a sample without NaN")
     return a
 
 

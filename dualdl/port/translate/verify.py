@@ -538,7 +538,8 @@ def verify(block: Any, torch_cls: Any, entries: List[Any], inputs: Sequence[np.n
                 _rounding_rejudge(block, entries, records, gluon_side, judge, runs, train_inputs, proj, mode, seed,
                                   checks, failed, notes)
             elif dtype == "float64":   # missed or close to the fixed line: by the measured conditioning
-                close = {i: judge.closest.get(c.name, ("", 0.0))[1] for i, c in enumerate(checks) if i > 0 and c.passed}
+                close = {i: judge.closest.get(c.name, ("", 0.0))[1]
+                         for i, c in enumerate(checks) if i > 0 and c.passed}
                 close = {i: v for i, v in close.items() if v >= CLOSE_CALL}
                 small = [f"{p or '(top block)'} ({min(c) * scale} values)" for p, c in counts.items() if min(c) * scale <= 4]
                 if failed or close:
