@@ -1,4 +1,5 @@
-"""The project converter's table for gluoncv and gluon.data.vision (model zoo, transforms, CIFAR, schedulers): same form as
+"""The project converter's table for gluoncv and gluon.data.vision (model zoo, transforms, CIFAR,
+schedulers): same form as
 :mod:`dualdl.port.project.table` (``API``: qualified Gluon name -> replacement expression;
 ``METHODS``: method name -> (kind, target); ``TODO``: prefix -> why not converted), merged there.
 
@@ -37,7 +38,8 @@ API: Dict[str, str] = {
     "gluoncv.utils.makedirs": "g2t.makedirs", "gluoncv.utils.check_version": "g2t.check_version",
     "gluoncv.utils.TrainingHistory": "g2t.TrainingHistory",
     "gluoncv.utils.plot_history.TrainingHistory": "g2t.TrainingHistory",
-    "gluoncv.utils.LRScheduler": "g2t.LRScheduler", "gluoncv.utils.LRSequential": "g2t.LRSequential",
+    "gluoncv.utils.LRScheduler": "g2t.LRScheduler",
+    "gluoncv.utils.LRSequential": "g2t.LRSequential",
     "gluoncv.utils.lr_scheduler.LRScheduler": "g2t.LRScheduler",
     "gluoncv.utils.lr_scheduler.LRSequential": "g2t.LRSequential",
 }

@@ -101,7 +101,8 @@ class _Replay:
             return None
         left = self.draws.get(kind)
         if not left:
-            raise RuntimeError(f"the proof's record {self.path} has no{' more' if kind in self.draws else ''} "
+            more = " more" if kind in self.draws else ""
+            raise RuntimeError(f"the proof's record {self.path} has no{more} "
                                f"{kind} decisions of the Gluon run (consumed: the runs drew for "
                                f"different samples; none: the Gluon run was not recorded with "
                                f"dualdl.port.project.data_cifar.record_flips)")
@@ -169,7 +170,8 @@ class CIFAR10(MNIST):
             archive = os.path.join(root, self._archive)
             if not os.path.exists(archive):
                 raise FileNotFoundError(f"{type(self).__name__}: {names} are missing in {root}; "
-                                        f"put the dataset's binary files (or {self._archive}) there")
+                                        f"put the dataset's binary files (or {self._archive}) "
+                                        f"there")
             with tarfile.open(archive) as tar:
                 tar.extractall(root)
         data, label = [], []
@@ -185,7 +187,8 @@ class CIFAR10(MNIST):
 
 class CIFAR100(CIFAR10):
     """``gluon.data.vision.CIFAR100(root, fine_label, train)``: ``train.bin`` / ``test.bin``."""
-    _namespace, _files, _archive = "cifar100", (["train.bin"], ["test.bin"]), "cifar-100-binary.tar.gz"
+    _namespace, _files = "cifar100", (["train.bin"], ["test.bin"])
+    _archive = "cifar-100-binary.tar.gz"
 
     def __init__(self, root: Optional[str] = None, fine_label: bool = False, train: bool = True,
                  transform: Optional[Callable] = None, **_: Any):
@@ -244,7 +247,8 @@ class LRScheduler(_Schedule):
 
     def __init__(self, mode: str, base_lr: float = 0.1, target_lr: float = 0, niters: int = 0,
                  nepochs: int = 0, iters_per_epoch: int = 0, offset: int = 0, power: float = 2,
-                 step_iter: Optional[Sequence[int]] = None, step_epoch: Optional[Sequence[int]] = None,
+                 step_iter: Optional[Sequence[int]] = None,
+                 step_epoch: Optional[Sequence[int]] = None,
                  step_factor: float = 0.1, baselr: Optional[float] = None,
                  targetlr: Optional[float] = None):
         base_lr = baselr if baselr is not None and base_lr == 0.1 else base_lr
@@ -289,7 +293,8 @@ class LRSequential(LRScheduler):
 ZOO_IGNORED = ("ctx", "root")
 
 
-def zoo_key(args: Sequence[Any], kwargs: Dict[str, Any], ignore: Sequence[str] = ZOO_IGNORED) -> str:
+def zoo_key(args: Sequence[Any], kwargs: Dict[str, Any],
+            ignore: Sequence[str] = ZOO_IGNORED) -> str:
     """One string per model configuration: the call's arguments without those in ``ignore``."""
     kw = sorted((k, v) for k, v in kwargs.items() if k not in ignore)
     return repr((tuple(args), tuple(kw)))
@@ -397,6 +402,6 @@ def gluon_names(model: nn.Module, rename: Dict[str, str]) -> None:
         model.register_load_state_dict_post_hook(lambda m, keys: keys.unexpected_keys.__init__(
             [k for k in keys.unexpected_keys if k not in dropped]))
     for mod, names in aliases.values():
-        props = {t: property(lambda self, r=r, g=g: getattr(self.get_submodule(r) if r else self, g))
-                 for t, (r, g) in names.items()}
+        props = {t: property(lambda self, r=r, g=g: getattr(
+            self.get_submodule(r) if r else self, g)) for t, (r, g) in names.items()}
         mod.__class__ = type(type(mod).__name__, (type(mod),), props)

@@ -31,10 +31,10 @@ MODELS = "dualdl_models"
 @dataclass
 class ZooEntry:
     """How to translate a factory's call: ``build(*args, **kwargs)`` returns the Gluon block
-    (or ``(block, extra)`` when ``returns`` names the g2t function ``f(model, extra, args, kwargs)`` making
-    the call's result; ``extra`` JSON-able); ``sample(block, args, kwargs)`` the list of numpy
-    inputs the translator traces with; ``ignore``: keyword arguments that do not change the
-    model; ``translate_kw``: more keywords for :func:`dualdl.port.translate`."""
+    (or ``(block, extra)`` when ``returns`` names the g2t function ``f(model, extra, args,
+    kwargs)`` making the call's result; ``extra`` JSON-able); ``sample(block, args, kwargs)``
+    the list of numpy inputs the translator traces with; ``ignore``: keyword arguments that do
+    not change the model; ``translate_kw``: more keywords for :func:`dualdl.port.translate`."""
     build: Callable[..., Any]
     sample: Callable[[Any, tuple, dict], List[Any]]
     ignore: Tuple[str, ...] = ("ctx", "root")
@@ -193,7 +193,8 @@ def _translate(factory: str, args: tuple, kwargs: dict, folder: str, stem: str) 
     from .api import ProjectError, check_torch_only
     from .torch_runtime_vision import zoo_key
     entry = ZOO[factory]
-    call = f"{factory}({', '.join([repr(a) for a in args] + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    call = f"{factory}({', '.join(shown)})"
     if kwargs.get("pretrained"):
         raise ProjectError(f"{call}: pretrained weights are not translated here; build it with "
                            f"pretrained=False and convert the weights with dualdl convert")
@@ -228,7 +229,8 @@ def _translate(factory: str, args: tuple, kwargs: dict, folder: str, stem: str) 
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def write_models(texts: Dict[str, str], out_dir: str, zoo: Sequence[str] = ()) -> List[Dict[str, Any]]:
+def write_models(texts: Dict[str, str], out_dir: str,
+                 zoo: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """Translate every zoo configuration the files call (``texts``: path -> source) into
     ``out_dir/dualdl_models/`` (module files and ``index.json``); ``zoo``: specs for the calls
     whose arguments are known at run time only. Returns one dict per model written, and one per
