@@ -4,16 +4,21 @@ the fixed line). Another CPU is emulated by scaling the torch-vs-Gluon float64 g
 the comparison only (each side's measured conditioning stays as this CPU measures it): x1.28 is the
 AMD report's 1.19e-8. A check that misses the fixed 1e-8 or passes it at CLOSE_CALL or more of it is
 judged by its measured conditioning, and both CPUs then give the same verdict and the same note."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
 mx = pytest.importorskip("mxnet")
 torch = pytest.importorskip("torch")
 
-from mxnet.gluon import nn  # noqa: E402
-
 import dualdl.port as port  # noqa: E402
 from dualdl.port.translate import proof_judge  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+# BatchNorm over 2 nearly equal samples on a 1x1 map
+from test_translate_proof_conditioning import _net_and_sample as _small  # noqa: E402
 
 
 @pytest.fixture
@@ -34,19 +39,6 @@ def other_cpu(monkeypatch):
 
 def _grads(r):
     return next(c for c in r.checks if c.name.startswith("gradients"))
-
-
-def _small():
-    """BatchNorm over 2 nearly equal samples on a 1x1 map (tests/test_translate_proof_conditioning.py's)."""
-    mx.random.seed(0)
-    net = nn.HybridSequential()
-    net.add(nn.Conv2D(16, 3, in_channels=4), nn.BatchNorm(in_channels=16), nn.Activation("relu"),
-            nn.Conv2D(16, 1, in_channels=16), nn.BatchNorm(in_channels=16), nn.Activation("relu"),
-            nn.Dense(3, in_units=16))
-    net.initialize(mx.init.Xavier())
-    r0 = np.random.default_rng(0)
-    a = r0.standard_normal((1, 4, 3, 3))
-    return net, np.concatenate([a, a + 1e-3 * r0.standard_normal(a.shape)]).astype(np.float32)
 
 
 @pytest.mark.parametrize("k, ok", [(1.0, True), (1.28, True), (4.0, True), (40.0, False)])
