@@ -130,3 +130,22 @@ def test_names_left_under_todo_lines_get_a_stand_in(tmp_path, monkeypatch):
         helpers.kv()
     for name in ("gluon2torch", "helpers"):
         sys.modules.pop(name, None)
+
+
+def test_a_function_s_own_locals_shadow_imported_names():
+    """A name a function binds itself (a parameter, a ``for`` target, an assignment) is a local
+    there, as Python scopes it: d2l's ``for center, context, negative in data`` is no
+    ``mxnet.context``; the same names elsewhere in the file still convert."""
+    src = ("from mxnet import context, gluon, nd\nfrom mxnet.gluon import nn\n\n\n"
+           "def batchify(data):\n    for center, context, negative in data:\n"
+           "        yield context\n\n\n"
+           "def build(nn=None):\n    return nn.Dense(3)\n\n\n"
+           "def ok():\n    return context.cpu(), nn.Dense(3)\n\n\n"
+           "class Net(gluon.HybridBlock):\n    def hybrid_forward(self, F, x):\n"
+           "        nd = x\n        return F.relu(nd)\n")
+    r = convert_source(src)
+    out = r.source
+    assert "    for center, context, negative in data:\n        yield context\n" in out
+    assert "def build(nn=None):\n    return nn.Dense(3)\n" in out
+    assert "    return g2t.cpu(), g2t.Dense(3)\n" in out
+    assert "        nd = x\n        return torch.relu(nd)\n" in out and r.todos == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 __all__ = ["FileResult", "convert_source"]
 
@@ -41,7 +41,7 @@ def convert_source(text: str) -> FileResult:
     aliases = _imports(module)
     if not aliases:
         return FileResult(text, lines)
-    conv = _make_converter(aliases, _module_names(module))
+    conv = _make_converter(aliases, _module_names(module), _function_locals(text, aliases))
     new = module.visit(conv)
     res = _account(text, module, new, conv.top, lines, conv.todos)
     return _stand_ins(res, aliases)
@@ -195,9 +195,51 @@ def _module_names(module) -> Set[str]:
     return out - rebound
 
 
-def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset()):
+def _function_locals(text: str, aliases: Dict[str, str]) -> List[Set[str]]:
+    """For each function of the file, in source order, the imported names it binds itself (a
+    parameter, an assignment, a ``for``/``with`` target: d2l's ``for center, context, negative in
+    data`` where ``context`` is also ``mxnet.context``): a local there, never the Gluon API.
+    From Python's own parser (C, fast); libcst's functions come in the same order."""
+    out: List[Set[str]] = []
+
+    def scope(fn) -> Set[str]:
+        names: Set[str] = set()
+        a = fn.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+            if arg is not None:
+                names.add(arg.arg)
+        declared: Set[str] = set()
+        todo = list(fn.body)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(n.name)
+                continue                       # its own scope
+            if isinstance(n, (ast.Global, ast.Nonlocal)):
+                declared.update(n.names)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                names.add(n.id)
+            todo.extend(ast.iter_child_nodes(n))
+        return (names - declared) & set(aliases)
+
+    def walk(node) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append(scope(child))
+            walk(child)
+    try:
+        walk(ast.parse(text))
+    except SyntaxError:
+        return []
+    return out
+
+
+def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
+                    local_names: Sequence[Set[str]] = ()):
     import libcst as cst
-    from .table import ATTRS, CALLS, METHODS, ROOTS, lookup_api, normalize
+    from .table import ATTRS, CALLS, METHODS, ROOTS, STATEMENTS, lookup_api, normalize
 
     class Converter(cst.CSTTransformer):
         def __init__(self) -> None:
@@ -211,6 +253,8 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset()):
             self._dropped: set = set()
             self._in_import = 0
             self.top: Dict[int, Any] = {}       # id(body statement) -> what it became, if changed
+            self._scopes: List[Dict[str, str]] = []     # the aliases outside each function
+            self._functions = 0
             self._dirty = False
 
         # ---- the parents of the node being visited (libcst's ParentNodeProvider, cheaper)
@@ -288,6 +332,10 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset()):
                 func = body.value.func.with_changes(attr=cst.Name("detach_"))
                 updated = updated.with_changes(body=[body.with_changes(
                     value=body.value.with_changes(func=func))])
+            for hook in STATEMENTS:             # a domain's statement rules (table.STATEMENTS)
+                new = hook(original, updated, self)
+                if new is not None:
+                    return self._pop(new)
             if len(original.body) == 1 and isinstance(original.body[0], cst.Expr) and \
                     id(original.body[0].value) in self._dropped:
                 call = original.body[0].value
@@ -367,15 +415,17 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset()):
 
         def visit_FunctionDef(self, node) -> None:
             self._push(node)
+            self._scopes.append(self.aliases)
+            i = self._functions
+            self._functions += 1
+            if i < len(local_names) and local_names[i]:      # the function's own locals
+                self.aliases = {k: v for k, v in self.aliases.items() if k not in local_names[i]}
             if node.name.value == "hybrid_forward" and len(node.params.params) >= 2:
                 self.aliases = dict(self.aliases, **{node.params.params[1].name.value: "mxnet.nd"})
 
         def leave_FunctionDef(self, original, updated):
+            self.aliases = self._scopes.pop()
             if original.name.value == "hybrid_forward" and len(original.params.params) >= 2:
-                f = original.params.params[1].name.value
-                self.aliases = {k: v for k, v in self.aliases.items()
-                                if not (k == f and v == "mxnet.nd")} | {
-                    k: v for k, v in aliases.items() if k == f}
                 params = list(updated.params.params)
                 del params[1]
                 updated = updated.with_changes(name=cst.Name("forward"),

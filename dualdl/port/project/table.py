@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["API", "METHODS", "TODO", "ATTRS", "CALLS", "lookup_api", "normalize", "ROOTS"]
+__all__ = ["API", "METHODS", "TODO", "ATTRS", "CALLS", "STATEMENTS", "lookup_api", "normalize",
+           "ROOTS"]
 
 #: the packages whose names the converter resolves (anything else is left alone)
 ROOTS = ("mxnet", "gluonnlp", "gluoncv")
@@ -96,7 +97,7 @@ METHODS: Dict[str, Tuple[str, str]] = {
     "collect_params": ("fn", "g2t.collect_params"), "initialize": ("fn", "g2t.initialize"),
     "save_parameters": ("fn", "g2t.save_parameters"),
     "load_parameters": ("fn", "g2t.load_parameters"),
-    "attach_grad": (".name", "requires_grad_"), "hybridize": ("drop", ""),
+    "attach_grad": ("fn", "g2t.attach_grad"), "hybridize": ("drop", ""),
     "wait_to_read": ("drop", ""),
 }
 
@@ -122,6 +123,10 @@ ATTRS: Dict[str, str] = {}
 #: call of a Gluon name before the op registry and the API table (a domain's own rules, e.g. the
 #: numpy interface's positional attributes)
 CALLS: List[Callable[[str, Any, Any], Any]] = []
+#: ``hook(original_line, updated_line, converter)`` -> a statement or None, tried in order on
+#: each simple statement line of a converted file (a domain's statement rules, e.g. the numpy
+#: interface's whole-array write outside record())
+STATEMENTS: List[Callable[[Any, Any, Any], Any]] = []
 
 #: the domain tables (one file a domain: vision, nlp, rnn, numpy interface), each defining
 #: ``API``, ``METHODS`` and ``TODO`` dicts of the same form, and optionally ``ATTRS`` and
@@ -134,6 +139,7 @@ def _merge_domains() -> None:
     for dom in DOMAINS:
         mod = importlib.import_module(f"{__package__}.{dom}")
         CALLS.extend(getattr(mod, "CALLS", []))
+        STATEMENTS.extend(getattr(mod, "STATEMENTS", []))
         for mine, theirs in ((API, mod.API), (METHODS, mod.METHODS), (TODO, mod.TODO),
                              (ATTRS, getattr(mod, "ATTRS", {}))):
             twice = sorted(set(mine) & set(theirs))
