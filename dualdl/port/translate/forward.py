@@ -384,6 +384,8 @@ class OrderedBody:
     def _take(self, v) -> Expr:
         if v in self.pending:
             return self.pending.pop(v)
+        if v[0] in self.weight:      # a weight returned as it is
+            return self.weight[v[0]]
         return Expr(self.var[v])
 
     def _release(self, used) -> List[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
+from .errors import TranslationError
 from .graph import CallSite, Graph, T
 from .symbol_graph import SymGraph, Value
 from .symbol_tree import Scope, is_layer
@@ -34,6 +35,12 @@ def scope_graph(g: SymGraph, scope: Scope, inputs: Sequence[Value], outputs: Seq
         shapes[ref] = g.shapes.get(v)
         return ref
 
+    def weight_ref(v: Value) -> Tuple[int, int]:
+        if v[0] not in weights:
+            weights[v[0]] = var(f"__w{v[0]}", v)
+            params[f"__w{v[0]}"] = weight(g.nodes[v[0]])
+        return weights[v[0]]
+
     for i, v in enumerate(inputs):
         local[v] = var(f"__in{i}", v)
     calls: List[CallSite] = []
@@ -59,16 +66,7 @@ def scope_graph(g: SymGraph, scope: Scope, inputs: Sequence[Value], outputs: Seq
             order.append(("call", ci))
             continue
         node = g.nodes[it]
-        refs = []
-        for v in node.inputs:
-            src = g.nodes[v[0]]
-            if src.op == "null" and src.kind != "input":
-                if v[0] not in weights:
-                    weights[v[0]] = var(f"__w{v[0]}", v)
-                    params[f"__w{v[0]}"] = weight(src)
-                refs.append(weights[v[0]])
-            else:
-                refs.append(local[v])
+        refs = [weight_ref(v) if _is_weight(g, v) else local[v] for v in node.inputs]
         nodes.append({"op": node.op, "name": node.name, "attrs": node.attrs,
                       "inputs": [[r[0], r[1], 0] for r in refs]})
         nid, k = len(nodes) - 1, 0
@@ -79,7 +77,18 @@ def scope_graph(g: SymGraph, scope: Scope, inputs: Sequence[Value], outputs: Seq
         if k == 0:
             local[(it, 0)] = (nid, 0)
         order.append(("op", nid))
+    heads = []
+    for v in outputs:      # a weight returned as it is (the top scope's outputs are the symbol's heads)
+        if v not in local and not _is_weight(g, v):
+            raise TranslationError(f"the symbol's output {g.nodes[v[0]].name!r} is not a value the graph computes",
+                                   block="symbol", path=g.nodes[v[0]].name)
+        heads.append(weight_ref(v) if v not in local else local[v])
     out_t = tuple(T(tuple(g.shapes.get(v) or ())) for v in outputs)
-    return Graph(nodes, [local[v] for v in outputs] + call_heads, len(outputs),
+    return Graph(nodes, heads + call_heads, len(outputs),
                  out_t if len(outputs) > 1 else out_t[0], list(names),
                  tuple(T(tuple(g.shapes.get(v) or ())) for v in inputs), calls, params, shapes, order=order)
+
+
+def _is_weight(g: SymGraph, v: Value) -> bool:
+    src = g.nodes[v[0]]
+    return src.op == "null" and src.kind != "input"
