@@ -50,8 +50,9 @@ def test_the_project_converts_without_todo(converted):
         check_torch_only((out / f).read_text(), forbidden_only=True)
     from dualdl.port.recipe.emit import _parse
     runtime = (out / "gluon2torch.py").read_text()     # no definition shadowed by another source's
-    for name, src in _parse("dualdl.port.project.torch_runtime_rnn")[1].items():
-        assert src in runtime, name
+    for mod in ("torch_runtime_rnn", "torch_runtime_text"):
+        for name, src in _parse(f"dualdl.port.project.{mod}")[1].items():
+            assert src in runtime, name
     for name in ("RNN_MODES", "rnn_weight_names"):       # the translator's conventions, copied
         assert _parse("dualdl.port.translate.conventions")[1][name] in runtime, name
 
@@ -141,6 +142,52 @@ def test_rnn_layers_are_gluons(converted, mode, kw):
         assert float(np.abs(gluon32 - ref64).max()) <= 64 * own, what
     # no states: the output only, from zeros (Gluon's begin_state)
     assert np.abs(t(torch.from_numpy(x)).detach().numpy() - g(mx.nd.array(x, dtype="float64")).asnumpy()).max() < 1e-7
+
+
+def test_rnn_cells_and_unroll_are_gluons(converted):
+    """LSTMCell, GRUCell, RNNCell(relu) in a SequentialRNNCell with a DropoutCell, unrolled over
+    an NTC tensor (input size deferred): Gluon's keys (``0.i2h_weight`` ...), outputs, states and
+    gradients equal MXNet's float64 run; one step and a list of steps as well."""
+    from mxnet import autograd
+    from mxnet.gluon import rnn
+    g2t = converted[2]
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 5))
+    g = rnn.SequentialRNNCell()
+    for c in (rnn.LSTMCell(6), rnn.DropoutCell(0.0), rnn.GRUCell(6), rnn.RNNCell(4, activation="relu")):
+        g.add(c)
+    g.collect_params().initialize(mx.init.Uniform(0.5))
+    g.cast("float64")
+    g0 = g.begin_state(batch_size=3, dtype="float64")
+    t = g2t.SequentialRNNCell()
+    for c in (g2t.LSTMCell(6), g2t.DropoutCell(0.0), g2t.GRUCell(6), g2t.RNNCell(4, activation="relu")):
+        t.add(c)
+    gx = mx.nd.array(x, dtype="float64")
+    g.unroll(4, gx, g0, layout="NTC", merge_outputs=True)       # deferred shapes
+    t = t.double()
+    t.unroll(4, torch.from_numpy(x), layout="NTC", merge_outputs=True)
+    gp = g._collect_params_with_prefix()
+    assert list(t.state_dict()) == list(gp)
+    with torch.no_grad():
+        for k, p in t.named_parameters():
+            p.copy_(torch.from_numpy(gp[k].data().asnumpy()))
+    with autograd.record():
+        out, states = g.unroll(4, gx, g0, layout="NTC", merge_outputs=True)
+        (out.sum() + sum((s * s).sum() for s in states)).backward()
+    with g2t.record():
+        tout, tstates = t.unroll(4, torch.from_numpy(x), layout="NTC", merge_outputs=True)
+        (tout.sum() + sum((s * s).sum() for s in tstates)).backward()
+    assert tuple(tout.shape) == out.shape == (3, 4, 4) and len(tstates) == len(states) == 4
+    assert np.abs(tout.detach().numpy() - out.asnumpy()).max() < 1e-12
+    for a, b in zip(tstates, states):
+        assert np.abs(a.detach().numpy() - b.asnumpy()).max() < 1e-12
+    for k, p in t.named_parameters():
+        assert np.abs(p.grad.numpy() - gp[k].grad().asnumpy()).max() < 1e-11, k
+    steps, _ = t.unroll(4, list(torch.from_numpy(x).unbind(1)))     # a list in, a list out
+    assert isinstance(steps, list) and torch.allclose(torch.stack(steps, 1), tout)
+    h = t.begin_state(batch_size=3)
+    one, _ = t(torch.from_numpy(x[:, 0]), h)
+    assert torch.allclose(one, tout[:, 0])
 
 
 def test_begin_state_dropout_and_refusals(converted):

@@ -22,7 +22,7 @@ _SOURCES = ("dualdl_torch.gluon_optim", "dualdl.port.recipe.torch_src.init",
             "dualdl.port.project.torch_runtime", "dualdl.port.project.torch_runtime_dist",
             "dualdl.port.project.torch_runtime_train",
             "dualdl.port.translate.conventions:RNN_MODES,rnn_weight_names",
-            "dualdl.port.project.torch_runtime_rnn",
+            "dualdl.port.project.torch_runtime_rnn", "dualdl.port.project.torch_runtime_text",
             "dualdl.port.project.torch_runtime_vision",
             "dualdl.port.project.torch_runtime_numpy",
             "dualdl.port.recipe.torch_src.nlp_data", "dualdl.port.project.torch_runtime_nlp")

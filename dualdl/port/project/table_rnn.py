@@ -11,6 +11,10 @@ _G = "mxnet.gluon."
 API: Dict[str, str] = {
     _G + "nn.Embedding": "g2t.Embedding",
     _G + "rnn.LSTM": "g2t.LSTM", _G + "rnn.GRU": "g2t.GRU", _G + "rnn.RNN": "g2t.RNN",
+    _G + "rnn.LSTMCell": "g2t.LSTMCell", _G + "rnn.GRUCell": "g2t.GRUCell",
+    _G + "rnn.RNNCell": "g2t.RNNCell", _G + "rnn.DropoutCell": "g2t.DropoutCell",
+    _G + "rnn.SequentialRNNCell": "g2t.SequentialRNNCell",
+    _G + "rnn.HybridSequentialRNNCell": "g2t.HybridSequentialRNNCell",
     _G + "utils.clip_global_norm": "g2t.clip_global_norm",
     _G + "contrib.data.text.WikiText2": "g2t.WikiText2",
     _G + "contrib.data.text.WikiText103": "g2t.WikiText103",
@@ -23,6 +27,6 @@ METHODS: Dict[str, Tuple[str, str]] = {"grad": ("fn", "g2t.grad"), "export": ("f
 #: ``L.size`` (read, not called): MXNet's element count, torch's ``size`` is a method
 ATTRS: Dict[str, str] = {"size": "g2t.size"}
 TODO: Dict[str, str] = {
-    _G + "rnn": "gluon.rnn cells (LSTMCell, SequentialRNNCell, unroll): translate the model with "
-                "dualdl translate",
+    _G + "rnn": "this gluon.rnn cell (Bidirectional, Zoneout, Residual, a modifier cell) has no "
+                "conversion: translate the model with dualdl translate",
 }

@@ -1,8 +1,9 @@
 """The recurrent-model part of a converted project's ``gluon2torch.py`` (see
 :mod:`dualdl.port.project.torch_runtime`, copied into the same file): ``gluon.nn.Embedding``,
-``gluon.rnn.LSTM``/``GRU``/``RNN``, ``gluon.utils.clip_global_norm``, ``Parameter.grad()``,
-``NDArray.size`` and the WikiText datasets with their vocabulary and ``IntervalSampler``. Torch
-and numpy only; ``RNN_MODES`` and ``rnn_weight_names`` are the translator's conventions
+``gluon.rnn.LSTM``/``GRU``/``RNN``, the cells (``LSTMCell``, ``GRUCell``, ``RNNCell``,
+``DropoutCell``, ``SequentialRNNCell``, ``unroll``), ``gluon.utils.clip_global_norm``,
+``Parameter.grad()``, ``NDArray.size`` (the WikiText datasets:
+:mod:`dualdl.port.project.torch_runtime_text`). Torch and numpy only; ``RNN_MODES`` and ``rnn_weight_names`` are the translator's conventions
 (:mod:`dualdl.port.translate.conventions`), copied into the same file.
 
 What it hides:
@@ -23,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -31,8 +31,9 @@ import torch
 from torch import nn
 
 from ..translate.conventions import RNN_MODES, rnn_weight_names
-from .torch_runtime import is_training, zeros
-from .torch_runtime_train import _RECORDER, Dataset, One, Zero, _float64
+from .torch_runtime import _act, is_training, zeros
+from .torch_runtime_text import vocab_order  # noqa: F401  (moved there; torch_runtime_nlp imports it here)
+from .torch_runtime_train import _RECORDER, One, Zero, _float64
 
 
 def _own_init(p: torch.Tensor, init: Any) -> None:
@@ -207,6 +208,192 @@ class RNN(_RNNLayer):
         super().__init__(hidden_size, num_layers, **kwargs)
 
 
+# ----------------------------------------------------------------------------- cells
+class _Cell(nn.Module):
+    """Gluon's ``rnn.*Cell``: one step ``cell(x, states) -> (output, new states)`` with Gluon's
+    keys (``i2h_weight`` ``(gates * hidden, input)``, ``h2h_weight``, ``i2h_bias``, ``h2h_bias``),
+    its input size deferred; ``unroll`` over a ``TNC``/``NTC`` tensor or a list of steps."""
+    _gates, _states = 1, 1
+
+    def __init__(self, hidden_size: int, i2h_weight_initializer: Any = None,
+                 h2h_weight_initializer: Any = None, i2h_bias_initializer: Any = "zeros",
+                 h2h_bias_initializer: Any = "zeros", input_size: int = 0, **_: Any):
+        super().__init__()
+        self._hidden, g = int(hidden_size), self._gates * int(hidden_size)
+        for name, shape, init in (
+                ("i2h_weight", (g, input_size), i2h_weight_initializer),
+                ("h2h_weight", (g, hidden_size), h2h_weight_initializer),
+                ("i2h_bias", (g,), i2h_bias_initializer), ("h2h_bias", (g,), h2h_bias_initializer)):
+            p = (nn.parameter.UninitializedParameter() if 0 in shape else
+                 nn.Parameter(torch.empty(shape)))
+            _own_init(p, init)
+            self.register_parameter(name, p)
+
+    def state_info(self, batch_size: int = 0) -> List[Dict[str, Any]]:
+        return [{"shape": (batch_size, self._hidden), "__layout__": "NC"}] * self._states
+
+    def begin_state(self, batch_size: int = 0, func: Callable = zeros, **kwargs: Any) -> List[Any]:
+        dtype = self.h2h_weight.dtype
+        out = [func(name=f"h0_{i}", **dict({"shape": (batch_size, self._hidden)}, **kwargs))
+               for i in range(self._states)]
+        return [s.to(dtype) if isinstance(s, torch.Tensor) and s.is_floating_point() else s
+                for s in out]
+
+    def reset(self) -> None:
+        """Gluon's step counter (names of its symbols): nothing to reset here."""
+
+    def _sums(self, x: torch.Tensor, h: torch.Tensor) -> Any:
+        if isinstance(self.i2h_weight, nn.parameter.UninitializedParameter):
+            self.i2h_weight.materialize((self._gates * self._hidden, x.shape[-1]),
+                                        dtype=x.dtype if x.is_floating_point() else None)
+        return (nn.functional.linear(x, self.i2h_weight, self.i2h_bias),
+                nn.functional.linear(h, self.h2h_weight, self.h2h_bias))
+
+    def unroll(self, length: int, inputs: Any, begin_state: Any = None, layout: str = "NTC",
+               merge_outputs: Optional[bool] = None, valid_length: Any = None) -> Any:
+        return _unroll(self, length, inputs, begin_state, layout, merge_outputs, valid_length)
+
+
+def _unroll(cell: Any, length: int, inputs: Any, begin_state: Any, layout: str,
+            merge_outputs: Optional[bool], valid_length: Any) -> Any:
+    """Gluon's ``RecurrentCell.unroll``: the steps of ``inputs`` (a tensor split on ``layout``'s
+    T axis, or a list), ``begin_state`` zeros when None; outputs a list, stacked on the T axis
+    when ``merge_outputs``."""
+    if valid_length is not None:
+        raise ValueError("unroll(valid_length=...) has no torch translation here; translate the "
+                         "model with dualdl translate")
+    axis = layout.find("T")
+    steps = list(inputs.unbind(axis)) if isinstance(inputs, torch.Tensor) else list(inputs)
+    if length is not None and len(steps) != length:
+        raise ValueError(f"unroll: {len(steps)} steps in the inputs, length={length}")
+    states = begin_state if begin_state is not None else cell.begin_state(
+        batch_size=steps[0].shape[0], device=steps[0].device)
+    outputs = []
+    for x in steps:
+        out, states = cell(x, states)
+        outputs.append(out)
+    return (torch.stack(outputs, axis) if merge_outputs else outputs), states
+
+
+class RNNCell(_Cell):
+    """``gluon.rnn.RNNCell(hidden_size, activation='tanh')``: ``act(i2h(x) + h2h(h))``."""
+
+    def __init__(self, hidden_size: int, activation: str = "tanh", **kwargs: Any):
+        super().__init__(hidden_size, **kwargs)
+        self._act = _act(activation)
+
+    def forward(self, inputs: torch.Tensor, states: Sequence[torch.Tensor]) -> Any:
+        out = self._act(sum(self._sums(inputs, states[0])))
+        return out, [out]
+
+
+class LSTMCell(_Cell):
+    """``gluon.rnn.LSTMCell``: gates i, f, g (``activation``), o (``recurrent_activation``)."""
+    _gates, _states = 4, 2
+
+    def __init__(self, hidden_size: int, activation: str = "tanh",
+                 recurrent_activation: str = "sigmoid", **kwargs: Any):
+        super().__init__(hidden_size, **kwargs)
+        self._act, self._gate = _act(activation), _act(recurrent_activation)
+
+    def forward(self, inputs: torch.Tensor, states: Sequence[torch.Tensor]) -> Any:
+        i, f, g, o = sum(self._sums(inputs, states[0])).chunk(4, -1)
+        c = self._gate(f) * states[1] + self._gate(i) * self._act(g)
+        h = self._gate(o) * self._act(c)
+        return h, [h, c]
+
+
+class GRUCell(_Cell):
+    """``gluon.rnn.GRUCell``: gates r, z, n, ``n = tanh(i2h_n + r * h2h_n)`` (torch's GRUCell)."""
+    _gates = 3
+
+    def forward(self, inputs: torch.Tensor, states: Sequence[torch.Tensor]) -> Any:
+        i2h, h2h = self._sums(inputs, states[0])
+        (ir, iz, i_n), (hr, hz, h_n) = i2h.chunk(3, -1), h2h.chunk(3, -1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        h = (1 - z) * torch.tanh(i_n + r * h_n) + z * states[0]
+        return h, [h]
+
+
+class DropoutCell(nn.Module):
+    """``gluon.rnn.DropoutCell(rate)``: dropout of the step's input inside ``record()``."""
+
+    def __init__(self, rate: float, axes: Sequence[int] = (), **_: Any):
+        super().__init__()
+        self._rate = float(rate)
+
+    def state_info(self, batch_size: int = 0) -> List[Dict[str, Any]]:
+        return []
+
+    def begin_state(self, batch_size: int = 0, func: Callable = zeros, **kwargs: Any) -> List[Any]:
+        return []
+
+    def forward(self, inputs: Any, states: Any = None) -> Any:
+        return nn.functional.dropout(inputs, self._rate, training=is_training()), states or []
+
+    def unroll(self, length: int, inputs: Any, begin_state: Any = None, layout: str = "NTC",
+               merge_outputs: Optional[bool] = None, valid_length: Any = None) -> Any:
+        if isinstance(inputs, torch.Tensor) and merge_outputs is not False:
+            return self(inputs, begin_state)
+        return _unroll(self, length, inputs, begin_state, layout, merge_outputs, valid_length)
+
+
+class SequentialRNNCell(nn.Module):
+    """``gluon.rnn.(Hybrid)SequentialRNNCell``: ``add(cell)`` (keys ``0.i2h_weight`` ...), the
+    cells' states concatenated in order."""
+
+    def add(self, cell: nn.Module) -> None:
+        self.add_module(str(len(self._modules)), cell)
+
+    def __getitem__(self, i: int) -> nn.Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def state_info(self, batch_size: int = 0) -> List[Dict[str, Any]]:
+        return [s for c in self._modules.values() for s in c.state_info(batch_size)]
+
+    def begin_state(self, **kwargs: Any) -> List[Any]:
+        return [s for c in self._modules.values() for s in c.begin_state(**kwargs)]
+
+    def reset(self) -> None:
+        """Gluon's step counters: nothing to reset here."""
+
+    def _split(self, states: Sequence[Any]) -> List[Any]:
+        out, p = [], 0
+        for c in self._modules.values():
+            n = len(c.state_info())
+            out.append(list(states[p:p + n]))
+            p += n
+        return out
+
+    def forward(self, inputs: Any, states: Sequence[Any]) -> Any:
+        new: List[Any] = []
+        for c, s in zip(self._modules.values(), self._split(states)):
+            inputs, s = c(inputs, s)
+            new += s
+        return inputs, new
+
+    def unroll(self, length: int, inputs: Any, begin_state: Any = None, layout: str = "NTC",
+               merge_outputs: Optional[bool] = None, valid_length: Any = None) -> Any:
+        cells = list(self._modules.values())
+        if begin_state is None:
+            x0 = inputs if not isinstance(inputs, torch.Tensor) else [inputs.select(
+                layout.find("T"), 0)]
+            begin_state = self.begin_state(batch_size=x0[0].shape[0], device=x0[0].device)
+        new: List[Any] = []
+        for i, (c, s) in enumerate(zip(cells, self._split(begin_state))):
+            inputs, s = c.unroll(length, inputs, s, layout, merge_outputs if i == len(cells) - 1
+                                 else None, valid_length)
+            new += s
+        return inputs, new
+
+
+class HybridSequentialRNNCell(SequentialRNNCell):
+    pass
+
+
 # ----------------------------------------------------------------------------- gradients
 def grad(param: torch.Tensor, ctx: Any = None) -> torch.Tensor:
     """``param.grad(ctx)``: the gradient array itself (clipping it in place clips what the
@@ -296,113 +483,3 @@ def size(x: Any) -> Any:
     """``x.size``: MXNet's ``NDArray.size`` is the element count, torch's ``Tensor.size`` a
     method; other objects (numpy arrays, a user's) keep their own ``size``."""
     return x.numel() if isinstance(x, torch.Tensor) else x.size
-
-
-# ----------------------------------------------------------------------------- text data
-def vocab_order(counter: Any, special: List[str], most: Optional[int] = None,
-                min_freq: int = 1) -> List[str]:
-    """The tokens of MXNet's (and gluonnlp's) vocabularies in index order: the special tokens,
-    then the counted ones by frequency, ties by token, at most ``most``, each ``>= min_freq``."""
-    out = list(special)
-    pairs = sorted((counter or {}).items(), key=lambda kv: kv[0])
-    pairs.sort(key=lambda kv: kv[1], reverse=True)
-    cap = len(set(special)) + (len(pairs) if most is None else most)
-    for tok, freq in pairs:
-        if freq < min_freq or len(out) == cap:
-            break
-        if tok not in special:
-            out.append(tok)
-    return out
-
-
-class Vocabulary:
-    """``mxnet.contrib.text.vocab.Vocabulary(counter, reserved_tokens=...)``: ``<unk>`` at 0, the
-    reserved tokens, then the counted tokens by frequency (ties by token), as MXNet orders them."""
-
-    def __init__(self, counter: Optional[Counter] = None, most_freq_count: Optional[int] = None,
-                 min_freq: int = 1, unknown_token: str = "<unk>",
-                 reserved_tokens: Optional[Sequence[str]] = None):
-        self.unknown_token = unknown_token
-        self.reserved_tokens = list(reserved_tokens or [])
-        self.idx_to_token = vocab_order(counter, [unknown_token] + self.reserved_tokens,
-                                        most_freq_count, min_freq)
-        self.token_to_idx = {t: i for i, t in enumerate(self.idx_to_token)}
-
-    def __len__(self) -> int:
-        return len(self.idx_to_token)
-
-    def to_indices(self, tokens: Any) -> Any:
-        if isinstance(tokens, str):
-            return self.token_to_idx.get(tokens, 0)
-        return [self.token_to_idx.get(t, 0) for t in tokens]
-
-    def to_tokens(self, indices: Any) -> Any:
-        if isinstance(indices, int):
-            return self.idx_to_token[indices]
-        return [self.idx_to_token[i] for i in indices]
-
-
-class WikiText2(Dataset):
-    """``gluon.contrib.data.text.WikiText2(root, segment, vocab, seq_len)``: the same
-    ``wiki.{train,valid,test}.tokens`` files from ``root`` (default ``$MXNET_HOME/datasets/
-    wikitext-2``, as Gluon's; not downloaded), an ``<eos>`` after
-    each line, the vocabulary built from the segment as MXNet builds it (tokens split on spaces
-    and newlines), samples ``(data, label)`` of ``seq_len`` int32 ids, the label shifted by one."""
-    _files = {"train": "wiki.train.tokens", "validation": "wiki.valid.tokens",
-              "test": "wiki.test.tokens"}
-    _name = "wikitext-2"
-
-    def __init__(self, root: Optional[str] = None, segment: str = "train", vocab: Any = None,
-                 seq_len: int = 35):
-        root = root or os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"), "datasets",
-                                    self._name)
-        path = os.path.join(os.path.expanduser(root), self._files[segment])
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{type(self).__name__}: {path} is missing; put the "
-                                    f"dataset's {self._files[segment]} in {os.path.dirname(path)}")
-        with open(path, encoding="utf8") as f:
-            content = f.read()
-        self._counter = Counter(t for t in re.split(" |\n", content) if t)
-        self._vocab = vocab if vocab is not None else Vocabulary(self._counter,
-                                                                 reserved_tokens=["<eos>"])
-        lines = [ln + ["<eos>"] for ln in (x.strip().split() for x in content.splitlines()) if ln]
-        ids = np.array(self._vocab.to_indices([t for ln in lines for t in ln]), dtype=np.int32)
-        n = (len(ids) - 1) // seq_len * seq_len
-        self._data = ids[:-1][:n].reshape(-1, seq_len)
-        self._label = ids[1:][:n].reshape(-1, seq_len)
-
-    @property
-    def vocabulary(self) -> Vocabulary:
-        return self._vocab
-
-    @property
-    def frequencies(self) -> Counter:
-        return self._counter
-
-    def __len__(self) -> int:
-        return len(self._label)
-
-    def __getitem__(self, i: int) -> Any:
-        return self._data[i], self._label[i]
-
-
-class WikiText103(WikiText2):
-    _name = "wikitext-103"
-
-
-class IntervalSampler:
-    """``gluon.contrib.data.IntervalSampler(length, interval, rollover=True)``: ``0, interval,
-    2*interval, ...`` then (rollover) ``1, 1 + interval, ...``."""
-
-    def __init__(self, length: int, interval: int, rollover: bool = True):
-        if interval > length:
-            raise ValueError(f"Interval {interval} must be smaller than or equal to length "
-                             f"{length}")
-        self._length, self._interval, self._rollover = length, interval, rollover
-
-    def __iter__(self):
-        for i in range(self._interval if self._rollover else 1):
-            yield from range(i, self._length, self._interval)
-
-    def __len__(self) -> int:
-        return self._length
