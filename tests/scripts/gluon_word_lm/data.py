@@ -46,6 +46,15 @@ def batchify(data, batch_size):
     return data.reshape((batch_size, nbatch)).T
 
 
+def detach(hidden):
+    """The carried state without its graph: backpropagation stops at the batch's start."""
+    if isinstance(hidden, (tuple, list)):
+        hidden = [h.detach() for h in hidden]
+    else:
+        hidden = hidden.detach()
+    return hidden
+
+
 def get_batch(source, i, bptt):
     seq_len = min(bptt, source.shape[0] - 1 - i)
     data = source[i:i + seq_len]

@@ -46,14 +46,6 @@ trainer = gluon.Trainer(model.collect_params(), 'sgd',
 loss = gluon.loss.SoftmaxCrossEntropyLoss()
 
 
-def detach(hidden):
-    if isinstance(hidden, (tuple, list)):
-        hidden = [h.detach() for h in hidden]
-    else:
-        hidden = hidden.detach()
-    return hidden
-
-
 def evaluate(source):
     total_L = 0.0
     ntotal = 0
@@ -77,7 +69,7 @@ def train():
         hidden = model.begin_state(func=mx.nd.zeros, batch_size=args.batch_size, ctx=context)
         for ibatch, i in enumerate(range(0, train_data.shape[0] - 1, args.bptt)):
             inputs, target = data.get_batch(train_data, i, args.bptt)
-            hidden = detach(hidden)
+            hidden = data.detach(hidden)
             with autograd.record():
                 output, hidden = model(inputs, hidden)
                 L = loss(output, target)

@@ -13,6 +13,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import contrib
 
 import model
+from data import detach
 
 parser = argparse.ArgumentParser(description='an LSTM language model on WikiText-2')
 parser.add_argument('--emsize', type=int, default=16)
@@ -51,10 +52,6 @@ model.initialize(mx.init.Xavier(), ctx=context)
 trainer = gluon.Trainer(model.collect_params(), 'sgd',
                         {'learning_rate': args.lr, 'momentum': 0, 'wd': 0})
 loss = gluon.loss.SoftmaxCrossEntropyLoss()
-
-
-def detach(hidden):
-    return [h.detach() for h in hidden] if isinstance(hidden, (tuple, list)) else hidden.detach()
 
 
 def evaluate(data_source):
