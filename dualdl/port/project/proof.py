@@ -133,6 +133,16 @@ ROUNDING_RATIO = 64.0
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
+def _scales(rec: Any, keys: Sequence[str]) -> Dict[str, float]:
+    """The largest magnitude of each kind of row (``grad``, ``param``...) among ``keys``."""
+    scale: Dict[str, float] = {}
+    for k in keys:
+        v = np.abs(np.asarray(rec[k], np.float64))
+        kind = k.split("/")[1]
+        scale[kind] = max(scale.get(kind, 0.0), float(v.max()) if v.size else 0.0)
+    return scale
+
+
 def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: float,
              t64: Any = None, nproc: int = 1) -> None:
     bad = [m for m in proof.torch_modules if m in ("mxnet", "gluonnlp", "gluoncv", "dualdl")]
@@ -148,11 +158,7 @@ def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: 
         # a tensor is judged on the scale of all tensors of its kind in the update: a gradient
         # through a train-mode BatchNorm (a conv bias before it) cancels to rounding noise
         # (1e-5 on gluon_cnn_bn.py), and so does the weight it updates
-        scale: Dict[str, float] = {}
-        for k in gk:
-            v = np.abs(np.asarray(g[k], np.float64))
-            kind = k.split("/")[1]
-            scale[kind] = max(scale.get(kind, 0.0), float(v.max()) if v.size else 0.0)
+        scale = _scales(g, gk)
         for k in gk:
             kind = k.split("/")[1]
             if k not in t.files:
@@ -225,11 +231,7 @@ def _float64_both(proof: ScriptProof, g64: Any, t32: Any, t64: Any, steps: int,
         if not keys:
             row = f"update {s}: the Gluon float64 run made {s} update(s)"
             break
-        scale: Dict[str, float] = {}
-        for k in keys:
-            v = np.abs(np.asarray(g64[k], np.float64))
-            kind = k.split("/")[1]
-            scale[kind] = max(scale.get(kind, 0.0), float(v.max()) if v.size else 0.0)
+        scale = _scales(g64, keys)
         loss = abs(float(t64[f"{s}/loss"])) if f"{s}/loss" in t64 else 0.0
         for k in keys:
             kind = k.split("/")[1]
