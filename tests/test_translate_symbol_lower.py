@@ -1,7 +1,8 @@
 """An exported symbol's scopes lowered into graph.Graph (symbol_lower.py), the graph a traced
 block becomes, and written by the one forward writer: a symbol whose heads include a stored
 weight (returned as it is) translates and is proven; one whose returned weight is also a layer's
-is refused in one line (both were a raw KeyError before the lowering)."""
+is refused in one line (both were a raw KeyError before the lowering); two SymbolBlocks of one
+class inside a Gluon tree take distinct class names from the file's one name table."""
 import os
 
 import numpy as np
@@ -62,3 +63,35 @@ def test_the_lowered_scope_is_the_traced_graph_kind(tmp_path):
     assert [c.child for c in graph.calls] == ["fc"] and graph.order == [("call", 0), ("op", 3)]
     assert graph.heads == [(3, 0), (2, 0), (0, 0)] and graph.n_outputs == 2
     assert graph.shapes[(3, 0)] == (2, 3) and item_values(g, root.items[-1])[1] == [(root.items[-1], 0)]
+
+
+def test_two_symbolblocks_of_one_class_in_a_gluon_tree(tmp_path):
+    """Each SymbolBlock child is written by the symbol emitter into the Gluon tree's file: the second
+    one's classes avoid the names the file has (no renaming of written source), both proven."""
+    from mxnet import gluon
+    from dualdl.port.translate import translate
+
+    def feature(prefix):
+        x = mx.sym.var("data")
+        y = mx.sym.Activation(mx.sym.Convolution(x, num_filter=4, kernel=(3, 3), pad=(1, 1), name=prefix + "conv0"),
+                              act_type="relu", name=prefix + "relu0")
+        return gluon.SymbolBlock(mx.sym.Convolution(y, num_filter=4, kernel=(1, 1), name=prefix + "conv1"), [x])
+
+    class Two(gluon.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.a, self.b, self.head = feature("fa_"), feature("fb_"), gluon.nn.Dense(3)
+
+        def hybrid_forward(self, F, x):
+            return self.head(F.concat(self.a(x), self.b(x), dim=1))
+
+    net = Two()
+    net.initialize(mx.init.Normal(0.3))
+    x = np.random.default_rng(0).standard_normal((2, 2, 6, 6)).astype(np.float32)
+    net(mx.nd.array(x))
+    rep = translate(net, x, str(tmp_path), "two")
+    assert rep.ok and rep.max_rel_diff < 1e-12, rep.summary()
+    src = open(rep.source_path).read()
+    assert "class SymbolBlock(nn.Module):" in src and "class SymbolBlock_2(nn.Module):" in src
+    assert "self.a = SymbolBlock()" in src and "self.b = SymbolBlock_2()" in src

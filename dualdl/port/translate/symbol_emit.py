@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .class_writer import class_source, file_text
 from .forward import ForwardWriter
@@ -40,8 +40,9 @@ class SymbolEmitter:
     """Build the source (``source()``), the state_dict mapping (``entries``) and, per BatchNorm
     node, its momentum and the element count per channel (``bn``) for the proof."""
 
-    def __init__(self, g: SymGraph, root: Scope, params: Dict[str, Any], name: str):
+    def __init__(self, g: SymGraph, root: Scope, params: Dict[str, Any], name: str, reserved: Iterable[str] = ()):
         self.g, self.root, self.params, self.name = g, root, params, name
+        self.reserved = set(reserved)            # names the file defines already: no class takes one
         self.entries: List[MapEntry] = []
         self.real: Dict[str, str] = {}           # torch key -> the symbol's weight name
         self.bn: Dict[str, Tuple[float, int]] = {}
@@ -219,8 +220,11 @@ class SymbolEmitter:
             if i is not top:
                 groups.setdefault((i.base, i.height), []).append(i)
         classes: "OrderedDict[str, str]" = OrderedDict()
-        taken = set(FILE_NAMES) | defined_names(self.helpers.values())
-        top_name = free_name(camel(self.name), taken)
+        taken = set(FILE_NAMES) | defined_names(self.helpers.values()) | self.reserved
+        top_name, k = camel(self.name), 2
+        while top_name in self.reserved:        # a second SymbolBlock of one class in a Gluon tree
+            top_name, k = f"{camel(self.name)}_{k}", k + 1
+        top_name = free_name(top_name, taken)
         taken.add(top_name)
         for (base, _), members in groups.items():
             by_skel: "OrderedDict[str, List[Inst]]" = OrderedDict()

@@ -7,7 +7,6 @@ on the running-variance entries for ``verify``'s running-statistics check (``nes
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from typing import Any, Callable, Dict, Tuple
 
@@ -60,33 +59,20 @@ def nested_leaf(gen: Any, block: Any, info: Any) -> Leaf:
             g, _, _ = load_symbol_graph(sym_path, par_path, [tuple(s) for s in info.in_shapes], input_names)
         except TranslationError as e:
             raise TranslationError(f"its symbol graph could not be read: {e}", block=cls, path=path) from None
-    em = SymbolEmitter(g, build_tree(g), params, cls)
+    taken = set(defined_names(gen.helpers.values())) | {"Concurrent"}    # the file's names so far
+    em = SymbolEmitter(g, build_tree(g), params, cls, reserved=taken)
     try:
         classes = em.classes()
     except TranslationError as e:
         raise TranslationError(f"{e} (inside the SymbolBlock {cls} at {path or '(top)'!r})", block=cls,
                                path=path) from None
-    # names already in the file (helpers of other layers / nested blocks): rename ours that clash
-    taken = set(defined_names(gen.helpers.values())) | {"Concurrent"}
     helpers = [h for h in em.helpers.values() if h not in gen.helpers]
     clash = sorted(defined_names(helpers) & taken)
     if clash:
         raise TranslationError(f"helper {clash[0]!r} of the SymbolBlock's ops is already defined differently in "
                                f"this file; please report this model", block=cls, path=path)
-    rename: Dict[str, str] = {}
-    for cname in classes:
-        new, k = cname, 2
-        while new in taken:
-            new, k = f"{cname}_{k}", k + 1
-        taken.add(new)
-        if new != cname:
-            rename[cname] = new
-    sources = list(classes.values())
-    if rename:
-        pat = re.compile(r"\b(" + "|".join(map(re.escape, sorted(rename, key=len, reverse=True))) + r")\b")
-        sources = [pat.sub(lambda m: rename[m.group(1)], s) for s in sources]
-    top_name = rename.get(em.top_class, em.top_class)
-    leaf = Leaf(Call(top_name), helpers=helpers + sources,
+    top_name = em.top_class
+    leaf = Leaf(Call(top_name), helpers=helpers + list(classes.values()),
                 call_comment=f"the SymbolBlock {cls}, translated from its symbol graph")
     leaf.nested = em              # read by map_nested (codegen's _map_leaf hook)
     gen.ops |= set(em.ops)
