@@ -213,3 +213,44 @@ def test_a_glue_script_with_a_run_time_architecture_is_proven(tmp_path, monkeypa
                           args=["--pretrained_bert_parameters", "bert.params"])
     assert proof.passed, proof.summary()
     assert proof.max_diff["batch"] == 0.0 and proof.usage < 1.0
+
+
+def test_roberta_classifier_over_the_translated_encoder_is_gluonnlps(tmp_path):
+    """RoBERTaClassifier's torch twin over the zoo's translation of get_model('roberta_12_768_12')
+    (tiny), with Gluon's weights by Gluon's names: the same scores as gluonnlp's."""
+    import importlib.util
+    import json
+    from dualdl.port.project.torch_runtime_vision import gluon_names
+    from dualdl.port.project.zoo import write_models
+    kw = ", ".join(f"{k}={v!r}" for k, v in TINY.items())
+    text = ("import gluonnlp as nlp\nm, v = nlp.model.get_model('roberta_12_768_12', vocab=v, "
+            f"use_decoder=False, hparam_allow_override=True, {kw})\n")
+    entry, = write_models({"s.py": text}, str(tmp_path))
+    vocab = nlp.vocab.BERTVocab(nlp.data.count_tokens([f"w{i}" for i in range(30)]))
+    mx.random.seed(0)
+    roberta, _ = nlp.model.get_model("roberta_12_768_12", dataset_name=None, vocab=vocab,
+                                     pretrained=False, use_decoder=False,
+                                     hparam_allow_override=True, **TINY)
+    gnet = nlp.model.RoBERTaClassifier(roberta, num_classes=3, dropout=0.1)
+    gnet.initialize(mx.init.Normal(0.05))
+    ids = np.random.default_rng(1).integers(0, len(vocab), (3, 7)).astype(np.float32)
+    length = np.array([7, 4, 2], np.float32)
+    want = gnet(mx.nd.array(ids), mx.nd.array(length)).asnumpy()
+    spec = importlib.util.spec_from_file_location(
+        "zoo_roberta", str(tmp_path / "dualdl_models" / (entry["module"] + ".py")))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    enc = getattr(mod, entry["class"])()
+    gluon_names(enc, entry["rename"])
+    enc, _ = R.nlp_zoo_result(enc, entry["extra"], ("roberta_12_768_12",),
+                              {"vocab": vocab, "pretrained": False})
+    tnet = R.RoBERTaClassifier(enc, num_classes=3, dropout=0.1).eval()
+    with torch.no_grad():
+        tnet(torch.from_numpy(ids), torch.from_numpy(length))         # the lazy head's shapes
+    params = {k: torch.from_numpy(p.data().asnumpy())
+              for k, p in gnet._collect_params_with_prefix().items()}
+    tnet.load_state_dict(params, strict=True)
+    with torch.no_grad():
+        got = tnet(torch.from_numpy(ids), torch.from_numpy(length)).numpy()
+    assert got.shape == (3, 3) and np.abs(got - want).max() < 1e-5
+    assert json.dumps(entry["extra"]) == '{"vocab_size": 29}'

@@ -133,12 +133,13 @@ def _gluon_hook(rec: dict, state: dict) -> None:
             kw = dict(kw, hparam_allow_override=True, **ov[model_name])
         return real_get(model_name, *a, **kw)
     nlp_bert.get_bert_model = get_bert_model
-    if "BERTClassifier" in ov:
-        real_init = gluonnlp.model.BERTClassifier.__init__
+    for head in ("BERTClassifier", "RoBERTaClassifier"):
+        if head in ov:
+            cls = getattr(gluonnlp.model, head)
 
-        def init(self, *a, **kw):
-            real_init(self, *a, **dict(kw, **ov["BERTClassifier"]))
-        gluonnlp.model.BERTClassifier.__init__ = init
+            def init(self, *a, _real=cls.__init__, _over=ov[head], **kw):
+                _real(self, *a, **dict(kw, **_over))
+            cls.__init__ = init
 
 
 def _register() -> None:

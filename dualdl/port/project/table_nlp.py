@@ -31,6 +31,7 @@ API: Dict[str, str] = _twice({
     # the model zoo and the classifier head
     "gluonnlp.model.get_model": "g2t.zoo('gluonnlp.model.get_model')",
     "gluonnlp.model.BERTClassifier": "g2t.BERTClassifier",
+    "gluonnlp.model.RoBERTaClassifier": "g2t.RoBERTaClassifier",
     # vocabulary and tokenizers
     "gluonnlp.Vocab": "g2t.Vocab", "gluonnlp.vocab.Vocab": "g2t.Vocab",
     "gluonnlp.vocab.BERTVocab": "g2t.BERTVocab", _D + "count_tokens": "g2t.count_tokens",
@@ -61,7 +62,6 @@ METHODS: Dict[str, Tuple[str, str]] = {}
 TODO: Dict[str, str] = {
     "gluonnlp.data.Glue": "GLUE datasets download their data: read the TSV files yourself",
     "gluonnlp.data.GPT2BPETokenizer": "the GPT-2 BPE vocabulary is a download",
-    "gluonnlp.model.RoBERTaClassifier": "RoBERTa's classifier head has no torch twin here",
     "gluonnlp.calibration": "INT8 calibration (MKL-DNN) has no torch counterpart",
     "mxnet.contrib.amp": "MXNet AMP: use torch.autocast and torch.cuda.amp.GradScaler",
     "mxnet.contrib.quantization": "MXNet quantization has no torch translation",

@@ -462,32 +462,67 @@ def _load_arrays(model: nn.Module, prefix: str) -> None:
                 t.copy_(torch.from_numpy(arrays[prefix + k]))
 
 
-class BERTClassifier(nn.Module):
+class _Head(nn.Module):
+    """A gluonnlp classifier over a zoo encoder (``self.<encoder>`` and ``self.classifier``, Gluon's
+    names): ``DUALDL_ZOO_OVERRIDE``'s dropout for its class, and in the proof the encoder's and
+    then the lazy head's initial weights from ``GLUON2TORCH_LOAD`` (the script initialises only
+    the head, by its own names)."""
+    _encoder = ""
+
+    def _dropout(self, dropout: float) -> float:
+        over = json.loads(os.environ.get("DUALDL_ZOO_OVERRIDE") or "{}")
+        return float(over.get(type(self).__name__, {}).get("dropout", dropout))
+
+    def _attach(self, encoder: nn.Module, layers: List[nn.Module]) -> None:
+        setattr(self, self._encoder, encoder)
+        self.classifier = Sequential()
+        self.classifier.add(*layers)
+        self._loaded = False
+        if _float64():
+            encoder.double()
+        _load_arrays(encoder, self._encoder + ".")
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        if not self._loaded and os.environ.get("GLUON2TORCH_LOAD"):
+            self._loaded = True            # materialise the lazy head, then the proof's weights
+            with torch.no_grad():
+                self.classifier(x)
+            if _float64():
+                self.classifier.double()
+            _load_arrays(self.classifier, "classifier.")
+        return self.classifier(x)
+
+
+class BERTClassifier(_Head):
     """``gluonnlp.model.BERTClassifier(bert, num_classes, dropout)``: the pooled output through
     ``Dropout`` and ``Dense(num_classes, flatten=False)`` (``classifier.1.weight``)."""
+    _encoder = "bert"
 
     def __init__(self, bert: nn.Module, num_classes: int = 2, dropout: float = 0.0, **_: Any):
         super().__init__()
-        over = json.loads(os.environ.get("DUALDL_ZOO_OVERRIDE") or "{}").get("BERTClassifier", {})
-        dropout = float(over.get("dropout", dropout))       # a proof at small size, no dropout
-        self.bert = bert
-        self.classifier = Sequential()
-        if dropout:
-            self.classifier.add(Dropout(dropout))
-        self.classifier.add(Dense(num_classes, flatten=False))
-        self._loaded = False
-        if _float64():
-            self.bert.double()
-        _load_arrays(self.bert, "bert.")
+        dropout = self._dropout(dropout)
+        self._attach(bert, ([Dropout(dropout)] if dropout else []) +
+                     [Dense(num_classes, flatten=False)])
 
     def forward(self, inputs: torch.Tensor, token_types: torch.Tensor,
                 valid_length: Optional[torch.Tensor] = None) -> torch.Tensor:
         _, pooled = self.bert(inputs, token_types, valid_length)
-        if not self._loaded and os.environ.get("GLUON2TORCH_LOAD"):
-            self._loaded = True            # materialise the lazy head, then the proof's weights
-            with torch.no_grad():
-                self.classifier(pooled)
-            if _float64():
-                self.classifier.double()
-            _load_arrays(self.classifier, "classifier.")
-        return self.classifier(pooled)
+        return self._head(pooled)
+
+
+class RoBERTaClassifier(_Head):
+    """``gluonnlp.model.RoBERTaClassifier(roberta, num_classes, dropout)``: the first position's
+    encoding through ``Dropout``, ``Dense(units, 'tanh')``, ``Dropout``, ``Dense(num_classes)``
+    (the dropouts only when ``dropout``, as Gluon's; units: the encoder's width)."""
+    _encoder = "roberta"
+
+    def __init__(self, roberta: nn.Module, num_classes: int = 2, dropout: float = 0.0, **_: Any):
+        super().__init__()
+        dropout = self._dropout(dropout)
+        units = roberta.encoder.layer_norm.normalized_shape[0]
+        drop = [Dropout(dropout)] if dropout else []
+        self._attach(roberta, drop + [Dense(units, activation="tanh")] + drop +
+                     [Dense(num_classes)])
+
+    def forward(self, inputs: torch.Tensor, valid_length: Optional[torch.Tensor] = None):
+        return self._head(self.roberta(inputs, valid_length)[:, 0, :])
