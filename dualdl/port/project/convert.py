@@ -214,15 +214,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
             self._push(node)
 
         def leave_SimpleStatementLine(self, original, updated):
-            body = updated.body[0] if len(updated.body) == 1 else None
-            if isinstance(body, cst.Expr) and isinstance(body.value, cst.Call) and \
-                    isinstance(body.value.func, cst.Attribute) and not body.value.args and \
-                    body.value.func.attr.value == "detach":
-                # a discarded ``s.detach()`` (d2l's train_epoch_ch8) is a no-op in MXNet, which
-                # never backpropagates into an earlier record() graph; torch would: detach in place
-                func = body.value.func.with_changes(attr=cst.Name("detach_"))
-                updated = updated.with_changes(body=[body.with_changes(
-                    value=body.value.with_changes(func=func))])
             for hook in STATEMENTS:             # a domain's statement rules (table.STATEMENTS)
                 new = hook(original, updated, self)
                 if new is not None:

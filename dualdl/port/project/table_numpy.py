@@ -196,3 +196,44 @@ def convert_np_call(qualified: str, call: Any, converter: Any) -> Any:
 
 
 CALLS = [convert_np_call]
+
+
+def whole_array_write(original: Any, updated: Any, converter: Any) -> Any:
+    """``x[:] = v`` / ``x[:] *= v`` (d2l's ``sgd``: ``param[:] = param - lr * param.grad / n``)
+    -> ``with g2t.unrecorded(): x[:] = v``: MXNet records nothing outside ``autograd.record()``,
+    torch refuses an in-place write on a leaf that requires grad. None for any other line."""
+    import libcst as cst
+    st = updated.body[0] if len(updated.body) == 1 else None
+    if isinstance(st, cst.Assign) and len(st.targets) == 1:
+        target = st.targets[0].target
+    elif isinstance(st, cst.AugAssign):
+        target = st.target
+    else:
+        return None
+    whole = isinstance(target, cst.Subscript) and len(target.slice) == 1 and \
+        isinstance(target.slice[0].slice, cst.Slice) and \
+        all(getattr(target.slice[0].slice, k) is None for k in ("lower", "upper", "step"))
+    if not whole:
+        return None
+    return cst.With(items=[cst.WithItem(cst.parse_expression("g2t.unrecorded()"))],
+                    body=cst.SimpleStatementSuite(body=[st],
+                                                  trailing_whitespace=updated.trailing_whitespace),
+                    leading_lines=updated.leading_lines)
+
+
+def discarded_detach(original: Any, updated: Any, converter: Any) -> Any:
+    """A discarded ``s.detach()`` (d2l's ``train_epoch_ch8``: ``for s in state: s.detach()``)
+    -> ``s.detach_()``: a no-op in MXNet, which never backpropagates into an earlier
+    ``record()`` graph; torch would ("backward through the graph a second time"). A kept one
+    (``h = h.detach()``) is left alone (None)."""
+    import libcst as cst
+    body = updated.body[0] if len(updated.body) == 1 else None
+    if not (isinstance(body, cst.Expr) and isinstance(body.value, cst.Call) and
+            isinstance(body.value.func, cst.Attribute) and not body.value.args and
+            body.value.func.attr.value == "detach"):
+        return None
+    func = body.value.func.with_changes(attr=cst.Name("detach_"))
+    return updated.with_changes(body=[body.with_changes(value=body.value.with_changes(func=func))])
+
+
+STATEMENTS = [discarded_detach, whole_array_write]

@@ -11,17 +11,23 @@ What it hides:
   the batches are.
 * ``np.dot`` contracts the last axis of ``a`` with the second-to-last of ``b`` (``matmul`` on
   2-D, ``tensordot`` beyond; the registry's ``_np_dot`` needs the ranks, known here at run time).
+* MXNet records only inside ``autograd.record()`` and ``attach_grad()``'s gradient is
+  overwritten by each backward (``grad_req='write'``); torch records every op on a tensor that
+  requires grad (an in-place write on such a leaf is refused: d2l's ``sgd`` does
+  ``param[:] = param - lr * param.grad / batch_size``) and accumulates gradients:
+  :func:`unrecorded` and :func:`attach_grad`.
 * Gluon's ``Parameter.data()`` is the array; torch's parameter is the array itself (with its
   ``.grad``), so ``data(p)`` is ``p`` and ``list_ctx(p)`` its device.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import contextlib
+from typing import Any, Iterator, List, Optional
 
 import numpy as np
 import torch
 
-from .torch_runtime import asnumpy
+from .torch_runtime import _TRAINING, asnumpy
 from .torch_runtime_train import _float64
 
 
@@ -153,6 +159,27 @@ def data(p: Any, ctx: Any = None) -> Any:
 def list_ctx(p: Any) -> List[Any]:
     """``param.list_ctx()``: the one device a torch parameter lives on."""
     return [p.device] if isinstance(p, torch.Tensor) else p.list_ctx()
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """A whole-array write (``x[:] = ...``) as MXNet runs it: outside ``record()`` no graph op
+    (torch's no_grad; torch would refuse it on a leaf that requires grad), inside it recorded."""
+    if len(_TRAINING) > 1 and torch.is_grad_enabled():
+        yield
+        return
+    with torch.no_grad():
+        yield
+
+
+def attach_grad(x: torch.Tensor, grad_req: str = "write", stype: Any = None) -> None:
+    """``x.attach_grad(grad_req)``: a gradient for ``x``; ``'write'`` (Gluon's default) is
+    overwritten by each backward (torch accumulates: a hook clears the old gradient before the
+    new one lands, once per backward), ``'add'`` accumulates, ``'null'`` none."""
+    x.requires_grad_(grad_req != "null")
+    if grad_req == "write" and not getattr(x, "_dualdl_write", False):
+        x._dualdl_write = True
+        x.register_hook(lambda g, x=x: setattr(x, "grad", None))
 
 
 class _Namespace:
