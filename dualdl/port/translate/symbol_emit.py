@@ -1,7 +1,8 @@
-"""Write the torch source of an exported symbol from its scope tree: one ``nn.Module`` class per
-distinct scope structure (instances that differ only in numbers share a class, those numbers
-becoming constructor arguments), layers as torch layers, every other op as a torch expression in
-``forward`` (the same op table as for Gluon blocks)."""
+"""The module tree of an exported symbol, from its scope tree: one ``nn.Module`` class per distinct
+scope structure (instances that differ only in numbers share a class, those numbers becoming
+constructor arguments), layer nodes as torch layers (``symbol_layers``' specs, registry.Leaf as a
+Gluon layer's), each scope lowered into graph.Graph (``symbol_lower``) and written by the forward
+writer the Gluon path uses (``forward.ForwardWriter``), classes by ``class_writer.class_source``."""
 from __future__ import annotations
 
 import re
