@@ -149,3 +149,22 @@ def test_a_function_s_own_locals_shadow_imported_names():
     assert "def build(nn=None):\n    return nn.Dense(3)\n" in out
     assert "    return g2t.cpu(), g2t.Dense(3)\n" in out
     assert "        nd = x\n        return torch.relu(nd)\n" in out and r.todos == []
+
+
+def test_an_array_s_context_is_its_device(tmp_path, monkeypatch):
+    """``label.context`` (gluon-cv's mixup one-hot) reads the tensor's device; an object of the
+    script's own keeps its ``context``."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.py").write_text("import mxnet as mx\n\n\ndef where(x):\n    return x.context\n")
+    convert_project(str(src), str(tmp_path / "out"))
+    assert "    return g2t.context(x)\n" in (tmp_path / "out" / "m.py").read_text()
+    monkeypatch.syspath_prepend(str(tmp_path / "out"))
+    for name in ("gluon2torch", "m"):
+        sys.modules.pop(name, None)
+    m = importlib.import_module("m")
+    assert m.where(torch.zeros(2)) == torch.device("cpu")
+    assert str(m.where(torch.zeros(2))) == mx.nd.zeros(2).context.device_type
+    assert m.where(type("Own", (), {"context": "mine"})()) == "mine"
+    for name in ("gluon2torch", "m"):
+        sys.modules.pop(name, None)

@@ -108,7 +108,7 @@ def runtime_source() -> str:
 ALLOWED = {"torch", "numpy", "gluon2torch", "__future__", "argparse", "contextlib", "gzip", "os",
            "struct", "re", "math", "random", "typing", "time", "logging", "sys", "json", "copy",
            "collections", "functools", "itertools", "dataclasses", "warnings", "io", "pickle",
-           "tarfile", "importlib", "unicodedata", "glob"}
+           "tarfile", "importlib", "unicodedata", "glob", "atexit"}
 FORBIDDEN = ("mxnet", "gluonnlp", "gluoncv", "dualdl", "dualdl_mx", "dualdl_torch")
 
 

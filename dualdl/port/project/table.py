@@ -117,7 +117,7 @@ TODO: Dict[str, str] = {
 #: ``x.name`` read (not called, not assigned) on an object that is no module -> the function
 #: that replaces it: ``"size": "g2t.size"`` makes ``n = L.size`` ``n = g2t.size(L)`` (MXNet's
 #: ``NDArray.size`` is an int, torch's a method)
-ATTRS: Dict[str, str] = {}
+ATTRS: Dict[str, str] = {"context": "g2t.context"}
 
 #: ``hook(qualified, updated_call, converter)`` -> a new node or None, tried in order on each
 #: call of a Gluon name before the op registry and the API table (a domain's own rules, e.g. the

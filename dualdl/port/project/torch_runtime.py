@@ -42,6 +42,11 @@ def num_gpus() -> int:
     return torch.cuda.device_count()
 
 
+def context(x: Any) -> Any:
+    """``x.context`` of an NDArray: a tensor's ``device``; any other object's own."""
+    return x.device if isinstance(x, torch.Tensor) else x.context
+
+
 def asnumpy(x: Any) -> np.ndarray:
     """``NDArray.asnumpy()`` for a torch tensor or a numpy array."""
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

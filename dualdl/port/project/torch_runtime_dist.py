@@ -42,7 +42,20 @@ def dist_on(ctx: Any = None) -> bool:
             first = ctx[0] if isinstance(ctx, (list, tuple)) and ctx else ctx
             cuda = isinstance(first, torch.device) and first.type == "cuda"
             torch.distributed.init_process_group("nccl" if cuda else "gloo")
+            import atexit
+            atexit.register(_leave)
     return bool(_DIST["on"])
+
+
+def _leave() -> None:
+    """At exit, the process group torn down: a live gloo group aborts the interpreter as it
+    ends ("terminate called without an active exception", SIGABRT)."""
+    if torch.distributed.is_initialized():
+        try:
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+        except RuntimeError:
+            pass
 
 
 def _mine(n: int) -> range:

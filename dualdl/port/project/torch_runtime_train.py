@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from .torch_runtime import _KINKS, _TRAINING, _WHERE, asnumpy
-from .torch_runtime_dist import (allreduce_grads, allreduce_sum, broadcast_parameters, dist_on,
-                                 dist_rank, rank_device)
+from .torch_runtime_dist import (allreduce_grads, allreduce_sum, broadcast_parameters, dist_rank,
+                                 rank_device)
 
 # ----------------------------------------------------------------------------- parameters
 class ParameterDict(dict):
@@ -468,9 +468,7 @@ class _Recorder:
             self.rec["modules"] = np.array(sorted({m.split(".")[0] for m in sys.modules}))
             if dist_rank() == 0:        # several processes: rank 0 holds Gluon's device 0
                 np.savez(self.path, **self.rec)
-            if dist_on():
-                torch.distributed.barrier()
-            raise SystemExit(0)
+            raise SystemExit(0)         # several processes: all leave together (_leave)
 
 
 _RECORDER = _Recorder()
