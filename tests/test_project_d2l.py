@@ -364,7 +364,7 @@ def test_module_functions_and_discarded_detach_convert_as_gluon_means_them():
         assert line in out.splitlines(), line
 
 
-def _prove(converted, tmp_path, monkeypatch, script, steps, data):
+def _prove(converted, tmp_path, monkeypatch, script, steps, data, args=()):
     from dualdl.port.project.proof import prove_scripts
     from dualdl.port.project.proof_data import write_data
     _, proj, out, _ = converted
@@ -373,7 +373,7 @@ def _prove(converted, tmp_path, monkeypatch, script, steps, data):
         write_data(spec, str(work))
     monkeypatch.setenv("MPLBACKEND", "Agg")          # d2l's Animator: matplotlib, no display
     p = prove_scripts(os.path.join(proj, script), os.path.join(out, script), str(work),
-                      steps=steps)
+                      steps=steps, args=args)
     print(p.summary())
     assert p.passed, p.summary()
     assert p.evidence == "float64 run of the converted script" and p.usage < 1
@@ -427,7 +427,7 @@ def test_train_ch8_is_proven_across_its_epochs_and_runs_to_the_end(converted, tm
     global norm stays 0.13-0.26 here, under d2l's clipping threshold 1: the clipping branch is
     proven in-process below); the inputs (token batches and the carried state) recorded at the
     model's call; then both train their 2 epochs to the end and print the same perplexity and
-    predictions."""
+    predictions; then 6 updates of d2l's random sampling (``--random-iter``) proven too."""
     p, work = _prove(converted, tmp_path, monkeypatch, CH8, 12, ["time-machine"])
     text = open(str(tmp_path / "data" / "timemachine.txt")).read()
     chars = len(re.sub("[^A-Za-z]+", " ", text.replace("\n", " ")).strip())
@@ -436,6 +436,13 @@ def test_train_ch8_is_proven_across_its_epochs_and_runs_to_the_end(converted, tm
     gluon, torch_ = _full_runs(converted, work, CH8)
     assert gluon[3].startswith("perplexity ") and gluon[3].split(",")[0] == torch_[3].split(",")[0]
     assert gluon[4:] == torch_[4:] and len(gluon) == 6, (gluon, torch_)
+    # d2l's random sampling (seq_data_iter_random: Python's random, seeded alike on both sides;
+    # the state begun again at every batch): 6 updates, the token batches exact
+    p, _ = _prove(converted, tmp_path / "random", monkeypatch, CH8, 6, ["time-machine"],
+                  ["--random-iter"])
+    g, t = (np.load(str(tmp_path / "random" / "run" / f))
+            for f in ("gluon_run.npz", "torch_run.npz"))
+    assert all(np.array_equal(g[f"{s}/input/0.0"], t[f"{s}/input/0.0"]) for s in range(6))
 
 
 def test_a_numpy_call_the_registry_cannot_take_stays_with_a_todo():

@@ -2,6 +2,7 @@
 interface) trained by d2l's own ``train_ch8`` on the time machine text; a script written for
 tests/test_project_d2l.py in the book's style, small sizes (the project folder the test builds
 holds d2l/mxnet.py from the d2l package; the text is a synthetic one in ../data)."""
+import argparse
 import hashlib
 import os
 
@@ -10,13 +11,18 @@ from mxnet import np, npx
 from mxnet.gluon import rnn
 npx.set_np()
 
+parser = argparse.ArgumentParser(description="d2l's RNN language model on the time machine")
+parser.add_argument('--random-iter', action='store_true', help='random sampling of subsequences')
+args = parser.parse_args()
+
 # the corpus: the local text registered in d2l's DATA_HUB (url, sha1), as d2l registers its own
 with open(os.path.join('..', 'data', 'timemachine.txt'), 'rb') as f:
     d2l.DATA_HUB['time_machine'] = (d2l.DATA_URL + 'timemachine.txt',
                                     hashlib.sha1(f.read()).hexdigest())
 
 batch_size, num_steps = 8, 10
-train_iter, vocab = d2l.load_data_time_machine(batch_size, num_steps)
+train_iter, vocab = d2l.load_data_time_machine(batch_size, num_steps,
+                                                use_random_iter=args.random_iter)
 
 num_hiddens = 32
 rnn_layer = rnn.RNN(num_hiddens)
@@ -34,4 +40,5 @@ net.initialize(force_reinit=True, ctx=device)
 print(d2l.predict_ch8('time traveller', 10, net, vocab, device))
 
 num_epochs, lr = 2, 1
-d2l.train_ch8(net, train_iter, vocab, lr, num_epochs, device)
+d2l.train_ch8(net, train_iter, vocab, lr, num_epochs, device,
+              use_random_iter=args.random_iter)
