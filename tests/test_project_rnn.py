@@ -327,6 +327,39 @@ def test_checkpoints_load_both_ways(converted, tmp_path):
     assert np.abs(a2 - b2).max() < 1e-12 and np.abs(a2 - a).max() > 1e-3
 
 
+def test_the_mxnet_1_0_era_calls(converted, tmp_path):
+    """What apache/mxnet's word_language_model of 2018 calls: net.collect_params().initialize,
+    collect_params().save/load (the best model reloaded when annealing) and the private
+    trainer._init_optimizer('sgd', {...}) (a new optimizer: the new lr, fresh state)."""
+    g2t = converted[2]
+    m = _models(converted)[1].RNNModel(20, 8, 8, 2, 0.0, True)
+    g2t.initialize(g2t.collect_params(m), g2t.Xavier())   # what the converter writes for it
+    m2 = _models(converted)[1].RNNModel(20, 8, 8, 2, 0.0, True)
+    g2t.collect_params(m2).initialize(g2t.Xavier())
+    m2(torch.zeros(5, 2, dtype=torch.int32), m2.begin_state(batch_size=2))
+    assert float(m2.encoder.weight.detach().abs().max()) <= 0.1
+    x = torch.zeros(5, 2, dtype=torch.int32)
+    m(x, m.begin_state(batch_size=2))
+    assert float(m.rnn._unfused[0].i2h_bias.detach().abs().max()) == 0
+    params = g2t.collect_params(m)
+    params.save(str(tmp_path / "best.params"))
+    before = {k: v.detach().clone() for k, v in params.items()}
+    with torch.no_grad():
+        for p in params.values():
+            p.add_(1.0)
+    params.load(str(tmp_path / "best.params"), g2t.cpu())
+    assert all(torch.equal(before[k], v) for k, v in params.items())
+    torch.save({"encoder.weight": before["encoder.weight"]}, tmp_path / "part.params")
+    with pytest.raises(ValueError, match="missing"):
+        params.load(str(tmp_path / "part.params"))
+    tr = g2t.Trainer(params, "sgd", {"learning_rate": 1.0, "momentum": 0.9, "wd": 0})
+    (m(x, m.begin_state(batch_size=2))[0] ** 2).sum().backward()
+    tr.step(2)
+    assert tr._optimizer.state
+    tr._init_optimizer("sgd", {"learning_rate": 0.25, "momentum": 0, "wd": 0})
+    assert tr.learning_rate == 0.25 and not tr._optimizer.state and tr._block is m
+
+
 def test_wikitext_and_interval_sampler_are_gluons(converted, tmp_path, monkeypatch):
     """The same vocabulary (ids by frequency, ties by token; <unk> 0, <eos> 1), samples and
     batches as MXNet's WikiText2 + IntervalSampler on the same files."""

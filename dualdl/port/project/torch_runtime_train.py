@@ -38,7 +38,27 @@ class ParameterDict(dict):
                 p._wd_mult = p.wd_mult = float(value)
 
     def initialize(self, init: Any = None, ctx: Any = None, force_reinit: bool = False) -> None:
-        raise NotImplementedError("collect_params().initialize: call initialize(net, init)")
+        """``net.collect_params().initialize(init, ctx)``: the block's ``initialize``."""
+        if getattr(self, "block", None) is None:
+            raise NotImplementedError("collect_params().initialize: call initialize(net, init)")
+        initialize(self.block, init, ctx, force_reinit)
+
+    def save(self, filename: str, strip_prefix: str = "") -> None:
+        """``collect_params().save(f)``: these parameters by key, in torch's format."""
+        torch.save({k: p.detach() for k, p in self.items()}, filename)
+
+    def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
+             ignore_extra: bool = False, restore_prefix: str = "", **_: Any) -> None:
+        """``collect_params().load(f, ctx)``: what :meth:`save` wrote, copied in place by key."""
+        saved = torch.load(filename, map_location="cpu")
+        missing, extra = sorted(set(self) - set(saved)), sorted(set(saved) - set(self))
+        if (missing and not allow_missing) or (extra and not ignore_extra):
+            raise ValueError(f"collect_params().load({filename!r}): missing {missing[:3]}, extra "
+                             f"{extra[:3]} (allow_missing=/ignore_extra= as in Gluon)")
+        with torch.no_grad():
+            for k, p in self.items():
+                if k in saved:
+                    p.copy_(saved[k])
 
 
 def collect_params(block: nn.Module, select: Optional[str] = None) -> ParameterDict:
@@ -63,6 +83,7 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
     1/0; the default initializer ``Uniform(0.07)``). ``GLUON2TORCH_LOAD=path.npz`` loads those
     arrays by name instead (a proof replaying another run's initial weights)."""
     init = init if init is not None else Uniform()
+    block = getattr(block, "block", block)   # net.collect_params().initialize(...): the block
     if ctx is not None:
         block.to(rank_device(ctx))      # a process of several: its own device of the list
 
@@ -237,6 +258,13 @@ class Trainer:
         self._wd, self._wd_mults = args["weight_decay"], [1.0] * len(self._params)
         self._scheduler = schedule.build(self._optimizer, given_lr) if schedule is not None else None
         self._updates = 0
+
+    def _init_optimizer(self, optimizer: str, optimizer_params: dict) -> None:
+        """Gluon's private ``trainer._init_optimizer(name, params)`` (scripts of MXNet 1.0's time
+        anneal with it): a new optimizer, fresh state, on the same parameters."""
+        params = ParameterDict(self._names)
+        params.block = self._block
+        self.__init__(params, optimizer, optimizer_params)
 
     @property
     def learning_rate(self) -> float:
