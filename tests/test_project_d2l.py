@@ -290,64 +290,72 @@ def _load(path: str, name: str):
     return mod
 
 
-def test_d2l_rnn_model_and_active_grad_clipping_match_gluon(converted, monkeypatch):
-    """d2l's RNNModel (npx.one_hot(X.T), rnn.RNN, Dense over the reshaped output) and its
-    grad_clipping with the clip active (norm 1 from > 1), in-process: the Gluon module and its
-    converted twin from the same weights, outputs and clipped gradients judged by the converted
-    code's float64 run."""
-    from mxnet import autograd, npx, np as mnp
-    from mxnet.gluon import loss as gloss, rnn
+@pytest.fixture
+def d2l_modules(converted, monkeypatch):
+    """The project's d2l/mxnet.py (Gluon, numpy interface on) and its converted twin, loaded
+    in-process under other names, with the converted project's gluon2torch."""
+    from mxnet import npx
     _, proj, out, _ = converted
     monkeypatch.syspath_prepend(proj)
     monkeypatch.syspath_prepend(out)
     sys.modules.pop("gluon2torch", None)
     npx.set_np()
     try:
-        gl = _load(os.path.join(proj, "d2l", "mxnet.py"), "_d2l_gluon")
-        tl = _load(os.path.join(out, "d2l", "mxnet.py"), "_d2l_torch")
-        g2t = sys.modules["gluon2torch"]
-        rng = np.random.default_rng(0)
-        X = rng.integers(0, 6, (4, 5)).astype(np.float32)
-        y = rng.integers(0, 6, (4, 5)).astype(np.float32).T.reshape(-1)
-        mx.random.seed(0)
-        gnet = gl.RNNModel(rnn.RNN(16), 6)
-        gnet.initialize(mx.init.Normal(0.5))
-        with autograd.record():
-            out_g, _ = gnet(mnp.array(X), gnet.begin_state(batch_size=4))
-            lg = gloss.SoftmaxCrossEntropyLoss()(out_g, mnp.array(y)).mean() * 20
-        lg.backward()
-        weights = {k: p.data().asnumpy() for k, p in gnet._collect_params_with_prefix().items()}
-        before = np.sqrt(sum(float((p.grad() ** 2).sum()) for p in gnet.collect_params().values()))
-        gl.grad_clipping(gnet, 1)
-        grads_g = {k: p.grad().asnumpy() for k, p in gnet._collect_params_with_prefix().items()}
-        runs = {}
-        for dtype in (torch.float32, torch.float64):
-            tnet = tl.RNNModel(g2t.RNN(16), 6)
-            with torch.no_grad():
-                tnet(torch.from_numpy(X), tnet.begin_state(batch_size=4))   # the lazy shapes
-            tnet.to(dtype)
-            assert sorted(tnet.state_dict()) == sorted(weights)       # Gluon's names
-            tnet.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in weights.items()})
-            with g2t.record():
-                out_t, _ = tnet(torch.from_numpy(X).to(dtype),
-                                [s.to(dtype) for s in tnet.begin_state(batch_size=4)])
-                lt = g2t.SoftmaxCrossEntropyLoss()(out_t, torch.from_numpy(y)).mean() * 20
-            g2t.backward(lt)
-            tl.grad_clipping(tnet, 1)
-            runs[dtype] = out_t.detach().numpy(), {k: p.grad.numpy() for k, p in
-                                                   tnet.named_parameters()}
-        (o32, g32), (o64, g64) = runs[torch.float32], runs[torch.float64]
-        assert before > 1.5                          # the clip is active
-        after = np.sqrt(sum((v.astype(np.float64) ** 2).sum() for v in grads_g.values()))
-        assert abs(after - 1) < 1e-5
-        worst = _usage(out_g.asnumpy(), o32, o64, "output")
-        for k in weights:
-            worst = max(worst, _usage(grads_g[k], g32[k], g64[k], k))
-        print(f"RNNModel + grad_clipping (norm {before:.3g} -> 1): worst {worst:.3g}x allowance")
+        yield (_load(os.path.join(proj, "d2l", "mxnet.py"), "_d2l_gluon"),
+               _load(os.path.join(out, "d2l", "mxnet.py"), "_d2l_torch"), out)
     finally:
         npx.reset_np()
         for name in ("_d2l_gluon", "_d2l_torch", "gluon2torch"):
             sys.modules.pop(name, None)
+
+
+def test_d2l_rnn_model_and_active_grad_clipping_match_gluon(d2l_modules):
+    """d2l's RNNModel (npx.one_hot(X.T), rnn.RNN, Dense over the reshaped output) and its
+    grad_clipping with the clip active (norm 1 from > 1), in-process: the Gluon module and its
+    converted twin from the same weights, outputs and clipped gradients judged by the converted
+    code's float64 run."""
+    from mxnet import autograd, np as mnp
+    from mxnet.gluon import loss as gloss, rnn
+    gl, tl, _ = d2l_modules
+    g2t = sys.modules["gluon2torch"]
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 6, (4, 5)).astype(np.float32)
+    y = rng.integers(0, 6, (4, 5)).astype(np.float32).T.reshape(-1)
+    mx.random.seed(0)
+    gnet = gl.RNNModel(rnn.RNN(16), 6)
+    gnet.initialize(mx.init.Normal(0.5))
+    with autograd.record():
+        out_g, _ = gnet(mnp.array(X), gnet.begin_state(batch_size=4))
+        lg = gloss.SoftmaxCrossEntropyLoss()(out_g, mnp.array(y)).mean() * 20
+    lg.backward()
+    weights = {k: p.data().asnumpy() for k, p in gnet._collect_params_with_prefix().items()}
+    before = np.sqrt(sum(float((p.grad() ** 2).sum()) for p in gnet.collect_params().values()))
+    gl.grad_clipping(gnet, 1)
+    grads_g = {k: p.grad().asnumpy() for k, p in gnet._collect_params_with_prefix().items()}
+    runs = {}
+    for dtype in (torch.float32, torch.float64):
+        tnet = tl.RNNModel(g2t.RNN(16), 6)
+        with torch.no_grad():
+            tnet(torch.from_numpy(X), tnet.begin_state(batch_size=4))   # the lazy shapes
+        tnet.to(dtype)
+        assert sorted(tnet.state_dict()) == sorted(weights)       # Gluon's names
+        tnet.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in weights.items()})
+        with g2t.record():
+            out_t, _ = tnet(torch.from_numpy(X).to(dtype),
+                            [s.to(dtype) for s in tnet.begin_state(batch_size=4)])
+            lt = g2t.SoftmaxCrossEntropyLoss()(out_t, torch.from_numpy(y)).mean() * 20
+        g2t.backward(lt)
+        tl.grad_clipping(tnet, 1)
+        runs[dtype] = out_t.detach().numpy(), {k: p.grad.numpy() for k, p in
+                                               tnet.named_parameters()}
+    (o32, g32), (o64, g64) = runs[torch.float32], runs[torch.float64]
+    assert before > 1.5                          # the clip is active
+    after = np.sqrt(sum((v.astype(np.float64) ** 2).sum() for v in grads_g.values()))
+    assert abs(after - 1) < 1e-5
+    worst = _usage(out_g.asnumpy(), o32, o64, "output")
+    for k in weights:
+        worst = max(worst, _usage(grads_g[k], g32[k], g64[k], k))
+    print(f"RNNModel + grad_clipping (norm {before:.3g} -> 1): worst {worst:.3g}x allowance")
 
 
 def test_module_functions_and_discarded_detach_convert_as_gluon_means_them():
@@ -483,47 +491,36 @@ def train(w, b, X, y, sgd, steps, lr):
 """
 
 
-def test_a_from_scratch_loop_with_d2l_sgd_matches_gluon(converted, monkeypatch):
+def test_a_from_scratch_loop_with_d2l_sgd_matches_gluon(d2l_modules):
     """attach_grad's gradient is overwritten by each backward (torch would accumulate: step 2 on
     off), and d2l's sgd writes ``param[:]`` outside record() (torch would refuse the in-place
     write on a leaf): 4 steps of the converted loop with the converted d2l.sgd against MXNet's,
     from the same weights, judged by the converted code's float64 run."""
-    from mxnet import npx, np as mnp
+    from mxnet import np as mnp
     from dualdl.port.project.convert import convert_source
-    _, proj, out, _ = converted
-    monkeypatch.syspath_prepend(proj)
-    monkeypatch.syspath_prepend(out)
-    sys.modules.pop("gluon2torch", None)
-    npx.set_np()
-    try:
-        gl = _load(os.path.join(proj, "d2l", "mxnet.py"), "_d2l_gluon")
-        tl = _load(os.path.join(out, "d2l", "mxnet.py"), "_d2l_torch")
-        assert "with g2t.unrecorded(): param[:] = param - lr * param.grad / batch_size" in \
-            open(os.path.join(out, "d2l", "mxnet.py")).read()
-        res = convert_source(_SCRATCH)
-        assert not res.todos and "w.attach_grad()" not in res.source, res.source
-        rng = np.random.default_rng(0)
-        X = rng.standard_normal((16, 3)).astype(np.float32)
-        y = rng.standard_normal(16).astype(np.float32)
-        w0, b0 = rng.normal(0, 0.01, (3, 1)).astype(np.float32), np.zeros(1, np.float32)
-        ns: dict = {}
-        exec(_SCRATCH, ns)
-        w, b = mnp.array(w0), mnp.array(b0)
-        loss_g = ns["train"](w, b, mnp.array(X), mnp.array(y), gl.sgd, 4, 0.1)
-        side = {}
-        for dt in (torch.float32, torch.float64):
-            tns: dict = {"g2t": sys.modules["gluon2torch"]}
-            exec(res.source.replace("import gluon2torch as g2t\n", ""), tns)
-            tw, tb = (torch.tensor(a, dtype=dt) for a in (w0, b0))    # copies: sgd writes
-            losses = tns["train"](tw, tb, torch.from_numpy(X).to(dt), torch.from_numpy(y).to(dt),
-                                  tl.sgd, 4, 0.1)
-            side[dt] = (losses, tw.detach().numpy(), tb.detach().numpy())
-        (l32, w32, b32), (l64, w64, b64) = side[torch.float32], side[torch.float64]
-        worst = max(_usage(loss_g, l32, l64, "loss"), _usage(w.asnumpy(), w32, w64, "w"),
-                    _usage(b.asnumpy(), b32, b64, "b"))
-        assert loss_g[-1] < loss_g[0]
-        print(f"scratch loop with d2l.sgd, 4 steps: worst {worst:.3g}x allowance")
-    finally:
-        npx.reset_np()
-        for name in ("_d2l_gluon", "_d2l_torch", "gluon2torch"):
-            sys.modules.pop(name, None)
+    gl, tl, out = d2l_modules
+    assert "with g2t.unrecorded(): param[:] = param - lr * param.grad / batch_size" in \
+        open(os.path.join(out, "d2l", "mxnet.py")).read()
+    res = convert_source(_SCRATCH)
+    assert not res.todos and "w.attach_grad()" not in res.source, res.source
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((16, 3)).astype(np.float32)
+    y = rng.standard_normal(16).astype(np.float32)
+    w0, b0 = rng.normal(0, 0.01, (3, 1)).astype(np.float32), np.zeros(1, np.float32)
+    ns: dict = {}
+    exec(_SCRATCH, ns)
+    w, b = mnp.array(w0), mnp.array(b0)
+    loss_g = ns["train"](w, b, mnp.array(X), mnp.array(y), gl.sgd, 4, 0.1)
+    side = {}
+    for dt in (torch.float32, torch.float64):
+        tns: dict = {"g2t": sys.modules["gluon2torch"]}
+        exec(res.source.replace("import gluon2torch as g2t\n", ""), tns)
+        tw, tb = (torch.tensor(a, dtype=dt) for a in (w0, b0))    # copies: sgd writes
+        losses = tns["train"](tw, tb, torch.from_numpy(X).to(dt), torch.from_numpy(y).to(dt),
+                              tl.sgd, 4, 0.1)
+        side[dt] = (losses, tw.detach().numpy(), tb.detach().numpy())
+    (l32, w32, b32), (l64, w64, b64) = side[torch.float32], side[torch.float64]
+    worst = max(_usage(loss_g, l32, l64, "loss"), _usage(w.asnumpy(), w32, w64, "w"),
+                _usage(b.asnumpy(), b32, b64, "b"))
+    assert loss_g[-1] < loss_g[0]
+    print(f"scratch loop with d2l.sgd, 4 steps: worst {worst:.3g}x allowance")
