@@ -168,3 +168,33 @@ def test_an_array_s_context_is_its_device(tmp_path, monkeypatch):
     assert m.where(type("Own", (), {"context": "mine"})()) == "mine"
     for name in ("gluon2torch", "m"):
         sys.modules.pop(name, None)
+
+
+def test_a_second_initialize_is_ignored_as_gluon_does(tmp_path, monkeypatch):
+    """Gluon warns and keeps the first initialization unless force_reinit=True; so does g2t
+    (a second pending hook broke the forward)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.py").write_text("import mxnet as mx\n")
+    convert_project(str(src), str(tmp_path / "out"))
+    monkeypatch.syspath_prepend(str(tmp_path / "out"))
+    sys.modules.pop("gluon2torch", None)
+    g2t = importlib.import_module("gluon2torch")
+    net = g2t.Sequential()
+    net.add(g2t.Dense(4), g2t.Dense(2))
+    g2t.initialize(net, g2t.Constant(0.5))
+    with pytest.warns(UserWarning, match="already initialized, ignoring; set force_reinit=True"):
+        g2t.initialize(net, g2t.Constant(2.0))
+    y = net(torch.ones(1, 3))
+    assert float(net[0].weight[0, 0]) == 0.5 and y.shape == (1, 2)
+    with pytest.warns(UserWarning):
+        g2t.initialize(net, g2t.Constant(2.0))
+    g2t.initialize(net, g2t.Constant(2.0), force_reinit=True)
+    assert float(net[1].weight[0, 0]) == 2.0 and float(net[1].bias[0]) == 0.0
+    pending = g2t.Sequential()
+    pending.add(g2t.Dense(3))
+    g2t.initialize(pending, g2t.Constant(1.0))
+    g2t.initialize(pending, g2t.Constant(3.0), force_reinit=True)     # before any forward
+    pending(torch.ones(1, 2))
+    assert float(pending[0].weight[0, 0]) == 3.0
+    sys.modules.pop("gluon2torch", None)

@@ -86,9 +86,23 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
     block = getattr(block, "block", block)   # net.collect_params().initialize(...): the block
     if ctx is not None:
         block.to(rank_device(ctx))      # a process of several: its own device of the list
+    pending = block.__dict__.get("_g2t_init")
+    if pending is not None or block.__dict__.get("_g2t_initialized"):
+        if not force_reinit:            # Gluon warns and keeps the first initialization
+            import warnings
+            warnings.warn(f"{type(block).__name__} is already initialized, ignoring; set "
+                          f"force_reinit=True to re-initialize (as Gluon)", stacklevel=2)
+            return
+        if pending is not None:
+            pending.remove()            # the earlier, not yet applied initialization
+        else:                           # shapes known: re-initialize now
+            _apply_init(block, init)
+            broadcast_parameters(block)
+            return
 
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
         handle.remove()
+        module.__dict__["_g2t_init"], module.__dict__["_g2t_initialized"] = None, True
         if _float64():
             module.double()
         if any(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters()):
@@ -105,6 +119,7 @@ def initialize(block: nn.Module, init: Any = None, ctx: Any = None,
                     lambda _m, _a, n=f"layer {name} ({type(m).__name__})" if name else "":
                     _WHERE.__setitem__(0, n))
     handle = block.register_forward_pre_hook(hook, with_kwargs=True)
+    block.__dict__["_g2t_init"] = handle
 
 
 def _float64() -> bool:
