@@ -19,7 +19,7 @@ from .registry import Call, Leaf, Step
 from .safe import docstring_text
 
 __all__ = ["builtin_leaf", "is_gluon_builtin", "fused_helper", "weight_drop_note", "gluon_base", "flatten_step",
-           "float_ids_step", "frozen_batchnorm", "rnn_layer"]
+           "float_ids_step", "batchnorm_call", "rnn_layer"]
 
 _BN_FROZEN = ("momentum=0: MXNet updates running stats in backward, which never runs for a BatchNorm "
               "without trainable parameters before it")
@@ -92,12 +92,32 @@ def float_ids_step(comment: str = "") -> Step:
     return Step(None, "{x}.long()", comment)
 
 
-def frozen_batchnorm(who: str, cls: str) -> Tuple[str, List[str], str]:
-    """BatchNorm(use_global_stats=True), for either reader: (the FrozenBatchNorm{d} class, its source,
-    the comment): the running statistics in train mode too, never updated (torch's would use the batch's)."""
+def batchnorm_call(who: str, ndim: int, num_features: int, *, eps: float, momentum: Any,
+                   use_global_stats: bool = False, affine: bool = True, frozen_comment: Optional[str] = None,
+                   gluon_stats: bool = False) -> Tuple[Call, List[str]]:
+    """torch's BatchNorm for MXNet's, for either reader: (the constructor call, helper class sources).
+    The class by input rank (MXNet's one op takes any; ConventionError beyond 5-d), torch's momentum
+    1 - MXNet's (MXNet weights the old running value, torch the new one), ``frozen_comment``: a layer
+    whose statistics never update (momentum 0, that comment). ``use_global_stats``: FrozenBatchNorm
+    (the running statistics in train mode too, never updated; torch's would use the batch's);
+    ``gluon_stats``: GluonBatchNorm (the biased batch variance, MXNet's float32 momentum)."""
+    cls = batchnorm_class(ndim)
+    mom = bn_momentum(momentum)
+    comment = bn_momentum_comment(who, momentum, mom)
+    if frozen_comment is not None:
+        mom, comment = 0.0, frozen_comment
+    helpers: List[str] = []
     d = cls[-2:]
-    return (f"FrozenBatchNorm{d}", [FROZEN_BATCHNORM.format(d=d)],
-            f"{who} BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated")
+    if use_global_stats:
+        cls, helpers, mom = f"FrozenBatchNorm{d}", [FROZEN_BATCHNORM.format(d=d)], 0.0
+        comment = f"{who} BatchNorm(use_global_stats=True): the running statistics in train mode too, never updated"
+    elif gluon_stats:
+        cls, helpers = f"GluonBatchNorm{d}", [GLUON_BATCHNORM.format(d=d)]
+        if mom:      # MXNet keeps momentum as a float32 attribute: 1 - float32(0.9) = 0.10000002384185791
+            mom = bn_momentum(momentum, as_float32=True)
+            comment += " (MXNet's momentum is a float32)"
+    kwargs = [("eps", float(eps)), ("momentum", mom)] + ([] if affine else [("affine", False)])
+    return Call(cls, [int(num_features)], kwargs, names=["num_features"], comment=comment), helpers
 
 
 def rnn_layer(mode: str, input_size: int, hidden_size: int, *, layers: int, bidirectional: bool, dropout: float,
@@ -228,32 +248,16 @@ def _batchnorm(block, info):
         if float(abs(block.beta.data().asnumpy()).max()) != 0.0:
             raise _err(block, info, "BatchNorm(center=False) with a nonzero fixed beta")
     try:
-        cls = batchnorm_class(ndim)
+        call, helpers = batchnorm_call("Gluon", ndim, block.gamma.shape[0], eps=kw["eps"], momentum=kw["momentum"],
+                                       use_global_stats=frozen, affine=affine,
+                                       frozen_comment=None if affine or info.after_trainable else _BN_FROZEN,
+                                       gluon_stats=getattr(info, "batchnorm", "torch") == "gluon")
     except ConventionError as e:
         raise _err(block, info, str(e)) from None
-    mom = bn_momentum(kw["momentum"])
-    comment = bn_momentum_comment("Gluon", kw["momentum"], mom)
-    if not affine and not info.after_trainable:
-        mom, comment = 0.0, _BN_FROZEN
-    kwargs = [("eps", float(kw["eps"])), ("momentum", mom)] + ([] if affine else [("affine", False)])
     params = {"running_mean": "running_mean", "running_var": "running_var"}
     if affine:
         params.update(gamma="weight", beta="bias")
-    helpers = []
-    if frozen:       # Gluon's use_global_stats: running statistics in train mode too, never updated
-        cls, helpers, comment = frozen_batchnorm("Gluon", cls)
-        kwargs = [(k, 0.0 if k == "momentum" else v) for k, v in kwargs]
-    elif getattr(info, "batchnorm", "torch") == "gluon":
-        d = cls[-2:]
-        cls = f"GluonBatchNorm{d}"
-        helpers = [GLUON_BATCHNORM.format(d=d)]
-        if mom:      # MXNet keeps momentum as a float32 attribute: 1 - float32(0.9) = 0.10000002384185791
-            mom = bn_momentum(kw["momentum"], as_float32=True)
-            comment += " (MXNet's momentum is a float32)"
-            kwargs = [(k, mom if k == "momentum" else v) for k, v in kwargs]
-    return Leaf(Call(cls, [int(block.gamma.shape[0])], kwargs, names=["num_features"],
-                     comment=comment),
-                params, buffers={"num_batches_tracked": 0}, helpers=helpers)
+    return Leaf(call, params, buffers={"num_batches_tracked": 0}, helpers=helpers)
 
 
 GLUON_BATCHNORM = '''class GluonBatchNorm{d}(nn.BatchNorm{d}):

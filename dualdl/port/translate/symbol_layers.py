@@ -8,11 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .conventions import (BN_EPS_DEFAULT, ConventionError, batchnorm_class, bn_momentum,
-                          bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call)
+from .conventions import BN_EPS_DEFAULT, ConventionError, channels_first, conv_call, linear_comment, pool_call
 from .errors import TranslationError
 from .gate import probability
-from .leaves import flatten_step, float_ids_step, frozen_batchnorm
+from .leaves import batchnorm_call, flatten_step, float_ids_step
 from .safe import comment
 from .ops import parse_attr
 from .registry import Call, Leaf
@@ -95,23 +94,17 @@ def _batchnorm(g, node):
         raise _err(node, f"BatchNorm(axis={node.attrs['axis']}) (torch normalises axis 1)")
     if _attr(node, "output_mean_var", False):
         raise _err(node, "BatchNorm(output_mean_var=True)")
-    ndim = len(_shape(g, node, 0))
-    try:
-        cls = batchnorm_class(ndim)
+    m = float(_attr(node, "momentum", 0.9))
+    fixed = bool(_attr(node, "fix_gamma", True))
+    try:        # eps: gluoncv's mx.sym.BatchNorm calls leave it out; momentum m stays the proof's record of the node
+        call, helpers = batchnorm_call("MXNet", len(_shape(g, node, 0)), _shape(g, node, 1)[0],
+                                       eps=float(_attr(node, "eps", BN_EPS_DEFAULT)), momentum=m,
+                                       use_global_stats=bool(_attr(node, "use_global_stats", False)))
     except ConventionError as e:
         raise _err(node, str(e)) from None
-    m = float(_attr(node, "momentum", 0.9))
-    mom = bn_momentum(m)
-    eps = float(_attr(node, "eps", BN_EPS_DEFAULT))     # gluoncv's mx.sym.BatchNorm calls leave it out
-    fixed = bool(_attr(node, "fix_gamma", True))
-    comment, helpers = bn_momentum_comment("MXNet", m, mom), []
-    if _attr(node, "use_global_stats", False):          # running statistics in train mode too, never updated
-        cls, helpers, comment = frozen_batchnorm("MXNet", cls)
-        mom = 0.0                                        # (momentum m stays the proof's record of the node)
     gamma = "fixed_gamma" if fixed else "gamma"
-    return LayerSpec(Call(cls, [int(_shape(g, node, 1)[0])], [("eps", eps), ("momentum", mom)],
-                          names=["num_features"], comment=comment),
-                     {gamma: "weight", "beta": "bias", "running_mean": "running_mean", "running_var": "running_var"},
+    return LayerSpec(call, {gamma: "weight", "beta": "bias", "running_mean": "running_mean",
+                            "running_var": "running_var"},
                      buffers={"num_batches_tracked": 0}, helpers=helpers,
                      inputs={1: gamma, 2: "beta", 3: "running_mean", 4: "running_var"}, momentum=m,
                      frozen={"weight": _FIXED} if fixed else {})
