@@ -15,7 +15,7 @@ import translate_structure_report as structure  # noqa: E402
 #: staging files, torch-side loading). Graph: the graphs (graph.Graph, what both readers produce;
 #: SymGraph, read from an exported symbol by symbol_graph itself). Readers: the tracer that makes
 #: graph.Graph of a Gluon block. Ops: the op registry, the lowering of one op, the rendering of a
-#: call, the module tree a writer fills. Layers: Gluon layers / symbol layer nodes -> torch layers
+#: call, the module tree a writer fills and the parts both builders make classes of it with. Layers: Gluon layers / symbol layer nodes -> torch layers
 #: (registry.Leaf specs), the symbol's scope tree and its lowering into graph.Graph (symbol_lower).
 #: Emitter: the one forward writer, the class writer, the two module-tree builders (codegen from Gluon
 #: blocks, symbol_emit from scopes). Proof. Pipeline: stage -> write -> load -> prove -> publish. API.
@@ -89,8 +89,10 @@ def test_the_analysis_sees_function_level_circles_and_private_names(tmp_path):
 
 def test_one_forward_writer_and_one_class_writer(mods):
     """Issue 41's one writer: of the readers and emitters, only forward.py lowers ops into a forward
-    (the op registry's translate_op / bind_device), only class_writer.py writes a class's text, and
-    both readers' module graphs are graph.Graph (the tracer's and the symbol scopes' lowering)."""
+    (the op registry's translate_op / bind_device), only class_writer.py writes a class's text,
+    both readers' module graphs are graph.Graph (the tracer's and the symbol scopes' lowering), both
+    module-tree builders group, name and parametrise classes with module_tree's parts, and both
+    layer mappers write BatchNorm with leaves.batchnorm_call."""
     def importers(module, name):
         return sorted(m.name for m in mods.values() for target, _, names, _ in m.imports
                       if target == module and name in names)
@@ -101,3 +103,43 @@ def test_one_forward_writer_and_one_class_writer(mods):
     assert importers("class_writer", "class_source") == ["symbol_emit"]     # codegen: ClassWriter's own method
     assert {"symbol_lower", "trace"} <= set(importers("graph", "Graph"))
     assert "symbol_emit" in importers("forward", "ForwardWriter") and "codegen" in importers("forward", "ForwardWriter")
+    for part in ("structure_ids", "ClassNames", "finish_class"):     # one module-tree builder's parts
+        assert importers("module_tree", part) == ["class_writer", "symbol_emit"], part
+    assert importers("leaves", "batchnorm_call") == ["symbol_layers"]     # one BatchNorm convention
+
+
+def test_two_gluon_classes_of_one_name_are_block_and_block_2(tmp_path):
+    """The one class-naming rule (module_tree.ClassNames, the symbol path's before): two Gluon
+    classes named ``Block`` from two modules are ``Block`` and ``Block_2`` (the traced path wrote
+    ``Block_``), and the translation is proven."""
+    import re
+
+    import mxnet as mx
+    from mxnet.gluon import nn
+
+    from dualdl import port
+
+    def block_class(module, in_units, k):
+        class Block(nn.HybridBlock):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Dense(3, in_units=in_units)
+
+            def hybrid_forward(self, F, x):
+                return self.fc(x) * k
+        Block.__module__ = module
+        return Block
+
+    class Top(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = block_class("one", 3, 1.0)(), block_class("two", 6, 2.0)()
+
+        def hybrid_forward(self, F, x):
+            return self.b(F.concat(self.a(x), x, dim=1))
+    net = Top()
+    net.initialize(mx.init.Normal(0.5))
+    rep = port.translate(net, mx.nd.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]), str(tmp_path), name="same")
+    assert rep.ok, rep.notes
+    assert re.findall(r"^class (\w+)", open(rep.source_path).read(), re.M) == ["Block", "Block_2", "Top"]
+    assert rep.max_abs_diff is not None and rep.max_abs_diff < 1e-6

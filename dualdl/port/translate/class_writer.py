@@ -9,8 +9,8 @@ from collections import OrderedDict
 from typing import Dict, List, Tuple
 
 from .errors import TranslationError
-from .module_tree import (Alias, Instance, MapEntry, access, alias_lines, assign, constructor_arguments, literal_slots,
-                          plain_name)
+from .module_tree import (Alias, ClassNames, Instance, MapEntry, access, alias_lines, assign, finish_class, plain_name,
+                          structure_ids)
 from .registry import Call
 from .render import camel, collect_refs, defined_names, free_name, render_args, render_call, statement
 from .safe import comment, docstring_text, literal
@@ -23,43 +23,18 @@ class ClassWriter:
     by_class, refs, variants, class_src, helpers, entries, root)."""
 
     # ---- class variants and constructor arguments ----
-    def _structure(self, inst: Instance, memo: Dict[int, int], table: Dict[str, int]) -> int:
-        """An id for the instance's full nested structure (children's structure included)."""
-        key = id(inst.block)
-        if key in memo:
-            return memo[key]
-        memo[key] = -1      # a cycle cannot happen (Gluon trees), but stay finite
-        for _, call in inst.init:
-            if isinstance(call, Call):
-                for ref in collect_refs(call):
-                    ref.fn = f"S{self._structure(self.instances[id(ref.block)], memo, table)}"
-        skel = repr([(part, repr(c) if isinstance(c, Alias) else render_call(c, 0, {}, None, skeleton=True))
-                     for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + \
-            repr(inst.signature) + repr(inst.aliases) + repr(inst.consts) + \
-            type(inst.block).__qualname__ + type(inst.block).__module__
-        memo[key] = table.setdefault(skel, len(table))
-        return memo[key]
-
     def resolve_all(self) -> None:
         """Group every class's instances by full nested structure, then write the classes,
         children's classes first (a parent's constructor arguments include its children's)."""
-        memo: Dict[int, int] = {}
-        table: Dict[str, int] = {}
-        for insts in self.by_class.values():
-            for inst in insts:
-                self._structure(inst, memo, table)
+        memo = structure_ids([i for insts in self.by_class.values() for i in insts],
+                             lambda ref: self.instances[id(ref.block)],
+                             lambda i: type(i.block).__qualname__ + type(i.block).__module__)
         groups: "OrderedDict[Tuple[type, int], List[Instance]]" = OrderedDict()
         for cls, insts in self.by_class.items():
             for inst in insts:
-                groups.setdefault((cls, memo[id(inst.block)]), []).append(inst)
-        names: Dict[Tuple[type, int], str] = {}
-        count: Dict[type, int] = {}
-        for cls, sid in groups:
-            base = camel(cls.__name__)
-            k = count[cls] = count.get(cls, 0) + 1
-            cname = free_name(base if k == 1 else f"{base}_{k}",
-                              set(names.values()) | {"Concurrent"} | defined_names(self.helpers.values()))
-            names[(cls, sid)] = cname
+                groups.setdefault((cls, memo[id(inst)]), []).append(inst)
+        taken = ClassNames({"Concurrent"} | defined_names(self.helpers.values()))
+        names = {(cls, sid): taken.new(camel(cls.__name__)) for cls, sid in groups}
         of = {id(i.block): key for key, insts in groups.items() for i in insts}
         done: set = set()
 
@@ -77,13 +52,11 @@ class ClassWriter:
             finish(key)
 
     def _variant(self, cname: str, members: List[Instance]) -> None:
-        slots = [[(v, label) for _, v, label in literal_slots(m.init)] for m in members]
-        names, arg_list, values = constructor_arguments(slots)
-        self.class_src[cname] = self._class_source(cname, members[0], names, arg_list)
+        self.class_src[cname], arg_list, values = finish_class(
+            cname, members, lambda c, ms, names, args: self._class_source(c, ms[0], names, args),
+            lambda m: self.refs.get(id(m.block), []))
         for m, vals in zip(members, values):
             self.variants[id(m.block)] = (cname, vals, arg_list)
-            for ref in self.refs.get(id(m.block), []):
-                ref.fn, ref.kwargs = cname, [(a, v) for a, v in zip(arg_list, vals)]
 
     def _class_source(self, cname, inst: Instance, names: Dict[int, str], args: List[str]) -> str:
         block = inst.block

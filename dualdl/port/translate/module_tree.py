@@ -3,21 +3,25 @@
 Gluon block (its constructor calls, own parameters, buffers, forward lines), and how a member is
 written in source (``self.name``, ``getattr(self, "a-b")``, ``self[3]``): a Gluon name torch
 accepts as a module key is kept, one Python cannot write as an attribute goes through
-``add_module``, anything else is renamed to an identifier unique within the class."""
+``add_module``, anything else is renamed to an identifier unique within the class (``free_attr``).
+Both readers' trees become classes with the parts here: instances of one structure share a class
+(``structure_ids``), classes are named ``Base``, ``Base_2``... (``ClassNames``), numbers that differ
+between a class's instances become its constructor arguments (``finish_class``)."""
 from __future__ import annotations
 
 import keyword
 import re
 from dataclasses import dataclass, field
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .registry import Call
-from .render import ident, is_number
+from .render import collect_refs, free_name, ident, is_number, render_call
 from .safe import comment, literal
 
 __all__ = ["Part", "MapEntry", "LeafInfo", "Instance", "Alias", "access", "assign", "torch_names", "plain_name",
-           "registrable", "part_key", "alias_lines", "constructor_arguments", "literal_slots", "CONCURRENT_HELPER"]
+           "registrable", "part_key", "alias_lines", "constructor_arguments", "literal_slots", "CONCURRENT_HELPER", "skeleton", "structure_ids", "ClassNames", "finish_class",
+           "free_attr"]
 
 CONCURRENT_HELPER = '''class Concurrent(nn.ModuleList):
     """Gluon HybridConcurrent: every child runs on the same input; outputs concatenated on `dim`."""
@@ -141,16 +145,21 @@ def torch_names(names: List[str]) -> Dict[str, Part]:
             continue
         used.add(n)
     for n in names:
-        if n in out:
-            continue
-        s = ident(n)
-        if not plain_name(s):
-            s = "m_" + re.sub(r"[^0-9A-Za-z_]", "_", s).strip("_")
-        while s in used or not plain_name(s):
-            s += "_"
-        used.add(s)
-        out[n] = ("a", s)
+        if n not in out:
+            out[n] = ("a", free_attr(n, used))
     return out
+
+
+def free_attr(name: str, used: set) -> str:
+    """An identifier for ``name`` writable as ``self.attr`` (see :func:`plain_name`), not in
+    ``used`` (``_`` appended until free); added to ``used``. For either reader."""
+    s = ident(name)
+    if not plain_name(s):
+        s = "m_" + re.sub(r"[^0-9A-Za-z_]", "_", s).strip("_")
+    while s in used or not plain_name(s):
+        s += "_"
+    used.add(s)
+    return s
 
 
 def part_key(part: Part) -> str:
@@ -207,3 +216,67 @@ def constructor_arguments(slots: List[List[Tuple[Any, str]]]) -> Tuple[Dict[int,
             names[k] = nm
     values = [[s[idxs[0]][0] for idxs in by_values.values()] for s in slots]
     return names, arg_list, values
+
+
+def skeleton(inst: Instance) -> str:
+    """What instances of one generated class share, for either reader: their members' constructor
+    calls with the numbers left out (a child's call names its class, or its structure), own
+    parameters, buffers, aliases, extra statements and forward."""
+    return repr([(part, repr(c) if isinstance(c, Alias) else render_call(c, 0, {}, None, skeleton=True))
+                 for part, c in inst.init]) + repr(inst.own) + "\n".join(inst.forward) + repr(inst.signature) + \
+        repr(inst.aliases) + repr(inst.consts) + repr(inst.extra)
+
+
+def structure_ids(insts: Iterable[Instance], child_of: Callable[[Call], Instance],
+                  kind: Callable[[Instance], str]) -> Dict[int, int]:
+    """id(instance) -> an id of its full nested structure, for either reader: equal for instances
+    of one ``kind`` (the Gluon class, the scope's base name) whose skeletons are equal once each
+    child's constructor call (a ``Ref``; ``child_of`` gives its instance) names the child's structure."""
+    memo: Dict[int, int] = {}
+    table: Dict[str, int] = {}
+
+    def go(inst: Instance) -> int:
+        key = id(inst)
+        if key in memo:
+            return memo[key]
+        memo[key] = -1      # a cycle cannot happen (module trees), but stay finite
+        for _, call in inst.init:
+            if isinstance(call, Call):
+                for ref in collect_refs(call):
+                    ref.fn = f"S{go(child_of(ref))}"
+        memo[key] = table.setdefault(skeleton(inst) + kind(inst), len(table))
+        return memo[key]
+    for i in insts:
+        go(i)
+    return memo
+
+
+class ClassNames:
+    """Class names of one generated file, for either reader: the first free of ``base``,
+    ``base_2``, ``base_3``... (``_`` appended where that shadows a name the file uses)."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.taken = set(taken)
+
+    def new(self, base: str) -> str:
+        cname, k = base, 2
+        while cname in self.taken:
+            cname, k = f"{base}_{k}", k + 1
+        cname = free_name(cname, self.taken)
+        self.taken.add(cname)
+        return cname
+
+
+def finish_class(cname: str, members: List[Instance], write: Callable[..., str],
+                 refs: Callable[[Instance], Iterable[Call]]) -> Tuple[str, List[str], List[List[Any]]]:
+    """One generated class for ``members`` (instances that differ only in numbers), for either
+    reader: the numbers that differ become constructor arguments; every call that builds a member
+    (``refs(m)``) is pointed at ``cname`` with its own values. Returns (the class source from
+    ``write(cname, members, literal index -> argument, arguments)``, the arguments, their values)."""
+    names, arg_list, values = constructor_arguments([[(v, label) for _, v, label in literal_slots(m.init)]
+                                                     for m in members])
+    src = write(cname, members, names, arg_list)
+    for m, vals in zip(members, values):
+        for ref in refs(m):
+            ref.fn, ref.kwargs = cname, list(zip(arg_list, vals))
+    return src, arg_list, values

@@ -12,10 +12,10 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .class_writer import class_source, file_text
 from .forward import ForwardWriter
-from .module_tree import Instance, MapEntry, constructor_arguments, literal_slots
+from .module_tree import ClassNames, Instance, MapEntry, finish_class, free_attr, structure_ids
 from .errors import TranslationError
 from .registry import Call
-from .render import FILE_NAMES, attr_path, camel, defined_names, free_name, ident, join_path, render_call
+from .render import FILE_NAMES, Ref, attr_path, camel, defined_names, free_name, ident, join_path
 from .safe import comment as safe_comment
 from .symbol_graph import SymGraph, Value
 from .symbol_layers import LayerSpec, layer_spec
@@ -83,7 +83,8 @@ class SymbolEmitter:
                 child_base = (f"{base}Block" if s.kind != "root" else "Block") if it.kind == "block" else \
                     camel(re.sub(r"\d+$", "", it.token) or it.token)
                 child = self._inst(it, join_path(tpath, attr), child_base)
-                child.ref = Call(child_base)
+                child.ref = Ref(child_base)
+                child.ref.block = child
                 inst.children.append(child)
                 inst.init.append((("a", attr), child.ref))
                 inst.members[attr] = child
@@ -146,11 +147,7 @@ class SymbolEmitter:
                 kind = re.sub(r"\d+$", "", tok) or "layer"
                 tok = f"{kind}{counts.get(kind, 0)}"
                 counts[kind] = counts.get(kind, 0) + 1
-            a = ident(tok)
-            while a in taken:
-                a += "_"
-            taken.add(a)
-            out[key] = a
+            out[key] = free_attr(tok, taken)
         return out
 
     def _map_layer(self, node, spec: LayerSpec, tkey: str) -> None:
@@ -196,9 +193,7 @@ class SymbolEmitter:
                                    block="symbol", path=var.name)
         tok = node_tokens(var.name, _model_prefix(self.g))[-1]
         taken = {p[1] for p, _ in inst.init} | {p[1] for p, _, _ in inst.own}
-        attr = ident(tok)
-        while attr in taken:
-            attr += "_"
+        attr = free_attr(tok, taken)
         shape = tuple(int(d) for d in self.params[var.name].shape)
         inst.own.append((("a", attr), shape, True))
         key = join_path(inst.tpath, attr)
@@ -216,33 +211,24 @@ class SymbolEmitter:
                 collect(c)
             every.append(i)
         collect(top)
-        groups: "OrderedDict[Tuple[str, int], List[Inst]]" = OrderedDict()
-        for i in sorted(every, key=lambda i: i.height):
+        sid = structure_ids(every, lambda ref: ref.block, lambda i: i.base)
+        groups: "OrderedDict[Tuple[str, int], OrderedDict[int, List[Inst]]]" = OrderedDict()
+        for i in sorted(every, key=lambda i: i.height):     # children's classes first
             if i is not top:
-                groups.setdefault((i.base, i.height), []).append(i)
+                groups.setdefault((i.base, i.height), OrderedDict()).setdefault(sid[id(i)], []).append(i)
         classes: "OrderedDict[str, str]" = OrderedDict()
-        taken = set(FILE_NAMES) | defined_names(self.helpers.values()) | self.reserved
+        taken = ClassNames(set(FILE_NAMES) | defined_names(self.helpers.values()) | self.reserved)
         top_name, k = camel(self.name), 2
         while top_name in self.reserved:        # a second SymbolBlock of one class in a Gluon tree
             top_name, k = f"{camel(self.name)}_{k}", k + 1
-        top_name = free_name(top_name, taken)
-        taken.add(top_name)
-        for (base, _), members in groups.items():
-            by_skel: "OrderedDict[str, List[Inst]]" = OrderedDict()
-            for m in members:
-                by_skel.setdefault(_skeleton(m), []).append(m)
-            for same in by_skel.values():
-                cname, k = base, 2
-                while cname in taken or cname in FILE_NAMES:
-                    cname, k = f"{base}_{k}", k + 1
-                cname = free_name(cname, taken)
-                taken.add(cname)
-                names, arg_list, values = constructor_arguments([[(v, label) for _, v, label in literal_slots(m.init)]
-                                                                 for m in same])
-                classes[cname] = self._class_source(cname, same, names, arg_list)
-                for m, vals in zip(same, values):
+        top_name = free_name(top_name, taken.taken)
+        taken.taken.add(top_name)
+        for (base, _), by_structure in groups.items():
+            for same in by_structure.values():
+                cname = taken.new(base)
+                classes[cname], _, _ = finish_class(cname, same, self._class_source, lambda m: [m.ref])
+                for m in same:
                     m.cname = cname
-                    m.ref.fn, m.ref.kwargs = cname, list(zip(arg_list, vals))
         top.cname = top_name
         classes[top_name] = self._class_source(top_name, [top], {}, [])
         self.top_class = top_name
@@ -281,8 +267,3 @@ def _model_prefix(g: SymGraph) -> str:
     if not hasattr(g, "_prefix"):
         g._prefix = common_prefix([g.nodes[i].name for i in g.order])
     return g._prefix
-
-
-def _skeleton(i: Inst) -> str:
-    return repr([(a, render_call(c, 0, {}, None, skeleton=True)) for a, c in i.init]) + repr(i.own) + repr(i.extra) + \
-        "\n".join(i.forward) + repr(i.signature)
