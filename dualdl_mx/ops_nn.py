@@ -21,6 +21,7 @@ from mxnet import nd
 from .ops_base import _F, _is_nd, symbol_error
 from .ops_resize import resize_nd
 from .pool import AvgPool2d, MaxPool2d
+from .torch_style import symbol_dtype
 
 
 def _pair(v, what: str):
@@ -230,12 +231,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = takes part) "
                             f"or have the query's dtype {np.dtype(query.dtype)} (added), got "
                             f"{np.dtype(attn_mask.dtype)} (as torch)")
-        # a Symbol's dtype, where the graph's builder gave it one (a hybridized input's ``_dl_dtype``)
-        mask_dtype = np.dtype(attn_mask.dtype) if _is_nd(attn_mask) else getattr(attn_mask, "_dl_dtype", None)
+        # a Symbol's dtype, where it is an input of the write-once graph being traced (else None)
+        mask_dtype = np.dtype(attn_mask.dtype) if _is_nd(attn_mask) else symbol_dtype(attn_mask)
         if mask_dtype == np.bool_:
             scores = masked_fill(scores, F.np.logical_not(attn_mask.as_np_ndarray()).as_nd_ndarray(),
                                  float("-inf"))
-        else:                                       # float mask (on Symbols always: no dtype)
+        else:                                       # float mask (or a Symbol of unknown dtype)
             scores = F.broadcast_add(scores, attn_mask)
     attn = softmax(scores, -1)
     if dropout_p > 0:

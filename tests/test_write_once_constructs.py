@@ -308,3 +308,21 @@ def test_hybridized_inputs_keep_their_arrays_dtypes():
     net(mx.nd.ones((2, 4), dtype="float64").astype("float32"), dl.from_numpy(np.ones((3, 3), bool), backend="mxnet"))
     assert seen == [(np.dtype("float32"), np.dtype("bool"))]
     assert torch_style.symbol_dtype(mx.sym.var("x")) is None and not torch_style._SYMBOL_DTYPES
+
+
+def test_hybridized_bool_attention_mask_is_masked_as_eager():
+    """sdpa reads a hybridized input mask's dtype through symbol_dtype: a bool mask masks (as torch),
+    hybridized as eager (it was added as a float mask, a dtype clash in MXNet's graph)."""
+    from dualdl.nn import functional as F
+
+    class Attend(nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    rs = np.random.RandomState(0)
+    q, k, v = (dl.from_numpy(rs.rand(2, 3, 4), backend="mxnet") for _ in range(3))
+    mask = dl.from_numpy(np.tril(np.ones((3, 3), bool)), backend="mxnet")
+    net = Attend(backend="mxnet")
+    eager = dl.to_numpy(net(q, k, v, mask))
+    net.hybridize()
+    np.testing.assert_array_equal(dl.to_numpy(net(q, k, v, mask)), eager)
