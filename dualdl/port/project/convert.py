@@ -40,21 +40,18 @@ def _imports(module) -> Dict[str, str]:
     import libcst as cst
     from .table import ROOTS
     out: Dict[str, str] = {}
-
-    def dotted(n) -> str:
-        return n.value if isinstance(n, cst.Name) else f"{dotted(n.value)}.{n.attr.value}"
     for stmt in module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for s in stmt.body:
             if isinstance(s, cst.Import):
                 for a in s.names:
-                    full = dotted(a.name)
+                    full = _dotted(a.name)
                     if full.split(".")[0] in ROOTS:
                         local = a.asname.name.value if a.asname else full.split(".")[0]
                         out[local] = full if a.asname else full.split(".")[0]
             elif isinstance(s, cst.ImportFrom) and s.module is not None:
-                mod = dotted(s.module)
+                mod = _dotted(s.module)
                 if mod.split(".")[0] in ROOTS and not isinstance(s.names, cst.ImportStar):
                     for a in s.names:
                         local = a.asname.name.value if a.asname else a.name.value
