@@ -18,6 +18,7 @@ import numpy as np
 
 from .backend import KNOWN_BACKENDS, _instances, get_backend, on_backend_created
 from .ops_dispatch import _ops as _like     # the adapter's ops module by tensor type (cached)
+from .tensor import _dtype as _dt          # None stays None (the input's dtype)
 
 __all__ = ["seed", "initial_seed", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
            "multinomial", "bernoulli", "normal", "normal_", "uniform_"]
@@ -160,21 +161,16 @@ def randint(*args: Any, dtype: Any = None, device: Any = None, backend: Optional
     return be.module("ops").randint(int(low), int(high), _size((size,)), dt, dev)
 
 
-def _dt(dtype: Any):
-    from .tensor import _dtype
-    return _dtype(dtype)
-
-
 def rand_like(input: Any, *, dtype: Any = None):
     """``torch.rand_like``: input's shape, dtype (unless ``dtype``) and device; works on MXNet Symbols
     (hybridized). """ + _NOTE
-    return _like(input).rand_like(input, None if dtype is None else _dt(dtype))
+    return _like(input).rand_like(input, _dt(dtype))
 
 
 def randn_like(input: Any, *, dtype: Any = None):
     """``torch.randn_like`` (a VAE's noise: ``mu + eps * std`` with ``eps = randn_like(std)``); works on
     MXNet Symbols (hybridized). """ + _NOTE
-    return _like(input).randn_like(input, None if dtype is None else _dt(dtype))
+    return _like(input).randn_like(input, _dt(dtype))
 
 
 def randint_like(input: Any, low: int = 0, high: Optional[int] = None, *, dtype: Any = None):
@@ -182,7 +178,7 @@ def randint_like(input: Any, low: int = 0, high: Optional[int] = None, *, dtype:
     input's shape (and dtype unless ``dtype``). """ + _NOTE
     if high is None:
         low, high = 0, low
-    return _like(input).randint_like(input, int(low), int(high), None if dtype is None else _dt(dtype))
+    return _like(input).randint_like(input, int(low), int(high), _dt(dtype))
 
 
 def multinomial(input: Any, num_samples: int, replacement: bool = False):
