@@ -189,9 +189,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                     self._pending[-1].append(note)
                     self.todos.append((api, why))
 
-        def done(self, node) -> None:
-            """Counted from the text afterwards (_account)."""
-
         def _outermost(self, node) -> bool:
             parent = self.parent(node)
             return not (isinstance(parent, cst.Attribute) and parent.value is node)
@@ -226,8 +223,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
             if all(isinstance(s, (cst.Import, cst.ImportFrom)) and self._is_ours(s)
                    for s in original.body):
                 self._pending.pop()
-                for s in original.body:
-                    self.done(s)
                 if self._imports_placed:
                     return cst.RemovalSentinel.REMOVE
                 self._imports_placed = True
@@ -274,7 +269,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                     isinstance(items[0].item.func, cst.Attribute) and \
                     items[0].item.func.attr.value == "name_scope":
                 self._pending.pop()
-                self.done(original)
                 body = list(updated.body.body)
                 if body and hasattr(body[0], "leading_lines"):
                     body[0] = body[0].with_changes(
@@ -309,7 +303,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                 del params[1]
                 updated = updated.with_changes(name=cst.Name("forward"),
                                                params=updated.params.with_changes(params=params))
-                self.done(original)
             return self._pop(updated)
 
         # ---- names
@@ -358,7 +351,6 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                 return updated                # a keyword's name (init=...) is no Gluon name
             target, why = lookup_api(q)
             if target is not None:
-                self.done(original)
                 return _expression(target)
             if isinstance(parent, cst.Call) and parent.func is original:
                 return updated      # a call: leave_Call (the domains' hooks, the op registry)
@@ -389,8 +381,7 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                     isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and \
                     func.value.func.value == "super" and self._block_class and \
                     self._block_class[-1] and updated.args:
-                self.done(original)                   # Gluon's prefix=/params= kwargs
-                return updated.with_changes(args=[])
+                return updated.with_changes(args=[])      # Gluon's prefix=/params= kwargs
             return updated
 
         def _op_call(self, original, updated, op: str, q: str):
@@ -424,13 +415,11 @@ def _make_converter(aliases: Dict[str, str], modules: Set[str] = frozenset(),
                 self.todo(original, _short(q), f"argument {lost[0]} would not reach the torch "
                                                f"call; write MXNet attributes as keywords")
                 return updated
-            self.done(original)
             return new
 
         def _method(self, original, updated):
             kind, target = METHODS[original.func.attr.value]
             receiver = updated.func.value
-            self.done(original)
             if kind == "fn":
                 return cst.Call(_expression(target),
                                 [cst.Arg(receiver)] + list(updated.args))
