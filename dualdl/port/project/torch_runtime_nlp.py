@@ -26,7 +26,7 @@ from .torch_runtime import Dense, Dropout, Sequential
 from ..recipe.torch_src.metrics import F1, Accuracy, CompositeEvalMetric
 from ..recipe.torch_src.clip import clip_grad_global_norm
 from .torch_runtime_rnn import vocab_order
-from .torch_runtime_train import _RECORDER, Dataset, _float64
+from .torch_runtime_train import _RECORDER, Dataset, _float64, copy_by_key
 
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -412,17 +412,8 @@ def load_gluon_parameters(block: nn.Module, filename: str, ctx: Any = None,
     if not gluon:
         block.load_state_dict(torch.load(filename, map_location="cpu"), strict=not allow_missing)
         return
-    arrays = read_gluon_params(filename)
-    state = block.state_dict(keep_vars=True)
-    missing = [k for k in state if k not in arrays and not k.endswith("num_batches_tracked")]
-    extra = [k for k in arrays if k not in state]
-    if (missing and not allow_missing) or (extra and not ignore_extra):
-        raise ValueError(f"{filename}: {len(missing)} parameter(s) missing ({missing[:3]}), "
-                         f"{len(extra)} extra ({extra[:3]}); pass allow_missing=/ignore_extra=")
-    with torch.no_grad():
-        for k, t in state.items():
-            if k in arrays:
-                t.copy_(torch.from_numpy(arrays[k]).to(t.dtype))
+    copy_by_key(block.state_dict(keep_vars=True), read_gluon_params(filename), filename,
+                allow_missing, ignore_extra)
 
 
 # ----------------------------------------------------------------------------- the model zoo

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import torch
@@ -50,15 +50,25 @@ class ParameterDict(dict):
     def load(self, filename: str, ctx: Any = None, allow_missing: bool = False,
              ignore_extra: bool = False, restore_prefix: str = "", **_: Any) -> None:
         """``collect_params().load(f, ctx)``: what :meth:`save` wrote, copied in place by key."""
-        saved = torch.load(filename, map_location="cpu")
-        missing, extra = sorted(set(self) - set(saved)), sorted(set(saved) - set(self))
-        if (missing and not allow_missing) or (extra and not ignore_extra):
-            raise ValueError(f"collect_params().load({filename!r}): missing {missing[:3]}, extra "
-                             f"{extra[:3]} (allow_missing=/ignore_extra= as in Gluon)")
-        with torch.no_grad():
-            for k, p in self.items():
-                if k in saved:
-                    p.copy_(saved[k])
+        copy_by_key(self, torch.load(filename, map_location="cpu"),
+                    f"collect_params().load({filename!r})", allow_missing, ignore_extra)
+
+
+def copy_by_key(state: Dict[str, torch.Tensor], saved: Dict[str, Any], where: str,
+                allow_missing: bool, ignore_extra: bool) -> None:
+    """Gluon's load by key: ``saved``'s tensors or numpy arrays copied in place into ``state``'s,
+    a key missing (batch norm's ``num_batches_tracked`` aside: Gluon has none) or extra refused
+    unless allowed as in Gluon."""
+    missing = [k for k in state if k not in saved and not k.endswith("num_batches_tracked")]
+    extra = [k for k in saved if k not in state]
+    if (missing and not allow_missing) or (extra and not ignore_extra):
+        raise ValueError(f"{where}: {len(missing)} parameter(s) missing ({missing[:3]}), "
+                         f"{len(extra)} extra ({extra[:3]}); pass allow_missing=/ignore_extra= "
+                         f"as in Gluon")
+    with torch.no_grad():
+        for k, t in state.items():
+            if k in saved:
+                t.copy_(torch.as_tensor(saved[k]))
 
 
 def collect_params(block: nn.Module, select: Optional[str] = None) -> ParameterDict:
