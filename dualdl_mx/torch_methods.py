@@ -70,7 +70,7 @@ NDARRAY_ONLY: Dict[str, Callable[..., Any]] = {
 def install() -> None:
     for cls, table in ((nd.NDArray, BOTH), (mx.sym.Symbol, BOTH), (nd.NDArray, NDARRAY_ONLY)):
         for name, fn in table.items():
-            if name not in cls.__dict__ and not any(name in c.__dict__ for c in cls.__mro__):
+            if not any(name in c.__dict__ for c in cls.__mro__):     # cls is its own __mro__[0]
                 fn.__name__ = name
                 fn._dl_torch_method = True
                 setattr(cls, name, fn)
