@@ -90,8 +90,8 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
                  DUALDL_PROOF_SEED=str(seed), MXNET_ENGINE_TYPE="NaiveEngine")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     g_env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [base.get("PYTHONPATH")] if p])
-    proof.seconds["gluon run"] = _run([py, "-m", "dualdl.port.project.gluon_driver",
-                                       os.path.abspath(gluon_script), *args], g_env, workdir, timeout)
+    gluon_cmd = [py, "-m", "dualdl.port.project.gluon_driver", os.path.abspath(gluon_script), *args]
+    proof.seconds["gluon run"] = _run(gluon_cmd, g_env, workdir, timeout)
     t_env = dict(base, GLUON2TORCH_RECORD=t_rec, GLUON2TORCH_STEPS=str(steps),
                  GLUON2TORCH_SEED=str(seed), GLUON2TORCH_LOAD=g_rec + ".init.npz",
                  GLUON2TORCH_RANDOM=g_rec,     # the random choices the Gluon run recorded
@@ -116,9 +116,7 @@ def prove_scripts(gluon_script: str, torch_script: str, workdir: str, steps: int
         g64_rec = os.path.join(workdir, "gluon64_run.npz")
         env = dict(g_env, DUALDL_PROOF_RECORD=g64_rec, DUALDL_PROOF_DTYPE="float64")
         try:
-            proof.seconds["gluon float64 run"] = _run(
-                [py, "-m", "dualdl.port.project.gluon_driver", os.path.abspath(gluon_script),
-                 *args], env, workdir, timeout)
+            proof.seconds["gluon float64 run"] = _run(gluon_cmd, env, workdir, timeout)
         except RuntimeError as e:
             last = str(e).strip().splitlines()[-1][:160]
             proof.first_failure += f"; the Gluon script has no float64 run to settle it ({last})"
