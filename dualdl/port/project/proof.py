@@ -157,6 +157,10 @@ def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: 
         # through a train-mode BatchNorm (a conv bias before it) cancels to rounding noise
         # (1e-5 on gluon_cnn_bn.py), and so does the weight it updates
         scale = _scales(g, gk)
+        # the floor as check_native_training's reference rows: float32's resolution of the
+        # update's loss and of the value (a gradient rounds like the loss terms it sums: a BERT
+        # classifier bias, 7.3e-7 from float64 where eps32 * |grad| is 5e-9)
+        loss = abs(float(t64[f"{s}/loss"])) if t64 is not None and f"{s}/loss" in t64.files else 0.0
         for k in gk:
             kind = k.split("/")[1]
             if k not in t.files:
@@ -178,10 +182,6 @@ def _compare(proof: ScriptProof, g: Any, t: Any, steps: int, atol: float, rtol: 
                 r = np.asarray(t64[k], np.float64)
                 own = float(np.abs(b - r).max()) if r.size else 0.0
                 d = float(np.abs(a - r).max()) if r.size else 0.0
-                # the floor as check_native_training's reference rows: float32's resolution of
-                # the update's loss and of the value (a gradient rounds like the loss terms it
-                # sums: a BERT classifier bias, 7.3e-7 from float64 where eps32 * |grad| is 5e-9)
-                loss = abs(float(t64[f"{s}/loss"])) if f"{s}/loss" in t64.files else 0.0
                 tol = ROUNDING_RATIO * max(own, _EPS32 * _floor(kind, scale.get(kind, 0.0), loss))
                 proof.evidence = "float64 run of the converted script"
                 proof.usage = max(proof.usage, d / tol if tol else (0.0 if d == 0 else np.inf))
