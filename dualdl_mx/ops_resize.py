@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 from mxnet import nd
 
+from dualdl.nn.resample_checks import check_align_corners
 from .fast.host import host_array
 
 LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -68,9 +69,7 @@ def resize_nd(x, size, scale_factor, mode: str, align_corners: Optional[bool], r
     n = x.ndim - 2
     if mode in LINEAR_MODES and LINEAR_MODES[mode] != n:
         raise ValueError(f"interpolate: got {x.ndim}D input, but {mode} mode needs {LINEAR_MODES[mode] + 2}D input")
-    if align_corners is not None and mode not in LINEAR_MODES:
-        raise ValueError("align_corners option can only be set with the interpolating modes: "
-                         "linear | bilinear | bicubic | trilinear")
+    check_align_corners(mode, align_corners)     # mode is one of MODES: no cubic one
     out, sf = output_size("interpolate", x.shape, size, scale_factor)
     if mode == "area":
         from .ops_functional_conv import layer_call

@@ -11,9 +11,9 @@ from typing import Any, Optional, Sequence, Tuple
 from .checks import check_not_empty, shape_error
 
 __all__ = ["check_prelu_input", "check_channel_dropout_input", "channel_dropout_axes",
-           "UPSAMPLE_MODES", "INTERPOLATING_MODES", "check_upsample_args", "check_pixel_shuffle_input",
-           "PAD_LAYERS", "pad_sides", "check_pad_value", "check_pad_input", "unflatten_sizes",
-           "check_unflatten_input"]
+           "UPSAMPLE_MODES", "INTERPOLATING_MODES", "check_upsample_args", "check_align_corners",
+           "check_pixel_shuffle_input", "PAD_LAYERS", "pad_sides", "check_pad_value", "check_pad_input",
+           "unflatten_sizes", "check_unflatten_input"]
 
 Shape = Sequence[int]
 
@@ -42,7 +42,7 @@ def channel_dropout_axes(name: str, ndim: Optional[int]) -> Tuple[int, ...]:
 
 
 # torch.nn.Upsample's modes (F.interpolate's, less 'lanczos', which needs antialias=True); the
-# MXNet adapter runs 'nearest' and 'bilinear' and declares the others in its _dl_cannot
+# MXNet adapter runs all but 'bicubic' and declares that one in its _dl_cannot
 UPSAMPLE_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 INTERPOLATING_MODES = ("linear", "bilinear", "bicubic", "trilinear")
 
@@ -54,6 +54,11 @@ def check_upsample_args(size, scale_factor, mode: str, align_corners: Optional[b
         raise ValueError("Upsample: exactly one of size and scale_factor must be given")
     if mode not in UPSAMPLE_MODES:
         raise ValueError(f"Upsample: unknown mode {mode!r}; expected one of {UPSAMPLE_MODES}")
+    check_align_corners(mode, align_corners)
+
+
+def check_align_corners(mode: str, align_corners: Optional[bool]) -> None:
+    """torch's refusal of ``align_corners`` with a mode that does not interpolate (its message)."""
     if align_corners is not None and mode not in INTERPOLATING_MODES:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
