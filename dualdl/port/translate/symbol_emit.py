@@ -33,7 +33,6 @@ class Inst(Instance):
     children: List["Inst"] = field(default_factory=list)
     height: int = 0
     ref: Optional[Call] = None      # the parent's constructor call, filled once the class is known
-    cname: str = ""
     members: Dict[str, Any] = field(default_factory=dict)   # attribute -> child Inst or LayerSpec
 
 
@@ -227,9 +226,6 @@ class SymbolEmitter:
             for same in by_structure.values():
                 cname = taken.new(base)
                 classes[cname], _, _ = finish_class(cname, same, self._class_source, lambda m: [m.ref])
-                for m in same:
-                    m.cname = cname
-        top.cname = top_name
         classes[top_name] = self._class_source(top_name, [top], {}, [])
         self.top_class = top_name
         return classes
