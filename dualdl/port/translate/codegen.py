@@ -26,7 +26,7 @@ from .render import Ref, join_path
 from .safe import literal
 from .symbol_nested import is_symbol_block, map_nested, nested_leaf   # a SymbolBlock child
 from .graph import T, flatten_struct
-from .trace import trace_block
+from .trace import is_hybrid, trace_block
 
 __all__ = ["Generator", "MapEntry"]
 
@@ -64,7 +64,7 @@ class Generator(ClassWriter):
 
     # ---- classification ----
     def kind(self, block: Any) -> str:
-        if block_translation(block) is not None or _is_builtin(block):
+        if block_translation(block) is not None or is_gluon_builtin(block):
             return "leaf"
         if is_symbol_block(block):   # nested SymbolBlock: the symbol path, as one leaf (symbol_nested.py)
             return "leaf"
@@ -82,7 +82,7 @@ class Generator(ClassWriter):
         fn = block_translation(block)
         recs = self.records.get(id(block))
         if fn is None and not recs and path is None:
-            if not _is_builtin(block):
+            if not is_gluon_builtin(block):
                 return None
             return builtin_leaf(block, LeafInfo("", [], [], 1, batchnorm=self.batchnorm))
         info = LeafInfo(path or "", [t.shape for t in flatten_struct(recs[0].args) if isinstance(t, T)] if recs else [],
@@ -93,7 +93,7 @@ class Generator(ClassWriter):
             leaf = fn(block, info)
         elif is_symbol_block(block):   # nested SymbolBlock (symbol_nested.py)
             leaf = nested_leaf(self, block, info)
-        elif _is_builtin(block):
+        elif is_gluon_builtin(block):
             leaf = builtin_leaf(block, info)
         else:
             return None
@@ -295,7 +295,7 @@ class Generator(ClassWriter):
                                       f"translated for inference only (train=False): its training mode raises")
                 self.same_output.setdefault(path, tpath)
             except TranslationError as e:
-                if _is_hybrid(block):
+                if is_hybrid(block):
                     raise
                 inst.untraced = str(e)
         if inst.untraced:
@@ -394,15 +394,6 @@ def _inference_guard(block, path) -> List[str]:
            f"(translate(..., train=False)): its Gluon forward computes something else in training "
            f"(autograd.is_training()), which was not translated; call .eval() before calling it")
     return ["if self.training:", f"    raise NotImplementedError({literal(msg)})"]
-
-
-def _is_builtin(block) -> bool:
-    return is_gluon_builtin(block)
-
-
-def _is_hybrid(block) -> bool:
-    import mxnet as mx
-    return isinstance(block, mx.gluon.HybridBlock)
 
 
 def _never_ran_msg(block, path):

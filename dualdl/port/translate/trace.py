@@ -15,7 +15,7 @@ from .errors import TranslationError
 from .graph import CallSite, Graph, Record, T, flatten_struct, nested_var_name, walk
 from .trace_scope import TraceScope, ValueDependent
 
-__all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "trace_block", "walk", "flatten_struct",
+__all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "is_hybrid", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
 
 
@@ -214,7 +214,7 @@ def _traced_args(block: Any, path: str, records: Dict[int, List[Record]]) -> Tup
 
 
 def _input_names(block: Any, n: int, via_call: bool = False) -> List[str]:
-    fn = block.hybrid_forward if hasattr(block, "hybrid_forward") and _is_hybrid(block) else block.forward
+    fn = block.hybrid_forward if hasattr(block, "hybrid_forward") and is_hybrid(block) else block.forward
     if via_call:
         fn = _own_call(block).__get__(block)
     try:
@@ -222,14 +222,14 @@ def _input_names(block: Any, n: int, via_call: bool = False) -> List[str]:
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         names = []
-    if names and names[0] == "F" and _is_hybrid(block):
+    if names and names[0] == "F" and is_hybrid(block):
         names = names[1:]
     names = [n_ for n_ in names if n_ != "self"]
     out = names[:n] if len(names) >= n else names + [f"x{i}" for i in range(len(names), n)]
     return [n_ if n_.isidentifier() and n_ not in ("self", "F", "torch", "nn") else f"x{i}" for i, n_ in enumerate(out)]
 
 
-def _is_hybrid(block: Any) -> bool:
+def is_hybrid(block: Any) -> bool:
     import mxnet as mx
     return isinstance(block, mx.gluon.HybridBlock)
 
@@ -381,7 +381,7 @@ def _run_traced(block: Any, path: str, records: Dict[int, List[Record]], trainin
     patched = _patched_children(block, records)
     for name, child in patched:
         child.forward = recorder(name, child)
-    kind = "HybridBlock" if _is_hybrid(block) else "non-hybridizable Block"
+    kind = "HybridBlock" if is_hybrid(block) else "non-hybridizable Block"
     try:
         with mx.name.NameManager(), TraceScope(block, training) as scope:
             # a class's own __call__ runs for the top block only (it is how the user calls it);
