@@ -147,12 +147,6 @@ def _safetensors_header(path: str) -> Optional[tuple]:
     return (header, 8 + n) if isinstance(header, dict) else None
 
 
-def _safetensors_metadata(path: str) -> Dict[str, Any]:
-    got = _safetensors_header(path)
-    meta = got[0].get("__metadata__") if got else None
-    return meta if isinstance(meta, dict) else {}
-
-
 def _tensors_sha256(path: str, header: Dict[str, Any], offset: int) -> str:
     """The hash of a safetensors file's tensor table (names, dtypes, shapes, offsets; not the
     metadata, which holds this hash) and its data."""

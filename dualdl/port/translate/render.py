@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, Set
 from .registry import Call
 from .safe import comment as safe_comment, literal
 
-__all__ = ["Ref", "MODULE_NAMES", "FILE_NAMES", "attr_path", "camel", "child_call", "collect_refs", "defined_names",
+__all__ = ["Ref", "MODULE_NAMES", "FILE_NAMES", "attr_path", "camel", "collect_refs", "defined_names",
            "free_name", "ident", "is_number", "join_path", "render_args", "render_call", "statement"]
 
 # Names the generated file itself uses at module level: a class, helper or local of the same name
@@ -110,22 +110,6 @@ def attr_path(key: str) -> str:
     return out
 
 
-def child_call(block: Any, name: str):
-    """``(child block, source of its attribute)`` for a traced call site ``name`` of ``block``: a
-    direct child under any name (dots, newlines and digits included: ``self.<ident(name)>``, as
-    the constructor writes it) or ``"seq.i"``, layer ``i`` of a Sequential child that the block
-    calls layer by layer (``self.seq[k]``, ``k`` its position in the ``nn.ModuleList``)."""
-    children = block._children
-    if name in children:
-        return children[name], f"self.{ident(name)}"
-    for i in range(len(name)):
-        if name[i] == "." and name[:i] in children:
-            seq, rest = children[name[:i]], name[i + 1:]
-            if rest in seq._children:
-                return seq._children[rest], f"self.{ident(name[:i])}[{list(seq._children).index(rest)}]"
-    raise KeyError(name)
-
-
 class Ref(Call):
     """A constructor call of a translated class, filled in once its class variant is known."""
     block: Any = None
@@ -137,10 +121,6 @@ def collect_refs(v):
     if isinstance(v, Call):
         for a in list(v.args) + [a for _, a in v.kwargs]:
             yield from collect_refs(a)
-
-
-def _with_comment(call: Call, comment: str) -> Call:
-    return Call(call.fn, list(call.args), list(call.kwargs), list(call.names), comment or call.comment)
 
 
 def is_number(v) -> bool:
