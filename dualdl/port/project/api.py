@@ -54,6 +54,10 @@ class ProjectReport:
         return sum(f["converted"] for f in self.files)
 
     @property
+    def todo_lines(self) -> int:
+        return sum(f["todo_lines"] for f in self.files)
+
+    @property
     def todos(self) -> List[Dict[str, Any]]:
         return [dict(t, file=f["path"]) for f in self.files for t in f["todos"]]
 
@@ -64,14 +68,14 @@ class ProjectReport:
     def to_dict(self) -> Dict[str, Any]:
         return {"src": self.src, "out": self.out, "lines": self.lines,
                 "api_lines": self.api_lines, "converted": self.converted,
-                "todo_lines": len({(t["file"], t["line"]) for t in self.todos}),
+                "todo_lines": self.todo_lines,
                 "seconds": self.seconds, "files": self.files, "models": self.models}
 
     def summary(self) -> str:
         pct = 100.0 * self.converted / self.api_lines if self.api_lines else 100.0
         out = [f"converted {len(self.files)} file(s), {self.lines} lines: {self.converted} of "
                f"{self.api_lines} lines naming a Gluon API converted automatically ({pct:.1f}%), "
-               f"{len({(t['file'], t['line']) for t in self.todos})} TODO line(s); "
+               f"{self.todo_lines} TODO line(s); "
                f"{self.seconds:.3f} s ({self.lines_per_second:.0f} lines/s) -> {self.out}"]
         out += [f"  TODO {t['file']}:{t['line']}: {t['api']}: {t['why']}" for t in self.todos]
         for m in self.models:
