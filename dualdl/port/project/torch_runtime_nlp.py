@@ -25,7 +25,7 @@ from torch import nn
 from .torch_runtime import Dense, Dropout, Sequential
 from ..recipe.torch_src.metrics import F1, Accuracy, CompositeEvalMetric
 from ..recipe.torch_src.clip import clip_grad_global_norm
-from .torch_runtime_rnn import vocab_order
+from .torch_runtime_text import vocab_order
 from .torch_runtime_train import _RECORDER, Dataset, _float64, copy_by_key
 
 

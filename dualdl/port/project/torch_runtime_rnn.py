@@ -32,7 +32,6 @@ from torch import nn
 
 from ..translate.conventions import RNN_MODES, rnn_weight_names
 from .torch_runtime import _act, is_training, zeros
-from .torch_runtime_text import vocab_order  # noqa: F401  (moved there; torch_runtime_nlp imports it here)
 from .torch_runtime_train import _RECORDER, One, Zero, _float64
 
 
