@@ -87,9 +87,9 @@ PAGES: Dict[str, Tuple[str, str, List[Tuple[str, str, object]]]] = {
                           ("The adapter contract (`dualdl.contract`)", "dualdl.contract", None)]),
 }
 # the modules whose every public name must have an entry (tests/test_docs_api.py)
-MODULES = ("dualdl", "dualdl.nn", "dualdl.nn.functional", "dualdl.random", "dualdl.ops", "dualdl.losses", "dualdl.optim", "dualdl.data", "dualdl.port",
-           "dualdl.testing", "dualdl.nn.init", "dualdl.optim.lr_scheduler", "dualdl.distributed", "dualdl.formats",
-           "dualdl.contract", "dualdl.losses.functional", "dualdl.losses.gluon")
+MODULES = ("dualdl", "dualdl.nn", "dualdl.nn.functional", "dualdl.random", "dualdl.ops", "dualdl.losses",
+           "dualdl.optim", "dualdl.data", "dualdl.port", "dualdl.testing", "dualdl.nn.init", "dualdl.optim.lr_scheduler",
+           "dualdl.distributed", "dualdl.formats", "dualdl.contract", "dualdl.losses.functional", "dualdl.losses.gluon")
 
 
 def _names(module: str, names) -> List[str]:

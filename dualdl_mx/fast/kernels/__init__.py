@@ -78,7 +78,8 @@ try:                                  # POSIX only: Windows has no fcntl (the bu
 except ImportError:                   # pragma: no cover - exercised in a subprocess by the tests
     _FCNTL = None
 
-__all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning", "UntrustedCacheError", "OPERATORS"]
+__all__ = ["available", "library_path", "guard_waiter", "KernelUnavailableWarning", "UntrustedCacheError",
+           "OPERATORS"]
 
 _SOURCES = ("batch_norm.cc", "finite_guard.cc", "log_softmax.cc")
 _HEADERS = ("batch_norm_pool.h",)           # included by the sources: part of the cache key
@@ -392,7 +393,7 @@ def available() -> bool:
 
 
 def _load() -> bool:
-    if all(hasattr(mx.nd, op) for op in OPERATORS):           # loaded by an earlier import in this process
+    if all(hasattr(mx.nd, op) for op in OPERATORS):      # loaded by an earlier import in this process
         return True
     global _loaded_from
     try:
