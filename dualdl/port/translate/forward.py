@@ -46,7 +46,6 @@ class ForwardWriter:
         if g.order is not None:
             return OrderedBody(self).write()
         # where each var node comes from
-        self.var_of: Dict[int, Tuple[str, Any]] = {}
         in_index = {}
         for i, s in enumerate(g.in_struct):
             if isinstance(s, (list, tuple)):
@@ -76,7 +75,6 @@ class ForwardWriter:
         for h in g.heads:
             self.uses[h] = self.uses.get(h, 0) + 1
         self.call_done: Dict[int, List[str]] = {}
-        self.emitted: Dict[int, bool] = {}
         n_calls = sum(len([s for s in flatten_struct(c.args) if s is not None]) for c in g.calls)
         updates = getattr(g, "updates", [])
         n_heads = len(g.heads) - len(updates)
@@ -226,7 +224,7 @@ class ForwardWriter:
         else:
             text = f"{attr}({', '.join(args)})"
         names = [self.new_name(ident(c.child) if k == 0 else f"{ident(c.child)}_{k}") for k in range(len(flat_out))]
-        target = _pack(c.out_struct, names, top=True)
+        target = _pack(c.out_struct, names)
         self.lines.append(f"{target} = {text}" + _cmt(comment, self.comments_seen))
         self.call_done[ci] = names
 
@@ -263,7 +261,6 @@ class OrderedBody:
         self.holders: Dict[str, Set[Tuple[int, int]]] = {}
         self.fixed: Set[str] = set()
         self.weight: Dict[int, Expr] = {}
-        self.call_of: Dict[int, int] = {}      # call output variable -> its call
         self.call_args: List[List[Tuple[int, int]]] = []
 
     def write(self) -> Tuple[List[str], List[str]]:
@@ -464,7 +461,7 @@ def _cmt(comment: str, seen: set) -> str:
     return f"  # {safe_comment(comment)}"
 
 
-def _pack(struct, names: List[str], top: bool = False) -> str:
+def _pack(struct, names: List[str]) -> str:
     it = iter(names)
 
     def go(s, depth):
