@@ -70,7 +70,8 @@ def convert(cfg: Config) -> List[Row]:
 def proof(cfg: Config) -> List[Row]:
     """The proof over the real run: both scripts for 3 updates, every update compared."""
     from dualdl.port.project import convert_project
-    from dualdl.port.project.proof import prove_scripts, write_mnist
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_mnist
     work = tempfile.mkdtemp(prefix="bench_project_")
     out = os.path.join(work, "torch")
     convert_project(os.path.dirname(SCRIPT), out)

@@ -199,7 +199,8 @@ def test_batchnorm_and_schedule_of_the_runtime_match_gluon(converted, monkeypatc
 def test_the_converted_cnn_run_is_the_gluon_run(converted, tmp_path, script, steps):
     """Conv2D + BatchNorm + nag with a FactorScheduler: 6 updates proven (grads 4.0e-5 on a
     scale of 1, weights and running statistics 9.7e-7, the lr halved at updates 4 and 6)."""
-    from dualdl.port.project.proof import prove_scripts, write_mnist
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_mnist
     _, out = converted
     write_mnist(str(tmp_path / "data"), train=300, test=50)
     p = prove_scripts(os.path.join(SCRIPTS, script), str(out / script), str(tmp_path), steps=steps)
@@ -212,7 +213,8 @@ def test_the_converted_run_is_the_gluon_run(converted, tmp_path):
     batches equal, every row of the Gluon run within 64x torch's own float32 distance from the
     converted script's float64 run (worst 0.32x; gluon32 - torch32: grad 2.6e-7, weights 6.0e-8,
     loss 1.9e-6), the torch run without mxnet or dualdl (about 40 s with the control)."""
-    from dualdl.port.project.proof import prove_scripts, write_mnist
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_mnist
     _, out = converted
     write_mnist(str(tmp_path / "data"), train=300, test=50)
     p = prove_scripts(os.path.join(SCRIPTS, SCRIPT), str(out / SCRIPT), str(tmp_path), steps=3)

@@ -60,7 +60,8 @@ def test_two_processes_are_the_gluon_run_on_two_contexts(project, tmp_path):
     row 0.08x its float64 allowance); one process (the default) proves the same script without
     BatchNorm; a control, the torch script stepping by the per-device batch (a common DDP port),
     fails at update 0 on a gradient (~60 s: 8 runs, the launcher's)."""
-    from dualdl.port.project.proof import prove_scripts, write_mnist
+    from dualdl.port.project.proof import prove_scripts
+    from dualdl.port.project.proof_data import write_mnist
     src, out, _ = project
     write_mnist(str(tmp_path / "data"), train=200, test=20)
     p = prove_scripts(str(src / "train.py"), str(out / "train.py"), str(tmp_path), steps=3,

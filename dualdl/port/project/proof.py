@@ -26,9 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .proof_data import write_mnist  # noqa: F401  (its home before the writer registry)
-
-__all__ = ["ScriptProof", "prove_scripts", "write_mnist"]
+__all__ = ["ScriptProof", "prove_scripts"]
 
 #: what the proof sets in the Gluon run it starts (dualdl/config.py lists them); never inherited from the caller
 _GLUON_RUN_VARIABLES = ("DUALDL_PROOF_RECORD", "DUALDL_PROOF_STEPS", "DUALDL_PROOF_SEED",
