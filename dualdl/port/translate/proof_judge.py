@@ -237,7 +237,6 @@ class Judge:
             if d / max(t, 1e-300) >= ratio:
                 ratio, worst, tol_w = d / max(t, 1e-300), nm, t
                 by = side if alt is not None and self.ref else ""
-        self.worst, self.worst_ratio = worst, ratio    # the tensor closest to its tolerance, difference / tolerance
         self.closest[label] = (worst, ratio)
         if not self.ref:
             return Check(label, mad, rel, tol, passed, f"{len(a)} tensors; closest to its tolerance: {worst}",
