@@ -26,7 +26,7 @@ from .torch_runtime import Dense, Dropout, Sequential
 from ..recipe.torch_src.metrics import F1, Accuracy, CompositeEvalMetric
 from ..recipe.torch_src.clip import clip_grad_global_norm
 from .torch_runtime_text import vocab_order
-from .torch_runtime_train import _RECORDER, Dataset, _float64, copy_by_key
+from .torch_runtime_train import _RECORDER, Dataset, _float64, copy_by_key, gluon_root
 
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -285,8 +285,7 @@ def cached_vocab(dataset_name: str, root: Optional[str] = None) -> Vocab:
     ``$MXNET_HOME/models/<dataset_name>-<sha1 prefix>.vocab`` (JSON), the file ``get_model``
     downloads; put it there (any gluonnlp run leaves it) to use it without gluonnlp."""
     import glob
-    root = os.path.expanduser(root or os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"),
-                                                   "models"))
+    root = gluon_root(root, "models")
     found = sorted(glob.glob(os.path.join(root, f"{dataset_name}-*.vocab")))
     if not found:
         raise FileNotFoundError(f"the vocabulary of {dataset_name!r} is a gluonnlp download: put "
@@ -319,8 +318,7 @@ class GlueTask:
         self.label_alias, self._folder, self._fields = label_alias, folder, fields
 
     def get_dataset(self, segment: str = "train") -> TSVDataset:
-        root = os.path.expanduser(os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"),
-                                               "datasets", self._folder))
+        root = gluon_root(None, "datasets", self._folder)
         path = os.path.join(root, f"{segment}.tsv")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} is missing: GLUE data is a gluonnlp download; run the "

@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from .torch_runtime_train import Dataset
+from .torch_runtime_train import Dataset, gluon_root
 
 
 def vocab_order(counter: Any, special: List[str], most: Optional[int] = None,
@@ -75,9 +75,7 @@ class WikiText2(Dataset):
 
     def __init__(self, root: Optional[str] = None, segment: str = "train", vocab: Any = None,
                  seq_len: int = 35):
-        root = root or os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"), "datasets",
-                                    self._name)
-        path = os.path.join(os.path.expanduser(root), self._files[segment])
+        path = os.path.join(gluon_root(root, "datasets", self._name), self._files[segment])
         if not os.path.exists(path):
             raise FileNotFoundError(f"{type(self).__name__}: {path} is missing; put the "
                                     f"dataset's {self._files[segment]} in {os.path.dirname(path)}")

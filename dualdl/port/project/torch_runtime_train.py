@@ -378,6 +378,13 @@ class ArrayDataset(Dataset):
         return items if len(items) > 1 else items[0]
 
 
+def gluon_root(root: Optional[str], *default: str) -> str:
+    """``root``, else Gluon's default folder ``$MXNET_HOME/<default...>`` (``~/.mxnet``), with
+    ``~`` expanded."""
+    return os.path.expanduser(root or os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"),
+                                                   *default))
+
+
 class MNIST(Dataset):
     """``gluon.data.vision.MNIST(root, train)``: the same gzip idx files Gluon reads from
     ``root`` (``train-images-idx3-ubyte.gz`` ...): images ``(28, 28, 1)`` uint8, labels int32,
@@ -389,10 +396,7 @@ class MNIST(Dataset):
 
     def __init__(self, root: Optional[str] = None, train: bool = True,
                  transform: Optional[Callable] = None):
-        if root is None:                # Gluon's default: $MXNET_HOME/datasets/<name>
-            root = os.path.join(os.environ.get("MXNET_HOME", "~/.mxnet"), "datasets",
-                                self._namespace)
-        root = os.path.expanduser(root)
+        root = gluon_root(root, "datasets", self._namespace)
         images, labels = (os.path.join(root, f) for f in self._files[bool(train)])
         if not (os.path.exists(images) and os.path.exists(labels)):
             raise FileNotFoundError(f"{type(self).__name__}: {images} and {labels} are missing; "

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .torch_runtime import _relu, asnumpy, is_training
-from .torch_runtime_train import MNIST, _Schedule
+from .torch_runtime_train import MNIST, _Schedule, gluon_root
 
 # ----------------------------------------------------------------------------- transforms
 
@@ -163,8 +163,7 @@ class CIFAR10(MNIST):
 
     def __init__(self, root: Optional[str] = None, train: bool = True,
                  transform: Optional[Callable] = None, **_: Any):
-        home = os.environ.get("MXNET_HOME", os.path.join(os.path.expanduser("~"), ".mxnet"))
-        root = os.path.expanduser(root or os.path.join(home, "datasets", self._namespace))
+        root = gluon_root(root, "datasets", self._namespace)
         names = self._files[0 if train else 1]
         if not all(os.path.exists(os.path.join(root, n)) for n in names):
             archive = os.path.join(root, self._archive)
