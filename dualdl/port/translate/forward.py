@@ -15,7 +15,7 @@ from .errors import TranslationError
 from .gate import Attrs
 from .ops import Expr, NeedsName, OpNode, bind_device, n_outputs, translate_op
 from .render import FILE_NAMES, defined_names, ident
-from .graph import Graph, flatten_struct, nested_var_name, walk
+from .graph import Graph, flatten_struct, nested_var_name, shape_count, walk
 
 __all__ = ["ForwardWriter"]
 
@@ -348,10 +348,7 @@ class OrderedBody:
     def _n_out(self, it) -> int:
         if it[0] == "call":
             return len(flatten_struct(self.g.calls[it[1]].out_struct))
-        k = 0
-        while (it[1], k) in self.g.shapes:
-            k += 1
-        return max(k, 1)
+        return shape_count(self.g.shapes, it[1])
 
     def _index(self, it, v, made_by_call) -> int:
         return made_by_call[it[1]].index(v) if it[0] == "call" else v[1]

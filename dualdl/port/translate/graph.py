@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["T", "Record", "CallSite", "Graph", "walk", "flatten_struct", "nested_var_name"]
+__all__ = ["T", "Record", "CallSite", "Graph", "walk", "flatten_struct", "nested_var_name", "shape_count"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,11 @@ def nested_var_name(base: str, s: Any, j: int) -> str:
             names.append(b)
     go(s, base)
     return names[j]
+
+
+def shape_count(shapes: Dict[Tuple[int, int], Any], nid: int) -> int:
+    """How many outputs node ``nid`` has: those with a known shape, at least one (either graph)."""
+    k = 0
+    while (nid, k) in shapes:
+        k += 1
+    return max(k, 1)
