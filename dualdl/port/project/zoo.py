@@ -265,8 +265,8 @@ def write_models(texts: Dict[str, str], out_dir: str,
     folder = os.path.join(out_dir, MODELS)
     os.makedirs(folder, exist_ok=True)
     taken: Dict[str, str] = {}
-    models = [_translate(f, a, k, folder, _stem(f, a, f + zoo_key(a, k), taken))
-              for f, a, k in wanted.values()]
+    models = [_translate(f, a, k, folder, _stem(f, a, key, taken))
+              for key, (f, a, k) in wanted.items()]
     with open(os.path.join(folder, "index.json"), "w", encoding="utf-8") as f:
         json.dump(models, f, indent=1)
     return models + todo
