@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import TranslationError
 from .graph import CallSite, Graph, Record, T, flatten_struct, nested_var_name, walk
-from .trace_scope import TraceScope, ValueDependent
+from .trace_scope import TraceScope, ValueDependent, as_legacy
 
 __all__ = ["T", "Record", "gluon_inputs", "gluon_array", "np_mode", "np_style", "CallSite", "Graph", "record_calls", "is_hybrid", "trace_block", "walk", "flatten_struct",
            "nested_var_name"]
@@ -288,7 +288,7 @@ def _graph(block, path, records, args, in_names, out, calls, consts, updates=Non
         if not isinstance(s, mx.sym.Symbol):
             raise TranslationError(f"a value of type {type(s).__name__} flows between layers (only tensors are "
                                    f"traced{_const_hint(s)})", block=type(block).__name__, path=path)
-    group = mx.sym.Group([_legacy(s) for s in outs + call_ins + list(updates.values())])
+    group = mx.sym.Group([as_legacy(s) for s in outs + call_ins + list(updates.values())])
     data = json.loads(group.tojson())
     heads = [(h[0], h[1]) for h in data["heads"]]
     params = {p.name: local for local, p in block._reg_params.items()}
@@ -299,11 +299,6 @@ def _graph(block, path, records, args, in_names, out, calls, consts, updates=Non
     # the attributes the forward replaces (state): their new values are the last heads
     graph.updates = [(attr, heads[len(outs) + len(call_ins) + i]) for i, attr in enumerate(updates)]
     return graph
-
-
-def _legacy(s: Any) -> Any:
-    from mxnet.symbol.numpy import _Symbol
-    return s.as_nd_ndarray() if isinstance(s, _Symbol) else s
 
 
 def _const_hint(s: Any) -> str:
@@ -321,7 +316,7 @@ def _const_hint(s: Any) -> str:
 
 def _signature(out: Any, calls: List[CallSite]) -> str:
     import mxnet as mx
-    syms = [_legacy(s) for s in flatten_struct(out) + [a for c in calls for a in flatten_struct(c.args)]
+    syms = [as_legacy(s) for s in flatten_struct(out) + [a for c in calls for a in flatten_struct(c.args)]
             if isinstance(s, mx.sym.Symbol)]
     return mx.sym.Group(syms).tojson() if syms else repr(out)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, List, Tuple
 
-__all__ = ["Dim", "TraceScope", "ValueDependent"]
+__all__ = ["Dim", "TraceScope", "ValueDependent", "as_legacy"]
 
 
 class ValueDependent(Exception):
@@ -118,10 +118,10 @@ def _broadcast_like(args, kwargs):
         return None
     if other is None or pad < 0 or any(i >= pad and xs[i - pad] != 1 for i in lhs):
         return None
-    y = _nd(x)
+    y = as_legacy(x)
     for _ in range(pad):
         y = mx.sym.expand_dims(y, axis=0)
-    return mx.sym.broadcast_like(y, _nd(_SCOPE._shaped[other]), lhs_axes=tuple(lhs),
+    return mx.sym.broadcast_like(y, as_legacy(_SCOPE._shaped[other]), lhs_axes=tuple(lhs),
                                  rhs_axes=tuple(rhs)).as_np_ndarray()
 
 
@@ -158,7 +158,7 @@ def _slice_like(sym, key):
         return None
     if other is None:
         return None
-    return mx.sym.slice_like(_nd(sym), _nd(_SCOPE._shaped[other]), axes=tuple(axes)).as_np_ndarray()
+    return mx.sym.slice_like(as_legacy(sym), as_legacy(_SCOPE._shaped[other]), axes=tuple(axes)).as_np_ndarray()
 
 
 def _arange_like(args, kwargs):
@@ -175,7 +175,7 @@ def _arange_like(args, kwargs):
     src = _SCOPE._shaped.get(stop.src)
     if src is None:
         return None
-    out = mx.sym.contrib.arange_like(_nd(src), axis=stop.axis)
+    out = mx.sym.contrib.arange_like(as_legacy(src), axis=stop.axis)
     dtype = kwargs.get("dtype")
     if dtype is not None and _dtype_of(src) != _np_dtype(dtype):
         out = mx.sym.cast(out, dtype=_np_dtype(dtype).name)
@@ -244,7 +244,7 @@ class TraceScope:
         out = {}
         for var, (attr, _) in self.consts.items():
             new = self.block.__dict__.get(attr)
-            if isinstance(new, mx.sym.Symbol) and new.name != var and var in _nd(new).list_inputs():
+            if isinstance(new, mx.sym.Symbol) and new.name != var and var in as_legacy(new).list_inputs():
                 out[attr] = new     # the new value is computed from the old one: a running update
         return out
 
@@ -300,7 +300,7 @@ class TraceScope:
                     and [d.axis for d in spec] == list(range(len(spec)))):
                 other = scope._shaped.get(srcs.pop())
                 if other is not None and len(shape(other)) == len(spec):   # x.reshape(y.shape)
-                    return mx.sym.reshape_like(_nd(sym), _nd(other)).as_np_ndarray()
+                    return mx.sym.reshape_like(as_legacy(sym), as_legacy(other)).as_np_ndarray()
             refs = [("d", d.axis) if isinstance(d, Dim) and d.src == h else None for d in spec]
             if any(refs):
                 plain = tuple(int(d) if r else d for d, r in zip(spec, refs))
@@ -326,7 +326,7 @@ class TraceScope:
             traced as broadcast_like + reshape so the count follows X."""
             other = scope._shaped.get(repeats.src) if isinstance(repeats, Dim) else None
             if other is not None and repeats.src != _handle(sym) and axis in (None, 0) and len(shape(sym)) == 1:
-                wide = mx.sym.broadcast_like(mx.sym.expand_dims(_nd(sym), axis=1), _nd(other),
+                wide = mx.sym.broadcast_like(mx.sym.expand_dims(as_legacy(sym), axis=1), as_legacy(other),
                                              lhs_axes=(1,), rhs_axes=(repeats.axis,))
                 return np_reshape(wide.as_np_ndarray(), -1)
             return np_repeat(sym, repeats, axis)
@@ -402,7 +402,7 @@ class TraceScope:
             is the sample's (reported with the other sizes written as numbers)."""
             seqs = list(data) if isinstance(data, (list, tuple)) else [data]
             try:
-                _, outs, _ = _nd(seqs[0]).infer_shape_partial()
+                _, outs, _ = as_legacy(seqs[0]).infer_shape_partial()
             except Exception as e:   # noqa: BLE001 - MXNet raises MXNetError / ValueError
                 raise ValueDependent(f"contrib.foreach over {seqs[0].name!r}: its length could not be inferred "
                                      f"({str(e).splitlines()[0]})")
@@ -411,7 +411,7 @@ class TraceScope:
             n = int(outs[0][0])
             scope._baked.add(n)
             np_style = [isinstance(s, _Symbol) for s in seqs]
-            steps = [[_back(mx.sym.squeeze(mx.sym.slice_axis(_nd(s), axis=0, begin=t, end=t + 1), axis=0), np_)
+            steps = [[_back(mx.sym.squeeze(mx.sym.slice_axis(as_legacy(s), axis=0, begin=t, end=t + 1), axis=0), np_)
                       for t in range(n)] for s, np_ in zip(seqs, np_style)]
             states, step_outs = init_states, []
             for t in range(n):
@@ -422,7 +422,7 @@ class TraceScope:
             def stack(items):
                 if isinstance(items[0], (list, tuple)):
                     return [stack([it[k] for it in items]) for k in range(len(items[0]))]
-                return _back(mx.sym.stack(*[_nd(i) for i in items], axis=0), isinstance(items[0], _Symbol))
+                return _back(mx.sym.stack(*[as_legacy(i) for i in items], axis=0), isinstance(items[0], _Symbol))
             return stack(step_outs), states
         self._set(mx.sym.contrib, "foreach", foreach)
 
@@ -503,7 +503,8 @@ def _broadcasting(original, op, swap):
     return fn
 
 
-def _nd(s: Any) -> Any:
+def as_legacy(s: Any) -> Any:
+    """A numpy-interface symbol as the legacy ``mx.sym`` one (any other value as it is)."""
     from mxnet.symbol.numpy import _Symbol
     return s.as_nd_ndarray() if isinstance(s, _Symbol) else s
 
