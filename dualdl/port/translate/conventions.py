@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["ConventionError", "int_or_tuple", "channels_first", "conv_call", "batchnorm_class",
            "bn_momentum", "bn_momentum_comment", "BN_EPS_DEFAULT", "FROZEN_BATCHNORM", "pool_call",
            "full_pool_outputs", "full_pool_problem", "linear_comment", "ACTIVATIONS", "RNN_MODES",
-           "rnn_weight_names"]
+           "rnn_weight_names", "float32_value"]
 
 
 class ConventionError(ValueError):
@@ -80,6 +80,11 @@ FROZEN_BATCHNORM = '''class FrozenBatchNorm{d}(nn.BatchNorm{d}):
     def forward(self, x):
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
 '''
+
+
+def float32_value(v: Any) -> float:
+    """A number MXNet keeps as a C++ float (an alpha, a threshold): the float32 value it computes with."""
+    return float(np.float32(v))
 
 
 def bn_momentum(mxnet_momentum: float, *, as_float32: bool = False) -> float:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import weakref
 
-import numpy as np
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .conventions import (ACTIVATIONS, FROZEN_BATCHNORM, RNN_MODES, ConventionError, batchnorm_class, bn_momentum,
-                          bn_momentum_comment, channels_first, conv_call, linear_comment, pool_call, rnn_weight_names)
+                          bn_momentum_comment, channels_first, conv_call, float32_value, linear_comment, pool_call,
+                          rnn_weight_names)
 from .errors import TranslationError
 from .gate import probability
 from .registry import Call, Leaf, Step
@@ -300,12 +300,8 @@ def _activation(block, info):
 _F32_ALPHA = "MXNet keeps alpha as a float32"
 
 
-def _f32(v) -> float:
-    return float(np.float32(v))
-
-
 def _leaky(block, info):
-    return Leaf(Call("nn.LeakyReLU", [_f32(block._alpha)], names=["negative_slope"], comment=_F32_ALPHA))
+    return Leaf(Call("nn.LeakyReLU", [float32_value(block._alpha)], names=["negative_slope"], comment=_F32_ALPHA))
 
 
 def _prelu(block, info):
@@ -313,7 +309,7 @@ def _prelu(block, info):
 
 
 def _elu(block, info):
-    return Leaf(Call("nn.ELU", [_f32(block._alpha)], names=["alpha"], comment=_F32_ALPHA))
+    return Leaf(Call("nn.ELU", [float32_value(block._alpha)], names=["alpha"], comment=_F32_ALPHA))
 
 
 def _gelu(block, info):

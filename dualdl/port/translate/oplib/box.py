@@ -11,8 +11,7 @@ input's shape: kept rows in score order, then rows of -1. Its gradient goes to t
 MXNet's gradient for it: none (its backward is zero, measured)."""
 from __future__ import annotations
 
-import numpy as np
-
+from ..conventions import float32_value
 from ..errors import TranslationError
 from .base import Expr, op, parse_attr
 
@@ -85,11 +84,6 @@ BOX_DECODE = '''def box_decode(x, anchors, std, clip, corner_anchors):
 '''
 
 
-def _f32(v) -> float:
-    """An attribute MXNet keeps as a C++ float: the float32 value it computes with."""
-    return float(np.float32(v))
-
-
 def _box_nms(a, attrs, node):
     fin, fout = attrs.get("in_format", "corner"), attrs.get("out_format", "corner")
     if fin != fout:
@@ -97,17 +91,19 @@ def _box_nms(a, attrs, node):
                                f"MXNet converts the kept boxes but passes gradients back unconverted; give both "
                                f"formats the same value, or register a translation", op=node.op, block=node.block,
                                path=node.path)
-    args = (_f32(parse_attr(attrs.get("overlap_thresh"), 0.5)), _f32(parse_attr(attrs.get("valid_thresh"), 0.0)),
+    args = (float32_value(parse_attr(attrs.get("overlap_thresh"), 0.5)),
+            float32_value(parse_attr(attrs.get("valid_thresh"), 0.0)),
             int(parse_attr(attrs.get("topk"), -1)), int(parse_attr(attrs.get("coord_start"), 2)),
             int(parse_attr(attrs.get("score_index"), 1)), int(parse_attr(attrs.get("id_index"), -1)),
-            _f32(parse_attr(attrs.get("background_id"), -1)), bool(parse_attr(attrs.get("force_suppress"), False)),
+            float32_value(parse_attr(attrs.get("background_id"), -1)),
+            bool(parse_attr(attrs.get("force_suppress"), False)),
             fin == "center")
     return Expr(f"box_nms({a[0].text}, {', '.join(repr(v) for v in args)})", helpers=(BOX_NMS,))
 
 
 def _box_decode(a, attrs, node):
-    std = tuple(_f32(parse_attr(attrs.get(f"std{i}"), 1.0)) for i in range(4))
-    clip = _f32(parse_attr(attrs.get("clip"), -1.0))
+    std = tuple(float32_value(parse_attr(attrs.get(f"std{i}"), 1.0)) for i in range(4))
+    clip = float32_value(parse_attr(attrs.get("clip"), -1.0))
     corner = attrs.get("format", "center") == "corner"
     return Expr(f"box_decode({a[0].text}, {a[1].text}, {std!r}, {clip!r}, {corner})", helpers=(BOX_DECODE,))
 
