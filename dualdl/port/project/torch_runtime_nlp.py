@@ -444,11 +444,12 @@ def _load_arrays(model: nn.Module, prefix: str) -> None:
     path = os.environ.get("GLUON2TORCH_LOAD")
     if not path or not os.path.exists(path):
         return
-    arrays = np.load(path)
-    with torch.no_grad():
+    with np.load(path) as arrays, torch.no_grad():
+        names = set(arrays.files)
         for k, t in model.state_dict(keep_vars=True).items():
-            if prefix + k in arrays.files and tuple(arrays[prefix + k].shape) == tuple(t.shape):
-                t.copy_(torch.from_numpy(arrays[prefix + k]))
+            a = arrays[prefix + k] if prefix + k in names else None     # one read of the .npz
+            if a is not None and tuple(a.shape) == tuple(t.shape):
+                t.copy_(torch.from_numpy(a))
 
 
 class _Head(nn.Module):
