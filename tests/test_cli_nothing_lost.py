@@ -258,7 +258,7 @@ def test_an_exported_symbol_file_that_is_special_or_too_deep_is_one_line(tmp_pat
     mx.nd.save(str(tmp_path / "m-0000.params"), {})
     (tmp_path / "deep-symbol.json").write_text('{"nodes": ' + "[" * 200_000 + "]" * 200_000 + "}")
     os.mkfifo(tmp_path / "fifo-symbol.json")
-    for sym, says in (("deep-symbol.json", "too deeply"),
+    for sym, says in (("deep-symbol.json", "the symbol file nests its JSON too deeply to be an MXNet symbol"),
                       ("fifo-symbol.json", "fifo-symbol.json is not a regular file")):
         code, _, err = _run(["translate", str(tmp_path / sym), "--params", str(tmp_path / "m-0000.params"),
                              "--input-shape", "1,3", "--out", str(tmp_path / "o")], capsys)
